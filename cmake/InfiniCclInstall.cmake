@@ -1,0 +1,12 @@
+# `cmake --install` gives bin/ lib/ include/ and a package config, so a
+# framework can find_package(InfiniCCL) and link InfiniCCL::ccl.
+include(CMakePackageConfigHelpers)
+set(INFINI_CCL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/InfiniCCL)
+install(EXPORT InfiniCCLTargets NAMESPACE InfiniCCL:: DESTINATION ${INFINI_CCL_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/InfiniCCLConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/InfiniCCLConfig.cmake INSTALL_DESTINATION ${INFINI_CCL_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/InfiniCCLConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/InfiniCCLConfig.cmake
+              ${PROJECT_BINARY_DIR}/InfiniCCLConfigVersion.cmake
+        DESTINATION ${INFINI_CCL_CMAKE_DIR})
