@@ -41,6 +41,16 @@ extern "C" {
 #define INFINI_CCL_PLUGIN_ABI_VERSION 1
 #define INFINI_CCL_PLUGIN_SYMBOL_V1 "infiniCclPlugin_v1"
 
+/* Put before the definition of the exported table:
+ *   INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t infiniCclPlugin_v1 = {...};
+ * In C++ a namespace-scope const has internal linkage unless declared
+ * extern, and plugins are built with hidden visibility: this spells both. */
+#ifdef __cplusplus
+#define INFINI_CCL_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
+#else
+#define INFINI_CCL_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
 /* Result codes say whose fault a failure is, as NCCL's do. */
 typedef enum {
   infiniCclSuccess = 0,
@@ -82,6 +92,7 @@ typedef struct {
 typedef struct infiniCclComm* infiniCclComm_t;     /* a communicator */
 typedef struct infiniCclStream* infiniCclStream_t; /* backend stream, NULL = default */
 typedef struct infiniCclEvent* infiniCclEvent_t;   /* backend event */
+typedef struct infiniCclGraph* infiniCclGraph_t;   /* captured stream work */
 
 /* Communicator options. Callers set struct_size = sizeof(infiniCclConfig_t)
  * so that a plugin built against a newer header can tell which fields exist.
@@ -112,7 +123,7 @@ typedef enum {
 } infiniCclMemcpyKind_t;
 
 typedef struct {
-  size_t struct_size; /* sizeof(infiniCclPlugin_v1_t) of the plugin's header */
+  size_t struct_size;   /* sizeof(infiniCclPlugin_v1_t) of the plugin's header */
   uint32_t abi_version; /* INFINI_CCL_PLUGIN_ABI_VERSION of the plugin's header */
   /* Short backend name, e.g. "nccl". */
   const char* name;
@@ -177,13 +188,14 @@ typedef struct {
    * group must call it. The communicator uses the calling thread's current
    * device. Several threads of one process may each create a rank of the
    * same group concurrently. `config` may be NULL. */
-  infiniCclResult_t (*comm_init_rank)(infiniCclComm_t* comm, int nranks, infiniCclUniqueId unique_id,
-                                      int rank, const infiniCclConfig_t* config);
+  infiniCclResult_t (*comm_init_rank)(infiniCclComm_t* comm, int nranks,
+                                      infiniCclUniqueId unique_id, int rank,
+                                      const infiniCclConfig_t* config);
   /* Collective split (ncclCommSplit): ranks with the same `color` form a
    * new communicator, ordered by `key` then by old rank. color < 0 means
    * "not in any new communicator": *newcomm is set to NULL. */
-  infiniCclResult_t (*comm_split)(infiniCclComm_t comm, int color, int key, infiniCclComm_t* newcomm,
-                                  const infiniCclConfig_t* config);
+  infiniCclResult_t (*comm_split)(infiniCclComm_t comm, int color, int key,
+                                  infiniCclComm_t* newcomm, const infiniCclConfig_t* config);
   /* Wait for outstanding work, then free the communicator. */
   infiniCclResult_t (*comm_destroy)(infiniCclComm_t comm);
   /* Stop outstanding work without waiting and free the communicator. Safe
@@ -237,12 +249,21 @@ typedef struct {
   infiniCclResult_t (*recv)(void* recvbuff, size_t count, DLDataType datatype, int peer,
                             infiniCclComm_t comm, infiniCclStream_t stream);
   /* Every rank sends sendbuff[p*count .. (p+1)*count) to rank p and receives
-   * rank p's block into recvbuff[p*count ..]. */
+   * rank p's block into recvbuff[p*count ..]. May be NULL (unsupported). */
   infiniCclResult_t (*all_to_all)(const void* sendbuff, void* recvbuff, size_t count,
                                   DLDataType datatype, infiniCclComm_t comm,
                                   infiniCclStream_t stream);
   /* Returns (or its stream work completes) once every rank has entered it. */
   infiniCclResult_t (*barrier)(infiniCclComm_t comm, infiniCclStream_t stream);
+
+  /* ---- Optional: stream capture (all four NULL when unsupported) --------- */
+  /* Work enqueued on `stream` between begin and end (collectives included) is
+   * recorded, not run; graph_launch replays it. This is how small collectives
+   * reach latencies that eager launches cannot (CUDA graphs). */
+  infiniCclResult_t (*stream_begin_capture)(infiniCclStream_t stream);
+  infiniCclResult_t (*stream_end_capture)(infiniCclStream_t stream, infiniCclGraph_t* graph);
+  infiniCclResult_t (*graph_launch)(infiniCclGraph_t graph, infiniCclStream_t stream);
+  infiniCclResult_t (*graph_destroy)(infiniCclGraph_t graph);
 } infiniCclPlugin_v1_t;
 
 #ifdef __cplusplus

@@ -1,0 +1,167 @@
+// Streams, events and buffers: the vendor-neutral device runtime.
+#include <utility>
+
+#include "infini/ccl/ccl.h"
+
+namespace infini::ccl {
+
+Stream::Stream(std::shared_ptr<const Backend> backend)
+    : backend_(std::move(backend)), owned_(true) {
+  backend_->Check(backend_->plugin().stream_create(&handle_), "stream_create");
+}
+
+Stream Stream::Default(std::shared_ptr<const Backend> backend) {
+  Stream stream;
+  stream.backend_ = std::move(backend);
+  return stream;
+}
+
+Stream::~Stream() {
+  if (owned_ && handle_ != nullptr) backend_->plugin().stream_destroy(handle_);
+}
+
+Stream::Stream(Stream&& other) noexcept
+    : backend_(std::move(other.backend_)),
+      handle_(std::exchange(other.handle_, nullptr)),
+      owned_(std::exchange(other.owned_, false)) {}
+
+Stream& Stream::operator=(Stream&& other) noexcept {
+  if (this != &other) {
+    if (owned_ && handle_ != nullptr) backend_->plugin().stream_destroy(handle_);
+    backend_ = std::move(other.backend_);
+    handle_ = std::exchange(other.handle_, nullptr);
+    owned_ = std::exchange(other.owned_, false);
+  }
+  return *this;
+}
+
+void Stream::Synchronize() const {
+  if (backend_ == nullptr) {
+    throw Error(
+        infiniCclInvalidUsage,
+        "Stream::Synchronize on a default-constructed Stream: use Stream::Default(backend)");
+  }
+  backend_->Check(backend_->plugin().stream_synchronize(handle_), "stream_synchronize");
+}
+
+void Stream::WaitEvent(const Event& event) const {
+  if (backend_ == nullptr) {
+    throw Error(infiniCclInvalidUsage,
+                "Stream::WaitEvent on a default-constructed Stream: use Stream::Default(backend)");
+  }
+  backend_->Check(backend_->plugin().stream_wait_event(handle_, event.handle()),
+                  "stream_wait_event");
+}
+
+Event::Event(std::shared_ptr<const Backend> backend) : backend_(std::move(backend)) {
+  backend_->Check(backend_->plugin().event_create(&handle_), "event_create");
+}
+
+Event::~Event() {
+  if (handle_ != nullptr) backend_->plugin().event_destroy(handle_);
+}
+
+Event::Event(Event&& other) noexcept
+    : backend_(std::move(other.backend_)), handle_(std::exchange(other.handle_, nullptr)) {}
+
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) backend_->plugin().event_destroy(handle_);
+    backend_ = std::move(other.backend_);
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void Event::Record(const Stream& stream) const {
+  backend_->Check(backend_->plugin().event_record(handle_, stream.handle()), "event_record");
+}
+
+bool Event::Query() const {
+  int done = 0;
+  backend_->Check(backend_->plugin().event_query(handle_, &done), "event_query");
+  return done != 0;
+}
+
+void Event::Synchronize() const {
+  backend_->Check(backend_->plugin().event_synchronize(handle_), "event_synchronize");
+}
+
+float Event::ElapsedMsSince(const Event& start) const {
+  float milliseconds = 0;
+  backend_->Check(backend_->plugin().event_elapsed_ms(start.handle_, handle_, &milliseconds),
+                  "event_elapsed_ms");
+  return milliseconds;
+}
+
+DeviceBuffer::DeviceBuffer(std::shared_ptr<const Backend> backend, size_t bytes)
+    : backend_(std::move(backend)), bytes_(bytes) {
+  device_index_ = backend_->GetDevice();
+  backend_->Check(backend_->plugin().mem_alloc(&data_, bytes), "mem_alloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (data_ != nullptr) backend_->plugin().mem_free(data_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : backend_(std::move(other.backend_)),
+      data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      device_index_(other.device_index_) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) backend_->plugin().mem_free(data_);
+    backend_ = std::move(other.backend_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    device_index_ = other.device_index_;
+  }
+  return *this;
+}
+
+FlatTensor DeviceBuffer::AsTensor(DLDataType dtype, int64_t count, int64_t offset) const {
+  const size_t end_bytes = static_cast<size_t>(offset + count) * ElementBytes(dtype);
+  if (offset < 0 || count < 0 || end_bytes > bytes_) {
+    throw Error(infiniCclInvalidArgument,
+                "DeviceBuffer::AsTensor: elements [" + std::to_string(offset) + ", " +
+                    std::to_string(offset + count) + ") of " + DataTypeName(dtype) +
+                    " do not fit in a buffer of " + std::to_string(bytes_) + " bytes");
+  }
+  void* start = static_cast<char*>(data_) + static_cast<size_t>(offset) * ElementBytes(dtype);
+  return FlatTensor(start, dtype, count, DLDevice{backend_->info().device_type, device_index_});
+}
+
+namespace {
+
+void CheckRange(size_t bytes, size_t offset_bytes, size_t capacity, const char* what) {
+  if (offset_bytes > capacity || bytes > capacity - offset_bytes) {
+    throw Error(infiniCclInvalidArgument,
+                std::string("DeviceBuffer::") + what + ": " + std::to_string(bytes) +
+                    " bytes at offset " + std::to_string(offset_bytes) +
+                    " do not fit in a buffer of " + std::to_string(capacity) + " bytes");
+  }
+}
+
+}  // namespace
+
+void DeviceBuffer::CopyFromHost(const void* host, size_t bytes, size_t offset_bytes) const {
+  CheckRange(bytes, offset_bytes, bytes_, "CopyFromHost");
+  const auto& plugin = backend_->plugin();
+  backend_->Check(plugin.memcpy_async(static_cast<char*>(data_) + offset_bytes, host, bytes,
+                                      infiniCclMemcpyHostToDevice, nullptr),
+                  "memcpy_async");
+  backend_->Check(plugin.stream_synchronize(nullptr), "stream_synchronize");
+}
+
+void DeviceBuffer::CopyToHost(void* host, size_t bytes, size_t offset_bytes) const {
+  CheckRange(bytes, offset_bytes, bytes_, "CopyToHost");
+  const auto& plugin = backend_->plugin();
+  backend_->Check(plugin.memcpy_async(host, static_cast<char*>(data_) + offset_bytes, bytes,
+                                      infiniCclMemcpyDeviceToHost, nullptr),
+                  "memcpy_async");
+  backend_->Check(plugin.stream_synchronize(nullptr), "stream_synchronize");
+}
+
+}  // namespace infini::ccl

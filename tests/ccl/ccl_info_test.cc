@@ -1,0 +1,53 @@
+// ccl_info is what a vendor runs first: it must load a plugin and say what it
+// is, or print the loader's one-line error and exit 1.
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <string>
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;
+};
+
+Result RunCclInfo(const std::string& arguments) {
+  const std::string command = std::string(INFINI_CCL_BIN_DIR) + "/ccl_info " + arguments + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 512> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) result.output += buffer.data();
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+TEST(CclInfo, PrintsWhatTheBackendIs) {
+  const Result result =
+      RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock.so");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("backend:      mock"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("abi version:  1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("devices:      1"), std::string::npos) << result.output;
+}
+
+TEST(CclInfo, PrintsOnlyTheDeviceCountWhenAsked) {
+  const Result result = RunCclInfo("--device_count --ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR
+                                   "/libinfini_ccl_mock.so");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.output, "1\n");
+}
+
+TEST(CclInfo, MissingBackendIsOneLineAndExitOne) {
+  const Result result = RunCclInfo("--ccl_backend=nosuchvendor");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_EQ(result.output.find('\n'), result.output.size() - 1) << result.output;
+  EXPECT_NE(result.output.find("ccl_info: backend 'nosuchvendor' not found"), std::string::npos)
+      << result.output;
+}
+
+}  // namespace
