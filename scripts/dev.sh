@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine (run as root, or with sudo):
+#   scripts/dev.sh demo   install what is missing, build, run the main job on gloo
+#   scripts/dev.sh test   install what is missing, build, run every test that
+#                         needs no GPU (GPU tests: scripts/gpu_check.sh)
+#   scripts/dev.sh build  install and build only
+# Environment: BUILD_DIR (default build), BUILD_TYPE (default RelWithDebInfo),
+# JOBS (default: CPU count), CMAKE_ARGS (extra configure arguments).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$here/build}
+build_type=${BUILD_TYPE:-RelWithDebInfo}
+jobs=${JOBS:-$(nproc)}
+
+# Debian packages the build needs. CUDA and NCCL are not among them: the NCCL
+# backend is built when /usr/local/cuda has them, and skipped otherwise.
+packages=(build-essential cmake ninja-build pkg-config git
+          libdlpack-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
+          libbenchmark-dev libgloo-dev libuv1-dev python3)
+
+install_missing() {
+  local missing=()
+  for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+      missing+=("$package")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "dev.sh: installing ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  # shellcheck disable=SC2086
+  cmake -S "$here" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" ${CMAKE_ARGS:-}
+  cmake --build "$build_dir" -j "$jobs"
+}
+
+run_tests() {
+  # GPU tests are labelled "gpu" and need the device machine.
+  ctest --test-dir "$build_dir" -LE gpu --output-on-failure --timeout 300 -j "$jobs"
+}
+
+run_demo() {
+  local bin=$build_dir/bin
+  "$bin/ccl_info" --ccl_backend=gloo
+  if [ -x "$bin/infini_run" ] && [ -x "$bin/gpt2" ]; then
+    "$bin/infini_run" --ccl_backend=gloo --nproc_per_node=2 "$bin/gpt2" --steps=10
+  elif [ -x "$bin/infini_run" ] && [ -x "$bin/allreduce_demo" ]; then
+    "$bin/infini_run" --ccl_backend=gloo --nproc_per_node=4 "$bin/allreduce_demo"
+  fi
+}
+
+case "${1:-}" in
+  demo) install_missing; build; run_demo ;;
+  test) install_missing; build; run_tests ;;
+  build) install_missing; build ;;
+  *) echo "usage: scripts/dev.sh demo|test|build" >&2; exit 2 ;;
+esac
