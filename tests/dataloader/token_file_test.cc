@@ -1,0 +1,178 @@
+#include "infini/data/token_file.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "infini/data/error.h"
+#include "test_files.h"
+
+namespace infini::data {
+namespace {
+
+using testing::TemporaryDirectory;
+using testing::TokenFileBytes;
+using testing::WriteBytes;
+
+std::vector<uint16_t> Ramp(size_t count) {
+  std::vector<uint16_t> tokens(count);
+  for (size_t i = 0; i < count; ++i) tokens[i] = static_cast<uint16_t>((i * 2654435761u) >> 7);
+  return tokens;
+}
+
+// Expects opening `path` to throw FileFormatError whose message names the
+// file and contains `expected_words`.
+void ExpectFileFormatError(const std::string& path, const std::string& expected_words) {
+  try {
+    TokenFile file(path);
+    FAIL() << path << " was accepted";
+  } catch (const FileFormatError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find(path), std::string::npos) << message;
+    EXPECT_NE(message.find(expected_words), std::string::npos) << message;
+    EXPECT_EQ(message.find('\n'), std::string::npos) << "one line: " << message;
+  }
+}
+
+TEST(TokenFile, RoundTripsTokensThroughTheWriter) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("tokens.bin");
+  const std::vector<uint16_t> tokens = Ramp(5000);
+  WriteTokenFile(path, tokens);
+  TokenFile file(path);
+  EXPECT_EQ(file.num_tokens(), 5000);
+  const auto read = file.tokens();
+  EXPECT_EQ(std::vector<uint16_t>(read.begin(), read.end()), tokens);
+}
+
+TEST(TokenFile, WritesTheLlmCHeader) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("tokens.bin");
+  WriteTokenFile(path, std::vector<uint16_t>{1, 2, 65535});
+  std::ifstream stream(path, std::ios::binary);
+  std::vector<int32_t> header(256);
+  stream.read(reinterpret_cast<char*>(header.data()), 1024);
+  EXPECT_EQ(header[0], 20240520);
+  EXPECT_EQ(header[1], 1);
+  EXPECT_EQ(header[2], 3);
+  uint16_t last = 0;
+  stream.seekg(1024 + 4);
+  stream.read(reinterpret_cast<char*>(&last), 2);
+  EXPECT_EQ(last, 65535);
+  EXPECT_EQ(std::filesystem::file_size(path), 1024u + 6u);
+}
+
+TEST(TokenFile, RoundTripsAnEmptyFile) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("empty.bin");
+  WriteTokenFile(path, {});
+  EXPECT_EQ(TokenFile(path).num_tokens(), 0);
+}
+
+TEST(TokenFile, RejectsAMissingFile) {
+  TemporaryDirectory directory;
+  ExpectFileFormatError(directory.File("missing.bin"), "cannot open");
+}
+
+TEST(TokenFile, RejectsADirectory) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("a_directory");
+  std::filesystem::create_directory(path);
+  ExpectFileFormatError(path, "not a regular file");
+}
+
+TEST(TokenFile, RejectsATruncatedHeader) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("short.bin");
+  std::vector<char> bytes = TokenFileBytes(20240520, 1, 0, 0);
+  bytes.resize(100);
+  WriteBytes(path, bytes);
+  ExpectFileFormatError(path, "has 100 bytes");
+  WriteBytes(path, {});
+  ExpectFileFormatError(path, "has 0 bytes");
+}
+
+TEST(TokenFile, RejectsTruncatedTokens) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("truncated.bin");
+  WriteBytes(path, TokenFileBytes(20240520, 1, 100, 150));
+  ExpectFileFormatError(path, "truncated");
+}
+
+TEST(TokenFile, RejectsTrailingData) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("trailing.bin");
+  WriteBytes(path, TokenFileBytes(20240520, 1, 10, 21));
+  ExpectFileFormatError(path, "trailing data");
+}
+
+TEST(TokenFile, RejectsAForeignFileByItsMagic) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("foreign.bin");
+  std::vector<char> text(2000, 'x');
+  WriteBytes(path, text);
+  ExpectFileFormatError(path, "expected 20240520");
+  // llm.c's model checkpoint magic
+  WriteBytes(path, TokenFileBytes(20240326, 1, 0, 0));
+  ExpectFileFormatError(path, "has magic 20240326");
+}
+
+TEST(TokenFile, RejectsAnotherVersion) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("v2.bin");
+  WriteBytes(path, TokenFileBytes(20240520, 2, 4, 8));
+  ExpectFileFormatError(path, "has version 2: expected 1");
+}
+
+TEST(TokenFile, RejectsANegativeTokenCount) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("negative.bin");
+  WriteBytes(path, TokenFileBytes(20240520, 1, -5, 0));
+  ExpectFileFormatError(path, "token count -5");
+}
+
+TEST(TokenDataset, ServesWindowsOfSequenceLengthPlusOneTokens) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("tokens.bin");
+  const std::vector<uint16_t> tokens = Ramp(41);
+  WriteTokenFile(path, tokens);
+  TokenDataset dataset(path, 8);
+  EXPECT_EQ(dataset.num_samples(), 5);  // (41 - 1) / 8
+  for (int64_t i = 0; i < 5; ++i) {
+    const auto window = dataset.Window(i);
+    ASSERT_EQ(window.size(), 9u);
+    for (size_t t = 0; t < 9; ++t) EXPECT_EQ(window[t], tokens[static_cast<size_t>(i * 8) + t]);
+  }
+  EXPECT_THROW(dataset.Window(5), InvalidArgumentError);
+  EXPECT_THROW(dataset.Window(-1), InvalidArgumentError);
+}
+
+TEST(TokenDataset, RejectsAFileShorterThanOneSample) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("tiny.bin");
+  WriteTokenFile(path, Ramp(8));
+  try {
+    TokenDataset dataset(path, 8);
+    FAIL() << "8 tokens accepted for sequence_length 8";
+  } catch (const InvalidArgumentError& error) {
+    EXPECT_NE(std::string(error.what()).find(path), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("sequence_length + 1 = 9"), std::string::npos);
+  }
+  EXPECT_NO_THROW(TokenDataset(path, 7));
+}
+
+TEST(TokenDataset, RejectsANonPositiveSequenceLength) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("tokens.bin");
+  WriteTokenFile(path, Ramp(100));
+  EXPECT_THROW(TokenDataset(path, 0), InvalidArgumentError);
+}
+
+TEST(TokenFile, WriterReportsAnUnwritablePath) {
+  TemporaryDirectory directory;
+  EXPECT_THROW(WriteTokenFile(directory.File("no/such/dir/tokens.bin"), Ramp(3)), FileFormatError);
+}
+
+}  // namespace
+}  // namespace infini::data
