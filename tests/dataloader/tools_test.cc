@@ -119,7 +119,8 @@ void ExpectOneLineUsageError(const ProgramResult& result, const std::string& exp
 }
 
 TEST(DataloaderPlan, RejectsARankOutsideTheGroupWithOneLine) {
-  ExpectOneLineUsageError(Plan("--num_samples=20 --dp_size=2 --dp_rank=2"), "data_parallel_rank=2");
+  ExpectOneLineUsageError(Plan("--num_samples=20 --dp_size=2 --dp_rank=2"),
+                          "--dp_rank=2: expected a rank in [0, --dp_size=2)");
 }
 
 TEST(DataloaderPlan, RejectsADatasetSmallerThanOneGlobalBatchWithOneLine) {
