@@ -1,4 +1,5 @@
 // Streams, events and buffers: the vendor-neutral device runtime.
+#include <cstddef>
 #include <utility>
 
 #include "infini/ccl/ccl.h"
@@ -51,6 +52,58 @@ void Stream::WaitEvent(const Event& event) const {
   }
   backend_->Check(backend_->plugin().stream_wait_event(handle_, event.handle()),
                   "stream_wait_event");
+}
+
+namespace {
+
+void RequireCapture(const Backend& backend) {
+  const auto& plugin = backend.plugin();
+  if (plugin.struct_size < offsetof(infiniCclPlugin_v1_t, graph_destroy) + sizeof(void*) ||
+      plugin.stream_begin_capture == nullptr || plugin.stream_end_capture == nullptr ||
+      plugin.graph_launch == nullptr || plugin.graph_destroy == nullptr) {
+    throw Error(infiniCclUnsupported,
+                backend.info().name + " backend cannot capture stream work into graphs");
+  }
+}
+
+}  // namespace
+
+void Stream::BeginCapture() const {
+  if (backend_ == nullptr) {
+    throw Error(infiniCclInvalidUsage, "Stream::BeginCapture needs a created (non-default) stream");
+  }
+  RequireCapture(*backend_);
+  backend_->Check(backend_->plugin().stream_begin_capture(handle_), "stream_begin_capture");
+}
+
+Graph Stream::EndCapture() const {
+  RequireCapture(*backend_);
+  infiniCclGraph_t graph = nullptr;
+  backend_->Check(backend_->plugin().stream_end_capture(handle_, &graph), "stream_end_capture");
+  return Graph(backend_, graph);
+}
+
+Graph::Graph(std::shared_ptr<const Backend> backend, infiniCclGraph_t handle)
+    : backend_(std::move(backend)), handle_(handle) {}
+
+Graph::~Graph() {
+  if (handle_ != nullptr) backend_->plugin().graph_destroy(handle_);
+}
+
+Graph::Graph(Graph&& other) noexcept
+    : backend_(std::move(other.backend_)), handle_(std::exchange(other.handle_, nullptr)) {}
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) backend_->plugin().graph_destroy(handle_);
+    backend_ = std::move(other.backend_);
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void Graph::Launch(const Stream& stream) const {
+  backend_->Check(backend_->plugin().graph_launch(handle_, stream.handle()), "graph_launch");
 }
 
 Event::Event(std::shared_ptr<const Backend> backend) : backend_(std::move(backend)) {

@@ -146,6 +146,17 @@ TEST_F(ApiChecks, UnsupportedOptionalCallSaysSo) {
   }
 }
 
+TEST_F(ApiChecks, CaptureOnABackendWithoutGraphsSaysSo) {
+  infini::ccl::Stream stream(backend_);
+  try {
+    stream.BeginCapture();
+    ADD_FAILURE() << "mock cannot capture";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), infiniCclUnsupported);
+    EXPECT_NE(std::string(error.what()).find("cannot capture"), std::string::npos);
+  }
+}
+
 TEST_F(ApiChecks, CollectiveOnDestroyedCommunicatorIsRefused) {
   std::vector<float> send(4), recv(4);
   comm_.Destroy();

@@ -64,11 +64,34 @@ class Stream {
   void Synchronize() const;
   // Future work on this stream waits for `event` (no host block).
   void WaitEvent(const class Event& event) const;
+  // Record, rather than run, the work enqueued on this stream until
+  // EndCapture (CUDA graphs). Throws Error(infiniCclUnsupported) when the
+  // backend cannot capture.
+  void BeginCapture() const;
+  class Graph EndCapture() const;
 
  private:
   std::shared_ptr<const Backend> backend_;
   infiniCclStream_t handle_ = nullptr;
   bool owned_ = false;
+};
+
+// Captured stream work (RAII), replayed with Launch.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(std::shared_ptr<const Backend> backend, infiniCclGraph_t handle);
+  ~Graph();
+  Graph(Graph&& other) noexcept;
+  Graph& operator=(Graph&& other) noexcept;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  void Launch(const Stream& stream) const;
+
+ private:
+  std::shared_ptr<const Backend> backend_;
+  infiniCclGraph_t handle_ = nullptr;
 };
 
 // A backend event (RAII), for ordering streams and timing.
