@@ -11,6 +11,8 @@ namespace infini::rendezvous {
 
 class PrefixStore : public Store {
  public:
+  // Starts with the inner store's timeout. Throws std::invalid_argument when
+  // `inner` is null.
   PrefixStore(std::string prefix, std::shared_ptr<Store> inner);
 
   void Set(const std::string& key, const std::string& value) override;
@@ -25,6 +27,7 @@ class PrefixStore : public Store {
 
  private:
   std::string Prefixed(const std::string& key) const { return prefix_ + "/" + key; }
+  std::vector<std::string> PrefixedAll(const std::vector<std::string>& keys) const;
 
   std::string prefix_;
   std::shared_ptr<Store> inner_;

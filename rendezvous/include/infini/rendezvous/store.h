@@ -38,7 +38,9 @@ class Store {
   // the new value. Atomic across clients.
   virtual int64_t Add(const std::string& key, int64_t delta) = 0;
   // If `key` holds `expected` (or is missing and `expected` is empty), sets it
-  // to `desired`. Returns the value the key holds afterwards.
+  // to `desired`. Returns the value the key holds afterwards; as in c10d, a
+  // missing key with a non-empty `expected` stays missing and `expected` is
+  // returned.
   virtual std::string CompareSet(const std::string& key, const std::string& expected,
                                  const std::string& desired) = 0;
   // Removes `key`; returns whether it existed.

@@ -1,0 +1,436 @@
+// The store client: one blocking TCP connection, poll() for every deadline.
+//
+// Get and Wait carry their timeout to the server, which answers kTimeout and
+// keeps the connection usable. The client's own deadline (the server's plus a
+// grace period) only guards against a server that stopped answering; hitting
+// it, like any I/O error, breaks the connection for good.
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "infini/rendezvous/endpoint.h"
+#include "infini/rendezvous/tcp_store.h"
+#include "wire_protocol.h"
+
+namespace infini::rendezvous {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using wire::BodyReader;
+using wire::FrameWriter;
+using wire::MessageType;
+
+// How long past a Get/Wait timeout the client waits for the server's own
+// timeout reply before it declares the server unresponsive.
+constexpr milliseconds kServerReplyGrace{std::chrono::seconds(10)};
+// Timeouts are clamped to this so that deadline arithmetic cannot overflow.
+constexpr milliseconds kLongestTimeout{std::chrono::hours(24 * 365)};
+
+milliseconds Clamp(milliseconds timeout) {
+  return std::clamp(timeout, milliseconds(0), kLongestTimeout);
+}
+
+Clock::time_point DeadlineAfter(milliseconds timeout) { return Clock::now() + Clamp(timeout); }
+
+int MillisecondsLeft(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(left, 0, 1'000'000'000));
+}
+
+// "0.3s", "5s", "300s".
+std::string Seconds(milliseconds duration) {
+  const int64_t ms = duration.count();
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3gs", static_cast<double>(ms) / 1000.0);
+  return text;
+}
+
+std::string QuotedList(const std::vector<std::string>& keys) {
+  std::string text;
+  for (const std::string& key : keys) {
+    if (!text.empty()) text += ", ";
+    text += "'" + key + "'";
+  }
+  return text;
+}
+
+std::string ErrnoText(int error) { return std::strerror(error); }
+
+// Waits until `fd` is ready for `events` or the deadline passes (false).
+bool PollUntil(int fd, short events, Clock::time_point deadline) {
+  for (;;) {
+    pollfd descriptor{.fd = fd, .events = events, .revents = 0};
+    const int ready = poll(&descriptor, 1, MillisecondsLeft(deadline));
+    if (ready > 0) return true;  // readiness, or an error that the next call reports
+    if (ready == 0) {
+      if (Clock::now() >= deadline) return false;
+      continue;
+    }
+    if (errno != EINTR) return true;
+  }
+}
+
+// A failed transfer: what happened, without the endpoint.
+struct IoFailure {
+  std::string what;
+};
+
+class Connection {
+ public:
+  explicit Connection(int fd) : fd_(fd) {}
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection() { ::close(fd_); }
+
+  void SendAll(std::string_view bytes, Clock::time_point deadline) {
+    while (!bytes.empty()) {
+      if (!PollUntil(fd_, POLLOUT, deadline)) throw IoFailure{"it did not accept data in time"};
+      const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0) {
+        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+        throw IoFailure{"sending failed: " + ErrnoText(errno)};
+      }
+      bytes.remove_prefix(static_cast<size_t>(sent));
+    }
+  }
+
+  void ReceiveExactly(char* bytes, size_t length, Clock::time_point deadline,
+                      const std::string& late_message) {
+    while (length > 0) {
+      if (!PollUntil(fd_, POLLIN, deadline)) throw IoFailure{late_message};
+      const ssize_t received = ::recv(fd_, bytes, length, MSG_DONTWAIT);
+      if (received == 0) throw IoFailure{"the store closed the connection"};
+      if (received < 0) {
+        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+        throw IoFailure{"receiving failed: " + ErrnoText(errno)};
+      }
+      bytes += received;
+      length -= static_cast<size_t>(received);
+    }
+  }
+
+  // Returns one reply body; a body longer than `max_body_bytes` is taken as a
+  // corrupt stream.
+  std::string ReceiveFrame(Clock::time_point deadline, const std::string& late_message,
+                           size_t max_body_bytes) {
+    char header[wire::kFrameHeaderBytes];
+    ReceiveExactly(header, sizeof(header), deadline, late_message);
+    const uint32_t body_bytes = wire::DecodeU32(header);
+    if (body_bytes == 0 || body_bytes > max_body_bytes) {
+      throw IoFailure{"it sent a malformed reply (length " + std::to_string(body_bytes) + ")"};
+    }
+    std::string body(body_bytes, '\0');
+    ReceiveExactly(body.data(), body.size(), deadline, late_message);
+    return body;
+  }
+
+ private:
+  int fd_;
+};
+
+// Connects one socket to `address`, within the deadline; returns the fd or -1
+// with `error` set.
+int ConnectSocket(const addrinfo& address, Clock::time_point deadline, int* error) {
+  const int fd = ::socket(address.ai_family, address.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                          address.ai_protocol);
+  if (fd < 0) {
+    *error = errno;
+    return -1;
+  }
+  if (::connect(fd, address.ai_addr, address.ai_addrlen) != 0) {
+    if (errno != EINPROGRESS) {
+      *error = errno;
+      ::close(fd);
+      return -1;
+    }
+    if (!PollUntil(fd, POLLOUT, deadline)) {
+      *error = ETIMEDOUT;
+      ::close(fd);
+      return -1;
+    }
+    int socket_error = 0;
+    socklen_t length = sizeof(socket_error);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &socket_error, &length) != 0) socket_error = errno;
+    if (socket_error != 0) {
+      *error = socket_error;
+      ::close(fd);
+      return -1;
+    }
+  }
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  return fd;
+}
+
+class TcpStoreClientImpl final : public TcpStoreClient {
+ public:
+  TcpStoreClientImpl(std::string endpoint, int fd)
+      : endpoint_(std::move(endpoint)), connection_(fd) {}
+
+  // Exchanges hellos; throws StoreError when the peer is not our store.
+  void Greet(Clock::time_point deadline) {
+    const std::string reply =
+        Call(FrameWriter(MessageType::kHello).U32(wire::kMagic).U32(wire::kVersion).Finish(),
+             deadline, "greeting it");
+    BodyReader reader(reply);
+    uint8_t type = 0;
+    uint32_t magic = 0;
+    uint32_t version = 0;
+    uint64_t max_message_bytes = 0;
+    if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kHelloOk ||
+        !reader.U32(&magic) || magic != wire::kMagic || !reader.U32(&version) ||
+        !reader.U64(&max_message_bytes)) {
+      if (static_cast<MessageType>(type) == MessageType::kError) ThrowRefused(reply, "greeting it");
+      Break("unexpected hello reply");
+      throw StoreError("store at " + endpoint_ +
+                       " is not an InfiniCCL store: unexpected hello reply");
+    }
+    std::lock_guard lock(mutex_);
+    max_message_bytes_ = static_cast<size_t>(
+        std::min<uint64_t>(max_message_bytes, std::numeric_limits<uint32_t>::max()));
+  }
+
+  void Set(const std::string& key, const std::string& value) override {
+    const std::string reply = Call(FrameWriter(MessageType::kSet).Str(key).Str(value).Finish(),
+                                   DefaultDeadline(), "setting key '" + key + "'");
+    Expect(reply, MessageType::kOk, "setting key '" + key + "'");
+  }
+
+  std::string Get(const std::string& key) override {
+    const milliseconds timeout = Clamp(timeout_);
+    const std::string doing = "getting key '" + key + "'";
+    const std::string reply =
+        Call(FrameWriter(MessageType::kGet).Str(key).I64(timeout.count()).Finish(),
+             DeadlineAfter(timeout + kServerReplyGrace), doing);
+    if (TypeOf(reply) == MessageType::kTimeout) {
+      throw StoreTimeoutError("timed out after " + Seconds(timeout) + " waiting for key '" + key +
+                              "' in the store at " + endpoint_);
+    }
+    return ReadString(reply, MessageType::kValue, doing);
+  }
+
+  int64_t Add(const std::string& key, int64_t delta) override {
+    const std::string doing = "adding to key '" + key + "'";
+    const std::string reply =
+        Call(FrameWriter(MessageType::kAdd).Str(key).I64(delta).Finish(), DefaultDeadline(), doing);
+    return ReadInteger(reply, doing);
+  }
+
+  std::string CompareSet(const std::string& key, const std::string& expected,
+                         const std::string& desired) override {
+    const std::string doing = "compare-setting key '" + key + "'";
+    const std::string reply =
+        Call(FrameWriter(MessageType::kCompareSet).Str(key).Str(expected).Str(desired).Finish(),
+             DefaultDeadline(), doing);
+    return ReadString(reply, MessageType::kValue, doing);
+  }
+
+  bool DeleteKey(const std::string& key) override {
+    const std::string doing = "deleting key '" + key + "'";
+    const std::string reply =
+        Call(FrameWriter(MessageType::kDelete).Str(key).Finish(), DefaultDeadline(), doing);
+    return ReadBool(reply, doing);
+  }
+
+  bool Check(const std::vector<std::string>& keys) override {
+    if (keys.empty()) return true;
+    const std::string doing = "checking keys " + QuotedList(keys);
+    const std::string reply =
+        Call(KeysFrame(MessageType::kCheck, keys).Finish(), DefaultDeadline(), doing);
+    return ReadBool(reply, doing);
+  }
+
+  void Wait(const std::vector<std::string>& keys, milliseconds timeout) override {
+    if (keys.empty()) return;
+    timeout = Clamp(timeout);
+    const std::string doing = "waiting for keys " + QuotedList(keys);
+    const std::string reply =
+        Call(KeysFrame(MessageType::kWait, keys).I64(timeout.count()).Finish(),
+             DeadlineAfter(timeout + kServerReplyGrace), doing);
+    if (TypeOf(reply) == MessageType::kTimeout) {
+      throw StoreTimeoutError("timed out after " + Seconds(timeout) + " waiting for keys " +
+                              QuotedList(keys) + " in the store at " + endpoint_);
+    }
+    Expect(reply, MessageType::kOk, doing);
+  }
+
+  int64_t NumKeys() override {
+    const std::string reply =
+        Call(FrameWriter(MessageType::kNumKeys).Finish(), DefaultDeadline(), "counting keys");
+    return ReadInteger(reply, "counting keys");
+  }
+
+ private:
+  static FrameWriter KeysFrame(MessageType type, const std::vector<std::string>& keys) {
+    FrameWriter frame(type);
+    frame.U32(static_cast<uint32_t>(keys.size()));
+    for (const std::string& key : keys) frame.Str(key);
+    return frame;
+  }
+
+  Clock::time_point DefaultDeadline() const {
+    return DeadlineAfter(Clamp(timeout_) + kServerReplyGrace);
+  }
+
+  // Sends one request and returns its reply body. Any transport failure breaks
+  // the connection and throws StoreError.
+  std::string Call(const std::string& request, Clock::time_point deadline,
+                   const std::string& doing) {
+    std::lock_guard lock(mutex_);
+    const size_t body_bytes = request.size() - wire::kFrameHeaderBytes;
+    if (body_bytes > max_message_bytes_) {
+      // Refused here, before it could cost the connection.
+      throw StoreError("store at " + endpoint_ + " refused " + doing + ": the request has " +
+                       std::to_string(body_bytes) + " bytes and the store's max_message_bytes is " +
+                       std::to_string(max_message_bytes_));
+    }
+    if (!broken_.empty()) {
+      throw StoreError("store at " + endpoint_ + " cannot be used for " + doing +
+                       ": an earlier call broke the connection (" + broken_ + ")");
+    }
+    try {
+      connection_.SendAll(request, deadline);
+      return connection_.ReceiveFrame(deadline, "it did not answer in time",
+                                      max_message_bytes_ + wire::kMessageOverheadBytes);
+    } catch (const IoFailure& failure) {
+      Break(failure.what);
+      throw StoreError("store at " + endpoint_ + " failed while " + doing + ": " + failure.what +
+                       (failure.what.find("closed") != std::string::npos
+                            ? " (is the store server still running?)"
+                            : ""));
+    }
+  }
+
+  void Break(const std::string& reason) { broken_ = reason.empty() ? "broken" : reason; }
+
+  static MessageType TypeOf(std::string_view reply) { return static_cast<MessageType>(reply[0]); }
+
+  [[noreturn]] void ThrowRefused(const std::string& reply, const std::string& doing) {
+    BodyReader reader(reply);
+    uint8_t type = 0;
+    std::string message;
+    reader.U8(&type);
+    if (!reader.Str(&message)) message = "(no reason given)";
+    throw StoreError("store at " + endpoint_ + " refused " + doing + ": " + message);
+  }
+
+  // Checks the reply type; a kError reply becomes StoreError with its text.
+  BodyReader Expect(const std::string& reply, MessageType expected, const std::string& doing) {
+    if (TypeOf(reply) == MessageType::kError) ThrowRefused(reply, doing);
+    if (TypeOf(reply) != expected) ThrowMalformed(doing);
+    BodyReader reader(reply);
+    uint8_t type = 0;
+    reader.U8(&type);
+    return reader;
+  }
+
+  [[noreturn]] void ThrowMalformed(const std::string& doing) {
+    {
+      std::lock_guard lock(mutex_);
+      Break("it sent an unexpected reply");
+    }
+    throw StoreError("store at " + endpoint_ + " sent an unexpected reply while " + doing);
+  }
+
+  std::string ReadString(const std::string& reply, MessageType expected, const std::string& doing) {
+    BodyReader reader = Expect(reply, expected, doing);
+    std::string value;
+    if (!reader.Str(&value) || !reader.AtEnd()) ThrowMalformed(doing);
+    return value;
+  }
+
+  int64_t ReadInteger(const std::string& reply, const std::string& doing) {
+    BodyReader reader = Expect(reply, MessageType::kInteger, doing);
+    int64_t value = 0;
+    if (!reader.I64(&value) || !reader.AtEnd()) ThrowMalformed(doing);
+    return value;
+  }
+
+  bool ReadBool(const std::string& reply, const std::string& doing) {
+    BodyReader reader = Expect(reply, MessageType::kBool, doing);
+    uint8_t value = 0;
+    if (!reader.U8(&value) || !reader.AtEnd()) ThrowMalformed(doing);
+    return value != 0;
+  }
+
+  const std::string endpoint_;  // "host:port", for messages
+  std::mutex mutex_;
+  Connection connection_;  // guarded by mutex_
+  std::string broken_;     // why the connection is unusable; guarded by mutex_
+  // The server's limit (from its hello); guarded by mutex_.
+  size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
+};
+
+// Connects once to any address of host:port; returns the fd or -1 with a
+// reason.
+int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadline,
+               std::string* failure) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* addresses = nullptr;
+  const int resolved = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
+  if (resolved != 0) {
+    *failure = std::string("cannot resolve host '") + host +
+               "': " + (resolved == EAI_SYSTEM ? ErrnoText(errno) : gai_strerror(resolved));
+    return -1;
+  }
+  int fd = -1;
+  for (const addrinfo* address = addresses; address != nullptr && fd < 0;
+       address = address->ai_next) {
+    int error = 0;
+    fd = ConnectSocket(*address, deadline, &error);
+    if (fd < 0) *failure = ErrnoText(error);
+  }
+  freeaddrinfo(addresses);
+  return fd;
+}
+
+}  // namespace
+
+std::unique_ptr<TcpStoreClient> TcpStoreClient::Connect(const std::string& host, uint16_t port,
+                                                        milliseconds connect_timeout) {
+  connect_timeout = Clamp(connect_timeout);
+  const std::string endpoint = FormatEndpoint({host, port});
+  const Clock::time_point deadline = DeadlineAfter(connect_timeout);
+  milliseconds backoff{10};
+  std::string failure = "timed out";
+  for (;;) {
+    const int fd = TryConnect(host, port, deadline, &failure);
+    if (fd >= 0) {
+      // Clear O_NONBLOCK: the connection uses blocking calls gated by poll().
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      auto client = std::make_unique<TcpStoreClientImpl>(endpoint, fd);
+      // A server that accepted is given at least a few seconds to say hello.
+      client->Greet(std::max(deadline, Clock::now() + std::chrono::seconds(5)));
+      return client;
+    }
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
+    backoff = std::min(backoff * 2, milliseconds(500));
+  }
+  throw StoreError("could not connect to store at " + endpoint + " after " +
+                   Seconds(connect_timeout) + ": " + failure);
+}
+
+}  // namespace infini::rendezvous

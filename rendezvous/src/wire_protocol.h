@@ -1,0 +1,141 @@
+// The store's wire format, shared by server and client (and by the tests that
+// send malformed input on purpose).
+//
+// Every message is a frame: a 4-byte little-endian body length, then the body.
+// A body starts with a one-byte message type; the fields that follow are
+// little-endian integers and strings (4-byte length, then the bytes). The
+// client's first frame is kHello with kMagic and kVersion; the server answers
+// kHelloOk or kError, and closes a connection whose first frame is anything
+// else. Requests are answered in order, one reply per request.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace infini::rendezvous::wire {
+
+// "INCS" (InfiniCCL store) when read as bytes.
+inline constexpr uint32_t kMagic = 0x53434E49;
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kFrameHeaderBytes = 4;
+// Room for a message's type and field lengths around its keys and values.
+inline constexpr size_t kMessageOverheadBytes = 64;
+// The largest reply a client accepts before the server's hello told it the
+// real limit.
+inline constexpr size_t kMaxHelloReplyBytes = 1024;
+
+enum class MessageType : uint8_t {
+  // Requests.
+  kHello = 1,       // u32 magic, u32 version
+  kSet = 2,         // str key, str value
+  kGet = 3,         // str key, i64 timeout_ms
+  kAdd = 4,         // str key, i64 delta
+  kCompareSet = 5,  // str key, str expected, str desired
+  kDelete = 6,      // str key
+  kCheck = 7,       // u32 key_count, key_count x str key
+  kWait = 8,        // u32 key_count, key_count x str key, i64 timeout_ms
+  kNumKeys = 9,     // (nothing)
+  // Replies.
+  kHelloOk = 101,  // u32 magic, u32 version, u64 max_message_bytes
+  kOk = 102,       // (nothing)
+  kValue = 103,    // str value
+  kInteger = 104,  // i64 value
+  kBool = 105,     // u8 0 or 1
+  kTimeout = 106,  // (nothing): a Get or Wait reached its deadline
+  kError = 107,    // str message: the request was refused
+};
+
+// Builds one frame. Fields are appended in order; Finish() fills in the length.
+class FrameWriter {
+ public:
+  explicit FrameWriter(MessageType type) : bytes_(kFrameHeaderBytes, '\0') {
+    U8(static_cast<uint8_t>(type));
+  }
+  FrameWriter& U8(uint8_t value) {
+    bytes_.push_back(static_cast<char>(value));
+    return *this;
+  }
+  FrameWriter& U32(uint32_t value) {
+    for (int shift = 0; shift < 32; shift += 8) bytes_.push_back(static_cast<char>(value >> shift));
+    return *this;
+  }
+  FrameWriter& U64(uint64_t value) { return I64(static_cast<int64_t>(value)); }
+  FrameWriter& I64(int64_t value) {
+    const auto bits = static_cast<uint64_t>(value);
+    for (int shift = 0; shift < 64; shift += 8) bytes_.push_back(static_cast<char>(bits >> shift));
+    return *this;
+  }
+  FrameWriter& Str(std::string_view value) {
+    U32(static_cast<uint32_t>(value.size()));
+    bytes_.append(value);
+    return *this;
+  }
+  // Returns the whole frame, header included; the writer is spent.
+  std::string Finish() {
+    const auto body_bytes = static_cast<uint32_t>(bytes_.size() - kFrameHeaderBytes);
+    for (size_t i = 0; i < kFrameHeaderBytes; ++i)
+      bytes_[i] = static_cast<char>(body_bytes >> (8 * i));
+    return std::move(bytes_);
+  }
+
+ private:
+  std::string bytes_;
+};
+
+inline uint32_t DecodeU32(const char* bytes) {
+  uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= uint32_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+  return value;
+}
+
+// Reads the fields of one frame body. Every getter returns false (and reads
+// nothing more) once the body is exhausted, so a truncated or lying message is
+// detected, never read past.
+class BodyReader {
+ public:
+  explicit BodyReader(std::string_view body) : body_(body) {}
+
+  bool U8(uint8_t* value) {
+    if (body_.size() - position_ < 1) return false;
+    *value = static_cast<uint8_t>(body_[position_++]);
+    return true;
+  }
+  bool U32(uint32_t* value) {
+    if (body_.size() - position_ < 4) return false;
+    *value = DecodeU32(body_.data() + position_);
+    position_ += 4;
+    return true;
+  }
+  bool I64(int64_t* value) {
+    if (body_.size() - position_ < 8) return false;
+    uint64_t bits = 0;
+    for (int i = 0; i < 8; ++i) {
+      bits |= uint64_t{static_cast<uint8_t>(body_[position_ + i])} << (8 * i);
+    }
+    position_ += 8;
+    *value = static_cast<int64_t>(bits);
+    return true;
+  }
+  bool U64(uint64_t* value) {
+    int64_t bits = 0;
+    if (!I64(&bits)) return false;
+    *value = static_cast<uint64_t>(bits);
+    return true;
+  }
+  bool Str(std::string* value) {
+    uint32_t length = 0;
+    if (!U32(&length) || body_.size() - position_ < length) return false;
+    value->assign(body_.data() + position_, length);
+    position_ += length;
+    return true;
+  }
+  size_t remaining_bytes() const { return body_.size() - position_; }
+  bool AtEnd() const { return position_ == body_.size(); }
+
+ private:
+  std::string_view body_;
+  size_t position_ = 0;
+};
+
+}  // namespace infini::rendezvous::wire

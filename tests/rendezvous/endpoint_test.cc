@@ -1,0 +1,85 @@
+#include "infini/rendezvous/endpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace infini::rendezvous {
+namespace {
+
+TEST(EndpointTest, HostAloneTakesTheDefaultPort) {
+  const Endpoint endpoint = ParseEndpoint("node0", 29400);
+  EXPECT_EQ(endpoint.host, "node0");
+  EXPECT_EQ(endpoint.port, 29400);
+}
+
+TEST(EndpointTest, HostAndPortAreSplit) {
+  const Endpoint endpoint = ParseEndpoint("10.0.0.1:29500", 29400);
+  EXPECT_EQ(endpoint.host, "10.0.0.1");
+  EXPECT_EQ(endpoint.port, 29500);
+}
+
+TEST(EndpointTest, BracketedIpv6TakesAPort) {
+  const Endpoint endpoint = ParseEndpoint("[fe80::1]:123", 29400);
+  EXPECT_EQ(endpoint.host, "fe80::1");
+  EXPECT_EQ(endpoint.port, 123);
+  EXPECT_EQ(ParseEndpoint("[::1]", 7).port, 7);
+}
+
+TEST(EndpointTest, BareIpv6IsAHostWithTheDefaultPort) {
+  const Endpoint endpoint = ParseEndpoint("::1", 29400);
+  EXPECT_EQ(endpoint.host, "::1");
+  EXPECT_EQ(endpoint.port, 29400);
+}
+
+TEST(EndpointTest, PortBoundsAreAccepted) {
+  EXPECT_EQ(ParseEndpoint("h:0", 1).port, 0);
+  EXPECT_EQ(ParseEndpoint("h:65535", 1).port, 65535);
+}
+
+// Returns the message of the invalid_argument that parsing `text` throws.
+std::string ParseError(const std::string& text) {
+  try {
+    ParseEndpoint(text, 29400);
+  } catch (const std::invalid_argument& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "'" << text << "' was accepted";
+  return "";
+}
+
+TEST(EndpointTest, EmptyTextIsRefused) {
+  EXPECT_NE(ParseError("").find("empty"), std::string::npos);
+}
+
+TEST(EndpointTest, MissingHostIsRefusedNamingTheText) {
+  const std::string message = ParseError(":29400");
+  EXPECT_NE(message.find("':29400'"), std::string::npos) << message;
+  EXPECT_NE(message.find("host is missing"), std::string::npos) << message;
+  EXPECT_NE(ParseError("[]:5").find("host is missing"), std::string::npos);
+}
+
+TEST(EndpointTest, BadPortsAreRefused) {
+  EXPECT_NE(ParseError("h:abc").find("not a number"), std::string::npos);
+  EXPECT_NE(ParseError("h:12x").find("not a number"), std::string::npos);
+  EXPECT_NE(ParseError("h:-1").find("not a number"), std::string::npos);
+  EXPECT_NE(ParseError("h:65536").find("out of range"), std::string::npos);
+  EXPECT_NE(ParseError("h:99999999999999999999").find("out of range"), std::string::npos);
+  EXPECT_NE(ParseError("h:").find("port is empty"), std::string::npos);
+  EXPECT_NE(ParseError("[::1]x").find("after ']'"), std::string::npos);
+  EXPECT_NE(ParseError("[::1:5").find("']'"), std::string::npos);
+}
+
+TEST(EndpointTest, FormatRoundTrips) {
+  EXPECT_EQ(FormatEndpoint({"node0", 29500}), "node0:29500");
+  EXPECT_EQ(FormatEndpoint({"::1", 80}), "[::1]:80");
+  for (const Endpoint& endpoint : {Endpoint{"10.0.0.1", 1}, Endpoint{"fe80::2", 65535}}) {
+    const Endpoint parsed = ParseEndpoint(FormatEndpoint(endpoint), 0);
+    EXPECT_EQ(parsed.host, endpoint.host);
+    EXPECT_EQ(parsed.port, endpoint.port);
+  }
+}
+
+}  // namespace
+}  // namespace infini::rendezvous
