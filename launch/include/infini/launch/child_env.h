@@ -1,0 +1,36 @@
+// The environment each rank gets (docs/launcher.md lists every variable).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace infini::launch {
+
+// What every rank of one attempt shares.
+struct WorldContext {
+  int nnodes = 1;
+  int processes_per_node = 1;
+  int node_rank = 0;
+  std::string run_id;
+  std::string ccl_backend;
+  std::string master_addr;  // for the program's own store (torch env://)
+  uint16_t master_port = 0;
+  std::string store_addr;  // the launcher's store
+  uint16_t store_port = 0;
+  int restart_count = 0;
+};
+
+using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;
+
+// The variables infini_run sets for local rank `local_rank`, in a fixed order.
+// `inherited_omp_threads` is whether OMP_NUM_THREADS is already set.
+EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank,
+                                       bool inherited_omp_threads);
+
+// The launcher's own environment with `overrides` set (they win), as
+// "NAME=value" strings for execve.
+std::vector<std::string> MergeEnvironment(char** inherited, const EnvironmentVariables& overrides);
+
+}  // namespace infini::launch

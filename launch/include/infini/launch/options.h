@@ -1,0 +1,81 @@
+// What the user asked infini_run to do, parsed and validated.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace infini::launch {
+
+// A user's mistake on the command line: one line on stderr, exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A failure while running (rendezvous, disagreement between nodes, a dead
+// store): one line on stderr, exit code 1.
+class LaunchError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The launcher got SIGINT/SIGTERM/SIGHUP while it was not supervising ranks
+// (e.g. waiting for other nodes): exit 128 + signal.
+class Interrupted : public std::runtime_error {
+ public:
+  explicit Interrupted(int signal) : std::runtime_error("interrupted"), signal_number(signal) {}
+  int signal_number;
+};
+
+// torchrun's --tee/--redirects codes: bit 1 = stdout, bit 2 = stderr; either
+// one code for every local rank or "local_rank:code,..." per rank.
+struct StreamSelection {
+  static constexpr int kStdout = 1;
+  static constexpr int kStderr = 2;
+  int default_code = 0;
+  std::map<int, int> code_by_local_rank;
+
+  int CodeFor(int local_rank) const;
+};
+
+struct LaunchOptions {
+  int nnodes = 1;
+  int processes_per_node = 1;
+  int node_rank = -1;  // -1: assigned in join order
+  // Where the launchers meet. Port 0 (single node only): a free port.
+  std::string rendezvous_host = "127.0.0.1";
+  uint16_t rendezvous_port = 0;
+  std::string run_id;
+  bool run_id_given = false;
+  std::chrono::milliseconds rendezvous_timeout{std::chrono::seconds(300)};
+  std::string ccl_backend = "auto";
+  int max_restarts = 0;
+  std::chrono::milliseconds monitor_interval{100};
+  std::chrono::milliseconds term_timeout{std::chrono::seconds(30)};
+  std::string log_dir;  // empty: no log files
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::vector<int> local_ranks_filter;  // empty: every local rank on the console
+  bool dry_run = false;
+  // The program and its arguments; program_argv[0] as the user wrote it,
+  // program_path the executable found (PATH lookup, X_OK checked).
+  std::vector<std::string> program_argv;
+  std::string program_path;
+
+  bool multi_node() const { return nnodes > 1; }
+  bool ShowsOnConsole(int local_rank) const;
+};
+
+// Parses infini_run's command line (both spellings of every flag, `--` or the
+// first non-flag word starts the program). Throws UsageError. Returns false
+// when --help was asked for (the usage was printed).
+bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options);
+
+// Folder holding the running infini_run (to find ccl_info beside it).
+std::string ExecutableDirectory();
+
+}  // namespace infini::launch

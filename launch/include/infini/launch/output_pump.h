@@ -1,0 +1,51 @@
+// Copies a rank's stdout and stderr from its pipes to the console (each line
+// prefixed "[rankN]:", written whole) and to its log files, and remembers the
+// last lines for the failure summary.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <string>
+
+namespace infini::launch {
+
+struct RankOutputOptions {
+  int global_rank = 0;
+  bool stdout_to_console = true;
+  bool stderr_to_console = true;
+  std::string stdout_log_path;  // empty: no file
+  std::string stderr_log_path;
+  size_t tail_lines = 10;
+};
+
+class RankOutput {
+ public:
+  // Opens the log files (throws LaunchError naming the path on failure).
+  explicit RankOutput(const RankOutputOptions& options);
+  ~RankOutput();
+  RankOutput(const RankOutput&) = delete;
+  RankOutput& operator=(const RankOutput&) = delete;
+
+  enum Stream { kStdout = 0, kStderr = 1 };
+
+  // Reads what is available on `fd` (non-blocking) as `stream`. Returns false
+  // at end of file.
+  bool Drain(Stream stream, int fd);
+  // Writes out a last line that had no newline.
+  void FlushPartialLines();
+  const std::deque<std::string>& tail() const { return tail_; }
+
+ private:
+  void EmitLine(Stream stream, const std::string& line);
+
+  RankOutputOptions options_;
+  std::string prefix_;
+  std::string pending_[2];
+  int log_fd_[2] = {-1, -1};
+  std::deque<std::string> tail_;
+};
+
+// Writes all of `data` to `fd`, retrying on EINTR and short writes.
+void WriteFully(int fd, const char* data, size_t length);
+
+}  // namespace infini::launch

@@ -1,0 +1,84 @@
+// Starts one attempt's ranks on this node and watches them until they all
+// exit, the first one fails, the launcher is signalled, or the other nodes
+// ask it to stop.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infini/launch/output_pump.h"
+
+namespace infini::launch {
+
+struct RankSpec {
+  int local_rank = 0;
+  int global_rank = 0;
+  std::string program_path;
+  std::vector<std::string> argv;
+  std::vector<std::string> environment;  // "NAME=value"
+  RankOutputOptions output;
+};
+
+// How one rank ended.
+struct RankExit {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = -1;
+  bool spawn_failed = false;  // fork or exec failed; `detail` says why
+  bool exited = false;        // else killed by `signal_number`
+  int exit_code = 0;
+  int signal_number = 0;
+  bool stopped_by_launcher = false;  // it was still running at teardown
+  std::string detail;
+  std::deque<std::string> tail;
+
+  bool failed() const { return spawn_failed || !exited || exit_code != 0; }
+  // Exit code this failure maps to: the code, or 128 + signal.
+  int ExitStatus() const;
+  // "exit code 3", "signal SIGSEGV", "exec failed: ...".
+  std::string Describe() const;
+};
+
+enum class AttemptOutcome {
+  kSucceeded,      // every rank exited 0
+  kRankFailed,     // first_failure says which
+  kSignalled,      // the launcher got SIGINT/SIGTERM/SIGHUP
+  kStoppedByPeer,  // the monitor asked to stop (another node failed or restarts)
+};
+
+struct AttemptResult {
+  AttemptOutcome outcome = AttemptOutcome::kSucceeded;
+  int launcher_signal = 0;
+  RankExit first_failure;
+  std::vector<RankExit> ranks;  // by local rank
+  std::chrono::steady_clock::time_point all_started;
+};
+
+// Called every monitor interval while ranks run; returns true to stop them.
+using PeerMonitor = std::function<bool()>;
+
+struct SupervisorOptions {
+  std::chrono::milliseconds term_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds monitor_interval{100};
+  PeerMonitor peer_monitor;  // may be empty (single node)
+  // Called once the first rank fails, before the others are stopped, so other
+  // nodes learn of it while this node tears down.
+  std::function<void(const RankExit&)> on_first_failure;
+};
+
+// Runs the ranks of one attempt to the end. Every child is in its own process
+// group, dies with the launcher (PR_SET_PDEATHSIG) and is reaped before this
+// returns.
+AttemptResult RunAttempt(const std::vector<RankSpec>& ranks, const SupervisorOptions& options);
+
+// Makes orphaned grandchildren of the ranks children of the launcher, so they
+// are reaped here and never left behind as zombies.
+void MakeLauncherASubreaper();
+
+}  // namespace infini::launch

@@ -1,0 +1,59 @@
+#include "infini/launch/child_env.h"
+
+#include <cstring>
+#include <set>
+
+namespace infini::launch {
+
+EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank,
+                                       bool inherited_omp_threads) {
+  const int global_rank = world.node_rank * world.processes_per_node + local_rank;
+  const int world_size = world.nnodes * world.processes_per_node;
+  const std::string restart_count = std::to_string(world.restart_count);
+  EnvironmentVariables variables = {
+      // torchrun's names
+      {"RANK", std::to_string(global_rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(world_size)},
+      {"LOCAL_WORLD_SIZE", std::to_string(world.processes_per_node)},
+      {"GROUP_RANK", std::to_string(world.node_rank)},
+      {"MASTER_ADDR", world.master_addr},
+      {"MASTER_PORT", std::to_string(world.master_port)},
+      {"TORCHELASTIC_RUN_ID", world.run_id},
+      {"TORCHELASTIC_RESTART_COUNT", restart_count},
+      // InfiniTrain's names
+      {"NNODES", std::to_string(world.nnodes)},
+      {"NPROC_PER_NODE", std::to_string(world.processes_per_node)},
+      {"GLOBAL_PROC_RANK", std::to_string(global_rank)},
+      {"LOCAL_PROC_RANK", std::to_string(local_rank)},
+      {"PROC_WORLD_SIZE", std::to_string(world_size)},
+      // ours
+      {"INFINI_CCL_BACKEND", world.ccl_backend},
+      {"INFINI_RUN_ID", world.run_id},
+      {"INFINI_STORE_ADDR", world.store_addr},
+      {"INFINI_STORE_PORT", std::to_string(world.store_port)},
+      {"INFINI_RESTART_COUNT", restart_count},
+  };
+  // torchrun: one OpenMP thread per rank unless the user chose, so that
+  // several ranks do not oversubscribe the CPUs.
+  if (!inherited_omp_threads && world.processes_per_node > 1) {
+    variables.emplace_back("OMP_NUM_THREADS", "1");
+  }
+  return variables;
+}
+
+std::vector<std::string> MergeEnvironment(char** inherited, const EnvironmentVariables& overrides) {
+  std::set<std::string> overridden;
+  for (const auto& [name, value] : overrides) overridden.insert(name);
+  std::vector<std::string> merged;
+  for (char** entry = inherited; entry && *entry; ++entry) {
+    const char* equals = strchr(*entry, '=');
+    std::string name =
+        equals ? std::string(*entry, static_cast<size_t>(equals - *entry)) : std::string(*entry);
+    if (!overridden.count(name)) merged.emplace_back(*entry);
+  }
+  for (const auto& [name, value] : overrides) merged.push_back(name + "=" + value);
+  return merged;
+}
+
+}  // namespace infini::launch

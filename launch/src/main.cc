@@ -1,0 +1,287 @@
+// infini_run: parse, rendezvous, then per attempt: start the ranks, supervise,
+// stop or restart.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "infini/launch/child_env.h"
+#include "infini/launch/failure_summary.h"
+#include "infini/launch/net_util.h"
+#include "infini/launch/node_rendezvous.h"
+#include "infini/launch/options.h"
+#include "infini/launch/signal_watcher.h"
+#include "infini/launch/supervisor.h"
+#include "infini/rendezvous/store.h"
+
+extern char** environ;
+
+namespace infini::launch {
+namespace {
+
+constexpr int kUsageExitCode = 2;
+constexpr int kLauncherErrorExitCode = 1;
+
+void Say(const std::string& line) { fprintf(stderr, "infini_run: %s\n", line.c_str()); }
+
+void MakeDirectories(const std::string& path) {
+  std::string partial;
+  for (size_t slash = 0; slash != std::string::npos;) {
+    slash = path.find('/', slash + 1);
+    partial = path.substr(0, slash);
+    if (!partial.empty() && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw LaunchError("cannot create log folder " + partial + ": " + strerror(errno));
+    }
+  }
+}
+
+std::string AttemptLogDir(const LaunchOptions& options, int attempt) {
+  if (options.log_dir.empty()) return "";
+  return options.log_dir + "/" + options.run_id + "/attempt_" + std::to_string(attempt);
+}
+
+WorldContext MakeWorld(const LaunchOptions& options, const NodeRendezvous& node, int attempt) {
+  WorldContext world;
+  world.nnodes = options.nnodes;
+  world.processes_per_node = options.processes_per_node;
+  world.node_rank = node.node_rank();
+  world.run_id = options.run_id;
+  world.ccl_backend = options.ccl_backend;
+  world.master_addr = node.master_addr();
+  world.master_port = node.master_port();
+  world.store_addr = node.store_addr();
+  world.store_port = node.store_port();
+  world.restart_count = attempt;
+  return world;
+}
+
+std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldContext& world,
+                                    const std::string& log_dir) {
+  const bool omp_set = getenv("OMP_NUM_THREADS") != nullptr;
+  std::vector<RankSpec> specs;
+  for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
+    RankSpec spec;
+    spec.local_rank = local_rank;
+    spec.global_rank = world.node_rank * options.processes_per_node + local_rank;
+    spec.program_path = options.program_path;
+    spec.argv = options.program_argv;
+    spec.environment = MergeEnvironment(environ, LauncherVariables(world, local_rank, omp_set));
+    const int redirected = options.redirects.CodeFor(local_rank);
+    const bool shown = options.ShowsOnConsole(local_rank);
+    spec.output.global_rank = spec.global_rank;
+    spec.output.stdout_to_console = shown && !(redirected & StreamSelection::kStdout);
+    spec.output.stderr_to_console = shown && !(redirected & StreamSelection::kStderr);
+    if (!log_dir.empty()) {
+      std::string rank_dir = log_dir + "/rank_" + std::to_string(spec.global_rank);
+      MakeDirectories(rank_dir);
+      spec.output.stdout_log_path = rank_dir + "/stdout.log";
+      spec.output.stderr_log_path = rank_dir + "/stderr.log";
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+std::string ShellQuoted(const std::string& word) {
+  if (!word.empty() && word.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;!#~") == std::string::npos) {
+    return word;
+  }
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+int PrintDryRun(const LaunchOptions& options) {
+  WorldContext world;
+  world.nnodes = options.nnodes;
+  world.processes_per_node = options.processes_per_node;
+  world.node_rank = std::max(options.node_rank, 0);
+  world.run_id = options.run_id;
+  world.ccl_backend = options.ccl_backend;
+  if (options.multi_node()) {
+    world.master_addr = world.store_addr = options.rendezvous_host;
+    world.store_port = options.rendezvous_port;
+    printf("# multi-node: MASTER_PORT is picked by node 0 at launch (shown as 0)%s\n",
+           options.node_rank < 0 ? "; node rank assigned at join (shown as 0)" : "");
+  } else {
+    world.master_addr = world.store_addr = "127.0.0.1";
+    world.master_port = PickFreePort();
+    world.store_port = options.rendezvous_port ? options.rendezvous_port : PickFreePort();
+  }
+  const bool omp_set = getenv("OMP_NUM_THREADS") != nullptr;
+  for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
+    printf("rank %d (local rank %d):\n", world.node_rank * options.processes_per_node + local_rank,
+           local_rank);
+    for (const auto& [name, value] : LauncherVariables(world, local_rank, omp_set)) {
+      printf("  %s=%s\n", name.c_str(), ShellQuoted(value).c_str());
+    }
+    std::string command = "  command: " + ShellQuoted(options.program_path);
+    for (size_t i = 1; i < options.program_argv.size(); ++i) {
+      command += " " + ShellQuoted(options.program_argv[i]);
+    }
+    printf("%s\n", command.c_str());
+  }
+  return 0;
+}
+
+class Launcher {
+ public:
+  explicit Launcher(const LaunchOptions& options) : options_(options) {}
+
+  int Run() {
+    node_ = NodeRendezvous::Establish(options_);
+    for (int attempt = 0;; ++attempt) {
+      node_->WaitAllNodesReady(attempt);
+      std::optional<int> exit_status = RunOneAttempt(attempt);
+      if (exit_status) return *exit_status;
+    }
+  }
+
+ private:
+  bool CanRestart(int attempt) const { return attempt < options_.max_restarts; }
+
+  SupervisorOptions MakeSupervisorOptions(int attempt) {
+    SupervisorOptions supervision;
+    supervision.term_timeout = options_.term_timeout;
+    supervision.monitor_interval = options_.monitor_interval;
+    peer_failure_.reset();
+    restart_requested_ = false;
+    lost_store_.clear();
+    if (!options_.multi_node()) return supervision;
+    supervision.peer_monitor = [this, attempt] {
+      try {
+        if ((peer_failure_ = node_->PeerFailed())) return true;
+        restart_requested_ = node_->RestartRequested(attempt);
+        return restart_requested_;
+      } catch (const rendezvous::StoreError& error) {
+        lost_store_ = error.what();
+        return true;
+      }
+    };
+    supervision.on_first_failure = [this, attempt](const RankExit& rank) {
+      std::string message = "rank " + std::to_string(rank.global_rank) + " (pid " +
+                            std::to_string(rank.pid) + " on " + HostName() +
+                            ") failed: " + rank.Describe();
+      node_->PublishFailure(attempt, CanRestart(attempt), rank.ExitStatus(), message);
+    };
+    return supervision;
+  }
+
+  // Returns the exit status when the run is over, nothing to restart.
+  std::optional<int> RunOneAttempt(int attempt) {
+    const std::string log_dir = AttemptLogDir(options_, attempt);
+    WorldContext world = MakeWorld(options_, *node_, attempt);
+    std::vector<RankSpec> specs = MakeRankSpecs(options_, world, log_dir);
+    AttemptResult result = RunAttempt(specs, MakeSupervisorOptions(attempt));
+    SummaryContext context{options_.run_id, node_->node_rank(),    HostName(),
+                           attempt,         options_.max_restarts, log_dir};
+    switch (result.outcome) {
+      case AttemptOutcome::kSucceeded:
+        return FinishSucceededAttempt(attempt);
+      case AttemptOutcome::kRankFailed:
+        fputs(FormatFailureSummary(result, context).c_str(), stderr);
+        if (CanRestart(attempt)) {
+          Say("restarting every rank" + std::string(options_.multi_node() ? " of every node" : "") +
+              " (restart " + std::to_string(attempt + 1) + " of " +
+              std::to_string(options_.max_restarts) + ")");
+          return std::nullopt;
+        }
+        return result.first_failure.ExitStatus();
+      case AttemptOutcome::kSignalled: {
+        char name[32];
+        SignalName(result.launcher_signal, name);
+        const int status = 128 + result.launcher_signal;
+        node_->PublishFailure(
+            attempt, false, status,
+            "infini_run on node " + std::to_string(node_->node_rank()) + " got " + name);
+        Say(std::string("got ") + name + "; stopped every rank, exiting with " +
+            std::to_string(status));
+        return status;
+      }
+      case AttemptOutcome::kStoppedByPeer:
+        if (!lost_store_.empty()) {
+          Say("lost the rendezvous store at " + node_->store_addr() + ":" +
+              std::to_string(node_->store_port()) + " (did node 0 exit?): " + lost_store_ +
+              "; stopped this node's ranks");
+          return kLauncherErrorExitCode;
+        }
+        if (peer_failure_) return ReportPeerFailure(*peer_failure_);
+        Say("another node's rank failed in attempt " + std::to_string(attempt) +
+            "; restarting this node's ranks too (restart " + std::to_string(attempt + 1) + " of " +
+            std::to_string(options_.max_restarts) + ")");
+        return std::nullopt;
+    }
+    return kLauncherErrorExitCode;
+  }
+
+  std::optional<int> FinishSucceededAttempt(int attempt) {
+    std::optional<PeerFailure> failure;
+    switch (node_->WaitForOtherNodes(attempt, &failure)) {
+      case NodeRendezvous::FinishOutcome::kAllSucceeded:
+        return 0;
+      case NodeRendezvous::FinishOutcome::kPeerFailed:
+        return ReportPeerFailure(*failure);
+      case NodeRendezvous::FinishOutcome::kRestart:
+        Say("another node's rank failed; restarting this node's ranks too (restart " +
+            std::to_string(attempt + 1) + " of " + std::to_string(options_.max_restarts) + ")");
+        return std::nullopt;
+    }
+    return kLauncherErrorExitCode;
+  }
+
+  int ReportPeerFailure(const PeerFailure& failure) {
+    std::string who =
+        failure.node_rank >= 0 ? "node " + std::to_string(failure.node_rank) : "a joining node";
+    Say(who + " failed: " + failure.message + "; stopped this node's ranks, exiting with " +
+        std::to_string(failure.exit_status));
+    return failure.exit_status;
+  }
+
+  LaunchOptions options_;
+  std::unique_ptr<NodeRendezvous> node_;
+  std::optional<PeerFailure> peer_failure_;
+  bool restart_requested_ = false;
+  std::string lost_store_;
+};
+
+int Main(int argc, char** argv) {
+  LaunchOptions options;
+  try {
+    if (!ParseLaunchCommandLine(argc, argv, &options)) return 0;
+    if (options.dry_run) return PrintDryRun(options);
+  } catch (const UsageError& error) {
+    Say(std::string("error: ") + error.what());
+    return kUsageExitCode;
+  } catch (const LaunchError& error) {
+    Say(std::string("error: ") + error.what());
+    return kUsageExitCode;
+  }
+  SignalWatcher::Install();
+  MakeLauncherASubreaper();
+  try {
+    Launcher launcher(options);
+    return launcher.Run();
+  } catch (const Interrupted& interrupted) {
+    char name[32];
+    Say(std::string("got ") + SignalName(interrupted.signal_number, name) + " while waiting");
+    return 128 + interrupted.signal_number;
+  } catch (const LaunchError& error) {
+    Say(std::string("error: ") + error.what());
+    return kLauncherErrorExitCode;
+  } catch (const rendezvous::StoreError& error) {
+    Say(std::string("error: rendezvous store: ") + error.what());
+    return kLauncherErrorExitCode;
+  }
+}
+
+}  // namespace
+}  // namespace infini::launch
+
+int main(int argc, char** argv) { return infini::launch::Main(argc, argv); }

@@ -1,0 +1,326 @@
+// The supervision loop: one thread, poll() over the self-pipe of signals and
+// every rank's output pipes.
+#include "infini/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "infini/launch/options.h"
+#include "infini/launch/signal_watcher.h"
+
+namespace infini::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After every rank exited, how long stray processes that still hold a rank's
+// pipes get before the pipes are closed anyway.
+constexpr std::chrono::seconds kPipeDrainGrace{1};
+
+struct Child {
+  const RankSpec* spec = nullptr;
+  std::unique_ptr<RankOutput> output;
+  pid_t pid = -1;
+  bool running = false;
+  int pipe_fd[2] = {-1, -1};  // read ends: stdout, stderr
+  int exec_error_fd = -1;
+  RankExit exit;
+};
+
+void ClosePipe(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+// Forks and execs one rank. Everything the child touches is prepared before
+// fork: the launcher may have threads (the store server), so the child may
+// only make async-signal-safe calls until exec.
+void Spawn(Child* child, pid_t launcher_pid) {
+  const RankSpec& spec = *child->spec;
+  std::vector<char*> argv, envp;
+  for (const std::string& word : spec.argv) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& entry : spec.environment)
+    envp.push_back(const_cast<char*>(entry.c_str()));
+  envp.push_back(nullptr);
+  const char* path = spec.program_path.c_str();
+
+  int out_pipe[2], err_pipe[2], exec_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) out_pipe[0] = out_pipe[1] = -1;
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) err_pipe[0] = err_pipe[1] = -1;
+  if (pipe2(exec_pipe, O_CLOEXEC) != 0) exec_pipe[0] = exec_pipe[1] = -1;
+  if (out_pipe[0] < 0 || err_pipe[0] < 0 || exec_pipe[0] < 0) {
+    child->exit.spawn_failed = true;
+    child->exit.detail = std::string("cannot create pipes: ") + strerror(errno);
+    for (int fd :
+         {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_pipe[0], exec_pipe[1]}) {
+      if (fd >= 0) close(fd);
+    }
+    return;
+  }
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // The launcher may have died before prctl took effect.
+    if (getppid() != launcher_pid) _exit(128 + SIGKILL);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
+    SignalWatcher::ResetInChild();
+    execve(path, argv.data(), envp.data());
+    int error = errno;
+    [[maybe_unused]] ssize_t ignored = write(exec_pipe[1], &error, sizeof(error));
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  close(exec_pipe[1]);
+  if (pid < 0) {
+    child->exit.spawn_failed = true;
+    child->exit.detail = std::string("fork failed: ") + strerror(errno);
+    close(out_pipe[0]);
+    close(err_pipe[0]);
+    close(exec_pipe[0]);
+    return;
+  }
+  // Also here, so the group exists before the launcher may signal it.
+  setpgid(pid, pid);
+  child->pid = pid;
+  child->exit.pid = pid;
+  child->running = true;
+  child->pipe_fd[RankOutput::kStdout] = out_pipe[0];
+  child->pipe_fd[RankOutput::kStderr] = err_pipe[0];
+  for (int fd : child->pipe_fd) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  child->exec_error_fd = exec_pipe[0];
+}
+
+// Blocks until the child has exec'd (the pipe closes) or reports why not.
+void CollectExecResult(Child* child) {
+  if (child->exec_error_fd < 0) return;
+  int error = 0;
+  ssize_t got;
+  do {
+    got = read(child->exec_error_fd, &error, sizeof(error));
+  } while (got < 0 && errno == EINTR);
+  ClosePipe(&child->exec_error_fd);
+  if (got == sizeof(error)) {
+    child->exit.spawn_failed = true;
+    child->exit.detail = "exec of " + child->spec->program_path + " failed: " + strerror(error);
+  }
+}
+
+class AttemptSupervisor {
+ public:
+  AttemptSupervisor(const std::vector<RankSpec>& ranks, const SupervisorOptions& options)
+      : options_(options), children_(ranks.size()) {
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      children_[i].spec = &ranks[i];
+      children_[i].exit.local_rank = ranks[i].local_rank;
+      children_[i].exit.global_rank = ranks[i].global_rank;
+      children_[i].output = std::make_unique<RankOutput>(ranks[i].output);
+    }
+  }
+
+  AttemptResult Run() {
+    const pid_t launcher_pid = getpid();
+    for (Child& child : children_) Spawn(&child, launcher_pid);
+    for (Child& child : children_) CollectExecResult(&child);
+    result_.all_started = Clock::now();
+    for (Child& child : children_) {
+      if (child.exit.spawn_failed && !child.running) RecordFailure(&child);
+    }
+    Loop();
+    for (Child& child : children_) {
+      child.output->FlushPartialLines();
+      child.exit.tail = child.output->tail();
+      result_.ranks.push_back(child.exit);
+    }
+    if (first_failure_index_ >= 0) {
+      result_.first_failure = result_.ranks[static_cast<size_t>(first_failure_index_)];
+    }
+    return result_;
+  }
+
+ private:
+  bool AnyRunning() const {
+    return std::any_of(children_.begin(), children_.end(),
+                       [](const Child& c) { return c.running; });
+  }
+  bool AnyPipeOpen() const {
+    return std::any_of(children_.begin(), children_.end(),
+                       [](const Child& c) { return c.pipe_fd[0] >= 0 || c.pipe_fd[1] >= 0; });
+  }
+
+  void SignalGroups(int signal_number) {
+    for (Child& child : children_) {
+      // Groups of ranks that already exited too: what is left of them is a
+      // stray descendant. A group id is not reused while its group lives.
+      if (child.pid > 0) kill(-child.pid, signal_number);
+    }
+  }
+
+  void BeginStop(AttemptOutcome reason) {
+    if (stopping_) return;
+    stopping_ = true;
+    result_.outcome = reason;
+    for (Child& child : children_) {
+      if (child.running) child.exit.stopped_by_launcher = true;
+    }
+    SignalGroups(SIGTERM);
+    kill_deadline_ = Clock::now() + options_.term_timeout;
+  }
+
+  void RecordFailure(Child* child) {
+    if (first_failure_index_ < 0 && !stopping_) {
+      first_failure_index_ = static_cast<int>(child - children_.data());
+      if (options_.on_first_failure) options_.on_first_failure(child->exit);
+      BeginStop(AttemptOutcome::kRankFailed);
+    }
+  }
+
+  void Reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      // Pids that are not ranks are orphans we adopted as subreaper.
+      for (Child& child : children_) {
+        if (child.pid != pid || !child.running) continue;
+        child.running = false;
+        if (WIFEXITED(status)) {
+          child.exit.exited = true;
+          child.exit.exit_code = WEXITSTATUS(status);
+        } else if (WIFSIGNALED(status)) {
+          child.exit.signal_number = WTERMSIG(status);
+        }
+        if (child.exit.failed()) RecordFailure(&child);
+      }
+    }
+  }
+
+  void HandleSignals() {
+    for (int signal_number : SignalWatcher::TakeSignals()) {
+      if (signal_number == SIGCHLD) continue;
+      if (!stopping_) {
+        result_.launcher_signal = signal_number;
+        BeginStop(AttemptOutcome::kSignalled);
+      } else if (!killed_) {
+        // A second Ctrl-C: do not wait out the grace period.
+        SignalGroups(SIGKILL);
+        killed_ = true;
+      }
+    }
+    Reap();
+  }
+
+  int PollTimeoutMs(Clock::time_point now) const {
+    std::optional<Clock::time_point> wake;
+    auto earliest = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
+    if (stopping_ && !killed_) earliest(kill_deadline_);
+    if (!stopping_ && options_.peer_monitor) earliest(next_monitor_);
+    if (drain_deadline_) earliest(*drain_deadline_);
+    if (!wake) return -1;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count();
+    return static_cast<int>(std::clamp<long long>(left + 1, 0, 1 << 30));
+  }
+
+  void Loop() {
+    next_monitor_ = Clock::now() + options_.monitor_interval;
+    Reap();
+    while (AnyRunning() || AnyPipeOpen()) {
+      Clock::time_point now = Clock::now();
+      if (!AnyRunning() && !drain_deadline_) {
+        // Every rank exited; whatever still holds a pipe is a stray
+        // descendant of one: ask it to go, then stop reading.
+        SignalGroups(SIGTERM);
+        drain_deadline_ = now + kPipeDrainGrace;
+      }
+      std::vector<pollfd> fds;
+      std::vector<std::pair<Child*, int>> owners;
+      fds.push_back({SignalWatcher::fd(), POLLIN, 0});
+      owners.emplace_back(nullptr, -1);
+      for (Child& child : children_) {
+        for (int stream = 0; stream < 2; ++stream) {
+          if (child.pipe_fd[stream] < 0) continue;
+          fds.push_back({child.pipe_fd[stream], POLLIN, 0});
+          owners.emplace_back(&child, stream);
+        }
+      }
+      int ready = poll(fds.data(), fds.size(), PollTimeoutMs(now));
+      if (ready < 0 && errno != EINTR) break;
+      for (size_t i = 1; ready > 0 && i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        auto [child, stream] = owners[i];
+        auto which = static_cast<RankOutput::Stream>(stream);
+        if (!child->output->Drain(which, child->pipe_fd[stream]))
+          ClosePipe(&child->pipe_fd[stream]);
+      }
+      if (ready > 0 && (fds[0].revents & POLLIN)) HandleSignals();
+      now = Clock::now();
+      if (stopping_ && !killed_ && now >= kill_deadline_) {
+        SignalGroups(SIGKILL);
+        killed_ = true;
+      }
+      if (!stopping_ && options_.peer_monitor && now >= next_monitor_) {
+        if (options_.peer_monitor()) BeginStop(AttemptOutcome::kStoppedByPeer);
+        next_monitor_ = Clock::now() + options_.monitor_interval;
+      }
+      if (drain_deadline_ && now >= *drain_deadline_) {
+        SignalGroups(SIGKILL);
+        for (Child& child : children_) {
+          for (int& fd : child.pipe_fd) {
+            if (fd >= 0)
+              child.output->Drain(static_cast<RankOutput::Stream>(&fd - child.pipe_fd), fd);
+            ClosePipe(&fd);
+          }
+        }
+      }
+    }
+    Reap();
+  }
+
+  SupervisorOptions options_;
+  std::vector<Child> children_;
+  AttemptResult result_;
+  int first_failure_index_ = -1;
+  bool stopping_ = false;
+  bool killed_ = false;
+  Clock::time_point kill_deadline_;
+  Clock::time_point next_monitor_;
+  std::optional<Clock::time_point> drain_deadline_;
+};
+
+}  // namespace
+
+int RankExit::ExitStatus() const {
+  if (spawn_failed && exited) return exit_code == 0 ? 1 : exit_code;
+  if (spawn_failed) return 127;
+  return exited ? exit_code : 128 + signal_number;
+}
+
+std::string RankExit::Describe() const {
+  if (spawn_failed) return detail;
+  if (exited) return "exit code " + std::to_string(exit_code);
+  char name[32];
+  return std::string("killed by ") + SignalName(signal_number, name) + " (exit status " +
+         std::to_string(128 + signal_number) + ")";
+}
+
+AttemptResult RunAttempt(const std::vector<RankSpec>& ranks, const SupervisorOptions& options) {
+  AttemptSupervisor supervisor(ranks, options);
+  return supervisor.Run();
+}
+
+void MakeLauncherASubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+}  // namespace infini::launch
