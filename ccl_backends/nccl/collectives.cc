@@ -1,0 +1,212 @@
+#include "collectives.h"
+
+#include <nccl.h>
+
+#include <string>
+
+#include "communicator.h"
+#include "device_runtime.h"
+#include "errors.h"
+#include "types.h"
+
+namespace infini::ccl::nccl {
+namespace {
+
+// The hot path: every check below is a compare or a small switch; text is
+// built only when something fails.
+inline infiniCclResult_t RequireComm(infiniCclComm_t comm, const char* call) {
+  if (comm != nullptr && comm->nccl != nullptr) [[likely]] {
+    return infiniCclSuccess;
+  }
+  return Fail(infiniCclInvalidArgument, std::string(call) + ": communicator is NULL");
+}
+
+// ncclInProgress (a non-blocking communicator) maps to infiniCclInProgress;
+// any other failure keeps NCCL's text for get_last_error().
+inline infiniCclResult_t Enqueued(ncclResult_t result, const char* call, ncclComm_t comm) {
+  if (result == ncclSuccess) [[likely]] {
+    return infiniCclSuccess;
+  }
+  return CheckNccl(result, call, comm);
+}
+
+}  // namespace
+
+infiniCclResult_t GroupStart() {
+  return CheckNccl(ncclGroupStart(), "group_start: ncclGroupStart");
+}
+
+infiniCclResult_t GroupEnd() { return CheckNccl(ncclGroupEnd(), "group_end: ncclGroupEnd"); }
+
+infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, DLDataType datatype,
+                            infiniCclRedOp_t op, infiniCclComm_t comm, infiniCclStream_t stream) {
+  constexpr const char* kCall = "all_reduce";
+  ncclDataType_t type;
+  ncclRedOp_t nccl_op;
+  if (infiniCclResult_t result = ReductionType(datatype, kCall, &type);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = ReductionOp(op, kCall, &nccl_op); result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  return Enqueued(
+      ncclAllReduce(sendbuff, recvbuff, count, type, nccl_op, comm->nccl, ToCuda(stream)), kCall,
+      comm->nccl);
+}
+
+infiniCclResult_t Broadcast(const void* sendbuff, void* recvbuff, size_t count, DLDataType datatype,
+                            int root, infiniCclComm_t comm, infiniCclStream_t stream) {
+  constexpr const char* kCall = "broadcast";
+  ncclDataType_t type;
+  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &count);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  return Enqueued(ncclBroadcast(sendbuff, recvbuff, count, type, root, comm->nccl, ToCuda(stream)),
+                  kCall, comm->nccl);
+}
+
+infiniCclResult_t Reduce(const void* sendbuff, void* recvbuff, size_t count, DLDataType datatype,
+                         infiniCclRedOp_t op, int root, infiniCclComm_t comm,
+                         infiniCclStream_t stream) {
+  constexpr const char* kCall = "reduce";
+  ncclDataType_t type;
+  ncclRedOp_t nccl_op;
+  if (infiniCclResult_t result = ReductionType(datatype, kCall, &type);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = ReductionOp(op, kCall, &nccl_op); result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  return Enqueued(
+      ncclReduce(sendbuff, recvbuff, count, type, nccl_op, root, comm->nccl, ToCuda(stream)), kCall,
+      comm->nccl);
+}
+
+infiniCclResult_t AllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                            DLDataType datatype, infiniCclComm_t comm, infiniCclStream_t stream) {
+  constexpr const char* kCall = "all_gather";
+  ncclDataType_t type;
+  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &sendcount);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  return Enqueued(ncclAllGather(sendbuff, recvbuff, sendcount, type, comm->nccl, ToCuda(stream)),
+                  kCall, comm->nccl);
+}
+
+infiniCclResult_t ReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                DLDataType datatype, infiniCclRedOp_t op, infiniCclComm_t comm,
+                                infiniCclStream_t stream) {
+  constexpr const char* kCall = "reduce_scatter";
+  ncclDataType_t type;
+  ncclRedOp_t nccl_op;
+  if (infiniCclResult_t result = ReductionType(datatype, kCall, &type);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = ReductionOp(op, kCall, &nccl_op); result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  return Enqueued(
+      ncclReduceScatter(sendbuff, recvbuff, recvcount, type, nccl_op, comm->nccl, ToCuda(stream)),
+      kCall, comm->nccl);
+}
+
+infiniCclResult_t Send(const void* sendbuff, size_t count, DLDataType datatype, int peer,
+                       infiniCclComm_t comm, infiniCclStream_t stream) {
+  constexpr const char* kCall = "send";
+  ncclDataType_t type;
+  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &count);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  return Enqueued(ncclSend(sendbuff, count, type, peer, comm->nccl, ToCuda(stream)), kCall,
+                  comm->nccl);
+}
+
+infiniCclResult_t Recv(void* recvbuff, size_t count, DLDataType datatype, int peer,
+                       infiniCclComm_t comm, infiniCclStream_t stream) {
+  constexpr const char* kCall = "recv";
+  ncclDataType_t type;
+  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &count);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  return Enqueued(ncclRecv(recvbuff, count, type, peer, comm->nccl, ToCuda(stream)), kCall,
+                  comm->nccl);
+}
+
+infiniCclResult_t AllToAll(const void* sendbuff, void* recvbuff, size_t count, DLDataType datatype,
+                           infiniCclComm_t comm, infiniCclStream_t stream) {
+  constexpr const char* kCall = "all_to_all";
+  ncclDataType_t type;
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  int nranks = 0;
+  if (infiniCclResult_t result = CommCount(comm, &nranks); result != infiniCclSuccess) {
+    return result;
+  }
+  const size_t block_bytes = count * ElementBytes(datatype);  // before count becomes NCCL's
+  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &count);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  if (sendbuff == recvbuff && count > 0 && nranks > 1) {
+    // Blocks are exchanged concurrently, so in place a block would be
+    // overwritten before it is sent.
+    return Fail(infiniCclInvalidArgument,
+                "all_to_all: in-place (sendbuff == recvbuff) is not supported by the nccl backend; "
+                "use a separate receive buffer");
+  }
+  cudaStream_t cuda_stream = ToCuda(stream);
+  const char* send_bytes = static_cast<const char*>(sendbuff);
+  char* recv_bytes = static_cast<char*>(recvbuff);
+  if (infiniCclResult_t result = CheckNccl(ncclGroupStart(), "all_to_all: ncclGroupStart");
+      result != infiniCclSuccess) {
+    return result;
+  }
+  infiniCclResult_t first_failure = infiniCclSuccess;
+  for (int peer = 0; peer < nranks && first_failure == infiniCclSuccess; ++peer) {
+    const size_t offset = static_cast<size_t>(peer) * block_bytes;
+    first_failure =
+        Enqueued(ncclSend(send_bytes + offset, count, type, peer, comm->nccl, cuda_stream), kCall,
+                 comm->nccl);
+    if (first_failure == infiniCclSuccess) {
+      first_failure =
+          Enqueued(ncclRecv(recv_bytes + offset, count, type, peer, comm->nccl, cuda_stream), kCall,
+                   comm->nccl);
+    }
+  }
+  // The group must be closed even after a failure, or the calling thread
+  // stays inside it.
+  const infiniCclResult_t ended = CheckNccl(ncclGroupEnd(), "all_to_all: ncclGroupEnd", comm->nccl);
+  return first_failure != infiniCclSuccess ? first_failure : ended;
+}
+
+infiniCclResult_t Barrier(infiniCclComm_t comm, infiniCclStream_t stream) {
+  constexpr const char* kCall = "barrier";
+  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
+    return result;
+  return Enqueued(ncclAllReduce(comm->barrier_word, comm->barrier_word, 1, ncclUint32, ncclSum,
+                                comm->nccl, ToCuda(stream)),
+                  kCall, comm->nccl);
+}
+
+}  // namespace infini::ccl::nccl

@@ -1,0 +1,38 @@
+// Communicators: NCCL communicators plus what the plugin keeps beside them.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <string>
+
+#include "infini/ccl/plugin_abi.h"
+
+// The ABI's opaque communicator type, defined by this plugin.
+struct infiniCclComm {
+  ncclComm_t nccl = nullptr;
+  int device = 0;  // CUDA device the communicator lives on
+  // Known at init (comm_init_rank's arguments) or learned from NCCL once a
+  // split communicator is ready; -1 = not known yet.
+  std::atomic<int> rank{-1};
+  std::atomic<int> nranks{-1};
+  // One element that barrier() all-reduces; owned here so barrier needs no
+  // buffer from the caller.
+  void* barrier_word = nullptr;
+  std::string name;  // NCCL keeps a pointer to the name in its config
+};
+
+namespace infini::ccl::nccl {
+
+infiniCclResult_t GetUniqueId(infiniCclUniqueId* unique_id);
+infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, infiniCclUniqueId unique_id,
+                               int rank, const infiniCclConfig_t* config);
+infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclComm_t* newcomm,
+                            const infiniCclConfig_t* config);
+infiniCclResult_t CommDestroy(infiniCclComm_t comm);
+infiniCclResult_t CommAbort(infiniCclComm_t comm);
+infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* async_error);
+infiniCclResult_t CommCount(infiniCclComm_t comm, int* nranks);
+infiniCclResult_t CommUserRank(infiniCclComm_t comm, int* rank);
+
+}  // namespace infini::ccl::nccl

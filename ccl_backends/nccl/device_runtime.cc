@@ -1,0 +1,224 @@
+#include "device_runtime.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "errors.h"
+
+namespace infini::ccl::nccl {
+namespace {
+
+// What this process can see. CUDA reads CUDA_VISIBLE_DEVICES once, when the
+// runtime starts, so the answer never changes and is computed once.
+struct Visibility {
+  int device_count = 0;
+  std::string why_none;  // cudaGetDeviceCount's error, when it failed
+};
+
+const Visibility& GetVisibility() {
+  static const Visibility visibility = [] {
+    Visibility seen;
+    const cudaError_t error = cudaGetDeviceCount(&seen.device_count);
+    if (error != cudaSuccess) {
+      // No driver, no device, or a driver too old: all mean "zero devices".
+      cudaGetLastError();
+      seen.device_count = 0;
+      seen.why_none = std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
+    }
+    return seen;
+  }();
+  return visibility;
+}
+
+std::string VisibleDevicesText() {
+  const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
+  return value == nullptr ? "<unset>" : "'" + std::string(value) + "'";
+}
+
+cudaMemcpyKind ToCuda(infiniCclMemcpyKind_t kind) {
+  switch (kind) {
+    case infiniCclMemcpyHostToHost:
+      return cudaMemcpyHostToHost;
+    case infiniCclMemcpyHostToDevice:
+      return cudaMemcpyHostToDevice;
+    case infiniCclMemcpyDeviceToHost:
+      return cudaMemcpyDeviceToHost;
+    case infiniCclMemcpyDeviceToDevice:
+      return cudaMemcpyDeviceToDevice;
+  }
+  return cudaMemcpyDefault;
+}
+
+}  // namespace
+
+infiniCclResult_t RequireDevice(std::string_view call) {
+  const Visibility& visibility = GetVisibility();
+  if (visibility.device_count > 0) return infiniCclSuccess;
+  std::string message = std::string(call) +
+                        ": no CUDA device is visible (CUDA_VISIBLE_DEVICES=" + VisibleDevicesText();
+  if (!visibility.why_none.empty()) message += "; " + visibility.why_none;
+  message += "); the nccl backend needs a GPU (use --ccl_backend=gloo on a machine without one)";
+  return Fail(infiniCclInvalidUsage, std::move(message));
+}
+
+ScopedDevice::ScopedDevice(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess || previous_ == device) {
+    previous_ = -1;
+    return;
+  }
+  cudaSetDevice(device);
+}
+
+ScopedDevice::~ScopedDevice() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+infiniCclResult_t GetDeviceCount(int* count) {
+  if (count == nullptr) return Fail(infiniCclInvalidArgument, "get_device_count: count is NULL");
+  *count = GetVisibility().device_count;
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t SetDevice(int device) {
+  if (infiniCclResult_t result = RequireDevice("set_device"); result != infiniCclSuccess) {
+    return result;
+  }
+  const int device_count = GetVisibility().device_count;
+  if (device < 0 || device >= device_count) {
+    return Fail(infiniCclInvalidArgument, "set_device: device " + std::to_string(device) +
+                                              " is not in [0, " + std::to_string(device_count) +
+                                              ") (CUDA_VISIBLE_DEVICES=" + VisibleDevicesText() +
+                                              ")");
+  }
+  return CheckCuda(cudaSetDevice(device), "set_device: cudaSetDevice");
+}
+
+infiniCclResult_t GetDevice(int* device) {
+  if (device == nullptr) return Fail(infiniCclInvalidArgument, "get_device: device is NULL");
+  if (infiniCclResult_t result = RequireDevice("get_device"); result != infiniCclSuccess) {
+    return result;
+  }
+  return CheckCuda(cudaGetDevice(device), "get_device: cudaGetDevice");
+}
+
+infiniCclResult_t MemAlloc(void** ptr, size_t bytes) {
+  if (ptr == nullptr) return Fail(infiniCclInvalidArgument, "mem_alloc: ptr is NULL");
+  *ptr = nullptr;
+  if (infiniCclResult_t result = RequireDevice("mem_alloc"); result != infiniCclSuccess) {
+    return result;
+  }
+  if (bytes == 0) return infiniCclSuccess;
+  const cudaError_t error = cudaMalloc(ptr, bytes);
+  if (error != cudaSuccess) *ptr = nullptr;
+  return CheckCuda(error, "mem_alloc: cudaMalloc of " + std::to_string(bytes) + " bytes");
+}
+
+infiniCclResult_t MemFree(void* ptr) {
+  if (ptr == nullptr) return infiniCclSuccess;
+  return CheckCuda(cudaFree(ptr), "mem_free: cudaFree");
+}
+
+infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
+                              infiniCclStream_t stream) {
+  if (infiniCclResult_t result = RequireDevice("memcpy_async"); result != infiniCclSuccess) {
+    return result;
+  }
+  if (bytes == 0) return infiniCclSuccess;
+  return CheckCuda(cudaMemcpyAsync(dst, src, bytes, ToCuda(kind), ToCuda(stream)),
+                   "memcpy_async: cudaMemcpyAsync");
+}
+
+infiniCclResult_t MemsetAsync(void* ptr, int value, size_t bytes, infiniCclStream_t stream) {
+  if (infiniCclResult_t result = RequireDevice("memset_async"); result != infiniCclSuccess) {
+    return result;
+  }
+  if (bytes == 0) return infiniCclSuccess;
+  return CheckCuda(cudaMemsetAsync(ptr, value, bytes, ToCuda(stream)),
+                   "memset_async: cudaMemsetAsync");
+}
+
+infiniCclResult_t StreamCreate(infiniCclStream_t* stream) {
+  if (stream == nullptr) return Fail(infiniCclInvalidArgument, "stream_create: stream is NULL");
+  *stream = nullptr;
+  if (infiniCclResult_t result = RequireDevice("stream_create"); result != infiniCclSuccess) {
+    return result;
+  }
+  // Non-blocking: our streams never wait for the legacy default stream, so
+  // a framework's work elsewhere cannot serialize with collectives.
+  cudaStream_t created = nullptr;
+  const infiniCclResult_t result =
+      CheckCuda(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking),
+                "stream_create: cudaStreamCreateWithFlags");
+  if (result == infiniCclSuccess) *stream = reinterpret_cast<infiniCclStream_t>(created);
+  return result;
+}
+
+infiniCclResult_t StreamDestroy(infiniCclStream_t stream) {
+  if (stream == nullptr) return infiniCclSuccess;  // the default stream is not ours to destroy
+  return CheckCuda(cudaStreamDestroy(ToCuda(stream)), "stream_destroy: cudaStreamDestroy");
+}
+
+infiniCclResult_t StreamSynchronize(infiniCclStream_t stream) {
+  if (infiniCclResult_t result = RequireDevice("stream_synchronize"); result != infiniCclSuccess) {
+    return result;
+  }
+  return CheckCuda(cudaStreamSynchronize(ToCuda(stream)),
+                   "stream_synchronize: cudaStreamSynchronize");
+}
+
+infiniCclResult_t StreamWaitEvent(infiniCclStream_t stream, infiniCclEvent_t event) {
+  if (event == nullptr) return Fail(infiniCclInvalidArgument, "stream_wait_event: event is NULL");
+  return CheckCuda(cudaStreamWaitEvent(ToCuda(stream), ToCuda(event), 0),
+                   "stream_wait_event: cudaStreamWaitEvent");
+}
+
+infiniCclResult_t EventCreate(infiniCclEvent_t* event) {
+  if (event == nullptr) return Fail(infiniCclInvalidArgument, "event_create: event is NULL");
+  *event = nullptr;
+  if (infiniCclResult_t result = RequireDevice("event_create"); result != infiniCclSuccess) {
+    return result;
+  }
+  cudaEvent_t created = nullptr;  // with timing: event_elapsed_ms needs it
+  const infiniCclResult_t result = CheckCuda(cudaEventCreate(&created), "event_create");
+  if (result == infiniCclSuccess) *event = reinterpret_cast<infiniCclEvent_t>(created);
+  return result;
+}
+
+infiniCclResult_t EventDestroy(infiniCclEvent_t event) {
+  if (event == nullptr) return infiniCclSuccess;
+  return CheckCuda(cudaEventDestroy(ToCuda(event)), "event_destroy: cudaEventDestroy");
+}
+
+infiniCclResult_t EventRecord(infiniCclEvent_t event, infiniCclStream_t stream) {
+  if (event == nullptr) return Fail(infiniCclInvalidArgument, "event_record: event is NULL");
+  return CheckCuda(cudaEventRecord(ToCuda(event), ToCuda(stream)), "event_record: cudaEventRecord");
+}
+
+infiniCclResult_t EventQuery(infiniCclEvent_t event, int* done) {
+  if (event == nullptr || done == nullptr) {
+    return Fail(infiniCclInvalidArgument, "event_query: event or done is NULL");
+  }
+  const cudaError_t error = cudaEventQuery(ToCuda(event));
+  if (error == cudaErrorNotReady) {
+    cudaGetLastError();
+    *done = 0;
+    return infiniCclSuccess;
+  }
+  *done = error == cudaSuccess ? 1 : 0;
+  return CheckCuda(error, "event_query: cudaEventQuery");
+}
+
+infiniCclResult_t EventSynchronize(infiniCclEvent_t event) {
+  if (event == nullptr) return Fail(infiniCclInvalidArgument, "event_synchronize: event is NULL");
+  return CheckCuda(cudaEventSynchronize(ToCuda(event)), "event_synchronize: cudaEventSynchronize");
+}
+
+infiniCclResult_t EventElapsedMs(infiniCclEvent_t start, infiniCclEvent_t end, float* ms) {
+  if (start == nullptr || end == nullptr || ms == nullptr) {
+    return Fail(infiniCclInvalidArgument, "event_elapsed_ms: start, end or ms is NULL");
+  }
+  return CheckCuda(cudaEventElapsedTime(ms, ToCuda(start), ToCuda(end)),
+                   "event_elapsed_ms: cudaEventElapsedTime");
+}
+
+}  // namespace infini::ccl::nccl

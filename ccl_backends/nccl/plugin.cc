@@ -1,0 +1,110 @@
+// The one exported symbol: infiniCclPlugin_v1, NCCL and the CUDA runtime
+// behind the InfiniCCL plugin ABI.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "collectives.h"
+#include "communicator.h"
+#include "device_runtime.h"
+#include "errors.h"
+#include "graphs.h"
+#include "infini/ccl/plugin_abi.h"
+
+namespace infini::ccl::nccl {
+namespace {
+
+// Wraps an implementation so that no exception crosses the C ABI.
+template <auto Function>
+struct Exported;
+
+template <typename... Args, infiniCclResult_t (*Function)(Args...)>
+struct Exported<Function> {
+  static infiniCclResult_t Call(Args... args) noexcept {
+    return Guarded("nccl plugin", [&] { return Function(args...); });
+  }
+};
+
+std::string VersionText() {
+  int nccl_version = 0;
+  int runtime_version = 0;
+  std::string text = "NCCL ";
+  if (ncclGetVersion(&nccl_version) == ncclSuccess) {
+    // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
+    text += std::to_string(nccl_version / 10000) + "." + std::to_string(nccl_version / 100 % 100) +
+            "." + std::to_string(nccl_version % 100);
+  } else {
+    text += "(unknown)";
+  }
+  if (cudaRuntimeGetVersion(&runtime_version) == cudaSuccess) {
+    text += ", CUDA runtime " + std::to_string(runtime_version / 1000) + "." +
+            std::to_string(runtime_version % 1000 / 10);
+  }
+  return text;
+}
+
+infiniCclResult_t GetVersion(const char** version) {
+  if (version == nullptr) return Fail(infiniCclInvalidArgument, "get_version: version is NULL");
+  static const std::string text = VersionText();
+  *version = text.c_str();
+  return infiniCclSuccess;
+}
+
+const char* GetErrorString(infiniCclResult_t result) { return ResultString(result); }
+const char* GetLastError() { return LastError(); }
+
+}  // namespace
+}  // namespace infini::ccl::nccl
+
+namespace nccl = infini::ccl::nccl;
+
+extern "C" __attribute__((visibility("default"))) const infiniCclPlugin_v1_t infiniCclPlugin_v1 = {
+    .struct_size = sizeof(infiniCclPlugin_v1_t),
+    .abi_version = INFINI_CCL_PLUGIN_ABI_VERSION,
+    .name = "nccl",
+    .get_version = &nccl::Exported<&nccl::GetVersion>::Call,
+    .get_error_string = &nccl::GetErrorString,
+    .get_last_error = &nccl::GetLastError,
+    .device_type = kDLCUDA,
+    .get_device_count = &nccl::Exported<&nccl::GetDeviceCount>::Call,
+    .set_device = &nccl::Exported<&nccl::SetDevice>::Call,
+    .get_device = &nccl::Exported<&nccl::GetDevice>::Call,
+    .mem_alloc = &nccl::Exported<&nccl::MemAlloc>::Call,
+    .mem_free = &nccl::Exported<&nccl::MemFree>::Call,
+    .memcpy_async = &nccl::Exported<&nccl::MemcpyAsync>::Call,
+    .memset_async = &nccl::Exported<&nccl::MemsetAsync>::Call,
+    .stream_create = &nccl::Exported<&nccl::StreamCreate>::Call,
+    .stream_destroy = &nccl::Exported<&nccl::StreamDestroy>::Call,
+    .stream_synchronize = &nccl::Exported<&nccl::StreamSynchronize>::Call,
+    .stream_wait_event = &nccl::Exported<&nccl::StreamWaitEvent>::Call,
+    .event_create = &nccl::Exported<&nccl::EventCreate>::Call,
+    .event_destroy = &nccl::Exported<&nccl::EventDestroy>::Call,
+    .event_record = &nccl::Exported<&nccl::EventRecord>::Call,
+    .event_query = &nccl::Exported<&nccl::EventQuery>::Call,
+    .event_synchronize = &nccl::Exported<&nccl::EventSynchronize>::Call,
+    .event_elapsed_ms = &nccl::Exported<&nccl::EventElapsedMs>::Call,
+    .get_unique_id = &nccl::Exported<&nccl::GetUniqueId>::Call,
+    .comm_init_rank = &nccl::Exported<&nccl::CommInitRank>::Call,
+    .comm_split = &nccl::Exported<&nccl::CommSplit>::Call,
+    .comm_destroy = &nccl::Exported<&nccl::CommDestroy>::Call,
+    .comm_abort = &nccl::Exported<&nccl::CommAbort>::Call,
+    .comm_get_async_error = &nccl::Exported<&nccl::CommGetAsyncError>::Call,
+    .comm_count = &nccl::Exported<&nccl::CommCount>::Call,
+    .comm_user_rank = &nccl::Exported<&nccl::CommUserRank>::Call,
+    .group_start = &nccl::Exported<&nccl::GroupStart>::Call,
+    .group_end = &nccl::Exported<&nccl::GroupEnd>::Call,
+    .all_reduce = &nccl::Exported<&nccl::AllReduce>::Call,
+    .broadcast = &nccl::Exported<&nccl::Broadcast>::Call,
+    .reduce = &nccl::Exported<&nccl::Reduce>::Call,
+    .all_gather = &nccl::Exported<&nccl::AllGather>::Call,
+    .reduce_scatter = &nccl::Exported<&nccl::ReduceScatter>::Call,
+    .send = &nccl::Exported<&nccl::Send>::Call,
+    .recv = &nccl::Exported<&nccl::Recv>::Call,
+    .all_to_all = &nccl::Exported<&nccl::AllToAll>::Call,
+    .barrier = &nccl::Exported<&nccl::Barrier>::Call,
+    .stream_begin_capture = &nccl::Exported<&nccl::StreamBeginCapture>::Call,
+    .stream_end_capture = &nccl::Exported<&nccl::StreamEndCapture>::Call,
+    .graph_launch = &nccl::Exported<&nccl::GraphLaunch>::Call,
+    .graph_destroy = &nccl::Exported<&nccl::GraphDestroy>::Call,
+};
