@@ -8,7 +8,7 @@
 //   attempt/<k>/restart     a node failed in attempt k: everyone restarts
 //   attempt/<k>/done/<r>    node r's ranks all succeeded in attempt k
 //   failure                 "status\nnode\nmessage": a node stopped the run
-//   left/<r>                node r is about to exit (the host waits for it)
+//   left/<host:pid>         that node is about to exit (the host waits for it)
 #include "infini/launch/node_rendezvous.h"
 
 #include <poll.h>
@@ -132,12 +132,16 @@ NodeRendezvous::~NodeRendezvous() {
   if (!server_) Leave();
   if (!server_ || !store_) return;
   // Keep the store up until the other nodes have read how the run ended.
-  std::vector<std::string> keys;
-  for (int node = 0; node < options_.nnodes; ++node) {
-    if (node != node_rank_) keys.push_back(Key("left/" + std::to_string(node)));
-  }
   auto deadline = Clock::now() + kHostLingerTimeout;
   try {
+    std::vector<std::string> keys;  // of the nodes that joined
+    for (int node = 0; node < options_.nnodes; ++node) {
+      const std::string name = std::to_string(node);
+      const std::string owner_key = Key("node/" + name + "/owner");
+      if (node != node_rank_ && store_->Check({owner_key})) {
+        keys.push_back(Key("left/" + store_->Get(owner_key)));
+      }
+    }
     while (!store_->Check(keys) && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -329,7 +333,7 @@ NodeRendezvous::FinishOutcome NodeRendezvous::WaitForOtherNodes(
 void NodeRendezvous::Leave() {
   if (!store_ || server_) return;
   try {
-    store_->Set(Key("left/" + std::to_string(node_rank_)), "1");
+    store_->Set(Key("left/" + my_identity_), "1");
   } catch (const StoreError&) {
   }
 }

@@ -1,0 +1,101 @@
+// A rank for the launcher's tests: records what it saw (pid, environment,
+// arguments) under --dir, then behaves as told (print, sleep, fail, die by a
+// signal, ignore SIGTERM).
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+
+extern char** environ;
+
+namespace {
+
+std::map<std::string, std::string> ParseFlags(int argc, char** argv) {
+  std::map<std::string, std::string> flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string argument = argv[i];
+    if (argument.rfind("--", 0) != 0) continue;
+    size_t equals = argument.find('=');
+    flags[argument.substr(2, equals - 2)] =
+        equals == std::string::npos ? "1" : argument.substr(equals + 1);
+  }
+  return flags;
+}
+
+int IntFlag(const std::map<std::string, std::string>& flags, const std::string& name,
+            int fallback) {
+  auto found = flags.find(name);
+  return found == flags.end() ? fallback : std::atoi(found->second.c_str());
+}
+
+std::string EnvOr(const char* name, const char* fallback) {
+  const char* value = getenv(name);
+  return value ? value : fallback;
+}
+
+// Written to a temporary name and renamed, so a reader never sees half a file.
+void WriteFileAtomically(const std::string& path, const std::string& content) {
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary);
+    file << content;
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto flags = ParseFlags(argc, argv);
+  const int rank = std::atoi(EnvOr("RANK", "-1").c_str());
+  const int attempt = std::atoi(EnvOr("TORCHELASTIC_RESTART_COUNT", "0").c_str());
+  if (flags.count("ignore_sigterm")) signal(SIGTERM, SIG_IGN);
+
+  if (flags.count("dir")) {
+    const std::string stem =
+        flags["dir"] + "/" + std::to_string(rank) + "." + std::to_string(attempt);
+    std::string environment;
+    for (char** entry = environ; *entry; ++entry) environment += std::string(*entry) + "\n";
+    std::string arguments;
+    for (int i = 0; i < argc; ++i) arguments += std::string(argv[i]) + "\n";
+    WriteFileAtomically(stem + ".env", environment);
+    WriteFileAtomically(stem + ".argv", arguments);
+    WriteFileAtomically(stem + ".pid", std::to_string(getpid()) + "\n");
+  }
+
+  if (flags.count("print")) {
+    printf("%s\n", flags["print"].c_str());
+    fprintf(stderr, "stderr:%s\n", flags["print"].c_str());
+  }
+  const int lines = IntFlag(flags, "lines", 0);
+  const int line_bytes = IntFlag(flags, "line_bytes", 10);
+  for (int line = 0; line < lines; ++line) {
+    std::string text(static_cast<size_t>(line_bytes), static_cast<char>('a' + rank % 26));
+    printf("%s\n", text.c_str());
+    fflush(stdout);
+  }
+  if (flags.count("partial")) {
+    printf("%s", flags["partial"].c_str());
+    fflush(stdout);
+  }
+  fflush(stdout);
+
+  const bool fails =
+      rank == IntFlag(flags, "fail_rank", -1) && attempt < IntFlag(flags, "fail_attempts", 1 << 30);
+  if (fails) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(IntFlag(flags, "fail_after_ms", 0)));
+    fprintf(stderr, "rank %d failing on purpose\n", rank);
+    fflush(stderr);
+    if (int signal_number = IntFlag(flags, "signal", 0)) raise(signal_number);
+    return IntFlag(flags, "exit_code", 1);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(IntFlag(flags, "sleep_ms", 0)));
+  return 0;
+}

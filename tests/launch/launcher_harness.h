@@ -1,0 +1,73 @@
+// Runs infini_run as a real process for the tests and checks what it leaves
+// behind.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace infini::launch::testing {
+
+// A scratch folder removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct LauncherResult {
+  int exit_code = -1;  // -1: did not exit by itself within the bound (a hang)
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds elapsed{0};
+};
+
+// One infini_run process, stdout/stderr captured in files.
+class LauncherProcess {
+ public:
+  explicit LauncherProcess(const std::vector<std::string>& arguments);
+  ~LauncherProcess();
+  pid_t pid() const { return pid_; }
+  // Waits up to `bound`; on a hang kills it (and reports exit_code -1).
+  LauncherResult Wait(std::chrono::milliseconds bound = std::chrono::seconds(30));
+
+ private:
+  TempDir capture_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  std::chrono::steady_clock::time_point started_;
+};
+
+LauncherResult RunLauncher(const std::vector<std::string>& arguments,
+                           std::chrono::milliseconds bound = std::chrono::seconds(30));
+
+std::string LauncherPath();
+std::string ChildPath();
+
+// The pids the test children recorded in `dir` (<rank>.<attempt>.pid files).
+std::vector<pid_t> RecordedPids(const std::string& dir);
+// Waits until `count` pid files exist (true) or `bound` passes (false).
+bool WaitForPidFiles(const std::string& dir, size_t count,
+                     std::chrono::milliseconds bound = std::chrono::seconds(20));
+// Whether every recorded process is gone (zombies count as gone), waiting up
+// to `bound` for the last ones to die.
+bool AllRecordedProcessesGone(const std::string& dir,
+                              std::chrono::milliseconds bound = std::chrono::seconds(10));
+
+// NAME=value lines of a <rank>.<attempt>.env file.
+std::map<std::string, std::string> RecordedEnvironment(const std::string& dir, int rank,
+                                                       int attempt = 0);
+std::vector<std::string> RecordedArguments(const std::string& dir, int rank, int attempt = 0);
+
+std::string ReadFile(const std::string& path);
+std::vector<std::string> Lines(const std::string& text);
+int FreePort();
+
+}  // namespace infini::launch::testing
