@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "infini/data/error.h"
@@ -198,6 +199,32 @@ TEST(DataLoader, PropagatesAReadErrorWithoutPrefetch) {
   options.micro_batch_size = 2;
   DataLoader loader(std::make_shared<SyntheticSource>(20, 2, 0), options);
   EXPECT_THROW(TakeOne(loader), std::runtime_error);
+}
+
+// Every read takes `delay`, like a stalled network file system.
+class StalledSource : public SyntheticSource {
+ public:
+  explicit StalledSource(std::chrono::milliseconds delay) : SyntheticSource(10, 2), delay_(delay) {}
+  std::span<const uint16_t> Window(int64_t sample_index) const override {
+    std::this_thread::sleep_for(delay_);
+    return SyntheticSource::Window(sample_index);
+  }
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
+TEST(DataLoader, NextGivesUpOnAStalledPrefetchThreadAfterTheTimeout) {
+  LoaderOptions options;
+  options.prefetch_micro_batches = 1;
+  options.prefetch_timeout = std::chrono::milliseconds(20);
+  DataLoader loader(std::make_shared<StalledSource>(std::chrono::milliseconds(1500)), options);
+  try {
+    TakeOne(loader);
+    FAIL() << "Next() waited for the stalled read";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("prefetch_timeout"), std::string::npos);
+  }
 }
 
 TEST(DataLoader, ShutsDownCleanlyWithAFullPrefetchQueue) {
