@@ -1,0 +1,86 @@
+// Environment → process topology and runtime settings. Pure functions of an
+// environment map, so every launcher's variables can be tested without
+// starting processes.
+//
+// Families are read in this order; the first whose rank variable is set wins,
+// and then every variable it needs must be set and valid:
+//   ours      GLOBAL_PROC_RANK LOCAL_PROC_RANK PROC_WORLD_SIZE NNODES NPROC_PER_NODE
+//   torchrun  RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE [GROUP_RANK]
+//   Slurm     SLURM_PROCID SLURM_LOCALID SLURM_NTASKS SLURM_NNODES SLURM_NODEID
+//   OpenMPI   OMPI_COMM_WORLD_RANK _LOCAL_RANK _SIZE _LOCAL_SIZE
+//   PMI       PMI_RANK PMI_SIZE [MPI_LOCALRANKID MPI_LOCALNRANKS]
+// None set: one process on one node (a direct run, possibly multi-threaded).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace infini::parallel {
+
+using Environment = std::map<std::string, std::string>;
+
+// A copy of the process environment (environ).
+Environment CurrentEnvironment();
+
+// Which processes exist and which one this is. Threads are not part of it:
+// the program decides its threads per process (see Rank).
+struct ProcessTopology {
+  int nnodes = 1;
+  int processes_per_node = 1;
+  int node_rank = 0;
+  int local_proc_rank = 0;
+  int global_proc_rank = 0;        // node_rank × processes_per_node + local_proc_rank
+  std::string source = "default";  // "infini_run", "torchrun", "slurm", "openmpi", "pmi"
+
+  int proc_world_size() const { return nnodes * processes_per_node; }
+};
+
+// Throws ParallelConfigError naming the variable, its value and what was
+// expected.
+ProcessTopology ReadProcessTopology(const Environment& environment);
+
+enum class DebugLevel { kOff, kInfo, kDetail };
+
+// Where this rank's store is. Either the launcher's store
+// (INFINI_STORE_ADDR/INFINI_STORE_PORT), or MASTER_ADDR:MASTER_PORT where
+// global process rank 0 hosts one (torch env://), or, for a single process
+// without MASTER_PORT, a store inside the process.
+struct StoreLocation {
+  enum class Kind { kLauncher, kMaster, kInProcess };
+  Kind kind = Kind::kInProcess;
+  std::string host;
+  uint16_t port = 0;
+};
+
+struct RuntimeSettings {
+  StoreLocation store;
+  // Keys of this run live under "<run_id>/<restart_count>/": two runs, or
+  // two attempts of one run (--max_restarts), never read each other's ids.
+  std::string run_id = "default";
+  int restart_count = 0;
+  // INFINI_CCL_TIMEOUT_S: how long a collective (or a store wait for a
+  // group's id) may take before the watchdog ends the process.
+  std::chrono::milliseconds timeout{std::chrono::seconds(600)};
+  DebugLevel debug = DebugLevel::kOff;  // INFINI_CCL_DEBUG
+  bool allow_device_sharing = false;    // INFINI_CCL_ALLOW_DEVICE_SHARING
+  std::string log_dir;                  // INFINI_CCL_LOG_DIR: a log file per process
+};
+
+inline constexpr int kDefaultTimeoutSeconds = 600;
+
+// Throws ParallelConfigError. `topology` decides whether a multi-process run
+// without a launcher store needs MASTER_ADDR/MASTER_PORT.
+RuntimeSettings ReadRuntimeSettings(const Environment& environment,
+                                    const ProcessTopology& topology);
+
+// Strict integer parse of environment[name]: nullopt when unset; throws
+// ParallelConfigError "NAME='value': expected <expectation>" when it is not an
+// integer in [minimum, maximum].
+std::optional<int64_t> ReadInteger(const Environment& environment, const std::string& name,
+                                   int64_t minimum, int64_t maximum,
+                                   const std::string& expectation);
+
+}  // namespace infini::parallel
