@@ -1,0 +1,78 @@
+// gpt2: data-parallel training of a small GPT-2 on the host.
+//
+//   gpt2 --steps=20                                             one process
+//   infini_run --ccl_backend=gloo --nproc_per_node=2 gpt2       two ranks on the CPU
+//   infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2       gradients all-reduced by NCCL
+//
+// Exit codes: 0 done, 2 a bad flag, 1 anything else (one line on stderr).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "data_parallel.h"
+#include "options.h"
+#include "trainer.h"
+
+namespace {
+
+using infini::examples::gpt2::DataParallelGroup;
+using infini::examples::gpt2::TrainOptions;
+
+std::string ExecutableDirectory() {
+  char path[4096];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) return ".";
+  return std::filesystem::path(std::string(path, static_cast<size_t>(length)))
+      .parent_path()
+      .string();
+}
+
+// The tiny corpus the build converts beside the program (share/ in the build
+// tree and in an install).
+void UseBundledCorpus(TrainOptions* options) {
+  if (!options->train_data.empty()) return;
+  const std::filesystem::path share =
+      std::filesystem::path(ExecutableDirectory()) / ".." / "share" / "infini_ccl" / "gpt2";
+  const std::filesystem::path train = share / "tiny_corpus_train.bin";
+  if (!std::filesystem::exists(train)) {
+    throw infini::examples::gpt2::UsageError(
+        "--train_data not given and the bundled corpus " + train.lexically_normal().string() +
+        " is missing; pass --train_data=FILE.bin (make one with make_token_bin)");
+  }
+  options->train_data = train.lexically_normal().string();
+  if (options->val_data.empty()) {
+    options->val_data = (share / "tiny_corpus_val.bin").lexically_normal().string();
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TrainOptions options;
+  try {
+    options =
+        infini::examples::gpt2::ParseTrainOptions(std::vector<std::string>(argv + 1, argv + argc));
+    if (options.help) {
+      std::cout << infini::examples::gpt2::TrainUsage();
+      return 0;
+    }
+    UseBundledCorpus(&options);
+  } catch (const infini::examples::gpt2::UsageError& error) {
+    std::fprintf(stderr, "gpt2: %s\n", error.what());
+    return 2;
+  }
+  std::string where = "gpt2";
+  try {
+    std::unique_ptr<DataParallelGroup> group = DataParallelGroup::Create(options.ccl_backend);
+    if (group->world_size() > 1) where += " rank " + std::to_string(group->rank());
+    infini::examples::gpt2::Train(options, *group, std::cout);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: %s\n", where.c_str(), error.what());
+    return 1;
+  }
+  return 0;
+}

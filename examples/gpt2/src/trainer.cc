@@ -1,0 +1,257 @@
+#include "trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <ostream>
+
+#include "adamw.h"
+#include "checkpoint.h"
+#include "infini/data/error.h"
+#include "infini/data/loader.h"
+#include "infini/data/token_file.h"
+
+namespace infini::examples::gpt2 {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* format, ...) {
+  char line[512];
+  va_list arguments;
+  va_start(arguments, format);
+  std::vsnprintf(line, sizeof(line), format, arguments);
+  va_end(arguments);
+  return line;
+}
+
+template <typename T>
+std::span<std::byte> AsBytes(std::span<T> values) {
+  return std::as_writable_bytes(values);
+}
+
+// Rank 0 looks for a checkpoint and tells everyone what it found; the others
+// take the weights and optimizer state from it, so only rank 0 needs the file.
+TrainingProgress ResumeFromMain(const std::string& directory, Model& model, AdamW& optimizer,
+                                DataParallelGroup& group, std::string* loaded_path) {
+  enum Status : int64_t { kNone = 0, kLoaded = 1, kFailed = 2 };
+  struct Found {
+    int64_t status, steps_done, consumed_samples, optimizer_steps;
+  } found{kNone, 0, 0, 0};
+  std::string failure;
+  if (group.is_main()) {
+    *loaded_path = LatestCheckpoint(directory);
+    if (!loaded_path->empty()) {
+      try {
+        const TrainingProgress progress = LoadCheckpoint(*loaded_path, model, optimizer);
+        found = {kLoaded, progress.steps_done, progress.consumed_samples, optimizer.steps_taken()};
+      } catch (const CheckpointError& error) {
+        found.status = kFailed;
+        failure = error.what();
+      }
+    }
+  }
+  group.BroadcastFromMain(AsBytes(std::span<Found>(&found, 1)));
+  if (found.status == kFailed) {
+    throw std::runtime_error(group.is_main() ? failure
+                                             : "rank 0 could not load the checkpoint in "
+                                               "--checkpoint_dir (see rank 0's message)");
+  }
+  if (found.status == kNone) return {};
+  group.BroadcastFromMain(AsBytes(model.parameters()));
+  group.BroadcastFromMain(AsBytes(optimizer.first_moment()));
+  group.BroadcastFromMain(AsBytes(optimizer.second_moment()));
+  optimizer.set_steps_taken(found.optimizer_steps);
+  return {found.steps_done, found.consumed_samples};
+}
+
+// Mean loss over the same held-out micro-batches at every evaluation; each
+// rank reads its own slice, and the ranks average.
+class Validator {
+ public:
+  Validator(const TrainOptions& options, const DataParallelGroup& group) {
+    if (options.val_data.empty() || options.val_batches == 0) return;
+    auto source =
+        std::make_shared<data::TokenDataset>(options.val_data, options.model.max_sequence_length);
+    // Small held-out sets get smaller micro-batches rather than none.
+    const int64_t micro_batch_size =
+        std::min(options.micro_batch_size, source->num_samples() / group.world_size());
+    if (micro_batch_size == 0) {
+      skipped_reason_ = Format(
+          "validation skipped: %s has %lld samples of %lld tokens, fewer "
+          "than the %d ranks",
+          options.val_data.c_str(), static_cast<long long>(source->num_samples()),
+          static_cast<long long>(options.model.max_sequence_length), group.world_size());
+      return;
+    }
+    loader_options_.micro_batch_size = micro_batch_size;
+    loader_options_.data_parallel_size = group.world_size();
+    loader_options_.data_parallel_rank = group.rank();
+    source_ = source;
+    data::DataLoader probe(source_, loader_options_);
+    batches_ = std::min(options.val_batches, probe.steps_per_epoch());
+    inputs_.resize(probe.tokens_per_micro_batch());
+    targets_.resize(probe.tokens_per_micro_batch());
+  }
+
+  bool enabled() const { return source_ != nullptr; }
+  const std::string& skipped_reason() const { return skipped_reason_; }
+
+  float Evaluate(Model& model, DataParallelGroup& group) {
+    data::DataLoader loader(source_, loader_options_);
+    float loss_sum = 0.0f;
+    for (int64_t batch = 0; batch < batches_; ++batch) {
+      loader.Next(std::span<int32_t>(inputs_), std::span<int32_t>(targets_));
+      loss_sum += model.Forward(inputs_, targets_, loader_options_.micro_batch_size,
+                                source_->sequence_length());
+    }
+    float mean = loss_sum / static_cast<float>(batches_);
+    group.AllReduceAverage(std::span<float>(&mean, 1));
+    return mean;
+  }
+
+ private:
+  std::shared_ptr<const data::SampleSource> source_;
+  data::LoaderOptions loader_options_;
+  int64_t batches_ = 0;
+  std::vector<int32_t> inputs_, targets_;
+  std::string skipped_reason_;
+};
+
+}  // namespace
+
+TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std::ostream& log) {
+  const auto say = [&](const std::string& line) {
+    if (group.is_main()) log << line << "\n" << std::flush;
+  };
+  const Clock::time_point start = Clock::now();
+  const int64_t T = options.model.max_sequence_length;
+  const int64_t B = options.micro_batch_size;
+  const int64_t accumulation = options.gradient_accumulation_steps;
+
+  std::shared_ptr<const data::SampleSource> train_source;
+  std::unique_ptr<data::DataLoader> loader;
+  data::LoaderOptions loader_options;
+  loader_options.micro_batch_size = B;
+  loader_options.data_parallel_size = group.world_size();
+  loader_options.data_parallel_rank = group.rank();
+  loader_options.gradient_accumulation_steps = accumulation;
+  loader_options.shuffle = options.shuffle;
+  loader_options.seed = options.seed;
+  auto dataset = std::make_shared<data::TokenDataset>(options.train_data, T);
+  train_source = dataset;
+  loader = std::make_unique<data::DataLoader>(train_source, loader_options);
+
+  // Identical weights everywhere: the same seed, and rank 0's copy wins.
+  Model model(options.model);
+  model.InitializeWeights(options.seed);
+  group.BroadcastFromMain(AsBytes(model.parameters()));
+  AdamWOptions adamw;
+  adamw.learning_rate = options.learning_rate;
+  adamw.weight_decay = options.weight_decay;
+  AdamW optimizer(model.tensors(), model.num_parameters(), adamw);
+
+  say(Format("gpt2: %d rank%s, backend %s", group.world_size(), group.world_size() > 1 ? "s" : "",
+             group.description().c_str()));
+  say(
+      Format("model: %lld layers, %lld heads, %lld channels, sequence %lld, vocab %lld, "
+             "%.3fM parameters",
+             static_cast<long long>(options.model.num_layers),
+             static_cast<long long>(options.model.num_heads),
+             static_cast<long long>(options.model.channels), static_cast<long long>(T),
+             static_cast<long long>(options.model.vocab_size),
+             static_cast<double>(model.num_parameters()) / 1e6));
+  say(
+      Format("data: %s: %lld tokens, %lld samples; global batch %lld = %lld per rank x %d "
+             "ranks x %lld accumulation; %lld steps per epoch",
+             options.train_data.c_str(), static_cast<long long>(dataset->file().num_tokens()),
+             static_cast<long long>(dataset->num_samples()),
+             static_cast<long long>(loader->global_batch_size()), static_cast<long long>(B),
+             group.world_size(), static_cast<long long>(accumulation),
+             static_cast<long long>(loader->steps_per_epoch())));
+
+  TrainingProgress progress;
+  if (options.resume) {
+    std::string path;
+    progress = ResumeFromMain(options.checkpoint_dir, model, optimizer, group, &path);
+    say(path.empty() ? "resume: no checkpoint in " + options.checkpoint_dir + ", starting fresh"
+                     : Format("resume: %s (step %lld, %lld samples consumed)", path.c_str(),
+                              static_cast<long long>(progress.steps_done),
+                              static_cast<long long>(progress.consumed_samples)));
+    loader->load_state({progress.consumed_samples});
+  }
+
+  Validator validator(options, group);
+  if (!validator.skipped_reason().empty()) say(validator.skipped_reason());
+
+  TrainingSummary summary;
+  summary.first_step = progress.steps_done;
+  std::vector<int32_t> inputs(loader->tokens_per_micro_batch());
+  std::vector<int32_t> targets(loader->tokens_per_micro_batch());
+  const double tokens_per_step = static_cast<double>(loader->global_batch_size() * T);
+
+  const auto save = [&](int64_t steps_done) {
+    if (options.checkpoint_dir.empty()) return;
+    if (group.is_main()) {
+      SaveCheckpoint(options.checkpoint_dir, model, optimizer,
+                     {steps_done, loader->state().consumed_samples});
+    }
+    say("checkpoint: " + CheckpointPath(options.checkpoint_dir, steps_done));
+  };
+  const auto validate = [&](int64_t steps_done) {
+    if (!validator.enabled()) return;
+    summary.validation_loss = validator.Evaluate(model, group);
+    say(Format("val loss %.4f (after step %lld)", summary.validation_loss,
+               static_cast<long long>(steps_done)));
+  };
+
+  for (int64_t step = progress.steps_done; step < options.steps; ++step) {
+    const Clock::time_point step_start = Clock::now();
+    model.ZeroGradients();
+    float loss = 0.0f;
+    for (int64_t micro_step = 0; micro_step < accumulation; ++micro_step) {
+      loader->Next(std::span<int32_t>(inputs), std::span<int32_t>(targets));
+      loss += model.Forward(inputs, targets, B, T) / static_cast<float>(accumulation);
+      model.Backward(1.0f / static_cast<float>(accumulation));
+    }
+    // Every rank ends with the same averaged gradient, so the same update.
+    group.AllReduceAverage(model.gradients());
+    const float norm = ClipGradientNorm(model.gradients(), options.grad_clip);
+    optimizer.Step(model.parameters(), model.gradients());
+    group.AllReduceAverage(std::span<float>(&loss, 1));
+    const double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+
+    summary.step_losses.push_back(loss);
+    summary.steps_done = step + 1;
+    if ((step + 1) % options.log_every == 0 || step + 1 == options.steps) {
+      say(Format("step %4lld/%lld | loss %.4f | grad norm %.3f | %7.1f ms | %8.0f tok/s",
+                 static_cast<long long>(step + 1), static_cast<long long>(options.steps), loss,
+                 norm, seconds * 1e3, tokens_per_step / seconds));
+    }
+    const bool last = step + 1 == options.steps;
+    if (!last && options.val_every > 0 && (step + 1) % options.val_every == 0) validate(step + 1);
+    if (!last && options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) {
+      save(step + 1);
+    }
+  }
+  summary.steps_done = std::max(summary.steps_done, progress.steps_done);
+  validate(summary.steps_done);
+  if (summary.steps_done > progress.steps_done) save(summary.steps_done);
+
+  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!summary.step_losses.empty()) {
+    say(Format("done: steps %lld..%lld in %.2f s, train loss %.4f -> %.4f",
+               static_cast<long long>(summary.first_step + 1),
+               static_cast<long long>(summary.steps_done), summary.seconds,
+               summary.step_losses.front(), summary.step_losses.back()));
+  } else {
+    say(Format("done: nothing to do, %lld of %lld steps already taken",
+               static_cast<long long>(summary.steps_done), static_cast<long long>(options.steps)));
+  }
+  return summary;
+}
+
+}  // namespace infini::examples::gpt2
