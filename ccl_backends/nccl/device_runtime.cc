@@ -32,7 +32,11 @@ const Visibility& GetVisibility() {
 
 std::string VisibleDevicesText() {
   const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
-  return value == nullptr ? "<unset>" : "'" + std::string(value) + "'";
+  if (value == nullptr) return "<unset>";
+  // append, not operator+: GCC 12 at -O3 warns falsely (-Wrestrict) on it.
+  std::string text = "'";
+  text.append(value).append("'");
+  return text;
 }
 
 cudaMemcpyKind ToCuda(infiniCclMemcpyKind_t kind) {
