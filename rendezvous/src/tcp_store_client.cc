@@ -286,9 +286,9 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     return frame;
   }
 
-  Clock::time_point DefaultDeadline() const {
-    return DeadlineAfter(Clamp(timeout_) + kServerReplyGrace);
-  }
+  // For requests that the server answers at once: the store's timeout is the
+  // longest a live server may take.
+  Clock::time_point DefaultDeadline() const { return DeadlineAfter(timeout_); }
 
   // Sends one request and returns its reply body. Any transport failure breaks
   // the connection and throws StoreError.

@@ -154,7 +154,8 @@ TEST(TcpStoreProtocolTest, ClientSendingTooLargeAValueGetsAClearError) {
         << error.what();
   }
   EXPECT_EQ(server->num_keys(), 0u);
-  ExpectServing(*server);
+  client->Set("small", "fits");  // refused before sending: the connection is intact
+  EXPECT_EQ(client->Get("small"), "fits");
 }
 
 TEST(TcpStoreProtocolTest, TruncatedAndUnknownRequestsAreRefused) {
@@ -210,35 +211,69 @@ TEST(TcpStoreProtocolTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_TRUE(Eventually([&] { return writer->Check({"after"}); }));
 }
 
+// A one-connection TCP server that answers the first message with `reply`,
+// then keeps the connection open, silent, until destroyed.
+class FakeServer {
+ public:
+  explicit FakeServer(std::string reply) : listener_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(::listen(listener_, 1), 0);
+    socklen_t length = sizeof(address);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this, reply = std::move(reply)] {
+      connection_ = ::accept(listener_, nullptr, nullptr);
+      char buffer[64];
+      (void)::recv(connection_, buffer, sizeof(buffer), 0);
+      (void)::send(connection_, reply.data(), reply.size(), MSG_NOSIGNAL);
+    });
+  }
+  ~FakeServer() {
+    thread_.join();
+    ::close(connection_);
+    ::close(listener_);
+  }
+  FakeServer(const FakeServer&) = delete;
+  FakeServer& operator=(const FakeServer&) = delete;
+
+  uint16_t port() const { return port_; }
+
+ private:
+  int listener_;
+  int connection_ = -1;
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
 TEST(TcpStoreProtocolTest, ClientRefusesAServerThatIsNotAStore) {
-  // A listener that answers every hello with an HTTP error.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ASSERT_EQ(::listen(listener, 1), 0);
-  socklen_t length = sizeof(address);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  std::thread impostor([listener] {
-    const int connection = ::accept(listener, nullptr, nullptr);
-    char buffer[64];
-    (void)::recv(connection, buffer, sizeof(buffer), 0);
-    const std::string reply = "HTTP/1.1 400 Bad Request\r\n\r\n";
-    (void)::send(connection, reply.data(), reply.size(), MSG_NOSIGNAL);
-    ::close(connection);
-  });
+  FakeServer impostor("HTTP/1.1 400 Bad Request\r\n\r\n");
   try {
-    TcpStoreClient::Connect("127.0.0.1", ntohs(address.sin_port), milliseconds(2000));
+    TcpStoreClient::Connect("127.0.0.1", impostor.port(), milliseconds(2000));
     ADD_FAILURE() << "connected to an impostor";
   } catch (const StoreError& error) {
-    EXPECT_NE(
-        std::string(error.what()).find("127.0.0.1:" + std::to_string(ntohs(address.sin_port))),
-        std::string::npos)
+    const std::string message = error.what();
+    EXPECT_NE(message.find("127.0.0.1:" + std::to_string(impostor.port())), std::string::npos)
+        << message;
+  }
+}
+
+TEST(TcpStoreProtocolTest, ClientGivesUpOnAServerThatStopsAnswering) {
+  FakeServer silent(
+      FrameWriter(MessageType::kHelloOk).U32(wire::kMagic).U32(wire::kVersion).U64(1024).Finish());
+  auto client = TcpStoreClient::Connect("127.0.0.1", silent.port(), milliseconds(2000));
+  client->set_timeout(milliseconds(200));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    client->Set("k", "v");
+    ADD_FAILURE() << "Set returned";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("did not answer in time"), std::string::npos)
         << error.what();
   }
-  impostor.join();
-  ::close(listener);
+  EXPECT_LT(testing::ElapsedSince(start), milliseconds(1500));
 }
 
 }  // namespace
