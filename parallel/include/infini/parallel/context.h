@@ -1,0 +1,83 @@
+// A rank's runtime: who it is (Rank), which backend and device it drives,
+// and the store its process groups meet through.
+//
+//   infini::parallel::ContextOptions options;
+//   options.thread_rank = t;                  // this thread's rank in its process
+//   options.threads_per_process = T;
+//   auto context = infini::parallel::Context::Create(options);
+//   auto world = context->NewWorldGroup();
+//   world->AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum);
+//
+// Call Create on the thread that runs the rank: it makes the rank's device
+// current on that thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "infini/ccl/ccl.h"
+#include "infini/parallel/env_reader.h"
+#include "infini/parallel/layout.h"
+#include "infini/parallel/rank.h"
+#include "infini/rendezvous/store.h"
+
+namespace infini::parallel {
+
+class ProcessGroup;
+
+struct ContextOptions {
+  int thread_rank = 0;
+  int threads_per_process = 1;
+  // Backend spec for ccl::Backend::Load: "" = INFINI_CCL_BACKEND, else auto.
+  std::string backend;
+  // Variables to read instead of the process environment (tests).
+  std::optional<Environment> environment;
+};
+
+class Context : public std::enable_shared_from_this<Context> {
+ public:
+  // Reads and validates the environment, loads the backend, selects and
+  // makes current the rank's device, and connects to (or, on global process
+  // rank 0 without a launcher store, hosts) the store. Throws
+  // ParallelConfigError for a bad environment, ccl::LoadError for a backend
+  // that does not load, rendezvous::StoreError when the store is unreachable.
+  static std::shared_ptr<Context> Create(const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Rank& rank() const { return rank_; }
+  const RuntimeSettings& settings() const { return settings_; }
+  const std::shared_ptr<const ccl::Backend>& backend() const { return backend_; }
+  int device_index() const { return device_index_; }
+  // Whether this rank shares its device with another rank of the node
+  // (INFINI_CCL_ALLOW_DEVICE_SHARING=1 and more ranks than devices).
+  bool shares_device() const { return shares_device_; }
+  // This rank's own store connection, with keys under
+  // "<run_id>/<restart_count>/".
+  rendezvous::Store& store() { return *store_; }
+  std::string key_namespace() const;
+
+  // Collective over the members: every rank in `global_ranks` calls it with
+  // the same name and list (a rank's group rank is its index in the list).
+  // Other ranks may call it too and get a group they are not a member of.
+  std::unique_ptr<ProcessGroup> NewGroup(const std::string& name, std::vector<int> global_ranks);
+  std::unique_ptr<ProcessGroup> NewWorldGroup();
+  // This rank's group along `axis` of `layout` (named "tp3", "dp0", ...).
+  std::unique_ptr<ProcessGroup> NewLayoutGroup(const Layout& layout, Axis axis);
+
+ private:
+  Context(Rank rank, RuntimeSettings settings);
+
+  Rank rank_;
+  RuntimeSettings settings_;
+  std::shared_ptr<const ccl::Backend> backend_;
+  int device_index_ = 0;
+  bool shares_device_ = false;
+  std::shared_ptr<void> hosted_server_;  // keeps a hosted store alive
+  std::unique_ptr<rendezvous::Store> store_;
+};
+
+}  // namespace infini::parallel

@@ -1,0 +1,126 @@
+#include "infini/parallel/context.h"
+
+#include <map>
+#include <mutex>
+
+#include "group_state.h"
+#include "infini/parallel/errors.h"
+#include "infini/parallel/logging.h"
+#include "infini/parallel/process_group.h"
+#include "infini/rendezvous/prefix_store.h"
+#include "infini/rendezvous/tcp_store.h"
+
+namespace infini::parallel {
+namespace {
+
+// Store calls wait a little longer than collectives may, so that a missing
+// peer is reported by the watchdog, which names the operation.
+constexpr std::chrono::seconds kStoreTimeoutMargin{30};
+
+// One hosted store per port for the whole process: thread ranks share it, and
+// it lives until the process ends (other processes may still be reading).
+std::shared_ptr<rendezvous::TcpStoreServer> HostStore(const std::string& host, uint16_t port) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, uint16_t>, std::shared_ptr<rendezvous::TcpStoreServer>>
+      servers;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& server = servers[{host, port}];
+  if (server == nullptr) {
+    rendezvous::TcpStoreServerOptions options;
+    options.host = host;
+    options.port = port;
+    server = rendezvous::TcpStoreServer::Start(options);
+  }
+  return server;
+}
+
+std::string VisibleDevicesVariable(const Environment& environment, DLDeviceType device_type) {
+  if (device_type != kDLCUDA) return "";
+  auto it = environment.find("CUDA_VISIBLE_DEVICES");
+  if (it == environment.end()) return "CUDA_VISIBLE_DEVICES unset";
+  return "CUDA_VISIBLE_DEVICES='" + it->second + "'";
+}
+
+}  // namespace
+
+Context::Context(Rank rank, RuntimeSettings settings)
+    : rank_(std::move(rank)), settings_(std::move(settings)) {}
+
+Context::~Context() = default;
+
+std::string Context::key_namespace() const {
+  return settings_.run_id + "/" + std::to_string(settings_.restart_count);
+}
+
+std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
+  const Environment environment = options.environment ? *options.environment : CurrentEnvironment();
+  const ProcessTopology topology = ReadProcessTopology(environment);
+  RuntimeSettings settings = ReadRuntimeSettings(environment, topology);
+  Rank rank(topology, options.thread_rank, options.threads_per_process);
+  std::shared_ptr<Context> context(new Context(rank, settings));
+  SetLogIdentity(rank);
+  if (!settings.log_dir.empty()) EnableRankLogFile(rank, settings.log_dir);
+
+  context->backend_ = ccl::Backend::Load(options.backend);
+  const auto& backend = context->backend_;
+  const DLDeviceType device_type = backend->info().device_type;
+  const int visible = backend->DeviceCount();
+  context->device_index_ =
+      SelectDeviceIndex(rank, device_type, visible, settings.allow_device_sharing,
+                        VisibleDevicesVariable(environment, device_type));
+  context->shares_device_ = device_type != kDLCPU && rank.local_world_size() > visible;
+  backend->SetDevice(context->device_index_);
+
+  const StoreLocation& location = settings.store;
+  std::string host = location.host;
+  uint16_t port = location.port;
+  const auto connect_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(settings.timeout + kStoreTimeoutMargin);
+  if (location.kind == StoreLocation::Kind::kInProcess) {
+    auto server = HostStore("127.0.0.1", 0);
+    host = "127.0.0.1";
+    port = server->port();
+    context->hosted_server_ = server;
+  } else if (location.kind == StoreLocation::Kind::kMaster && topology.global_proc_rank == 0) {
+    try {
+      context->hosted_server_ = HostStore("0.0.0.0", port);
+    } catch (const rendezvous::StoreError& error) {
+      throw ParallelConfigError("MASTER_PORT='" + std::to_string(port) +
+                                "': global rank 0 could not host the store there (" + error.what() +
+                                "): expected a free port");
+    }
+    host = "127.0.0.1";
+  }
+  std::shared_ptr<rendezvous::Store> client =
+      rendezvous::TcpStoreClient::Connect(host, port, connect_timeout);
+  client->set_timeout(connect_timeout);
+  context->store_ = std::make_unique<rendezvous::PrefixStore>(context->key_namespace(), client);
+  return context;
+}
+
+std::unique_ptr<ProcessGroup> Context::NewGroup(const std::string& name,
+                                                std::vector<int> global_ranks) {
+  return std::unique_ptr<ProcessGroup>(
+      new ProcessGroup(internal::CreateGroup(shared_from_this(), name, std::move(global_ranks))));
+}
+
+std::unique_ptr<ProcessGroup> Context::NewWorldGroup() {
+  std::vector<int> everyone(static_cast<size_t>(rank_.world_size()));
+  for (int i = 0; i < rank_.world_size(); ++i) everyone[static_cast<size_t>(i)] = i;
+  return NewGroup("world", std::move(everyone));
+}
+
+std::unique_ptr<ProcessGroup> Context::NewLayoutGroup(const Layout& layout, Axis axis) {
+  if (layout.world_size() != rank_.world_size()) {
+    throw ParallelConfigError("layout DP=" + std::to_string(layout.data_parallel_size()) +
+                              " × TP=" + std::to_string(layout.tensor_parallel_size()) +
+                              " × PP=" + std::to_string(layout.pipeline_parallel_size()) + " has " +
+                              std::to_string(layout.world_size()) +
+                              " ranks: expected the world size " +
+                              std::to_string(rank_.world_size()));
+  }
+  const int group_id = layout.GroupIdOf(axis, rank_.global_rank());
+  return NewGroup(Layout::GroupName(axis, group_id), layout.GroupMembers(axis, group_id));
+}
+
+}  // namespace infini::parallel

@@ -1,0 +1,435 @@
+#include "infini/parallel/process_group.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "group_state.h"
+#include "infini/ccl/dtype.h"
+#include "infini/parallel/errors.h"
+#include "infini/rendezvous/store.h"
+
+namespace infini::parallel {
+namespace internal {
+namespace {
+
+// Extra time a backend's own host-side timeout gets beyond ours, so that the
+// watchdog (which names the collective) reports first.
+constexpr std::chrono::seconds kBackendTimeoutMargin{30};
+
+std::string MemberList(const std::vector<int>& members) {
+  std::string text;
+  for (size_t i = 0; i < members.size(); ++i) {
+    text += (i == 0 ? "" : ", ") + std::to_string(members[i]);
+  }
+  return text;
+}
+
+// FNV-1a of the member list: groups that share a name but not their members
+// (each TP group called "tp", say) never share keys.
+std::string MembersDigest(const std::vector<int>& members) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (int member : members) {
+    for (int byte = 0; byte < 4; ++byte) {
+      hash ^= static_cast<uint64_t>((static_cast<uint32_t>(member) >> (8 * byte)) & 0xff);
+      hash *= 1099511628211ULL;
+    }
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(hash));
+  return std::string(text, 8);
+}
+
+void ValidateMembers(const Context& context, const std::string& name,
+                     const std::vector<int>& members) {
+  if (name.empty() || name.find('/') != std::string::npos) {
+    throw ParallelUsageError("process group name '" + name +
+                             "': expected a non-empty name without '/'");
+  }
+  const int world_size = context.rank().world_size();
+  std::set<int> seen;
+  for (int member : members) {
+    if (member < 0 || member >= world_size) {
+      throw ParallelUsageError("process group '" + name + "': member " + std::to_string(member) +
+                               " is outside the world's ranks 0.." +
+                               std::to_string(world_size - 1));
+    }
+    if (!seen.insert(member).second) {
+      throw ParallelUsageError("process group '" + name + "': member " + std::to_string(member) +
+                               " is listed twice in [" + MemberList(members) + "]");
+    }
+  }
+  if (members.empty()) {
+    throw ParallelUsageError("process group '" + name + "': expected at least one member");
+  }
+}
+
+ccl::UniqueId ShareUniqueId(GroupState& group) {
+  rendezvous::Store& store = group.context->store();
+  const std::string key = group.store_key + "/unique_id";
+  if (group.group_rank == 0) {
+    ccl::UniqueId id = group.context->backend()->GetUniqueId();
+    store.Set(key, id.ToBytes());
+    return id;
+  }
+  try {
+    return ccl::UniqueId::FromBytes(store.Get(key));
+  } catch (const rendezvous::StoreTimeoutError&) {
+    throw ParallelError("process group '" + group.name + "': global rank " +
+                        std::to_string(group.context->rank().global_rank()) +
+                        " timed out waiting for the unique id of the group's root, global rank " +
+                        std::to_string(group.members[0]) + " (is it running and making '" +
+                        group.name + "' too?)");
+  }
+}
+
+}  // namespace
+
+uint64_t NextGeneration(int global_rank, const std::string& key) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, std::string>, uint64_t> generations;
+  std::lock_guard<std::mutex> lock(mutex);
+  return generations[{global_rank, key}]++;
+}
+
+GroupState::~GroupState() {
+  if (watched) Watchdog::Instance().RemoveGroup(this);
+  if (!comm.valid()) return;
+  // After a failure, a peer may never answer: destroy would wait forever.
+  bool failed = aborted.load();
+  if (!failed) {
+    const infiniCclResult_t error = AsyncError();
+    failed = error != infiniCclSuccess && error != infiniCclInProgress;
+  }
+  try {
+    if (failed) {
+      comm.Abort();
+    } else {
+      comm.Destroy();
+    }
+  } catch (...) {
+    // A destructor cannot report; the process is ending or moving on.
+  }
+}
+
+infiniCclResult_t GroupState::AsyncError() {
+  if (!comm.valid()) return infiniCclSuccess;
+  try {
+    return context->backend()->GetAsyncError(comm);
+  } catch (const ccl::Error&) {
+    return infiniCclSuccess;
+  }
+}
+
+void GroupState::AbortFromWatchdog() {
+  aborted = true;
+  comm.Abort();
+}
+
+std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const std::string& name,
+                                        std::vector<int> members) {
+  ValidateMembers(*context, name, members);
+  auto group = std::make_unique<GroupState>();
+  group->context = context;
+  group->name = name;
+  group->members = std::move(members);
+  const int global_rank = context->rank().global_rank();
+  auto position = std::find(group->members.begin(), group->members.end(), global_rank);
+  if (position == group->members.end()) return group;  // not a member: nothing to join
+  group->group_rank = static_cast<int>(position - group->members.begin());
+
+  const std::string key = name + "." + MembersDigest(group->members);
+  group->store_key = "pg/" + key + "/" + std::to_string(NextGeneration(global_rank, key));
+
+  // Joining waits for every member; the watchdog sees that wait too.
+  auto init = std::make_shared<WorkState>();
+  init->op = "comm_init_rank";
+  init->group = name;
+  init->global_rank = global_rank;
+  init->timeout = context->settings().timeout;
+  Watchdog::Instance().AddWork(init);
+  try {
+    const ccl::UniqueId id = ShareUniqueId(*group);
+    ccl::CommConfig config;
+    config.name = name;
+    config.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            context->settings().timeout + kBackendTimeoutMargin)
+                            .count();
+    config.allow_device_sharing = context->shares_device();
+    const auto& backend = context->backend();
+    group->comm = backend->CommInitRank(static_cast<int>(group->members.size()), id,
+                                        group->group_rank, config);
+    group->comm_stream.emplace(backend);
+    group->ready_event.emplace(backend);
+  } catch (...) {
+    init->Failed(std::current_exception());
+    throw;
+  }
+  init->Complete();
+  Watchdog::Instance().AddGroup(group.get());
+  group->watched = true;
+  return group;
+}
+
+}  // namespace internal
+
+namespace {
+
+size_t BytesOf(const DLTensor& tensor) {
+  return ccl::ElementBytes(tensor.dtype) * static_cast<size_t>(ccl::NumElements(tensor));
+}
+
+// "all_reduce(dtype=float32, count=16, op=sum)": what every rank must agree on.
+std::string Signature(const std::string& op, const DLTensor& tensor, const std::string& extra) {
+  return op + "(dtype=" + ccl::DataTypeName(tensor.dtype) +
+         ", count=" + std::to_string(ccl::NumElements(tensor)) + extra + ")";
+}
+
+std::string OpText(ccl::ReduceOp op) { return ", op=" + std::string(ccl::ReduceOpName(op)); }
+std::string RootText(int root) { return ", root=" + std::to_string(root); }
+
+void RequireMember(const internal::GroupState& group, const std::string& op) {
+  if (group.group_rank >= 0) return;
+  throw ParallelUsageError(op + " on process group '" + group.name + "': global rank " +
+                           std::to_string(group.context->rank().global_rank()) +
+                           " is not a member (members: " + internal::MemberList(group.members) +
+                           ")");
+}
+
+// Debug mode: every member publishes its call's signature under the
+// collective's number and compares it with every other member's.
+void CompareSignatures(internal::GroupState& group, const std::string& signature) {
+  const uint64_t number = group.next_collective++;
+  rendezvous::Store& store = group.context->store();
+  const std::string prefix = group.store_key + "/debug/";
+  const std::string here = prefix + std::to_string(number) + "/";
+  store.Set(here + std::to_string(group.group_rank), signature);
+  for (int other = 0; other < static_cast<int>(group.members.size()); ++other) {
+    if (other == group.group_rank) continue;
+    const std::string theirs = store.Get(here + std::to_string(other));
+    if (theirs != signature) {
+      throw ParallelUsageError("collective mismatch on process group '" + group.name +
+                               "' at collective #" + std::to_string(number) + ": global rank " +
+                               std::to_string(group.context->rank().global_rank()) + " called " +
+                               signature + " but global rank " +
+                               std::to_string(group.members[other]) + " called " + theirs);
+    }
+  }
+  // Every member has now reached this collective, so all have finished
+  // reading the previous one: this rank's key of it can go.
+  if (number > 0) {
+    store.DeleteKey(prefix + std::to_string(number - 1) + "/" + std::to_string(group.group_rank));
+  }
+}
+
+template <typename Issue>
+std::shared_ptr<Work> Run(internal::GroupState& group, const std::string& op, size_t bytes,
+                          const std::string* signature, const ccl::Stream& compute_stream,
+                          Issue issue) {
+  RequireMember(group, op);
+  auto work = std::make_shared<internal::WorkState>();
+  work->op = op;
+  work->bytes = bytes;
+  work->group = group.name;
+  work->sequence = group.next_sequence++;
+  work->global_rank = group.context->rank().global_rank();
+  work->timeout = group.context->settings().timeout;
+  work->owner = &group;
+  // Registered before the backend is called: host backends block inside it.
+  internal::Watchdog::Instance().AddWork(work);
+  try {
+    if (signature != nullptr && group.context->settings().debug == DebugLevel::kDetail) {
+      CompareSignatures(group, *signature);
+    }
+    group.ready_event->Record(compute_stream);
+    group.comm_stream->WaitEvent(*group.ready_event);
+    issue(*group.comm_stream);
+    ccl::Event end(group.context->backend());
+    end.Record(*group.comm_stream);
+    work->Enqueued(std::move(end));
+  } catch (const ccl::Error& error) {
+    ccl::Error described(error.code(), work->Describe() + ": " + error.what());
+    work->Failed(std::make_exception_ptr(described));
+    throw described;
+  } catch (...) {
+    work->Failed(std::current_exception());
+    throw;
+  }
+  return std::make_shared<Work>(work);
+}
+
+}  // namespace
+
+Work::Work(std::shared_ptr<internal::WorkState> state) : state_(std::move(state)) {}
+
+bool Work::IsCompleted() const { return state_->Poll(); }
+
+void Work::Wait() const { Wait(std::chrono::milliseconds::max()); }
+
+bool Work::Wait(std::chrono::milliseconds timeout) const {
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::microseconds(10);
+  while (!state_->Poll()) {
+    if (timeout != std::chrono::milliseconds::max() &&
+        std::chrono::steady_clock::now() - start >= timeout) {
+      return false;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  if (auto error = state_->error()) std::rethrow_exception(error);
+  return true;
+}
+
+void Work::WaitOnStream(const ccl::Stream& compute_stream) const {
+  state_->MakeStreamWait(compute_stream);
+}
+
+std::exception_ptr Work::error() const { return state_->error(); }
+
+std::string Work::Describe() const { return state_->Describe(); }
+
+ProcessGroup::ProcessGroup(std::unique_ptr<internal::GroupState> state)
+    : state_(std::move(state)) {}
+
+ProcessGroup::~ProcessGroup() = default;
+
+const std::string& ProcessGroup::name() const { return state_->name; }
+const std::vector<int>& ProcessGroup::members() const { return state_->members; }
+bool ProcessGroup::is_member() const { return state_->group_rank >= 0; }
+int ProcessGroup::rank() const { return state_->group_rank; }
+int ProcessGroup::size() const { return static_cast<int>(state_->members.size()); }
+
+int ProcessGroup::GlobalRankOf(int group_rank) const {
+  if (group_rank < 0 || group_rank >= size()) {
+    throw ParallelUsageError("process group '" + name() + "': group rank " +
+                             std::to_string(group_rank) + " is outside 0.." +
+                             std::to_string(size() - 1));
+  }
+  return state_->members[group_rank];
+}
+
+std::shared_ptr<Work> ProcessGroup::AllReduceAsync(const DLTensor& send, const DLTensor& recv,
+                                                   ccl::ReduceOp op,
+                                                   const ccl::Stream& compute_stream) {
+  const std::string signature = Signature("all_reduce", send, OpText(op));
+  return Run(*state_, "all_reduce", BytesOf(send), &signature, compute_stream,
+             [&](const ccl::Stream& stream) {
+               state_->context->backend()->AllReduce(send, recv, op, state_->comm, stream);
+             });
+}
+
+std::shared_ptr<Work> ProcessGroup::BroadcastAsync(const DLTensor& send, const DLTensor& recv,
+                                                   int root, const ccl::Stream& compute_stream) {
+  const std::string signature = Signature("broadcast", recv, RootText(root));
+  return Run(*state_, "broadcast", BytesOf(recv), &signature, compute_stream,
+             [&](const ccl::Stream& stream) {
+               state_->context->backend()->Broadcast(send, recv, root, state_->comm, stream);
+             });
+}
+
+std::shared_ptr<Work> ProcessGroup::ReduceAsync(const DLTensor& send, const DLTensor& recv,
+                                                ccl::ReduceOp op, int root,
+                                                const ccl::Stream& compute_stream) {
+  const std::string signature = Signature("reduce", send, OpText(op) + RootText(root));
+  return Run(*state_, "reduce", BytesOf(send), &signature, compute_stream,
+             [&](const ccl::Stream& stream) {
+               state_->context->backend()->Reduce(send, recv, op, root, state_->comm, stream);
+             });
+}
+
+std::shared_ptr<Work> ProcessGroup::AllGatherAsync(const DLTensor& send, const DLTensor& recv,
+                                                   const ccl::Stream& compute_stream) {
+  const std::string signature = Signature("all_gather", send, "");
+  return Run(*state_, "all_gather", BytesOf(send), &signature, compute_stream,
+             [&](const ccl::Stream& stream) {
+               state_->context->backend()->AllGather(send, recv, state_->comm, stream);
+             });
+}
+
+std::shared_ptr<Work> ProcessGroup::ReduceScatterAsync(const DLTensor& send, const DLTensor& recv,
+                                                       ccl::ReduceOp op,
+                                                       const ccl::Stream& compute_stream) {
+  const std::string signature = Signature("reduce_scatter", recv, OpText(op));
+  return Run(*state_, "reduce_scatter", BytesOf(send), &signature, compute_stream,
+             [&](const ccl::Stream& stream) {
+               state_->context->backend()->ReduceScatter(send, recv, op, state_->comm, stream);
+             });
+}
+
+// Point-to-point calls involve two ranks, not the group: no signature check.
+std::shared_ptr<Work> ProcessGroup::SendAsync(const DLTensor& send, int peer,
+                                              const ccl::Stream& compute_stream) {
+  return Run(*state_, "send", BytesOf(send), nullptr, compute_stream,
+             [&](const ccl::Stream& stream) {
+               state_->context->backend()->Send(send, peer, state_->comm, stream);
+             });
+}
+
+std::shared_ptr<Work> ProcessGroup::RecvAsync(const DLTensor& recv, int peer,
+                                              const ccl::Stream& compute_stream) {
+  return Run(*state_, "recv", BytesOf(recv), nullptr, compute_stream,
+             [&](const ccl::Stream& stream) {
+               state_->context->backend()->Recv(recv, peer, state_->comm, stream);
+             });
+}
+
+std::shared_ptr<Work> ProcessGroup::SendRecvAsync(const DLTensor& send, int send_peer,
+                                                  const DLTensor& recv, int recv_peer,
+                                                  const ccl::Stream& compute_stream) {
+  return Run(*state_, "send_recv", BytesOf(send) + BytesOf(recv), nullptr, compute_stream,
+             [&](const ccl::Stream& stream) {
+               const auto& backend = state_->context->backend();
+               backend->GroupStart();
+               try {
+                 backend->Send(send, send_peer, state_->comm, stream);
+                 backend->Recv(recv, recv_peer, state_->comm, stream);
+               } catch (...) {
+                 try {
+                   backend->GroupEnd();
+                 } catch (...) {
+                 }
+                 throw;
+               }
+               backend->GroupEnd();
+             });
+}
+
+std::shared_ptr<Work> ProcessGroup::BarrierAsync() {
+  const std::string signature = "barrier()";
+  return Run(*state_, "barrier", 0, &signature, ccl::Stream(), [&](const ccl::Stream& stream) {
+    state_->context->backend()->Barrier(state_->comm, stream);
+  });
+}
+
+void ProcessGroup::AllReduce(const DLTensor& send, const DLTensor& recv, ccl::ReduceOp op) {
+  AllReduceAsync(send, recv, op)->Wait();
+}
+void ProcessGroup::Broadcast(const DLTensor& send, const DLTensor& recv, int root) {
+  BroadcastAsync(send, recv, root)->Wait();
+}
+void ProcessGroup::Reduce(const DLTensor& send, const DLTensor& recv, ccl::ReduceOp op, int root) {
+  ReduceAsync(send, recv, op, root)->Wait();
+}
+void ProcessGroup::AllGather(const DLTensor& send, const DLTensor& recv) {
+  AllGatherAsync(send, recv)->Wait();
+}
+void ProcessGroup::ReduceScatter(const DLTensor& send, const DLTensor& recv, ccl::ReduceOp op) {
+  ReduceScatterAsync(send, recv, op)->Wait();
+}
+void ProcessGroup::Send(const DLTensor& send, int peer) { SendAsync(send, peer)->Wait(); }
+void ProcessGroup::Recv(const DLTensor& recv, int peer) { RecvAsync(recv, peer)->Wait(); }
+void ProcessGroup::SendRecv(const DLTensor& send, int send_peer, const DLTensor& recv,
+                            int recv_peer) {
+  SendRecvAsync(send, send_peer, recv, recv_peer)->Wait();
+}
+void ProcessGroup::Barrier() { BarrierAsync()->Wait(); }
+
+void ProcessGroup::Abort() {
+  state_->aborted = true;
+  if (state_->comm.valid()) state_->comm.Abort();
+}
+
+}  // namespace infini::parallel

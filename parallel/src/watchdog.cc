@@ -1,0 +1,160 @@
+#include "watchdog.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <future>
+#include <set>
+
+#include "infini/ccl/error.h"
+#include "infini/parallel/process_group.h"
+
+namespace infini::parallel::internal {
+namespace {
+
+constexpr std::chrono::milliseconds kPollInterval{100};
+// Aborting a communicator should be quick; a backend stuck even there must
+// not keep the process alive.
+constexpr std::chrono::seconds kAbortGrace{5};
+
+}  // namespace
+
+void WorkState::Enqueued(ccl::Event end_event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  end_event_.emplace(std::move(end_event));
+}
+
+void WorkState::Failed(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  error_ = std::move(error);
+  done_ = true;
+}
+
+void WorkState::Complete() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  done_ = true;
+}
+
+bool WorkState::Poll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_) return true;
+  if (!end_event_) return false;
+  try {
+    done_ = end_event_->Query();
+  } catch (...) {
+    error_ = std::current_exception();
+    done_ = true;
+  }
+  return done_;
+}
+
+std::exception_ptr WorkState::error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void WorkState::MakeStreamWait(const ccl::Stream& stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (end_event_) stream.WaitEvent(*end_event_);
+}
+
+std::string WorkState::Describe() const {
+  return op + " #" + std::to_string(sequence) + " on group '" + group + "' (" +
+         std::to_string(bytes) + " bytes, global rank " + std::to_string(global_rank) + ")";
+}
+
+Watchdog& Watchdog::Instance() {
+  static Watchdog watchdog;
+  return watchdog;
+}
+
+Watchdog::Watchdog() : thread_([this] { Loop(); }) {}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Watchdog::AddWork(std::shared_ptr<WorkState> work) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  works_.push_back(std::move(work));
+}
+
+void Watchdog::AddGroup(WatchedGroup* group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  groups_.push_back(group);
+}
+
+void Watchdog::RemoveGroup(WatchedGroup* group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  groups_.erase(std::remove(groups_.begin(), groups_.end(), group), groups_.end());
+  for (auto& work : works_) {
+    if (work->owner == group) work->owner = nullptr;
+  }
+}
+
+void Watchdog::Loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, kPollInterval);
+    if (stopping_) break;
+    const auto now = std::chrono::steady_clock::now();
+    std::set<WatchedGroup*> busy;
+    for (size_t i = 0; i < works_.size();) {
+      WorkState& work = *works_[i];
+      if (work.Poll()) {
+        works_[i] = std::move(works_.back());
+        works_.pop_back();
+        continue;
+      }
+      if (now - work.start > work.timeout) {
+        const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(work.timeout);
+        Fire(work.Describe() +
+             " did not complete within INFINI_CCL_TIMEOUT_S=" + std::to_string(seconds.count()) +
+             " s (a rank skipped it, called another collective, or died)");
+      }
+      if (work.owner != nullptr) busy.insert(work.owner);
+      ++i;
+    }
+    // Only groups with work in flight: a peer that finished and closed its
+    // side is no failure.
+    for (WatchedGroup* group : busy) {
+      infiniCclResult_t error = infiniCclSuccess;
+      try {
+        error = group->AsyncError();
+      } catch (const std::exception&) {
+        continue;
+      }
+      if (error != infiniCclSuccess && error != infiniCclInProgress) {
+        Fire("group '" + group->WatchName() + "' reported an asynchronous error: " +
+             ccl::ResultName(error) + " (a peer failed or the device faulted)");
+      }
+    }
+  }
+}
+
+void Watchdog::Fire(const std::string& line) {
+  std::fprintf(stderr,
+               "infini_ccl watchdog (pid %d): %s; aborting communicators and exiting with %d\n",
+               static_cast<int>(getpid()), line.c_str(), kWatchdogExitCode);
+  std::fflush(stderr);
+  std::vector<WatchedGroup*> groups = groups_;  // the caller holds mutex_
+  auto aborted = std::async(std::launch::async, [groups] {
+    for (WatchedGroup* group : groups) {
+      try {
+        group->AbortFromWatchdog();
+      } catch (...) {
+      }
+    }
+  });
+  aborted.wait_for(kAbortGrace);
+  std::fflush(stdout);
+  std::_Exit(kWatchdogExitCode);
+}
+
+}  // namespace infini::parallel::internal

@@ -1,0 +1,87 @@
+// The process's monitor thread (model: PyTorch's NCCL watchdog). It watches
+// every operation in flight and, for groups with work in flight, their
+// communicator's asynchronous error. An overdue operation or an async error
+// → one line on stderr, abort every communicator, std::_Exit(124).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "infini/ccl/ccl.h"
+
+namespace infini::parallel::internal {
+
+// One operation: registered before the backend is called (host backends
+// block inside the call), completed by an event on the communication stream.
+struct WorkState {
+  std::string op;  // "all_reduce"
+  size_t bytes = 0;
+  std::string group;
+  uint64_t sequence = 0;
+  int global_rank = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::milliseconds timeout{0};
+  // The group whose communicator runs it (nullptr: none yet, e.g. init).
+  class WatchedGroup* owner = nullptr;
+
+  // Called by the issuing thread once the backend returned.
+  void Enqueued(ccl::Event end_event);
+  void Failed(std::exception_ptr error);
+  // Done without a device event (host-side steps such as communicator init).
+  void Complete();
+  // Done or failed; queries the end event.
+  bool Poll();
+  std::exception_ptr error();
+  std::string Describe() const;
+  // Waits for the end event on `stream` (no host block), when there is one.
+  void MakeStreamWait(const ccl::Stream& stream);
+
+ private:
+  std::mutex mutex_;
+  std::optional<ccl::Event> end_event_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+// What the watchdog needs of a process group.
+class WatchedGroup {
+ public:
+  virtual ~WatchedGroup() = default;
+  virtual std::string WatchName() const = 0;
+  // The communicator's async error (infiniCclSuccess when none or unknown).
+  virtual infiniCclResult_t AsyncError() = 0;
+  // Aborts the communicator; called from the monitor thread.
+  virtual void AbortFromWatchdog() = 0;
+};
+
+class Watchdog {
+ public:
+  static Watchdog& Instance();
+  ~Watchdog();
+
+  void AddWork(std::shared_ptr<WorkState> work);
+  void AddGroup(WatchedGroup* group);
+  // After this returns the watchdog never touches `group` again.
+  void RemoveGroup(WatchedGroup* group);
+
+ private:
+  Watchdog();
+  void Loop();
+  // Overdue or failed asynchronously: report, abort everything, exit.
+  [[noreturn]] void Fire(const std::string& line);
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::vector<std::shared_ptr<WorkState>> works_;
+  std::vector<WatchedGroup*> groups_;
+  std::thread thread_;
+};
+
+}  // namespace infini::parallel::internal
