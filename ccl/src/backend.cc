@@ -125,7 +125,9 @@ std::shared_ptr<const Backend> Backend::Load(std::string_view spec) {
 }
 
 void Backend::Check(infiniCclResult_t result, std::string_view what) const {
-  if (result == infiniCclSuccess) return;
+  // In progress is not a failure: a non-blocking communicator's call goes on
+  // in the background, and GetAsyncError says when it is done (NCCL's rule).
+  if (result == infiniCclSuccess || result == infiniCclInProgress) return;
   const char* detail = plugin_->get_last_error();
   std::string message = info_.name + " " + std::string(what) + " failed: " + ResultName(result);
   if (detail != nullptr && *detail != '\0') message += ": " + std::string(detail);

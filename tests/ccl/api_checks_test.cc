@@ -136,6 +136,14 @@ TEST_F(ApiChecks, PluginFailureCarriesThePluginsText) {
   }
 }
 
+TEST_F(ApiChecks, NonBlockingInitInProgressGivesACommunicator) {
+  infini::ccl::CommConfig config;
+  config.blocking = false;
+  Communicator comm = backend_->CommInitRank(1, backend_->GetUniqueId(), 0, config);
+  EXPECT_TRUE(comm.valid());
+  EXPECT_EQ(comm.world_size(), 1);
+}
+
 TEST_F(ApiChecks, UnsupportedOptionalCallSaysSo) {
   std::vector<float> send(4), recv(4);
   try {

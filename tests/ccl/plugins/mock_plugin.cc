@@ -85,10 +85,11 @@ infiniCclResult_t UniqueId(infiniCclUniqueId* id) {
   return infiniCclSuccess;
 }
 infiniCclResult_t InitRank(infiniCclComm_t* comm, int nranks, infiniCclUniqueId, int rank,
-                           const infiniCclConfig_t*) {
+                           const infiniCclConfig_t* config) {
   if (nranks != 1) return Fail("mock plugin supports one rank only");
   *comm = reinterpret_cast<infiniCclComm_t>(new MockComm{rank});
-  return infiniCclSuccess;
+  // Like a non-blocking NCCL communicator: the handle exists, setup goes on.
+  return config != nullptr && config->blocking == 0 ? infiniCclInProgress : infiniCclSuccess;
 }
 infiniCclResult_t Split(infiniCclComm_t, int, int, infiniCclComm_t* newcomm,
                         const infiniCclConfig_t*) {

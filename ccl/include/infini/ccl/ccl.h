@@ -240,7 +240,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
   int GetDevice() const;
 
   // Throws Error for a failed plugin call, with the plugin's explanation.
-  // `what` names the call ("all_reduce").
+  // `what` names the call ("all_reduce"). infiniCclInProgress is not a
+  // failure: with CommConfig::blocking = false, CommInitRank, Split and
+  // collectives may return while the work goes on; poll GetAsyncError until
+  // it is no longer infiniCclInProgress (or Abort on a deadline).
   void Check(infiniCclResult_t result, std::string_view what) const;
 
   Backend(const infiniCclPlugin_v1_t* plugin, BackendInfo info);
