@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
-#include <cstring>
 #include <ostream>
 
 #include "adamw.h"
@@ -141,9 +140,15 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   loader_options.gradient_accumulation_steps = accumulation;
   loader_options.shuffle = options.shuffle;
   loader_options.seed = options.seed;
-  auto dataset = std::make_shared<data::TokenDataset>(options.train_data, T);
-  train_source = dataset;
-  loader = std::make_unique<data::DataLoader>(train_source, loader_options);
+  std::shared_ptr<data::TokenDataset> dataset;
+  try {
+    dataset = std::make_shared<data::TokenDataset>(options.train_data, T);
+    train_source = dataset;
+    loader = std::make_unique<data::DataLoader>(train_source, loader_options);
+  } catch (const data::InvalidArgumentError& error) {
+    // The file is fine but too small for this batch shape: say which file.
+    throw std::runtime_error("--train_data='" + options.train_data + "': " + error.what());
+  }
 
   // Identical weights everywhere: the same seed, and rank 0's copy wins.
   Model model(options.model);

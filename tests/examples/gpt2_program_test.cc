@@ -1,0 +1,154 @@
+// The real gpt2 program: alone, and as two ranks under infini_run on the
+// gloo backend. Data parallelism must not change the mathematics: 2 ranks ×
+// micro-batch m train exactly like 1 rank × micro-batch 2m on the same data.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` through the shell, bounded so that a hang fails the test
+// instead of stalling CI.
+Result RunCommand(const std::string& command) {
+  const std::string bounded = "timeout -k 5 120 " + command + " 2>&1";
+  Result result;
+  FILE* pipe = popen(bounded.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t got;
+  while ((got = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::vector<double> StepLosses(const std::string& output) {
+  std::vector<double> losses;
+  const std::regex line(R"(step +\d+/\d+ \| loss ([0-9.]+))");
+  for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) {
+    losses.push_back(std::stod((*it)[1]));
+  }
+  return losses;
+}
+
+const std::string kGpt2 = GPT2_PATH;
+const std::string kInfiniRun = INFINI_RUN_PATH;
+const std::string kGlooPlugin = GLOO_PLUGIN_PATH;
+
+// The small model keeps each run around a second on a busy 2-core machine.
+const std::string kSmallModel = " --channels=32 --sequence_length=32 --val_batches=1";
+
+bool CanLaunchOnGloo() {
+  return !kInfiniRun.empty() && fs::exists(kInfiniRun) && !kGlooPlugin.empty() &&
+         fs::exists(kGlooPlugin);
+}
+
+std::string TwoRanksOnGloo() {
+  return kInfiniRun + " --ccl_backend=gloo --nproc_per_node=2 " + kGpt2;
+}
+
+void ExpectSameLosses(const std::vector<double>& expected, const std::vector<double>& actual,
+                      const std::string& context) {
+  ASSERT_EQ(expected.size(), actual.size()) << context;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    // Printed with 4 decimals; summation order differs between layouts.
+    EXPECT_NEAR(expected[i], actual[i], 2e-3) << "step " << i + 1 << "\n" << context;
+  }
+}
+
+class TemporaryDirectory {
+ public:
+  TemporaryDirectory()
+      : path_(fs::temp_directory_path() / ("gpt2_program_test_" + std::to_string(getpid()) + "_" +
+                                           std::to_string(counter_++))) {}
+  ~TemporaryDirectory() { fs::remove_all(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+TEST(Gpt2Program, BadFlagExitsWithCodeTwoAndOneLine) {
+  for (const std::string flags :
+       {"--micro_batch_size=0", "--no_such_flag", "--num_heads=5", "--resume"}) {
+    const Result result = RunCommand(kGpt2 + " " + flags);
+    EXPECT_EQ(result.exit_code, 2) << flags << "\n" << result.output;
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << flags << "\n"
+                                                                               << result.output;
+  }
+}
+
+TEST(Gpt2Program, MissingTrainDataIsOneLineAndExitCodeOne) {
+  const Result result = RunCommand(kGpt2 + " --train_data=/nonexistent/x.bin");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("/nonexistent/x.bin"), std::string::npos) << result.output;
+}
+
+TEST(Gpt2Program, TrainsWithoutALauncher) {
+  const Result result = RunCommand(kGpt2 + " --steps=3" + kSmallModel);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(StepLosses(result.output).size(), 3u) << result.output;
+  EXPECT_NE(result.output.find("val loss"), std::string::npos) << result.output;
+}
+
+TEST(Gpt2Program, GradientAccumulationMatchesALargerMicroBatch) {
+  const Result large = RunCommand(kGpt2 + " --steps=4 --micro_batch_size=4" + kSmallModel);
+  const Result accumulated = RunCommand(
+      kGpt2 + " --steps=4 --micro_batch_size=2 --gradient_accumulation_steps=2" + kSmallModel);
+  ASSERT_EQ(large.exit_code, 0) << large.output;
+  ASSERT_EQ(accumulated.exit_code, 0) << accumulated.output;
+  ExpectSameLosses(StepLosses(large.output), StepLosses(accumulated.output), accumulated.output);
+}
+
+TEST(Gpt2Program, TwoRanksOnGlooTrainLikeOneRankWithTwiceTheMicroBatch) {
+  if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
+  const Result one = RunCommand(kGpt2 + " --steps=5 --micro_batch_size=4" + kSmallModel);
+  const Result two = RunCommand(TwoRanksOnGloo() + " --steps=5 --micro_batch_size=2" + kSmallModel);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("2 ranks, backend gloo"), std::string::npos) << two.output;
+  ExpectSameLosses(StepLosses(one.output), StepLosses(two.output), two.output);
+}
+
+TEST(Gpt2Program, CheckpointOfOneRankResumesOnTwoRanksWhereItStopped) {
+  if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
+  const Result uninterrupted = RunCommand(kGpt2 + " --steps=6 --micro_batch_size=4" + kSmallModel);
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  TemporaryDirectory directory;
+  const std::string checkpoint = " --checkpoint_dir=" + directory.path();
+  const Result first =
+      RunCommand(kGpt2 + " --steps=3 --micro_batch_size=4" + kSmallModel + checkpoint);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  const Result second = RunCommand(TwoRanksOnGloo() + " --steps=6 --micro_batch_size=2 --resume" +
+                                   kSmallModel + checkpoint);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resume: "), std::string::npos) << second.output;
+  const std::vector<double> all = StepLosses(uninterrupted.output);
+  ExpectSameLosses(std::vector<double>(all.begin() + 3, all.end()), StepLosses(second.output),
+                   second.output);
+}
+
+TEST(Gpt2Program, BadDataOnEveryRankEndsTheRunInsteadOfHanging) {
+  if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
+  const Result result = RunCommand(TwoRanksOnGloo() + " --train_data=/nonexistent/x.bin");
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.exit_code, 124) << "timed out:\n" << result.output;
+  EXPECT_NE(result.output.find("/nonexistent/x.bin"), std::string::npos) << result.output;
+}
+
+}  // namespace
