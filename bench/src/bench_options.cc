@@ -1,0 +1,279 @@
+#include "bench_options.h"
+
+#include <charconv>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace infini::bench {
+namespace {
+
+struct CollectiveEntry {
+  Collective collective;
+  std::string_view name;
+};
+
+constexpr CollectiveEntry kCollectives[] = {{Collective::kAllReduce, "all_reduce"},
+                                            {Collective::kAllGather, "all_gather"},
+                                            {Collective::kReduceScatter, "reduce_scatter"},
+                                            {Collective::kBroadcast, "broadcast"},
+                                            {Collective::kReduce, "reduce"},
+                                            {Collective::kSendRecv, "sendrecv"},
+                                            {Collective::kAllToAll, "all_to_all"}};
+
+std::string CollectiveNameList() {
+  std::string names;
+  for (const CollectiveEntry& entry : kCollectives) {
+    names += std::string(names.empty() ? "" : ", ") + std::string(entry.name);
+  }
+  return names;
+}
+
+[[noreturn]] void Refuse(std::string_view flag, std::string_view value, std::string_view expected) {
+  throw UsageError("--" + std::string(flag) + "='" + std::string(value) + "': expected " +
+                   std::string(expected));
+}
+
+int64_t ParseInteger(std::string_view flag, std::string_view text, int64_t min_value,
+                     int64_t max_value) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < min_value ||
+      value > max_value) {
+    Refuse(flag, text,
+           "an integer from " + std::to_string(min_value) + " to " + std::to_string(max_value));
+  }
+  return value;
+}
+
+bool ParseBool(std::string_view flag, std::string_view text) {
+  if (text == "true" || text == "1" || text == "yes") return true;
+  if (text == "false" || text == "0" || text == "no") return false;
+  Refuse(flag, text, "true or false");
+}
+
+std::vector<Collective> ParseCollectives(std::string_view flag, std::string_view text) {
+  if (text == "all") return AllCollectives();
+  std::vector<Collective> collectives;
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    const size_t comma = std::min(text.find(',', begin), text.size());
+    const std::string_view word = text.substr(begin, comma - begin);
+    bool known = false;
+    for (const CollectiveEntry& entry : kCollectives) {
+      if (entry.name == word) {
+        collectives.push_back(entry.collective);
+        known = true;
+      }
+    }
+    if (!known) Refuse(flag, text, "'all' or a comma list of " + CollectiveNameList());
+    begin = comma + 1;
+  }
+  return collectives;
+}
+
+// One flag: whether it takes a value, and what to do with the text.
+struct FlagSpec {
+  bool is_bool = false;
+  std::string help;
+  std::function<void(std::string_view flag, std::string_view value, BenchOptions*)> apply;
+};
+
+const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
+  static const auto* table = new std::map<std::string, FlagSpec, std::less<>>{
+      {"ccl_backend",
+       {false, "backend name or plugin path (default: $INFINI_CCL_BACKEND, else auto)",
+        [](auto, auto value, BenchOptions* o) { o->ccl_backend = value; }}},
+      {"collectives",
+       {false, "'all' or a comma list of " + CollectiveNameList() + " (default all_reduce)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->collectives = ParseCollectives(flag, value);
+        }}},
+      {"min_bytes",
+       {false, "smallest message, e.g. 8, 64K, 1M (default 8)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->min_bytes = ParseByteCount(flag, value);
+        }}},
+      {"max_bytes",
+       {false, "largest message (default 1G)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->max_bytes = ParseByteCount(flag, value);
+        }}},
+      {"step_factor",
+       {false, "size multiplier between steps (default 4)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->step_factor = ParseInteger(flag, value, 2, 1024);
+        }}},
+      {"dtype",
+       {false,
+        "float32, float64, float16, bfloat16, int8, uint8, int32, int64, ... (default float32)",
+        [](auto flag, auto value, BenchOptions* o) {
+          try {
+            o->dtype = ccl::ParseDataType(value);
+          } catch (const std::invalid_argument&) {
+            Refuse(flag, value, "a dtype name such as float32, bfloat16, int32");
+          }
+        }}},
+      {"op",
+       {false, "sum, prod, max, min or avg (default sum)",
+        [](auto flag, auto value, BenchOptions* o) {
+          try {
+            o->op = ccl::ParseReduceOp(value);
+          } catch (const std::invalid_argument&) {
+            Refuse(flag, value, "sum, prod, max, min or avg");
+          }
+        }}},
+      {"inplace",
+       {true, "in-place (recv buffer = send buffer) instead of out-of-place",
+        [](auto flag, auto value, BenchOptions* o) { o->in_place = ParseBool(flag, value); }}},
+      {"check",
+       {true, "after timing, run each case once more and verify against a host reference",
+        [](auto flag, auto value, BenchOptions* o) { o->check = ParseBool(flag, value); }}},
+      {"iters",
+       {false, "timed iterations per case, the same on every rank (default 20)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->iterations = ParseInteger(flag, value, 1, int64_t{1} << 40);
+        }}},
+      {"warmup",
+       {false, "untimed iterations before timing (default 5)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->warmup_iterations = ParseInteger(flag, value, 0, int64_t{1} << 40);
+        }}},
+      {"threads_per_process",
+       {false, "ranks per process, each a Google Benchmark thread (default 1)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->threads_per_process = static_cast<int>(ParseInteger(flag, value, 1, 1024));
+        }}},
+      {"root",
+       {false, "root rank of broadcast and reduce (default 0)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->root = static_cast<int>(ParseInteger(flag, value, 0, 1 << 30));
+        }}},
+  };
+  return *table;
+}
+
+}  // namespace
+
+std::string_view CollectiveName(Collective collective) {
+  for (const CollectiveEntry& entry : kCollectives) {
+    if (entry.collective == collective) return entry.name;
+  }
+  return "unknown";
+}
+
+const std::vector<Collective>& AllCollectives() {
+  static const auto* all = [] {
+    auto* collectives = new std::vector<Collective>;
+    for (const CollectiveEntry& entry : kCollectives) collectives->push_back(entry.collective);
+    return collectives;
+  }();
+  return *all;
+}
+
+bool HasInPlaceForm(Collective collective) {
+  return collective != Collective::kSendRecv && collective != Collective::kAllToAll;
+}
+
+int64_t ParseByteCount(std::string_view flag, std::string_view text) {
+  int64_t multiplier = 1;
+  std::string_view digits = text;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K':
+      case 'k':
+        multiplier = int64_t{1} << 10;
+        break;
+      case 'M':
+      case 'm':
+        multiplier = int64_t{1} << 20;
+        break;
+      case 'G':
+      case 'g':
+        multiplier = int64_t{1} << 30;
+        break;
+      default:
+        break;
+    }
+    if (multiplier != 1) digits.remove_suffix(1);
+  }
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  constexpr int64_t kMaxBytes = int64_t{1} << 40;
+  if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || value < 1 ||
+      value > kMaxBytes / multiplier) {
+    Refuse(flag, text, "a byte count from 1 to 1T, optionally with K, M or G (e.g. 8, 64K, 1G)");
+  }
+  return value * multiplier;
+}
+
+std::vector<int64_t> MessageSizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor) {
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= step_factor) {
+    sizes.push_back(bytes);
+    if (bytes > max_bytes / step_factor) break;
+  }
+  // The largest size asked for is always measured (8 B ×4 steps miss 1 GiB).
+  if (sizes.back() < max_bytes) sizes.push_back(max_bytes);
+  return sizes;
+}
+
+std::string BenchUsage() {
+  std::ostringstream usage;
+  usage << "usage: infini_run [launcher flags] -- ccl_bench [flags] [--benchmark_* flags]\n"
+           "Times collectives with every rank running the same fixed iterations; rank 0\n"
+           "reports time_us, algbw_GBps and busbw_GBps (nccl-tests' definitions).\n\n";
+  for (const auto& [name, spec] : FlagTable()) {
+    usage << "  --" << name << (spec.is_bool ? "" : "=VALUE") << "\n      " << spec.help << "\n";
+  }
+  usage << "\nGoogle Benchmark's own flags work too (--benchmark_out=FILE.json,\n"
+           "--benchmark_filter=REGEX, --benchmark_repetitions=N); only global rank 0 writes.\n";
+  return usage.str();
+}
+
+bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
+  bool max_bytes_given = false;
+  for (int index = 1; index < argc; ++index) {
+    std::string_view argument = argv[index];
+    if (argument == "--help" || argument == "-h" || argument == "--helpfull") {
+      std::cout << BenchUsage();
+      return false;
+    }
+    if (argument.substr(0, 2) != "--") {
+      throw UsageError("unexpected argument '" + std::string(argument) +
+                       "': ccl_bench takes only --flags (see --help)");
+    }
+    argument.remove_prefix(2);
+    const size_t equals = argument.find('=');
+    const std::string_view name = argument.substr(0, equals);
+    const auto found = FlagTable().find(name);
+    if (found == FlagTable().end()) {
+      throw UsageError("unknown flag '--" + std::string(name) + "' (see ccl_bench --help)");
+    }
+    const FlagSpec& spec = found->second;
+    std::string_view value;
+    if (equals != std::string_view::npos) {
+      value = argument.substr(equals + 1);
+    } else if (spec.is_bool) {
+      value = "true";
+    } else if (index + 1 < argc) {
+      value = argv[++index];
+    } else {
+      throw UsageError("--" + std::string(name) + " needs a value (see ccl_bench --help)");
+    }
+    spec.apply(name, value, options);
+    if (name == "max_bytes") max_bytes_given = true;
+  }
+  if (options->min_bytes > options->max_bytes) {
+    if (max_bytes_given) {
+      throw UsageError("--min_bytes=" + std::to_string(options->min_bytes) +
+                       " is larger than --max_bytes=" + std::to_string(options->max_bytes));
+    }
+    options->max_bytes = options->min_bytes;
+  }
+  return true;
+}
+
+}  // namespace infini::bench

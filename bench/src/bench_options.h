@@ -1,0 +1,68 @@
+// ccl_bench's own command line (Google Benchmark's --benchmark_* flags are
+// consumed by benchmark::Initialize before this parser sees argv).
+#pragma once
+
+#include <dlpack/dlpack.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "infini/ccl/ccl.h"
+
+namespace infini::bench {
+
+// A user's mistake (bad flag, value or environment variable): one line on
+// stderr and exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Collective {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kSendRecv,
+  kAllToAll
+};
+
+// "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
+// "sendrecv", "all_to_all".
+std::string_view CollectiveName(Collective collective);
+const std::vector<Collective>& AllCollectives();
+// True for the collectives that have an in-place form.
+bool HasInPlaceForm(Collective collective);
+
+struct BenchOptions {
+  std::string ccl_backend;  // empty: INFINI_CCL_BACKEND, else "auto"
+  std::vector<Collective> collectives{Collective::kAllReduce};
+  int64_t min_bytes = 8;
+  int64_t max_bytes = int64_t{1} << 30;
+  int64_t step_factor = 4;
+  DLDataType dtype = ccl::dtype::kFloat32;
+  ccl::ReduceOp op = ccl::ReduceOp::kSum;
+  bool in_place = false;
+  bool check = false;
+  int64_t iterations = 20;
+  int64_t warmup_iterations = 5;
+  int threads_per_process = 1;
+  int root = 0;  // of broadcast and reduce
+};
+
+// Parses what is left of argv after benchmark::Initialize. Returns false
+// when --help was asked for (the usage is printed). Throws UsageError.
+bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options);
+std::string BenchUsage();
+
+// "4096", "64K", "16M", "1G" (binary multiples). Throws UsageError naming
+// `flag`.
+int64_t ParseByteCount(std::string_view flag, std::string_view text);
+// min, min·factor, min·factor², … below max, then max itself.
+std::vector<int64_t> MessageSizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor);
+
+}  // namespace infini::bench

@@ -1,0 +1,72 @@
+// The ranks of this process: one per thread, each with its own communicator,
+// stream and timing events, all created before any timing starts.
+//
+// A thin adapter over parallel/ (topology and Rank from the environment) and
+// rendezvous/ (the store that carries the unique id); when parallel/ offers a
+// process-group factory for thread ranks, CreateThreadRanks can call it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infini/ccl/ccl.h"
+#include "infini/parallel/env_reader.h"
+#include "infini/parallel/rank.h"
+#include "infini/rendezvous/store.h"
+#include "infini/rendezvous/tcp_store.h"
+
+namespace infini::bench {
+
+// What one thread rank owns.
+struct RankResources {
+  RankResources(parallel::Rank rank_in, int device_index_in)
+      : rank(rank_in), device_index(device_index_in) {}
+
+  parallel::Rank rank;
+  int device_index = 0;
+  ccl::Communicator communicator;
+  ccl::Stream stream;
+  std::unique_ptr<ccl::Event> start;
+  std::unique_ptr<ccl::Event> stop;
+  ccl::DeviceBuffer scalar;  // one float64, for reductions of timings and counts
+
+  const ccl::Backend& backend() const { return *communicator.backend(); }
+  // Makes this rank's device current on the calling thread.
+  void ActivateDevice() const;
+  // Returns when every rank has reached it (backend barrier on the stream,
+  // then the stream drained).
+  void Synchronize() const;
+  // `value` reduced over every rank (float64 all-reduce on the backend).
+  double ReduceOverRanks(double value, ccl::ReduceOp op) const;
+};
+
+class BenchWorld {
+ public:
+  // Reads the process topology and the store location from the environment
+  // (throws parallel::ParallelConfigError naming the variable), loads the
+  // backend (throws ccl::LoadError) and creates `threads_per_process` ranks,
+  // their communicators initialised concurrently, one thread each.
+  static std::unique_ptr<BenchWorld> Create(const std::string& backend_spec,
+                                            int threads_per_process);
+  ~BenchWorld();
+
+  const parallel::ProcessTopology& topology() const { return topology_; }
+  const std::shared_ptr<const ccl::Backend>& backend() const { return backend_; }
+  int threads_per_process() const { return static_cast<int>(ranks_.size()); }
+  int world_size() const { return ranks_.front()->rank.world_size(); }
+  RankResources& rank(int thread_rank) { return *ranks_.at(static_cast<size_t>(thread_rank)); }
+
+  // Frees every communicator (concurrently, one thread per rank).
+  void Destroy();
+
+ private:
+  BenchWorld() = default;
+
+  parallel::ProcessTopology topology_;
+  std::shared_ptr<const ccl::Backend> backend_;
+  std::unique_ptr<rendezvous::TcpStoreServer> hosted_store_;  // MASTER_PORT case, process 0
+  std::vector<std::unique_ptr<RankResources>> ranks_;
+};
+
+}  // namespace infini::bench

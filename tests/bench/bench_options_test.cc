@@ -1,0 +1,94 @@
+#include "bench_options.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace infini::bench {
+namespace {
+
+bool Parse(std::vector<std::string> words, BenchOptions* options) {
+  words.insert(words.begin(), "ccl_bench");
+  std::vector<char*> argv;
+  for (std::string& word : words) argv.push_back(word.data());
+  argv.push_back(nullptr);
+  return ParseBenchCommandLine(static_cast<int>(words.size()), argv.data(), options);
+}
+
+TEST(BenchOptions, ByteCountsTakeBinarySuffixes) {
+  EXPECT_EQ(ParseByteCount("max_bytes", "8"), 8);
+  EXPECT_EQ(ParseByteCount("max_bytes", "64K"), 64 << 10);
+  EXPECT_EQ(ParseByteCount("max_bytes", "16M"), 16 << 20);
+  EXPECT_EQ(ParseByteCount("max_bytes", "1G"), int64_t{1} << 30);
+}
+
+TEST(BenchOptions, BadByteCountNamesTheFlagAndTheValue) {
+  try {
+    ParseByteCount("max_bytes", "12Q");
+    FAIL() << "12Q was accepted";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("--max_bytes='12Q'"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_THROW(ParseByteCount("min_bytes", "0"), UsageError);
+  EXPECT_THROW(ParseByteCount("min_bytes", "K"), UsageError);
+}
+
+TEST(BenchOptions, DefaultSweepIsEightBytesToOneGibibyteByFour) {
+  const std::vector<int64_t> sizes = MessageSizes(8, int64_t{1} << 30, 4);
+  ASSERT_EQ(sizes.size(), 15u);
+  EXPECT_EQ(sizes.front(), 8);
+  EXPECT_EQ(sizes[1], 32);
+  EXPECT_EQ(sizes[13], int64_t{1} << 29);     // 8·4^13; 8·4^14 = 2 GiB is past the end
+  EXPECT_EQ(sizes.back(), int64_t{1} << 30);  // the largest size asked for is measured
+}
+
+TEST(BenchOptions, FlagsSetTheirFieldsInBothSpellings) {
+  BenchOptions options;
+  ASSERT_TRUE(Parse({"--collectives=all_gather,sendrecv", "--dtype", "bfloat16", "--op=max",
+                     "--inplace", "--check=false", "--iters=7", "--warmup", "2",
+                     "--threads_per_process=4", "--min_bytes=1K", "--max_bytes=4M"},
+                    &options));
+  EXPECT_EQ(options.collectives,
+            (std::vector<Collective>{Collective::kAllGather, Collective::kSendRecv}));
+  EXPECT_EQ(ccl::DataTypeName(options.dtype), "bfloat16");
+  EXPECT_EQ(options.op, ccl::ReduceOp::kMax);
+  EXPECT_TRUE(options.in_place);
+  EXPECT_FALSE(options.check);
+  EXPECT_EQ(options.iterations, 7);
+  EXPECT_EQ(options.warmup_iterations, 2);
+  EXPECT_EQ(options.threads_per_process, 4);
+  EXPECT_EQ(options.min_bytes, 1024);
+  EXPECT_EQ(options.max_bytes, 4 << 20);
+}
+
+TEST(BenchOptions, AllSelectsEveryCollective) {
+  BenchOptions options;
+  ASSERT_TRUE(Parse({"--collectives=all"}, &options));
+  EXPECT_EQ(options.collectives.size(), 7u);
+}
+
+TEST(BenchOptions, UnknownFlagIsRefusedByName) {
+  BenchOptions options;
+  try {
+    Parse({"--iterations=5"}, &options);
+    FAIL() << "--iterations was accepted";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("'--iterations'"), std::string::npos);
+  }
+}
+
+TEST(BenchOptions, BadValuesAreRefused) {
+  BenchOptions options;
+  EXPECT_THROW(Parse({"--collectives=allreduce"}, &options), UsageError);
+  EXPECT_THROW(Parse({"--dtype=float8"}, &options), UsageError);
+  EXPECT_THROW(Parse({"--op=xor"}, &options), UsageError);
+  EXPECT_THROW(Parse({"--iters=0"}, &options), UsageError);
+  EXPECT_THROW(Parse({"--threads_per_process=0"}, &options), UsageError);
+  EXPECT_THROW(Parse({"--min_bytes=1M", "--max_bytes=1K"}, &options), UsageError);
+  EXPECT_THROW(Parse({"--iters"}, &options), UsageError);
+}
+
+}  // namespace
+}  // namespace infini::bench
