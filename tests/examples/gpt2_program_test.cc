@@ -2,48 +2,18 @@
 // gloo backend. Data parallelism must not change the mathematics: 2 ranks ×
 // micro-batch m train exactly like 1 rank × micro-batch 2m on the same data.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
-#include <regex>
 #include <string>
 #include <vector>
 
+#include "program_runner.h"
+
 namespace {
 
+using namespace infini::examples::gpt2::testing;
 namespace fs = std::filesystem;
-
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs `command` through the shell, bounded so that a hang fails the test
-// instead of stalling CI.
-Result RunCommand(const std::string& command) {
-  const std::string bounded = "timeout -k 5 120 " + command + " 2>&1";
-  Result result;
-  FILE* pipe = popen(bounded.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  size_t got;
-  while ((got = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
-std::vector<double> StepLosses(const std::string& output) {
-  std::vector<double> losses;
-  const std::regex line(R"(step +\d+/\d+ \| loss ([0-9.]+))");
-  for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) {
-    losses.push_back(std::stod((*it)[1]));
-  }
-  return losses;
-}
 
 const std::string kGpt2 = GPT2_PATH;
 const std::string kInfiniRun = INFINI_RUN_PATH;
@@ -60,28 +30,6 @@ bool CanLaunchOnGloo() {
 std::string TwoRanksOnGloo() {
   return kInfiniRun + " --ccl_backend=gloo --nproc_per_node=2 " + kGpt2;
 }
-
-void ExpectSameLosses(const std::vector<double>& expected, const std::vector<double>& actual,
-                      const std::string& context) {
-  ASSERT_EQ(expected.size(), actual.size()) << context;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    // Printed with 4 decimals; summation order differs between layouts.
-    EXPECT_NEAR(expected[i], actual[i], 2e-3) << "step " << i + 1 << "\n" << context;
-  }
-}
-
-class TemporaryDirectory {
- public:
-  TemporaryDirectory()
-      : path_(fs::temp_directory_path() / ("gpt2_program_test_" + std::to_string(getpid()) + "_" +
-                                           std::to_string(counter_++))) {}
-  ~TemporaryDirectory() { fs::remove_all(path_); }
-  std::string path() const { return path_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 TEST(Gpt2Program, BadFlagExitsWithCodeTwoAndOneLine) {
   for (const std::string flags :

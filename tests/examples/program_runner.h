@@ -1,0 +1,68 @@
+// Runs programs for the gpt2 tests and reads their progress lines.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace infini::examples::gpt2::testing {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` through the shell, bounded so that a hang fails the test
+// instead of stalling CI.
+inline Result RunCommand(const std::string& command) {
+  const std::string bounded = "timeout -k 5 120 " + command + " 2>&1";
+  Result result;
+  FILE* pipe = popen(bounded.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t got;
+  while ((got = fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, got);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+inline std::vector<double> StepLosses(const std::string& output) {
+  std::vector<double> losses;
+  const std::regex line(R"(step +\d+/\d+ \| loss ([0-9.]+))");
+  for (std::sregex_iterator it(output.begin(), output.end(), line), end; it != end; ++it) {
+    losses.push_back(std::stod((*it)[1]));
+  }
+  return losses;
+}
+
+inline void ExpectSameLosses(const std::vector<double>& expected, const std::vector<double>& actual,
+                             const std::string& context) {
+  ASSERT_EQ(expected.size(), actual.size()) << context;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    // Printed with 4 decimals; summation order differs between layouts.
+    EXPECT_NEAR(expected[i], actual[i], 2e-3) << "step " << i + 1 << "\n" << context;
+  }
+}
+
+class TemporaryDirectory {
+ public:
+  TemporaryDirectory()
+      : path_(
+            std::filesystem::temp_directory_path() /
+            ("gpt2_program_test_" + std::to_string(getpid()) + "_" + std::to_string(counter_++))) {}
+  ~TemporaryDirectory() { std::filesystem::remove_all(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+}  // namespace infini::examples::gpt2::testing
