@@ -1,0 +1,259 @@
+// The rank layer in real processes: bin/parallel_check under infini_run on the
+// gloo backend, for every process × thread split of 8 ranks, across two
+// launchers, and when a rank misbehaves.
+#include <fcntl.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kBinDir = INFINI_PARALLEL_BIN_DIR;
+
+struct Outcome {
+  int exit_code = -1;  // 128+N for signal N
+  std::string output;  // stdout and stderr together
+  double seconds = 0;
+  bool timed_out = false;
+};
+
+// A child process with its output collected through a pipe.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
+    int fds[2];
+    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      dup2(fds[1], 1);
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
+      std::vector<char*> args;
+      for (const auto& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    fd_ = fds[0];
+    fcntl(fd_, F_SETFL, O_NONBLOCK);
+  }
+
+  // Waits up to `limit`; kills the child's process group past it.
+  Outcome Finish(std::chrono::seconds limit) {
+    Outcome outcome;
+    const auto start = std::chrono::steady_clock::now();
+    int status = 0;
+    for (;;) {
+      Drain(outcome.output);
+      if (waitpid(pid_, &status, WNOHANG) == pid_) break;
+      if (std::chrono::steady_clock::now() - start > limit) {
+        outcome.timed_out = true;
+        kill(-pid_, SIGKILL);
+        waitpid(pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    Drain(outcome.output);
+    close(fd_);
+    outcome.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return outcome;
+  }
+
+ private:
+  void Drain(std::string& output) {
+    char buffer[4096];
+    ssize_t got;
+    while ((got = read(fd_, buffer, sizeof(buffer))) > 0) output.append(buffer, got);
+  }
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
+Outcome RunProgram(const std::vector<std::string>& argv,
+                   const std::map<std::string, std::string>& env = {},
+                   std::chrono::seconds limit = std::chrono::seconds(90)) {
+  return Child(argv, env).Finish(limit);
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  socklen_t length = sizeof(address);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+bool HaveLauncher() { return access((kBinDir + "/infini_run").c_str(), X_OK) == 0; }
+
+#define REQUIRE_LAUNCHER() \
+  if (!HaveLauncher()) GTEST_SKIP() << "bin/infini_run is not built";
+
+// Every rank printed "OK" and the run succeeded.
+void ExpectEightRanksPassed(const Outcome& outcome) {
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_FALSE(outcome.timed_out);
+  for (int rank = 0; rank < 8; ++rank) {
+    EXPECT_THAT(outcome.output, HasSubstr("rank " + std::to_string(rank) + "/8 "))
+        << outcome.output;
+  }
+  size_t passed = 0;
+  for (size_t at = outcome.output.find(" OK (world"); at != std::string::npos;
+       at = outcome.output.find(" OK (world", at + 1)) {
+    ++passed;
+  }
+  EXPECT_EQ(passed, 8u) << outcome.output;
+}
+
+Outcome RunLocal(int processes, int threads, std::map<std::string, std::string> env = {},
+                 std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {
+      kBinDir + "/infini_run",     "--nproc_per_node=" + std::to_string(processes),
+      "--ccl_backend=gloo",        "--",
+      kBinDir + "/parallel_check", "--threads_per_process=" + std::to_string(threads)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return RunProgram(argv, env);
+}
+
+TEST(ParallelLaunchTest, EightRanksAsEightProcessesOfOneThread) {
+  REQUIRE_LAUNCHER();
+  ExpectEightRanksPassed(RunLocal(8, 1));
+}
+
+TEST(ParallelLaunchTest, EightRanksAsFourProcessesOfTwoThreads) {
+  REQUIRE_LAUNCHER();
+  ExpectEightRanksPassed(RunLocal(4, 2));
+}
+
+TEST(ParallelLaunchTest, EightRanksAsTwoProcessesOfFourThreads) {
+  REQUIRE_LAUNCHER();
+  ExpectEightRanksPassed(RunLocal(2, 4));
+}
+
+TEST(ParallelLaunchTest, EightRanksAsOneProcessOfEightThreads) {
+  REQUIRE_LAUNCHER();
+  ExpectEightRanksPassed(RunLocal(1, 8, {}, {"--nthread_per_process=8"}));
+}
+
+TEST(ParallelLaunchTest, EightThreadsWithoutALauncherHostTheirOwnStore) {
+  ExpectEightRanksPassed(RunProgram({kBinDir + "/parallel_check", "--threads_per_process=8"},
+                                    {{"INFINI_CCL_BACKEND", "gloo"}}));
+}
+
+TEST(ParallelLaunchTest, EightRanksOnTwoNodesOfTwoProcessesOfTwoThreads) {
+  REQUIRE_LAUNCHER();
+  const Outcome help = RunProgram({kBinDir + "/infini_run", "--help"});
+  if (help.output.find("rdzv_endpoint") == std::string::npos) {
+    GTEST_SKIP() << "infini_run has no multi-node rendezvous (--rdzv_endpoint)";
+  }
+  const std::string port = std::to_string(FreePort());
+  std::vector<Child> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.emplace_back(
+        std::vector<std::string>{kBinDir + "/infini_run", "--nnodes=2",
+                                 "--node_rank=" + std::to_string(node), "--nproc_per_node=2",
+                                 "--rdzv_endpoint=127.0.0.1:" + port,
+                                 "--rdzv_id=parallel_check_" + port, "--ccl_backend=gloo", "--",
+                                 kBinDir + "/parallel_check", "--threads_per_process=2"},
+        std::map<std::string, std::string>{});
+  }
+  Outcome both;
+  for (Child& node : nodes) {
+    Outcome outcome = node.Finish(std::chrono::seconds(90));
+    EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+    both.output += outcome.output;
+  }
+  both.exit_code = 0;
+  ExpectEightRanksPassed(both);
+}
+
+// torch env:// style: no launcher store, global rank 0 hosts one at
+// MASTER_ADDR:MASTER_PORT.
+TEST(ParallelLaunchTest, RanksStartedWithTorchrunVariablesMeetAtMasterPort) {
+  const std::string port = std::to_string(FreePort());
+  std::vector<Child> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back(
+        std::vector<std::string>{kBinDir + "/parallel_check", "--threads_per_process=4"},
+        std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
+                                           {"LOCAL_RANK", std::to_string(rank)},
+                                           {"WORLD_SIZE", "2"},
+                                           {"LOCAL_WORLD_SIZE", "2"},
+                                           {"MASTER_ADDR", "127.0.0.1"},
+                                           {"MASTER_PORT", port},
+                                           {"INFINI_CCL_BACKEND", "gloo"}});
+  }
+  Outcome both;
+  for (Child& rank : ranks) {
+    Outcome outcome = rank.Finish(std::chrono::seconds(90));
+    EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+    both.output += outcome.output;
+  }
+  both.exit_code = 0;
+  ExpectEightRanksPassed(both);
+}
+
+TEST(ParallelLaunchTest, WatchdogEndsARunWhereOneRankSkipsACollective) {
+  REQUIRE_LAUNCHER();
+  const int timeout_s = 5;
+  const Outcome outcome = RunLocal(4, 2, {{"INFINI_CCL_TIMEOUT_S", std::to_string(timeout_s)}},
+                                   {"--mode=hang", "--faulty_rank=3"});
+  EXPECT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_NE(outcome.exit_code, 0);
+  EXPECT_LT(outcome.seconds, timeout_s + 30.0) << outcome.output;
+  EXPECT_THAT(outcome.output, AllOf(HasSubstr("all_reduce #1 on group 'world'"),
+                                    HasSubstr("did not complete within INFINI_CCL_TIMEOUT_S=5"),
+                                    HasSubstr("exiting with 124")));
+}
+
+TEST(ParallelLaunchTest, DebugModeStopsRanksThatCallDifferentCollectives) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome =
+      RunLocal(4, 1, {{"INFINI_CCL_DEBUG", "DETAIL"}, {"INFINI_CCL_TIMEOUT_S", "30"}},
+               {"--mode=mismatch", "--faulty_rank=2"});
+  EXPECT_NE(outcome.exit_code, 0);
+  EXPECT_LT(outcome.seconds, 25.0) << outcome.output;
+  EXPECT_THAT(outcome.output,
+              AllOf(HasSubstr("collective mismatch on process group 'world'"),
+                    HasSubstr("global rank 2 called all_gather(dtype=float32, count=4)")));
+}
+
+TEST(ParallelLaunchTest, BadEnvironmentIsOneLineNamingTheVariable) {
+  const Outcome outcome =
+      RunProgram({kBinDir + "/parallel_check"}, {{"RANK", "one"},
+                                                 {"LOCAL_RANK", "0"},
+                                                 {"WORLD_SIZE", "2"},
+                                                 {"LOCAL_WORLD_SIZE", "2"},
+                                                 {"MASTER_PORT", "29999"},
+                                                 {"INFINI_CCL_BACKEND", "gloo"}});
+  EXPECT_EQ(outcome.exit_code, 1);
+  EXPECT_THAT(outcome.output, AllOf(HasSubstr("RANK='one': expected a non-negative integer"),
+                                    Not(HasSubstr("terminate called"))));
+}
+
+}  // namespace
