@@ -1,0 +1,101 @@
+// One rank's membership in a gloo group: the full-mesh gloo context, the
+// store it met the others through (kept for comm_split), and the state that
+// comm_abort and comm_get_async_error need.
+//
+// Lifetime: the handle owns one reference; every call in flight holds one
+// more. comm_destroy/comm_abort drop the handle's reference, so an abort
+// from another thread never frees the object under a blocked collective:
+// the collective fails promptly (its sockets are signalled) and its own
+// reference is the last.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "infini/ccl/plugin_abi.h"
+#include "infini/rendezvous/store.h"
+#include "transport.h"
+
+namespace infini::gloo_backend {
+
+// Without config->timeout_ms: PyTorch's default for its gloo process groups.
+// A peer that dies is noticed at once (its sockets close); the timeout only
+// bounds waits on a peer that is alive but never joins.
+inline constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::minutes(30)};
+
+struct CommOptions {
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::string name;
+};
+
+// Options from an ABI config (NULL or zero fields: `defaults`).
+CommOptions ReadConfig(const infiniCclConfig_t* config, const CommOptions& defaults = {});
+
+class Communicator {
+ public:
+  // Collective over the `world_size` ranks that use the same `key_prefix`
+  // in `store`: every rank publishes its address there and connects to all.
+  static Communicator* Create(int world_size, int rank, std::shared_ptr<rendezvous::Store> store,
+                              std::string key_prefix, CommOptions options);
+
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  const std::shared_ptr<GlooContext>& context() const { return context_; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  const std::string& name() const { return options_.name; }
+
+  // Tag of the next collective; every rank calls collectives in the same
+  // order, so the tags agree.
+  uint32_t NextCollectiveTag() { return next_tag_++; }
+
+  // Collective (ncclCommSplit): nullptr for color < 0.
+  Communicator* Split(int color, int key, const CommOptions& options);
+
+  // Fails the blocked and future operations of this communicator.
+  void Abort();
+  bool aborted() const { return aborted_.load(); }
+  // Throws PluginError(infiniCclAborted) once Abort ran.
+  void ThrowIfAborted() const;
+
+  // First error that left the communicator unusable (a dead peer, a timeout,
+  // an abort), or infiniCclSuccess.
+  void RecordAsyncError(infiniCclResult_t result);
+  infiniCclResult_t async_error() const { return async_error_.load(); }
+
+  void Acquire() { references_.fetch_add(1); }
+  void Release() {
+    if (references_.fetch_sub(1) == 1) delete this;
+  }
+
+ private:
+  Communicator(int world_size, int rank, std::shared_ptr<rendezvous::Store> store,
+               std::string key_prefix, CommOptions options);
+  ~Communicator() = default;
+
+  const int world_size_;
+  const int rank_;
+  std::shared_ptr<rendezvous::Store> store_;  // unprefixed; split groups use it too
+  const std::string key_prefix_;
+  const CommOptions options_;
+  std::shared_ptr<GlooContext> context_;
+  uint32_t next_tag_ = 0;
+  uint64_t next_split_index_ = 0;
+  std::atomic<bool> aborted_{false};
+  std::atomic<infiniCclResult_t> async_error_{infiniCclSuccess};
+  std::atomic<int> references_{1};
+};
+
+inline Communicator* FromHandle(infiniCclComm_t handle) {
+  return reinterpret_cast<Communicator*>(handle);
+}
+inline infiniCclComm_t ToHandle(Communicator* comm) {
+  return reinterpret_cast<infiniCclComm_t>(comm);
+}
+
+}  // namespace infini::gloo_backend

@@ -1,0 +1,288 @@
+// Communicator behaviour of the gloo backend: point-to-point in groups,
+// split, abort, dead peers, timeouts, and ids or settings it must refuse.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host_values.h"
+#include "rank_runner.h"
+
+namespace infini::gloo_test {
+namespace {
+
+using ccl::DeviceBuffer;
+using Clock = std::chrono::steady_clock;
+
+ccl::CommConfig ConfigWithTimeout(int64_t timeout_ms) {
+  ccl::CommConfig config;
+  config.timeout_ms = timeout_ms;
+  return config;
+}
+
+std::vector<int64_t> Fetch(const DeviceBuffer& buffer, size_t count) {
+  std::vector<int64_t> values(count);
+  buffer.CopyToHost(values.data(), count * sizeof(int64_t));
+  return values;
+}
+
+DeviceBuffer Holding(const ccl::Communicator& comm, const std::vector<int64_t>& values) {
+  DeviceBuffer buffer(comm.backend(), values.size() * sizeof(int64_t));
+  buffer.CopyFromHost(values.data(), values.size() * sizeof(int64_t));
+  return buffer;
+}
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Everyone sends to the right and receives from the left inside one group:
+// without grouping every rank would wait in its send.
+void RingExchange(ccl::Communicator& comm) {
+  const auto& backend = comm.backend();
+  const int world_size = comm.world_size();
+  const int right = (comm.rank() + 1) % world_size;
+  const int left = (comm.rank() + world_size - 1) % world_size;
+  const size_t count = 1001;
+  std::vector<int64_t> mine(count);
+  for (size_t i = 0; i < count; ++i) mine[i] = comm.rank() * 100000 + static_cast<int64_t>(i);
+  DeviceBuffer send = Holding(comm, mine);
+  DeviceBuffer recv(backend, count * sizeof(int64_t));
+  backend->GroupStart();
+  backend->Send(send.AsTensor(ccl::dtype::kInt64, count), right, comm);
+  backend->Recv(recv.AsTensor(ccl::dtype::kInt64, count), left, comm);
+  backend->GroupEnd();
+  const std::vector<int64_t> got = Fetch(recv, count);
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(got[i], left * 100000 + static_cast<int64_t>(i)) << "element " << i;
+  }
+}
+
+TEST(GlooPointToPoint, RingOfSendsThenRecvsInOneGroupCompletesWithThreads) {
+  for (int world_size : {1, 2, 3, 8}) {
+    RunRanks(Launch::kThreads, world_size, RingExchange, ConfigWithTimeout(60000));
+  }
+}
+
+TEST(GlooPointToPoint, RingOfSendsThenRecvsInOneGroupCompletesWithProcesses) {
+  RunRanks(Launch::kProcesses, 3, RingExchange, ConfigWithTimeout(60000));
+}
+
+TEST(GlooPointToPoint, UngroupedSendAndRecvPairUp) {
+  RunRanks(
+      Launch::kThreads, 2,
+      [](ccl::Communicator& comm) {
+        const auto& backend = comm.backend();
+        DeviceBuffer buffer = Holding(comm, {comm.rank() == 0 ? 42 : 0, 7});
+        const ccl::FlatTensor tensor = buffer.AsTensor(ccl::dtype::kInt64, 2);
+        if (comm.rank() == 0) {
+          backend->Send(tensor, 1, comm);
+        } else {
+          backend->Recv(tensor, 0, comm);
+          EXPECT_EQ(Fetch(buffer, 2), (std::vector<int64_t>{42, 7}));
+        }
+      },
+      ConfigWithTimeout(60000));
+}
+
+TEST(GlooPointToPoint, CollectivesInsideAGroupRunAtGroupEnd) {
+  RunRanks(
+      Launch::kThreads, 3,
+      [](ccl::Communicator& comm) {
+        const auto& backend = comm.backend();
+        DeviceBuffer first = Holding(comm, {comm.rank() + 1});
+        DeviceBuffer second = Holding(comm, {10 * (comm.rank() + 1)});
+        backend->GroupStart();
+        backend->AllReduce(first.AsTensor(ccl::dtype::kInt64, 1),
+                           first.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum, comm);
+        backend->AllReduce(second.AsTensor(ccl::dtype::kInt64, 1),
+                           second.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kMax, comm);
+        backend->GroupEnd();
+        EXPECT_EQ(Fetch(first, 1)[0], 6);
+        EXPECT_EQ(Fetch(second, 1)[0], 30);
+      },
+      ConfigWithTimeout(60000));
+}
+
+// Even and odd ranks form two groups, ordered by descending old rank (key).
+void SplitEvenOdd(ccl::Communicator& comm) {
+  const int color = comm.rank() % 2;
+  ccl::Communicator half = comm.Split(color, -comm.rank());
+  ASSERT_TRUE(half.valid());
+  const int world_size = comm.world_size();
+  const int members = (world_size - color + 1) / 2;
+  EXPECT_EQ(half.world_size(), members);
+  // Descending old rank: the highest old rank of this color is new rank 0.
+  const int highest = (world_size - 1) % 2 == color ? world_size - 1 : world_size - 2;
+  EXPECT_EQ(half.rank(), (highest - comm.rank()) / 2);
+  DeviceBuffer value = Holding(comm, {comm.rank()});
+  comm.backend()->AllReduce(value.AsTensor(ccl::dtype::kInt64, 1),
+                            value.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum, half);
+  int64_t want = 0;
+  for (int r = color; r < world_size; r += 2) want += r;
+  EXPECT_EQ(Fetch(value, 1)[0], want);
+  // The parent still works after the split.
+  DeviceBuffer all = Holding(comm, {1});
+  comm.backend()->AllReduce(all.AsTensor(ccl::dtype::kInt64, 1),
+                            all.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum, comm);
+  EXPECT_EQ(Fetch(all, 1)[0], world_size);
+}
+
+TEST(GlooSplit, EvenAndOddRanksAllReduceWithinTheirOwnGroupWithThreads) {
+  RunRanks(Launch::kThreads, 5, SplitEvenOdd, ConfigWithTimeout(60000));
+}
+
+TEST(GlooSplit, EvenAndOddRanksAllReduceWithinTheirOwnGroupWithProcesses) {
+  RunRanks(Launch::kProcesses, 4, SplitEvenOdd, ConfigWithTimeout(60000));
+}
+
+TEST(GlooSplit, NegativeColorGivesNoCommunicatorAndOthersStillSplit) {
+  RunRanks(
+      Launch::kThreads, 3,
+      [](ccl::Communicator& comm) {
+        const int color = comm.rank() == 1 ? -1 : 0;
+        ccl::Communicator sub = comm.Split(color, 0);
+        if (comm.rank() == 1) {
+          EXPECT_FALSE(sub.valid());
+          return;
+        }
+        ASSERT_TRUE(sub.valid());
+        EXPECT_EQ(sub.world_size(), 2);
+        sub.backend()->Barrier(sub);
+      },
+      ConfigWithTimeout(60000));
+}
+
+TEST(GlooAbort, AbortFromAnotherThreadUnblocksABlockedAllReduceAndItsPeer) {
+  const auto& backend = GlooBackend();
+  const ccl::UniqueId id = backend->GetUniqueId();
+  const ccl::CommConfig config = ConfigWithTimeout(120000);
+  ccl::Communicator rank1;
+  std::thread joiner([&] { rank1 = backend->CommInitRank(2, id, 1, config); });
+  ccl::Communicator rank0 = backend->CommInitRank(2, id, 0, config);
+  joiner.join();
+
+  // Rank 0 waits in an all-reduce, rank 1 in a barrier: neither can finish.
+  const auto start = Clock::now();
+  std::atomic<bool> peer_failed{false};
+  std::thread peer([&] {
+    try {
+      backend->Barrier(rank1);
+    } catch (const ccl::Error&) {
+      peer_failed = true;
+    }
+  });
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    rank0.Abort();
+  });
+  DeviceBuffer buffer = Holding(rank0, {1, 2, 3});
+  infiniCclResult_t code = infiniCclSuccess;
+  try {
+    backend->AllReduce(buffer.AsTensor(ccl::dtype::kInt64, 3),
+                       buffer.AsTensor(ccl::dtype::kInt64, 3), ccl::ReduceOp::kSum, rank0);
+  } catch (const ccl::Error& e) {
+    code = e.code();
+  }
+  aborter.join();
+  peer.join();
+  EXPECT_EQ(code, infiniCclAborted);
+  EXPECT_TRUE(peer_failed) << "the aborted rank's peer must fail, not wait";
+  EXPECT_LT(SecondsSince(start), 30.0) << "abort must not wait for the 120 s timeout";
+  EXPECT_NE(backend->GetAsyncError(rank1), infiniCclSuccess);
+}
+
+TEST(GlooFailures, DeadPeerProcessMakesTheOtherFailWithRemoteErrorNotHang) {
+  RunRanks(
+      Launch::kProcesses, 3,
+      [](ccl::Communicator& comm) {
+        comm.backend()->Barrier(comm);  // everyone is connected
+        if (comm.rank() == 2) {
+          // Dies without a word while the others wait for it in an all-reduce.
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          _exit(0);
+        }
+        DeviceBuffer buffer = Holding(comm, {1});
+        const auto start = Clock::now();
+        try {
+          for (int i = 0; i < 3; ++i) {
+            comm.backend()->AllReduce(buffer.AsTensor(ccl::dtype::kInt64, 1),
+                                      buffer.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum,
+                                      comm);
+          }
+          ADD_FAILURE() << "all_reduce with a dead peer succeeded";
+        } catch (const ccl::Error& e) {
+          EXPECT_EQ(e.code(), infiniCclRemoteError) << e.what();
+        }
+        EXPECT_LT(SecondsSince(start), 30.0) << "must not wait for the 120 s timeout";
+        EXPECT_EQ(comm.backend()->GetAsyncError(comm), infiniCclRemoteError);
+      },
+      ConfigWithTimeout(120000), 60);
+}
+
+TEST(GlooFailures, RankWhosePeerNeverJoinsTimesOutWithTimeoutError) {
+  const auto& backend = GlooBackend();
+  const ccl::UniqueId id = backend->GetUniqueId();
+  const auto start = Clock::now();
+  try {
+    backend->CommInitRank(2, id, 0, ConfigWithTimeout(1000));
+    ADD_FAILURE() << "comm_init_rank without its peer succeeded";
+  } catch (const ccl::Error& e) {
+    EXPECT_EQ(e.code(), infiniCclTimeout) << e.what();
+  }
+  EXPECT_LT(SecondsSince(start), 20.0);
+}
+
+TEST(GlooUniqueId, ForeignUniqueIdIsRefusedAsInvalidArgument) {
+  const auto& backend = GlooBackend();
+  infiniCclUniqueId zeros{};
+  std::string nccl_like(INFINI_CCL_UNIQUE_ID_BYTES, '\0');
+  for (size_t i = 0; i < nccl_like.size(); ++i) nccl_like[i] = static_cast<char>(i * 37 + 1);
+  for (const ccl::UniqueId& foreign : {ccl::UniqueId(zeros), ccl::UniqueId::FromBytes(nccl_like)}) {
+    try {
+      backend->CommInitRank(1, foreign, 0);
+      ADD_FAILURE() << "a foreign unique id was accepted";
+    } catch (const ccl::Error& e) {
+      EXPECT_EQ(e.code(), infiniCclInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("unique id"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(GlooUniqueId, EveryIdNamesADistinctGroup) {
+  const auto& backend = GlooBackend();
+  EXPECT_FALSE(backend->GetUniqueId() == backend->GetUniqueId());
+}
+
+TEST(GlooInterface, MissingSocketInterfaceIsRefusedNamingTheVariable) {
+  const auto& backend = GlooBackend();
+  const ccl::UniqueId id = backend->GetUniqueId();
+  setenv("GLOO_SOCKET_IFNAME", "nosuchif0", 1);
+  try {
+    backend->CommInitRank(1, id, 0, ConfigWithTimeout(5000));
+    ADD_FAILURE() << "a missing interface was accepted";
+  } catch (const ccl::Error& e) {
+    EXPECT_EQ(e.code(), infiniCclInvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("GLOO_SOCKET_IFNAME=nosuchif0"), std::string::npos)
+        << e.what();
+  }
+  unsetenv("GLOO_SOCKET_IFNAME");
+}
+
+TEST(GlooInterface, LoopbackInterfaceFromTheVariableWorks) {
+  setenv("GLOO_SOCKET_IFNAME", "lo", 1);
+  RunRanks(
+      Launch::kThreads, 2, [](ccl::Communicator& comm) { comm.backend()->Barrier(comm); },
+      ConfigWithTimeout(60000));
+  unsetenv("GLOO_SOCKET_IFNAME");
+}
+
+}  // namespace
+}  // namespace infini::gloo_test
