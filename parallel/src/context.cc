@@ -95,6 +95,12 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
       rendezvous::TcpStoreClient::Connect(host, port, connect_timeout);
   client->set_timeout(connect_timeout);
   context->store_ = std::make_unique<rendezvous::PrefixStore>(context->key_namespace(), client);
+  if (settings.debug != DebugLevel::kOff) {
+    INFINI_LOG(INFO) << rank.ToString() << " from " << topology.source << " variables: backend "
+                     << backend->info().name << ", device " << context->device_index_
+                     << (context->shares_device_ ? " (shared)" : "") << ", store " << host << ":"
+                     << port << ", keys under " << context->key_namespace() << "/";
+  }
   return context;
 }
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ class GroupState : public WatchedGroup {
   std::string WatchName() const override { return name; }
   infiniCclResult_t AsyncError() override;
   void AbortFromWatchdog() override;
+  // Abort from any thread, at most once.
+  void AbortOnce();
 
   std::shared_ptr<Context> context;
   std::string name;
@@ -33,6 +36,7 @@ class GroupState : public WatchedGroup {
   uint64_t next_sequence = 0;    // every operation
   uint64_t next_collective = 0;  // collectives compared in debug mode
   std::atomic<bool> aborted{false};
+  std::mutex abort_mutex;
   bool watched = false;
 };
 

@@ -9,6 +9,7 @@
 #include "group_state.h"
 #include "infini/ccl/dtype.h"
 #include "infini/parallel/errors.h"
+#include "infini/parallel/logging.h"
 #include "infini/rendezvous/store.h"
 
 namespace infini::parallel {
@@ -105,8 +106,9 @@ GroupState::~GroupState() {
   }
   try {
     if (failed) {
-      comm.Abort();
+      AbortOnce();
     } else {
+      std::lock_guard<std::mutex> lock(abort_mutex);
       comm.Destroy();
     }
   } catch (...) {
@@ -123,9 +125,12 @@ infiniCclResult_t GroupState::AsyncError() {
   }
 }
 
-void GroupState::AbortFromWatchdog() {
+void GroupState::AbortFromWatchdog() { AbortOnce(); }
+
+void GroupState::AbortOnce() {
+  std::lock_guard<std::mutex> lock(abort_mutex);
   aborted = true;
-  comm.Abort();
+  if (comm.valid()) comm.Abort();
 }
 
 std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const std::string& name,
@@ -168,6 +173,11 @@ std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const 
     throw;
   }
   init->Complete();
+  if (context->settings().debug != DebugLevel::kOff) {
+    INFINI_LOG(INFO) << "process group '" << name << "' [" << MemberList(group->members)
+                     << "]: group rank " << group->group_rank << ", keys "
+                     << context->key_namespace() << "/" << group->store_key;
+  }
   Watchdog::Instance().AddGroup(group.get());
   group->watched = true;
   return group;
@@ -266,7 +276,11 @@ Work::Work(std::shared_ptr<internal::WorkState> state) : state_(std::move(state)
 
 bool Work::IsCompleted() const { return state_->Poll(); }
 
-void Work::Wait() const { Wait(std::chrono::milliseconds::max()); }
+void Work::Wait() const {
+  state_->Synchronize();
+  if (!state_->Poll()) Wait(std::chrono::milliseconds::max());  // not enqueued: poll
+  if (auto error = state_->error()) std::rethrow_exception(error);
+}
 
 bool Work::Wait(std::chrono::milliseconds timeout) const {
   const auto start = std::chrono::steady_clock::now();
@@ -277,7 +291,7 @@ bool Work::Wait(std::chrono::milliseconds timeout) const {
       return false;
     }
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    pause = std::min(pause * 2, std::chrono::microseconds(200));
   }
   if (auto error = state_->error()) std::rethrow_exception(error);
   return true;
@@ -427,9 +441,6 @@ void ProcessGroup::SendRecv(const DLTensor& send, int send_peer, const DLTensor&
 }
 void ProcessGroup::Barrier() { BarrierAsync()->Wait(); }
 
-void ProcessGroup::Abort() {
-  state_->aborted = true;
-  if (state_->comm.valid()) state_->comm.Abort();
-}
+void ProcessGroup::Abort() { state_->AbortOnce(); }
 
 }  // namespace infini::parallel

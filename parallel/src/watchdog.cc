@@ -49,6 +49,23 @@ bool WorkState::Poll() {
   return done_;
 }
 
+void WorkState::Synchronize() {
+  const ccl::Event* event = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (done_ || !end_event_) return;
+    event = &*end_event_;  // set once, before the Work is handed out
+  }
+  try {
+    event->Synchronize();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  done_ = true;
+}
+
 std::exception_ptr WorkState::error() {
   std::lock_guard<std::mutex> lock(mutex_);
   return error_;

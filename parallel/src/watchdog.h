@@ -39,6 +39,9 @@ struct WorkState {
   bool Poll();
   std::exception_ptr error();
   std::string Describe() const;
+  // Blocks the host on the end event (no polling delay); the watchdog still
+  // ends the process if it never completes.
+  void Synchronize();
   // Waits for the end event on `stream` (no host block), when there is one.
   void MakeStreamWait(const ccl::Stream& stream);
 
