@@ -150,6 +150,30 @@ TEST(ProcessGroupTest, DebugModeReportsDifferentSizes) {
   }
 }
 
+// The watchdog without a launcher: the process ends by itself, naming the
+// collective that never completed.
+TEST(ProcessGroupDeathTest, WatchdogEndsTheProcessWhenARankSkipsACollective) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        RunRanks(2,
+                 [&](Context& context) {
+                   auto world = context.NewWorldGroup();
+                   SumOver(*world, context, 1.0f);
+                   if (context.rank().global_rank() == 1) {
+                     std::this_thread::sleep_for(std::chrono::seconds(60));
+                     return;
+                   }
+                   SumOver(*world, context, 1.0f);
+                 },
+                 {{"INFINI_CCL_TIMEOUT_S", "1"}});
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(kWatchdogExitCode),
+      "all_reduce #1 on group 'world' \\(4 bytes, global rank 0\\) did not complete within "
+      "INFINI_CCL_TIMEOUT_S=1 s");
+}
+
 TEST(ProcessGroupTest, CollectiveOnAGroupOfOtherRanksIsAClearError) {
   auto errors = RunRanks(2, [&](Context& context) {
     auto solo = context.NewGroup("solo", {0});
