@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <set>
 
@@ -81,20 +82,30 @@ std::string WorkState::Describe() const {
          std::to_string(bytes) + " bytes, global rank " + std::to_string(global_rank) + ")";
 }
 
+// Never destroyed: a process group that is itself a static may unregister
+// during static destruction, after any destructor of ours would have run. The
+// thread is stopped at exit instead (atexit handlers run in reverse order of
+// registration, so before the statics made earlier, such as the backends).
 Watchdog& Watchdog::Instance() {
-  static Watchdog watchdog;
-  return watchdog;
+  static Watchdog* watchdog = [] {
+    auto* instance = new Watchdog;
+    std::atexit([] { Instance().Stop(); });
+    return instance;
+  }();
+  return *watchdog;
 }
 
 Watchdog::Watchdog() : thread_([this] { Loop(); }) {}
 
-Watchdog::~Watchdog() {
+Watchdog::~Watchdog() { Stop(); }
+
+void Watchdog::Stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Watchdog::AddWork(std::shared_ptr<WorkState> work) {

@@ -72,6 +72,8 @@ class Watchdog {
   void AddGroup(WatchedGroup* group);
   // After this returns the watchdog never touches `group` again.
   void RemoveGroup(WatchedGroup* group);
+  // Ends the monitor thread (at exit); registrations are then ignored.
+  void Stop();
 
  private:
   Watchdog();
