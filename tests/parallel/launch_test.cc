@@ -243,6 +243,22 @@ TEST(ParallelLaunchTest, DebugModeStopsRanksThatCallDifferentCollectives) {
                     HasSubstr("global rank 2 called all_gather(dtype=float32, count=4)")));
 }
 
+TEST(ParallelLaunchTest, EachProcessWritesALogFileWhoseLinesNameTheRank) {
+  REQUIRE_LAUNCHER();
+  char pattern[] = "/tmp/parallel_logs_XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string log_dir = pattern;
+  const Outcome outcome =
+      RunLocal(2, 2, {{"INFINI_CCL_LOG_DIR", log_dir}, {"INFINI_CCL_DEBUG", "INFO"}});
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  const Outcome listing = RunProgram({"/bin/sh", "-c", "cat " + log_dir + "/proc1.INFO.*"});
+  EXPECT_THAT(listing.output,
+              AllOf(HasSubstr("[rank 2 local 2 pid "), HasSubstr("[rank 3 local 3 pid "),
+                    HasSubstr("process group 'world' [0, 1, 2, 3]: group rank 3"),
+                    Not(HasSubstr("[rank 0 local"))));
+  RunProgram({"/bin/rm", "-rf", log_dir});
+}
+
 TEST(ParallelLaunchTest, BadEnvironmentIsOneLineNamingTheVariable) {
   const Outcome outcome =
       RunProgram({kBinDir + "/parallel_check"}, {{"RANK", "one"},
