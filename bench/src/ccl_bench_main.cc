@@ -173,7 +173,7 @@ int Main(int argc, char** argv) {
   if (!reports) DropFileOutputFlags(&argc, argv);
   benchmark::Initialize(&argc, argv);
 
-  static BenchOptions options;
+  BenchOptions options;
   if (!ParseBenchCommandLine(argc, argv, &options)) return 0;
   const int world_size = topology.proc_world_size() * options.threads_per_process;
   if (options.root >= world_size) {
@@ -182,13 +182,15 @@ int Main(int argc, char** argv) {
   }
   const std::vector<CaseSpec> cases = CasesToRun(options, reports);
 
-  static std::unique_ptr<BenchWorld> world =
+  std::unique_ptr<BenchWorld> world =
       BenchWorld::Create(options.ccl_backend, options.threads_per_process);
-  static std::atomic<int64_t> wrong_elements{0};
+  std::atomic<int64_t> wrong_elements{0};
   for (const CaseSpec& spec : cases) {
     benchmark::RegisterBenchmark(
         CaseName(spec, world_size).c_str(),
-        [spec](benchmark::State& state) { RunCase(state, spec, options, *world, &wrong_elements); })
+        [spec, &options, &world, &wrong_elements](benchmark::State& state) {
+          RunCase(state, spec, options, *world, &wrong_elements);
+        })
         ->Threads(options.threads_per_process)
         ->Iterations(options.iterations)
         ->UseManualTime()
@@ -204,7 +206,11 @@ int Main(int argc, char** argv) {
     NullReporter silent;
     benchmark::RunSpecifiedBenchmarks(&silent);
   }
+  // Communicators, streams and buffers go while the backend's runtime is
+  // still up (not at static destruction).
   world->Destroy();
+  world.reset();
+  benchmark::ClearRegisteredBenchmarks();
   benchmark::Shutdown();
 
   if (options.check && reports) {
