@@ -1,5 +1,6 @@
 #include "collective_case.h"
 
+#include <algorithm>
 #include <iostream>
 #include <vector>
 
@@ -67,12 +68,16 @@ ccl::FlatTensor CollectiveCase::RecvTensor() const {
 }
 
 void CollectiveCase::FillInputs() const {
-  const std::vector<unsigned char> encoded = EncodeValues(
-      spec_.dtype,
-      InputValues(spec_.dtype, spec_.op, global_rank_, world_size_, plan_.send_elements));
+  // In pieces, so that a 1 GiB buffer does not need 2 GiB of host doubles.
+  constexpr int64_t kPieceElements = int64_t{1} << 20;
   const size_t element_bytes = ccl::ElementBytes(spec_.dtype);
-  send_.CopyFromHost(encoded.data(), encoded.size(),
-                     static_cast<size_t>(SendOffset()) * element_bytes);
+  for (int64_t first = 0; first < plan_.send_elements; first += kPieceElements) {
+    const int64_t count = std::min(kPieceElements, plan_.send_elements - first);
+    const std::vector<unsigned char> encoded = EncodeValues(
+        spec_.dtype, InputValues(spec_.dtype, spec_.op, global_rank_, world_size_, count, first));
+    send_.CopyFromHost(encoded.data(), encoded.size(),
+                       static_cast<size_t>(SendOffset() + first) * element_bytes);
+  }
 }
 
 void CollectiveCase::Launch() const {

@@ -158,10 +158,11 @@ double InputValue(DLDataType dtype, ccl::ReduceOp op, int rank, int world_size, 
 }
 
 std::vector<double> InputValues(DLDataType dtype, ccl::ReduceOp op, int rank, int world_size,
-                                int64_t count) {
+                                int64_t count, int64_t first_index) {
   std::vector<double> values(static_cast<size_t>(count));
   for (int64_t index = 0; index < count; ++index) {
-    values[static_cast<size_t>(index)] = InputValue(dtype, op, rank, world_size, index);
+    values[static_cast<size_t>(index)] =
+        InputValue(dtype, op, rank, world_size, first_index + index);
   }
   return values;
 }

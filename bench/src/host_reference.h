@@ -17,8 +17,9 @@ namespace infini::bench {
 // over many ranks stay exact in every dtype (bfloat16 included); for prod,
 // exactly one rank contributes a 2 to each element and the others a 1.
 double InputValue(DLDataType dtype, ccl::ReduceOp op, int rank, int world_size, int64_t index);
+// Elements [first_index, first_index + count) of `rank`'s send buffer.
 std::vector<double> InputValues(DLDataType dtype, ccl::ReduceOp op, int rank, int world_size,
-                                int64_t count);
+                                int64_t count, int64_t first_index = 0);
 
 // Host encoding of values in `dtype` (float16 and bfloat16 included).
 std::vector<unsigned char> EncodeValues(DLDataType dtype, const std::vector<double>& values);
