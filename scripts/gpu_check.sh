@@ -94,11 +94,20 @@ else
   skip_step nccl_overhead_processes "needs bin/infini_run and 2 GPUs"
 fi
 
-if [[ -x "$infini_run" && -x "$build/bin/ccl_bench" && $gpus -ge 1 ]]; then
-  run_step ccl_bench 180 "$infini_run" --ccl_backend=nccl --nproc_per_node="$gpus" -- \
-    "$build/bin/ccl_bench"
+# ccl_bench in both 2-rank layouts (processes x threads), timed, then checked.
+if [[ -x "$infini_run" && -x "$build/bin/ccl_bench" && $gpus -ge 2 ]]; then
+  for layout in "2 1" "1 2"; do
+    read -r processes threads <<<"$layout"
+    name="ccl_bench_${processes}x${threads}"
+    run_step "$name" 150 "$infini_run" --ccl_backend=nccl --nproc_per_node="$processes" -- \
+      "$build/bin/ccl_bench" --threads_per_process="$threads" --collectives=all \
+      --min_bytes=8 --max_bytes=1G --iters=20 --warmup=5 --benchmark_out="$logs/$name.json"
+    run_step "${name}_check" 90 "$infini_run" --ccl_backend=nccl --nproc_per_node="$processes" -- \
+      "$build/bin/ccl_bench" --threads_per_process="$threads" --collectives=all \
+      --max_bytes=16M --iters=2 --warmup=1 --check
+  done
 else
-  skip_step ccl_bench "needs bin/infini_run and bin/ccl_bench"
+  skip_step ccl_bench "needs bin/infini_run, bin/ccl_bench and 2 GPUs"
 fi
 
 # Launch to first all-reduce: the wall time of the whole infini_run. The
