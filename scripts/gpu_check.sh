@@ -77,7 +77,7 @@ skip_step() {
 run_step gpus 30 nvidia-smi -L
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 
-run_step ctest_gpu 360 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 300
+run_step ctest_gpu 420 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
 
 if [[ -x "$build/bin/nccl_overhead_bench" ]]; then
   run_step nccl_overhead_threads 180 "$build/bin/nccl_overhead_bench"

@@ -78,6 +78,11 @@ TEST(NcclThreadRanks, BarrierWaitsForTheLastRank) {
   REQUIRE_DEVICES(kRanksNeeded);
   std::barrier ready(visible_devices);
   ExpectNoFailures(RunThreadRanks(visible_devices, [&](RankContext& context) {
+    // NCCL connects peers at a communicator's first collective, blocking the
+    // host call until every rank arrives; connect first so that the barrier
+    // below is enqueued at once and its completion is what is observed.
+    context.backend->Barrier(*context.comm, *context.stream);
+    context.Wait("first barrier");
     ready.arrive_and_wait();
     if (context.rank == context.world_size - 1) {
       std::this_thread::sleep_for(std::chrono::milliseconds(800));
@@ -183,6 +188,22 @@ TEST(NcclNonBlocking, RankWhosePeerSkipsACollectiveIsDetectedAndAborted) {
         if (comm != nullptr) plugin.comm_abort(comm);
         return;
       }
+      // One collective that every rank joins: NCCL connects peers lazily, and
+      // the hang under test is a collective's, not the connection's.
+      {
+        Stream warmup_stream(backend);
+        DeviceBuffer warmup(backend, sizeof(float));
+        infiniCclResult_t state =
+            plugin.all_reduce(warmup.data(), warmup.data(), 1, DLDataType{kDLFloat, 32, 1},
+                              infiniCclSum, comm, warmup_stream.handle());
+        const auto deadline = steady_clock::now() + std::chrono::seconds(60);
+        while (state == infiniCclInProgress && steady_clock::now() < deadline) {
+          plugin.comm_get_async_error(comm, &state);
+          std::this_thread::yield();
+        }
+        if (state == infiniCclSuccess) warmup_stream.Synchronize();
+        if (state != infiniCclSuccess) failure = "warm-up all_reduce did not complete";
+      }
       if (rank != 0) {
         // Skip the collective; leave once rank 0 has given up on it.
         const auto deadline = steady_clock::now() + std::chrono::seconds(120);
@@ -199,11 +220,14 @@ TEST(NcclNonBlocking, RankWhosePeerSkipsACollectiveIsDetectedAndAborted) {
                             infiniCclSum, comm, stream.handle());
       // A non-blocking communicator may report the enqueue as in progress.
       infiniCclResult_t state = enqueued;
-      while (state == infiniCclInProgress) {
+      const auto enqueue_deadline = steady_clock::now() + std::chrono::seconds(30);
+      while (state == infiniCclInProgress && steady_clock::now() < enqueue_deadline) {
         plugin.comm_get_async_error(comm, &state);
         std::this_thread::yield();
       }
-      if (state != infiniCclSuccess) {
+      if (state == infiniCclInProgress) {
+        failure = "all_reduce enqueue still in progress after 30 s";
+      } else if (state != infiniCclSuccess) {
         failure = std::string("all_reduce: ") + plugin.get_last_error();
       } else {
         Event finished(backend);

@@ -500,6 +500,11 @@ void GraphReplayedAllReduceMatchesHostReference(RankContext& context) {
   DeviceBuffer buffer(context.backend, count * 4);
   HostArray ones(f32, count);
   for (size_t index = 0; index < count; ++index) ones.Set(index, 1.0);
+  // NCCL connects peers lazily, at a communicator's first collective, and
+  // connecting is not allowed while a stream is capturing: run one eagerly.
+  context.backend->AllReduce(buffer.AsTensor(f32, count), buffer.AsTensor(f32, count),
+                             ReduceOp::kSum, *context.comm, *context.stream);
+  context.Wait("eager all_reduce before capture");
   buffer.CopyFromHost(ones.data(), ones.bytes());
 
   infiniCclStream_t stream = context.stream->handle();
