@@ -30,6 +30,30 @@ inline infiniCclResult_t Enqueued(ncclResult_t result, const char* call, ncclCom
   return CheckNccl(result, call, comm);
 }
 
+// Type, operator and communicator checks of every reducing collective.
+inline infiniCclResult_t PrepareReduction(DLDataType datatype, infiniCclRedOp_t op,
+                                          infiniCclComm_t comm, const char* call,
+                                          ncclDataType_t* type, ncclRedOp_t* nccl_op) {
+  if (infiniCclResult_t result = ReductionType(datatype, call, type); result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = ReductionOp(op, call, nccl_op); result != infiniCclSuccess) {
+    return result;
+  }
+  return RequireComm(comm, call);
+}
+
+// Type and communicator checks of every collective that only moves data; a
+// type NCCL cannot reduce travels as bytes, so `count` may be rescaled.
+inline infiniCclResult_t PrepareMovement(DLDataType datatype, infiniCclComm_t comm,
+                                         const char* call, ncclDataType_t* type, size_t* count) {
+  if (infiniCclResult_t result = MovementType(datatype, call, type, count);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  return RequireComm(comm, call);
+}
+
 }  // namespace
 
 infiniCclResult_t GroupStart() {
@@ -43,15 +67,10 @@ infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, 
   constexpr const char* kCall = "all_reduce";
   ncclDataType_t type;
   ncclRedOp_t nccl_op;
-  if (infiniCclResult_t result = ReductionType(datatype, kCall, &type);
+  if (infiniCclResult_t result = PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op);
       result != infiniCclSuccess) {
     return result;
   }
-  if (infiniCclResult_t result = ReductionOp(op, kCall, &nccl_op); result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
   return Enqueued(
       ncclAllReduce(sendbuff, recvbuff, count, type, nccl_op, comm->nccl, ToCuda(stream)), kCall,
       comm->nccl);
@@ -61,12 +80,10 @@ infiniCclResult_t Broadcast(const void* sendbuff, void* recvbuff, size_t count, 
                             int root, infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "broadcast";
   ncclDataType_t type;
-  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &count);
+  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &type, &count);
       result != infiniCclSuccess) {
     return result;
   }
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
   return Enqueued(ncclBroadcast(sendbuff, recvbuff, count, type, root, comm->nccl, ToCuda(stream)),
                   kCall, comm->nccl);
 }
@@ -77,15 +94,10 @@ infiniCclResult_t Reduce(const void* sendbuff, void* recvbuff, size_t count, DLD
   constexpr const char* kCall = "reduce";
   ncclDataType_t type;
   ncclRedOp_t nccl_op;
-  if (infiniCclResult_t result = ReductionType(datatype, kCall, &type);
+  if (infiniCclResult_t result = PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op);
       result != infiniCclSuccess) {
     return result;
   }
-  if (infiniCclResult_t result = ReductionOp(op, kCall, &nccl_op); result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
   return Enqueued(
       ncclReduce(sendbuff, recvbuff, count, type, nccl_op, root, comm->nccl, ToCuda(stream)), kCall,
       comm->nccl);
@@ -95,12 +107,10 @@ infiniCclResult_t AllGather(const void* sendbuff, void* recvbuff, size_t sendcou
                             DLDataType datatype, infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "all_gather";
   ncclDataType_t type;
-  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &sendcount);
+  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &type, &sendcount);
       result != infiniCclSuccess) {
     return result;
   }
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
   return Enqueued(ncclAllGather(sendbuff, recvbuff, sendcount, type, comm->nccl, ToCuda(stream)),
                   kCall, comm->nccl);
 }
@@ -111,15 +121,10 @@ infiniCclResult_t ReduceScatter(const void* sendbuff, void* recvbuff, size_t rec
   constexpr const char* kCall = "reduce_scatter";
   ncclDataType_t type;
   ncclRedOp_t nccl_op;
-  if (infiniCclResult_t result = ReductionType(datatype, kCall, &type);
+  if (infiniCclResult_t result = PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op);
       result != infiniCclSuccess) {
     return result;
   }
-  if (infiniCclResult_t result = ReductionOp(op, kCall, &nccl_op); result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
   return Enqueued(
       ncclReduceScatter(sendbuff, recvbuff, recvcount, type, nccl_op, comm->nccl, ToCuda(stream)),
       kCall, comm->nccl);
@@ -129,12 +134,10 @@ infiniCclResult_t Send(const void* sendbuff, size_t count, DLDataType datatype, 
                        infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "send";
   ncclDataType_t type;
-  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &count);
+  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &type, &count);
       result != infiniCclSuccess) {
     return result;
   }
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
   return Enqueued(ncclSend(sendbuff, count, type, peer, comm->nccl, ToCuda(stream)), kCall,
                   comm->nccl);
 }
@@ -143,12 +146,10 @@ infiniCclResult_t Recv(void* recvbuff, size_t count, DLDataType datatype, int pe
                        infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "recv";
   ncclDataType_t type;
-  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &count);
+  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &type, &count);
       result != infiniCclSuccess) {
     return result;
   }
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
   return Enqueued(ncclRecv(recvbuff, count, type, peer, comm->nccl, ToCuda(stream)), kCall,
                   comm->nccl);
 }
