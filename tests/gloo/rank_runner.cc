@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <thread>
@@ -52,21 +53,45 @@ std::string DescribeStatus(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-void RunAsProcesses(int world_size, const ccl::UniqueId& id, const RankBody& body,
-                    const ccl::CommConfig& config, int deadline_seconds) {
+// A rank process is this test binary run again with a filter for the current
+// test and this variable ("<rank> <world_size> <unique id hex>"): fork alone
+// would leave the child with whatever locks the parent's other threads (the
+// bootstrap store's loop) held at that moment, which under ASan hangs it.
+constexpr char kRankVariable[] = "INFINI_GLOO_TEST_RANK";
+
+void RunAsProcesses(int world_size, const ccl::UniqueId& id, int deadline_seconds) {
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string filter =
+      std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
+  // Everything exec needs is built before fork: the child may only make
+  // async-signal-safe calls until execve.
+  std::vector<std::string> inherited;
+  for (char** variable = environ; *variable != nullptr; ++variable) {
+    if (std::string(*variable).rfind(std::string(kRankVariable) + "=", 0) != 0) {
+      inherited.emplace_back(*variable);
+    }
+  }
+  std::vector<std::string> rank_variables;
+  for (int rank = 0; rank < world_size; ++rank) {
+    rank_variables.push_back(std::string(kRankVariable) + "=" + std::to_string(rank) + " " +
+                             std::to_string(world_size) + " " + id.ToHex());
+  }
+  const std::string self = "/proc/self/exe";
+  std::vector<char*> argv = {const_cast<char*>(self.c_str()), const_cast<char*>(filter.c_str()),
+                             nullptr};
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> children;
   for (int rank = 0; rank < world_size; ++rank) {
+    std::vector<char*> envp;
+    for (std::string& variable : inherited) envp.push_back(variable.data());
+    envp.push_back(rank_variables[rank].data());
+    envp.push_back(nullptr);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0) << "fork failed";
     if (pid == 0) {
-      // The child reports through its exit status; gtest prints its failures.
-      RunOneRank(world_size, rank, id, body, config);
-      const int status = ::testing::Test::HasFailure() ? 1 : 0;
-      std::fflush(stdout);
-      std::fflush(stderr);
-      _exit(status);
+      execve(self.c_str(), argv.data(), envp.data());
+      _exit(127);
     }
     children.push_back(pid);
   }
@@ -80,7 +105,7 @@ void RunAsProcesses(int world_size, const ccl::UniqueId& id, const RankBody& bod
       if (waitpid(children[rank], &status, WNOHANG) == children[rank]) {
         done[rank] = true;
         --remaining;
-        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == kRankPassedStatus)
             << "rank " << rank << " of " << world_size << " " << DescribeStatus(status);
       }
     }
@@ -103,11 +128,27 @@ void RunAsProcesses(int world_size, const ccl::UniqueId& id, const RankBody& bod
 
 void RunRanks(Launch launch, int world_size, const RankBody& body, const ccl::CommConfig& config,
               int deadline_seconds) {
+  if (const char* rank_spec = std::getenv(kRankVariable);
+      rank_spec != nullptr && launch == Launch::kProcesses) {
+    // This process is one rank of a parent's RunRanks: run it and report
+    // through the exit status, as a rank process does.
+    int rank = -1;
+    int parent_world_size = 0;
+    char id_hex[2 * INFINI_CCL_UNIQUE_ID_BYTES + 1] = {};
+    if (std::sscanf(rank_spec, "%d %d %256s", &rank, &parent_world_size, id_hex) != 3) {
+      ADD_FAILURE() << kRankVariable << "='" << rank_spec << "' is malformed";
+    } else {
+      RunOneRank(parent_world_size, rank, ccl::UniqueId::FromHex(id_hex), body, config);
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(::testing::Test::HasFailure() ? 1 : kRankPassedStatus);
+  }
   const ccl::UniqueId id = GlooBackend()->GetUniqueId();
   if (launch == Launch::kThreads) {
     RunAsThreads(world_size, id, body, config);
   } else {
-    RunAsProcesses(world_size, id, body, config, deadline_seconds);
+    RunAsProcesses(world_size, id, deadline_seconds);
   }
 }
 

@@ -17,6 +17,10 @@ const std::shared_ptr<const ccl::Backend>& GlooBackend();
 
 using RankBody = std::function<void(ccl::Communicator& comm)>;
 
+// Exit status of a rank process that ran its rank and passed; not 0, so that
+// a rank process that ran nothing (a filter matching no test) cannot pass.
+inline constexpr int kRankPassedStatus = 42;
+
 // Makes a unique id here, then starts `world_size` ranks that each join the
 // group and run `body`. Waits for all (processes: at most `deadline_seconds`,
 // then kills them). Exceptions and gtest failures inside a rank become test
