@@ -292,7 +292,7 @@ Communicator Communicator::Split(int color, int key, const CommConfig& config) c
   }
   const infiniCclConfig_t plugin_config = ToPluginConfig(config);
   infiniCclComm_t new_handle = nullptr;
-  backend_->Check(backend_->plugin().comm_split(handle_, color, key, &new_handle, &plugin_config),
+  backend_->Check(backend_->plugin().comm_split(handle(), color, key, &new_handle, &plugin_config),
                   "comm_split");
   if (new_handle == nullptr) return Communicator();
   return Communicator(backend_, new_handle);

@@ -13,6 +13,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -153,8 +154,8 @@ class Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  bool valid() const { return handle_ != nullptr; }
-  infiniCclComm_t handle() const { return handle_; }
+  bool valid() const { return handle() != nullptr; }
+  infiniCclComm_t handle() const { return handle_.load(std::memory_order_acquire); }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   const std::shared_ptr<const Backend>& backend() const { return backend_; }
@@ -173,7 +174,9 @@ class Communicator {
   Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle);
 
   std::shared_ptr<const Backend> backend_;
-  infiniCclComm_t handle_ = nullptr;
+  // Atomic: Abort() may run on a watchdog thread while the rank's thread
+  // reads the handle to issue a collective.
+  std::atomic<infiniCclComm_t> handle_{nullptr};
   int rank_ = -1;
   int world_size_ = 0;
 };
