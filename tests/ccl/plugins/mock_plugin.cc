@@ -211,7 +211,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRU
 #ifdef MOCK_NULL_BARRIER
                                                                        /*barrier=*/nullptr,
 #else
-                                                                        Barrier,
+                                                                       Barrier,
 #endif
                                                                        nullptr,
                                                                        nullptr,
