@@ -15,6 +15,8 @@
 #include <sstream>
 #include <thread>
 
+#include "unused_port.h"
+
 extern char** environ;
 
 namespace infini::launch::testing {
@@ -164,16 +166,6 @@ std::vector<std::string> Lines(const std::string& text) {
   return lines;
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+int FreePort() { return infini::testing::UnusedPortBelowEphemeralRange(); }
 
 }  // namespace infini::launch::testing

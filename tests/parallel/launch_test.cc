@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "unused_port.h"
+
 namespace {
 
 using ::testing::AllOf;
@@ -97,17 +99,7 @@ Outcome RunProgram(const std::vector<std::string>& argv,
   return Child(argv, env).Finish(limit);
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
-  socklen_t length = sizeof(address);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+int FreePort() { return infini::testing::UnusedPortBelowEphemeralRange(); }
 
 bool HaveLauncher() { return access((kBinDir + "/infini_run").c_str(), X_OK) == 0; }
 

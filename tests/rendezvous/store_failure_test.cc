@@ -7,6 +7,7 @@
 
 #include "infini/rendezvous/tcp_store.h"
 #include "store_test_util.h"
+#include "unused_port.h"
 
 namespace infini::rendezvous {
 namespace {
@@ -18,7 +19,7 @@ using testing::Eventually;
 using testing::StartLocalServer;
 
 // A local port on which nothing listens (right after this returns).
-uint16_t UnusedPort() { return StartLocalServer()->port(); }
+uint16_t UnusedPort() { return infini::testing::UnusedPortBelowEphemeralRange(); }
 
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
