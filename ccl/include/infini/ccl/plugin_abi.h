@@ -1,271 +1,38 @@
 /*
- * InfiniCCL plugin ABI, version 1.
+ * InfiniCCL plugin ABI: the header a vendor plugin includes.
  *
  * A vendor backend is one shared library, libinfini_ccl_<name>.so, that
- * exports one symbol per ABI version it implements:
+ * exports one symbol per ABI version it implements, a struct of function
+ * pointers that begins with `struct_size` and `abi_version`:
  *
- *   extern "C" const infiniCclPlugin_v1_t infiniCclPlugin_v1;
+ *   INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {...};
  *
- * The loader looks for the newest version it knows and falls back to older
- * ones. The struct starts with `struct_size` and `abi_version` so that a
- * loader can refuse a plugin built against an incompatible header with a
- * clear message instead of calling through a garbage pointer.
+ * The host looks for the newest symbol it knows (v2), then older ones (v1).
+ * It only ever works with the newest table: an older plugin's table is
+ * adapted to it by one adapter per older version (ccl/src/plugin_adapters),
+ * as NCCL's core does for its net and tuner plugins. A plugin may export
+ * several versions. The host refuses, with one line saying which versions it
+ * found and which it supports, a plugin it cannot read.
  *
- * Rules of the ABI (what may cross it):
- *  - Plain C only: no C++ type, exception, STL object or allocator. A plugin
- *    must catch every exception before returning.
- *  - Every call returns an infiniCclResult_t. On failure the plugin keeps a
- *    one-line, human-readable explanation for the calling thread, returned by
- *    get_last_error() until the next failing call on that thread.
- *  - Strings returned by the plugin are owned by the plugin and live until
- *    the library is unloaded (or, for get_last_error, until the next call on
- *    that thread).
- *  - Names and semantics follow NCCL (ncclAllReduce, ncclCommInitRank, ...)
- *    so that vendor CCLs that mirror NCCL map one to one.
- *  - Element types are dlpack DLDataType; devices are dlpack DLDevice.
- *  - "stream" is the backend's own stream handle (cudaStream_t for NCCL), or
- *    NULL for the backend's default stream. Host backends (gloo) run
- *    collectives synchronously and accept NULL streams.
+ * Versions: plugin_abi_v1.h (frozen), plugin_abi_v2.h (current). Shared
+ * types: plugin_abi_common.h. docs/porting.md maps every entry to the calls
+ * of NCCL, RCCL, HCCL, CNCL, BKCL, MCCL and oneCCL.
  */
 #ifndef INFINI_CCL_PLUGIN_ABI_H_
 #define INFINI_CCL_PLUGIN_ABI_H_
 
-#include <dlpack/dlpack.h>
-#include <stddef.h>
-#include <stdint.h>
+#include "infini/ccl/plugin_abi_common.h"
+#include "infini/ccl/plugin_abi_v1.h"
+#include "infini/ccl/plugin_abi_v2.h"
+
+/* The version this header describes, and what a new plugin implements. */
+#define INFINI_CCL_PLUGIN_ABI_VERSION INFINI_CCL_PLUGIN_ABI_VERSION_V2
+#define INFINI_CCL_PLUGIN_SYMBOL INFINI_CCL_PLUGIN_SYMBOL_V2
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define INFINI_CCL_PLUGIN_ABI_VERSION 1
-#define INFINI_CCL_PLUGIN_SYMBOL_V1 "infiniCclPlugin_v1"
-
-/* Put before the definition of the exported table:
- *   INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t infiniCclPlugin_v1 = {...};
- * In C++ a namespace-scope const has internal linkage unless declared
- * extern, and plugins are built with hidden visibility: this spells both. */
-#ifdef __cplusplus
-#define INFINI_CCL_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
-#else
-#define INFINI_CCL_PLUGIN_EXPORT __attribute__((visibility("default")))
-#endif
-
-/* Result codes say whose fault a failure is, as NCCL's do. */
-typedef enum {
-  infiniCclSuccess = 0,
-  infiniCclUnhandledDeviceError = 1, /* the device runtime (e.g. CUDA) failed */
-  infiniCclSystemError = 2,          /* a system call or the network failed */
-  infiniCclInternalError = 3,        /* a bug in the plugin or vendor library */
-  infiniCclInvalidArgument = 4,      /* the caller's arguments are wrong */
-  infiniCclInvalidUsage = 5,         /* the user's configuration is wrong */
-  infiniCclRemoteError = 6,          /* a peer failed or went away */
-  infiniCclInProgress = 7,           /* non-blocking operation not finished */
-  infiniCclTimeout = 8,              /* a wait exceeded its deadline */
-  infiniCclAborted = 9,              /* the communicator was aborted */
-  infiniCclUnsupported = 10,         /* not implemented by this backend */
-  infiniCclNumResults = 11
-} infiniCclResult_t;
-
-/* Reduction operators; values match ncclRedOp_t. */
-typedef enum {
-  infiniCclSum = 0,
-  infiniCclProd = 1,
-  infiniCclMax = 2,
-  infiniCclMin = 3,
-  infiniCclAvg = 4,
-  infiniCclNumOps = 5
-} infiniCclRedOp_t;
-
-/* DLPack 1.1 type codes for types Debian's dlpack 0.6 header lacks. */
-#define INFINI_CCL_DL_BOOL 6
-#define INFINI_CCL_DL_FLOAT8_E4M3FN 10
-#define INFINI_CCL_DL_FLOAT8_E5M2 12
-
-/* Opaque bytes that the group's root makes with get_unique_id and sends to
- * every other rank out of band. Same size as ncclUniqueId. */
-#define INFINI_CCL_UNIQUE_ID_BYTES 128
-typedef struct {
-  char internal[INFINI_CCL_UNIQUE_ID_BYTES];
-} infiniCclUniqueId;
-
-typedef struct infiniCclComm* infiniCclComm_t;     /* a communicator */
-typedef struct infiniCclStream* infiniCclStream_t; /* backend stream, NULL = default */
-typedef struct infiniCclEvent* infiniCclEvent_t;   /* backend event */
-typedef struct infiniCclGraph* infiniCclGraph_t;   /* captured stream work */
-
-/* Communicator options. Callers set struct_size = sizeof(infiniCclConfig_t)
- * so that a plugin built against a newer header can tell which fields exist.
- * Zero-filled fields mean "backend default". */
-typedef struct {
-  size_t struct_size;
-  /* 1 (default): calls return when the operation is enqueued or done.
-   * 0: comm_init_rank, comm_split and collectives may return
-   * infiniCclInProgress; poll comm_get_async_error until it is not. This is
-   * what lets a watchdog abort a hung communicator (NCCL's config.blocking). */
-  int blocking;
-  /* Milliseconds a host-side wait (connect, a blocking host collective) may
-   * take before it fails with infiniCclTimeout. 0 = backend default. */
-  int64_t timeout_ms;
-  /* For logs only; may be NULL. Copied by the plugin. */
-  const char* comm_name;
-  /* Nonzero: this process knowingly runs several ranks on one device (for
-   * testing communication logic). A backend that cannot share a device fails
-   * comm_init_rank with infiniCclInvalidUsage. */
-  int allow_device_sharing;
-} infiniCclConfig_t;
-
-typedef enum {
-  infiniCclMemcpyHostToHost = 0,
-  infiniCclMemcpyHostToDevice = 1,
-  infiniCclMemcpyDeviceToHost = 2,
-  infiniCclMemcpyDeviceToDevice = 3
-} infiniCclMemcpyKind_t;
-
-typedef struct {
-  size_t struct_size;   /* sizeof(infiniCclPlugin_v1_t) of the plugin's header */
-  uint32_t abi_version; /* INFINI_CCL_PLUGIN_ABI_VERSION of the plugin's header */
-  /* Short backend name, e.g. "nccl". */
-  const char* name;
-
-  /* ---- Information and errors ------------------------------------------ */
-
-  /* Version of the vendor library underneath, e.g. "NCCL 2.28.3".
-   * Output: *version points at plugin-owned static text. */
-  infiniCclResult_t (*get_version)(const char** version);
-  /* Static description of a result code; never NULL. */
-  const char* (*get_error_string)(infiniCclResult_t result);
-  /* Explanation of the last failing call on the calling thread, or "" if
-   * none. Valid until the next call on this thread. Never NULL. */
-  const char* (*get_last_error)(void);
-
-  /* ---- Device runtime -------------------------------------------------- */
-  /* Enough for tests, benchmarks and examples to allocate, copy and time
-   * buffers without knowing the vendor. Host backends have one device type,
-   * kDLCPU, and implement these on the host. */
-
-  /* The kind of device this backend's buffers live on (kDLCUDA, kDLCPU). */
-  DLDeviceType device_type;
-  /* Number of devices visible to this process (honours the vendor's
-   * visibility variable, e.g. CUDA_VISIBLE_DEVICES). A machine without
-   * devices yields 0 and success. */
-  infiniCclResult_t (*get_device_count)(int* count);
-  /* Make `device` current for the calling thread; later allocations, streams
-   * and communicators of this thread use it. */
-  infiniCclResult_t (*set_device)(int device);
-  infiniCclResult_t (*get_device)(int* device);
-  /* Allocate `bytes` on the current device. *ptr = NULL when bytes == 0. */
-  infiniCclResult_t (*mem_alloc)(void** ptr, size_t bytes);
-  /* Free memory from mem_alloc. NULL is ignored. */
-  infiniCclResult_t (*mem_free)(void* ptr);
-  /* Copy `bytes`, ordered on `stream`; returns once enqueued. */
-  infiniCclResult_t (*memcpy_async)(void* dst, const void* src, size_t bytes,
-                                    infiniCclMemcpyKind_t kind, infiniCclStream_t stream);
-  /* Set `bytes` bytes to `value`, ordered on `stream`. */
-  infiniCclResult_t (*memset_async)(void* ptr, int value, size_t bytes, infiniCclStream_t stream);
-  infiniCclResult_t (*stream_create)(infiniCclStream_t* stream);
-  infiniCclResult_t (*stream_destroy)(infiniCclStream_t stream);
-  /* Block the host until all work on `stream` is done. */
-  infiniCclResult_t (*stream_synchronize)(infiniCclStream_t stream);
-  /* Make future work on `stream` wait for `event` (no host block). */
-  infiniCclResult_t (*stream_wait_event)(infiniCclStream_t stream, infiniCclEvent_t event);
-  infiniCclResult_t (*event_create)(infiniCclEvent_t* event);
-  infiniCclResult_t (*event_destroy)(infiniCclEvent_t event);
-  infiniCclResult_t (*event_record)(infiniCclEvent_t event, infiniCclStream_t stream);
-  /* *done = 1 when the work before the recorded point has finished. */
-  infiniCclResult_t (*event_query)(infiniCclEvent_t event, int* done);
-  infiniCclResult_t (*event_synchronize)(infiniCclEvent_t event);
-  /* Milliseconds between two recorded, completed events. */
-  infiniCclResult_t (*event_elapsed_ms)(infiniCclEvent_t start, infiniCclEvent_t end, float* ms);
-
-  /* ---- Communicators ---------------------------------------------------- */
-
-  /* Make a new unique id. Called by the group's root rank only; the bytes
-   * are sent to the other ranks by the caller (e.g. through a store). */
-  infiniCclResult_t (*get_unique_id)(infiniCclUniqueId* unique_id);
-  /* Create this rank's communicator in a group of `nranks` ranks identified
-   * by `unique_id` (ncclCommInitRankConfig). Collective: every rank of the
-   * group must call it. The communicator uses the calling thread's current
-   * device. Several threads of one process may each create a rank of the
-   * same group concurrently. `config` may be NULL. */
-  infiniCclResult_t (*comm_init_rank)(infiniCclComm_t* comm, int nranks,
-                                      infiniCclUniqueId unique_id, int rank,
-                                      const infiniCclConfig_t* config);
-  /* Collective split (ncclCommSplit): ranks with the same `color` form a
-   * new communicator, ordered by `key` then by old rank. color < 0 means
-   * "not in any new communicator": *newcomm is set to NULL. */
-  infiniCclResult_t (*comm_split)(infiniCclComm_t comm, int color, int key,
-                                  infiniCclComm_t* newcomm, const infiniCclConfig_t* config);
-  /* Wait for outstanding work, then free the communicator. */
-  infiniCclResult_t (*comm_destroy)(infiniCclComm_t comm);
-  /* Stop outstanding work without waiting and free the communicator. Safe
-   * to call from another thread while a collective on `comm` is blocked: the
-   * blocked call then returns an error (infiniCclAborted or a remote error). */
-  infiniCclResult_t (*comm_abort)(infiniCclComm_t comm);
-  /* Error that happened asynchronously on the communicator (a peer died, a
-   * kernel failed, a non-blocking call still in progress). */
-  infiniCclResult_t (*comm_get_async_error)(infiniCclComm_t comm, infiniCclResult_t* async_error);
-  infiniCclResult_t (*comm_count)(infiniCclComm_t comm, int* nranks);
-  infiniCclResult_t (*comm_user_rank)(infiniCclComm_t comm, int* rank);
-
-  /* ---- Grouping (ncclGroupStart/End) ------------------------------------ */
-  /* Calls between group_start and group_end on the calling thread are issued
-   * together at group_end; needed for send/recv pairs that would otherwise
-   * deadlock, and for one thread driving several communicators. Nests. */
-  infiniCclResult_t (*group_start)(void);
-  infiniCclResult_t (*group_end)(void);
-
-  /* ---- Collectives ------------------------------------------------------- */
-  /* Every rank of `comm` calls the same collectives in the same order with
-   * the same count, datatype, op and root. Buffers are device pointers of the
-   * communicator's device type. sendbuff == recvbuff is in-place, with the
-   * in-place layouts NCCL defines. Returns once enqueued on `stream`. */
-
-  /* recvbuff[i] = op over ranks of sendbuff[i], on every rank; count elements. */
-  infiniCclResult_t (*all_reduce)(const void* sendbuff, void* recvbuff, size_t count,
-                                  DLDataType datatype, infiniCclRedOp_t op, infiniCclComm_t comm,
-                                  infiniCclStream_t stream);
-  /* Copy root's sendbuff (count elements) to every rank's recvbuff. */
-  infiniCclResult_t (*broadcast)(const void* sendbuff, void* recvbuff, size_t count,
-                                 DLDataType datatype, int root, infiniCclComm_t comm,
-                                 infiniCclStream_t stream);
-  /* Like all_reduce, but only root's recvbuff receives the result. */
-  infiniCclResult_t (*reduce)(const void* sendbuff, void* recvbuff, size_t count,
-                              DLDataType datatype, infiniCclRedOp_t op, int root,
-                              infiniCclComm_t comm, infiniCclStream_t stream);
-  /* recvbuff[r*sendcount .. (r+1)*sendcount) = sendbuff of rank r. */
-  infiniCclResult_t (*all_gather)(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                  DLDataType datatype, infiniCclComm_t comm,
-                                  infiniCclStream_t stream);
-  /* recvbuff (recvcount elements) on rank r = op over ranks of
-   * sendbuff[r*recvcount .. (r+1)*recvcount). */
-  infiniCclResult_t (*reduce_scatter)(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                      DLDataType datatype, infiniCclRedOp_t op,
-                                      infiniCclComm_t comm, infiniCclStream_t stream);
-  /* Point to point; must be matched by recv on `peer` with the same count
-   * and datatype. Inside a group, any number may be outstanding. */
-  infiniCclResult_t (*send)(const void* sendbuff, size_t count, DLDataType datatype, int peer,
-                            infiniCclComm_t comm, infiniCclStream_t stream);
-  infiniCclResult_t (*recv)(void* recvbuff, size_t count, DLDataType datatype, int peer,
-                            infiniCclComm_t comm, infiniCclStream_t stream);
-  /* Every rank sends sendbuff[p*count .. (p+1)*count) to rank p and receives
-   * rank p's block into recvbuff[p*count ..]. May be NULL (unsupported). */
-  infiniCclResult_t (*all_to_all)(const void* sendbuff, void* recvbuff, size_t count,
-                                  DLDataType datatype, infiniCclComm_t comm,
-                                  infiniCclStream_t stream);
-  /* Returns (or its stream work completes) once every rank has entered it. */
-  infiniCclResult_t (*barrier)(infiniCclComm_t comm, infiniCclStream_t stream);
-
-  /* ---- Optional: stream capture (all four NULL when unsupported) --------- */
-  /* Work enqueued on `stream` between begin and end (collectives included) is
-   * recorded, not run; graph_launch replays it. This is how small collectives
-   * reach latencies that eager launches cannot (CUDA graphs). */
-  infiniCclResult_t (*stream_begin_capture)(infiniCclStream_t stream);
-  infiniCclResult_t (*stream_end_capture)(infiniCclStream_t stream, infiniCclGraph_t* graph);
-  infiniCclResult_t (*graph_launch)(infiniCclGraph_t graph, infiniCclStream_t stream);
-  infiniCclResult_t (*graph_destroy)(infiniCclGraph_t graph);
-} infiniCclPlugin_v1_t;
-
+typedef infiniCclPlugin_v2_t infiniCclPlugin_t;
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

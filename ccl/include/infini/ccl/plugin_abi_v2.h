@@ -1,0 +1,383 @@
+/*
+ * InfiniCCL plugin ABI, version 2.
+ *
+ * Shaped by the libraries a port wraps (NCCL, RCCL, HCCL, CNCL, BKCL, MCCL,
+ * oneCCL), not by NCCL alone. What v2 adds over v1, and why:
+ *  - unique_id_bytes: the plugin declares its id's size (HcclRootInfo is
+ *    4108 bytes, cnclCliqueId 136, ncclUniqueId 128).
+ *  - comm_init_ranks: several of this process's ranks, one per device, in
+ *    one call (cnclInitComms, HcclCommInitAll, bkcl_comm_init_all,
+ *    ncclCommInitAll). Some libraries cannot create the ranks of one process
+ *    from concurrent threads; they leave INFINI_CCL_FEATURE_CONCURRENT_INIT
+ *    unset and the host uses this entry instead.
+ *  - features and supports(): what the plugin can do, asked before calling,
+ *    so a missing average or bf16 is one clear refusal, not a failure deep
+ *    inside a vendor library.
+ *  - a bootstrap: the host lends the plugin the run's key-value store, so a
+ *    plugin never has to start a server of its own (oneCCL's KVS, gloo).
+ *  - a config whose unset fields are explicitly undefined, and an extension
+ *    chain for vendor options (HCCL buffer size, NCCL CTA limits).
+ *  - a device description: vendor, DLPack device type (kDLExtDev for chips
+ *    DLPack has no code for) and the vendor's visibility variable.
+ *  - asynchronous errors with text; optional v-collectives, gather, scatter.
+ *
+ * Rules (unchanged from v1): plain C only; every call returns an
+ * infiniCclResult_t and keeps a one-line explanation for get_last_error();
+ * strings returned by the plugin are the plugin's; names and semantics follow
+ * NCCL where a call exists there. An entry marked "Optional" may be NULL; the
+ * host then refuses the call (naming the backend and the call) without
+ * calling the plugin. Every other entry is required.
+ */
+#ifndef INFINI_CCL_PLUGIN_ABI_V2_H_
+#define INFINI_CCL_PLUGIN_ABI_V2_H_
+
+#include "infini/ccl/plugin_abi_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define INFINI_CCL_PLUGIN_ABI_VERSION_V2 2
+#define INFINI_CCL_PLUGIN_SYMBOL_V2 "infiniCclPlugin_v2"
+
+/* ---- Collective kinds (for supports(), logs and the host's tables) ------- */
+typedef enum {
+  infiniCclCollAllReduce = 0,
+  infiniCclCollBroadcast = 1,
+  infiniCclCollReduce = 2,
+  infiniCclCollAllGather = 3,
+  infiniCclCollReduceScatter = 4,
+  infiniCclCollSend = 5,
+  infiniCclCollRecv = 6,
+  infiniCclCollAllToAll = 7,
+  infiniCclCollBarrier = 8,
+  infiniCclCollAllToAllV = 9,
+  infiniCclCollAllGatherV = 10,
+  infiniCclCollReduceScatterV = 11,
+  infiniCclCollGather = 12,
+  infiniCclCollScatter = 13,
+  infiniCclNumCollectives = 14
+} infiniCclCollective_t;
+
+/* ---- Behaviour that no entry's presence can tell (infiniCclPlugin_v2_t.features) */
+/* Non-blocking communicators (config.blocking = 0): init, split and
+ * collectives may return infiniCclInProgress (ncclConfig_t.blocking). */
+#define INFINI_CCL_FEATURE_NONBLOCKING (1ull << 0)
+/* Threads of one process may call comm_init_rank concurrently for ranks of
+ * the same group (NCCL, gloo). Without it, the host creates all of a
+ * process's ranks of a group with one comm_init_ranks call. */
+#define INFINI_CCL_FEATURE_CONCURRENT_INIT (1ull << 1)
+/* comm_abort called from another thread makes a collective blocked on the
+ * communicator return (infiniCclAborted or a remote error). */
+#define INFINI_CCL_FEATURE_ABORT_UNBLOCKS (1ull << 2)
+/* Several ranks of one group may share a device when
+ * config.allow_device_sharing = 1 (testing only). */
+#define INFINI_CCL_FEATURE_DEVICE_SHARING (1ull << 3)
+
+/* ---- Communicator configuration ------------------------------------------ */
+
+/* "Unset": the backend chooses (NCCL_CONFIG_UNDEF_INT). Zero is a value. */
+#define INFINI_CCL_CONFIG_UNDEF_INT INT32_MIN
+#define INFINI_CCL_CONFIG_UNDEF_INT64 INT64_MIN
+
+/* Extensions hang off a config as a chain (PJRT_Extension_Base). A plugin
+ * skips an extension whose type it does not know. */
+typedef enum {
+  infiniCclExtensionVendorOptions = 1
+} infiniCclExtensionType_t;
+
+typedef struct infiniCclExtension {
+  size_t struct_size; /* of the whole extension struct */
+  infiniCclExtensionType_t type;
+  const struct infiniCclExtension* next; /* NULL ends the chain */
+} infiniCclExtension_t;
+
+/* Options for one backend, as text key/value pairs (e.g. nccl: "max_ctas" =
+ * "16"; hccl: "buffer_size_mb" = "200"). A plugin whose name equals `backend`
+ * applies them and refuses an unknown key or a bad value with
+ * infiniCclInvalidUsage naming both; other plugins skip them. The host keeps
+ * the strings alive for the duration of the call only. */
+typedef struct {
+  infiniCclExtension_t base; /* type = infiniCclExtensionVendorOptions */
+  const char* backend;
+  size_t count;
+  const char* const* keys;
+  const char* const* values;
+} infiniCclVendorOptions_t;
+
+typedef struct {
+  size_t struct_size; /* sizeof(infiniCclConfig_t) of the caller's header */
+  /* 1: calls return when the work is enqueued or done. 0: init, split and
+   * collectives may return infiniCclInProgress (needs
+   * INFINI_CCL_FEATURE_NONBLOCKING); poll comm_get_async_error until it is
+   * not. UNDEF: the backend's default, which must be blocking. */
+  int32_t blocking;
+  /* Milliseconds a host-side wait (connect, a blocking host collective) may
+   * take before failing with infiniCclTimeout. UNDEF: backend default. */
+  int64_t timeout_ms;
+  /* For logs only; NULL = none. Copied by the plugin. */
+  const char* comm_name;
+  /* 1: this process knowingly runs several ranks on one device (needs
+   * INFINI_CCL_FEATURE_DEVICE_SHARING); otherwise a plugin that detects
+   * sharing fails init with infiniCclInvalidUsage. UNDEF = 0. */
+  int32_t allow_device_sharing;
+  /* Priority of the streams the communicator creates for itself, in the
+   * vendor's convention (CUDA: lower is more urgent). UNDEF: default. */
+  int32_t stream_priority;
+  /* Vendor options and future extensions; NULL = none. */
+  const infiniCclExtension_t* extensions;
+} infiniCclConfig_t;
+
+#define INFINI_CCL_CONFIG_INITIALIZER                                                     \
+  {                                                                                       \
+    sizeof(infiniCclConfig_t), INFINI_CCL_CONFIG_UNDEF_INT, INFINI_CCL_CONFIG_UNDEF_INT64, \
+        NULL, INFINI_CCL_CONFIG_UNDEF_INT, INFINI_CCL_CONFIG_UNDEF_INT, NULL              \
+  }
+
+/* ---- Bootstrap: the run's key-value store, lent by the host --------------- */
+
+/* Keys are relative to a prefix the host gives each group (and its
+ * generation), so a plugin never sees other groups' or runs' keys. Values
+ * are bytes. Every entry may be called from any thread. The host keeps a
+ * bootstrap (and its context) valid until every communicator made with it,
+ * and every communicator split from those, is destroyed or aborted. */
+typedef struct infiniCclBootstrap {
+  size_t struct_size;
+  void* context; /* the host's; passed back on every call */
+  /* Input: key (NUL-terminated), value of `bytes` bytes. Wakes waiters. */
+  infiniCclResult_t (*set)(void* context, const char* key, const void* value, size_t bytes);
+  /* Waits until `key` exists (timeout_ms < 0: the host's default deadline;
+   * infiniCclTimeout after it), then copies min(capacity, size) bytes to
+   * `value` and sets *bytes = the value's full size (so a caller whose
+   * buffer was too small can call again with a larger one). */
+  infiniCclResult_t (*get)(void* context, const char* key, void* value, size_t capacity,
+                           size_t* bytes, int64_t timeout_ms);
+  /* Adds `delta` to the integer at `key` (missing = 0); *value = the result. */
+  infiniCclResult_t (*add)(void* context, const char* key, int64_t delta, int64_t* value);
+  /* Waits until every key exists, as get. */
+  infiniCclResult_t (*wait)(void* context, const char* const* keys, size_t nkeys,
+                            int64_t timeout_ms);
+  /* Why the last failing call on this thread failed; never NULL. */
+  const char* (*get_last_error)(void* context);
+} infiniCclBootstrap_t;
+
+/* ---- The plugin's table --------------------------------------------------- */
+
+typedef struct {
+  size_t struct_size;   /* sizeof(infiniCclPlugin_v2_t) of the plugin's header */
+  uint32_t abi_version; /* INFINI_CCL_PLUGIN_ABI_VERSION_V2 */
+  /* Short backend name, e.g. "nccl"; the NAME of libinfini_ccl_NAME.so. */
+  const char* name;
+
+  /* ---- Information and errors ------------------------------------------ */
+
+  /* Version of the vendor library underneath, e.g. "NCCL 2.28.3".
+   * Output: *version points at plugin-owned static text. */
+  infiniCclResult_t (*get_version)(const char** version);
+  /* Static description of a result code; never NULL. */
+  const char* (*get_error_string)(infiniCclResult_t result);
+  /* Explanation of the last failing call on the calling thread, or "".
+   * Valid until the next call on this thread. Never NULL. */
+  const char* (*get_last_error)(void);
+
+  /* ---- Capabilities ------------------------------------------------------ */
+
+  /* INFINI_CCL_FEATURE_* bits. What an optional entry offers is said by the
+   * entry being non-NULL, not here. */
+  uint64_t features;
+  /* 1 when `collective` works on `datatype` (and, for reductions, with
+   * `op`; ignored otherwise), else 0. Pure and cheap: the host asks once per
+   * combination when the plugin loads and keeps the answers. */
+  int (*supports)(infiniCclCollective_t collective, DLDataType datatype, infiniCclRedOp_t op);
+
+  /* ---- Device description ------------------------------------------------ */
+
+  /* DLPack device type of this backend's buffers: kDLCUDA, kDLROCM, kDLCPU,
+   * or kDLExtDev for chips DLPack has no code for. */
+  DLDeviceType device_type;
+  /* "NVIDIA", "Huawei", "Cambricon", ...; "host" for CPU backends. */
+  const char* device_vendor;
+  /* What one device is called: "GPU", "NPU", "MLU", "XPU", "CPU". */
+  const char* device_kind;
+  /* Environment variable that restricts the devices a process sees
+   * ("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES",
+   * "MLU_VISIBLE_DEVICES", ...), or NULL when there is none. */
+  const char* visible_devices_env;
+
+  /* ---- Device runtime (as v1) ---------------------------------------------- */
+
+  /* Number of visible devices; 0 and success on a machine without any. */
+  infiniCclResult_t (*get_device_count)(int* count);
+  /* Make `device` current for the calling thread. */
+  infiniCclResult_t (*set_device)(int device);
+  infiniCclResult_t (*get_device)(int* device);
+  /* Allocate `bytes` on the current device; *ptr = NULL when bytes == 0. */
+  infiniCclResult_t (*mem_alloc)(void** ptr, size_t bytes);
+  infiniCclResult_t (*mem_free)(void* ptr); /* NULL is ignored */
+  /* Copy `bytes`, ordered on `stream`; returns once enqueued. */
+  infiniCclResult_t (*memcpy_async)(void* dst, const void* src, size_t bytes,
+                                    infiniCclMemcpyKind_t kind, infiniCclStream_t stream);
+  infiniCclResult_t (*memset_async)(void* ptr, int value, size_t bytes, infiniCclStream_t stream);
+  infiniCclResult_t (*stream_create)(infiniCclStream_t* stream);
+  infiniCclResult_t (*stream_destroy)(infiniCclStream_t stream);
+  infiniCclResult_t (*stream_synchronize)(infiniCclStream_t stream);
+  /* Future work on `stream` waits for `event` (no host block). */
+  infiniCclResult_t (*stream_wait_event)(infiniCclStream_t stream, infiniCclEvent_t event);
+  infiniCclResult_t (*event_create)(infiniCclEvent_t* event);
+  infiniCclResult_t (*event_destroy)(infiniCclEvent_t event);
+  infiniCclResult_t (*event_record)(infiniCclEvent_t event, infiniCclStream_t stream);
+  /* *done = 1 when the work before the recorded point has finished. */
+  infiniCclResult_t (*event_query)(infiniCclEvent_t event, int* done);
+  infiniCclResult_t (*event_synchronize)(infiniCclEvent_t event);
+  /* Milliseconds between two recorded, completed events. */
+  infiniCclResult_t (*event_elapsed_ms)(infiniCclEvent_t start, infiniCclEvent_t end, float* ms);
+
+  /* ---- Communicators ------------------------------------------------------- */
+
+  /* Size of this backend's unique id in bytes (> 0). The host moves ids as
+   * opaque byte strings of exactly this size. */
+  size_t unique_id_bytes;
+  /* Make a new unique id; called by the group's root rank only.
+   * Input: `bootstrap`, the store the group's ranks will also be given at
+   * init, or NULL when the host has none (the plugin must then carry what
+   * the ranks need in the id itself, as NCCL does).
+   * Output: unique_id_bytes bytes at `unique_id` (caller's buffer). */
+  infiniCclResult_t (*get_unique_id)(void* unique_id, const infiniCclBootstrap_t* bootstrap);
+  /* Create this rank's communicator in a group of `nranks` ranks
+   * (ncclCommInitRankConfig), on the calling thread's current device.
+   * Collective over the group. `unique_id` is unique_id_bytes bytes from the
+   * root's get_unique_id. `config` and `bootstrap` may be NULL; when the
+   * root passed a bootstrap to get_unique_id, every rank passes one (the
+   * same store, the same prefix). Optional when comm_init_ranks exists. */
+  infiniCclResult_t (*comm_init_rank)(infiniCclComm_t* comm, int nranks, const void* unique_id,
+                                      int rank, const infiniCclConfig_t* config,
+                                      const infiniCclBootstrap_t* bootstrap);
+  /* Create `ncomms` ranks of one group in this process, comms[i] being rank
+   * ranks[i] on device devices[i], in one call (cnclInitComms,
+   * HcclCommInitAll, ncclCommInitAll when all ranks are local). Collective:
+   * every process holding ranks of the group calls it once for all of its
+   * ranks. Leaves the calling thread's current device unspecified. Each
+   * comms[i] may afterwards be driven by a different thread.
+   * Optional when comm_init_rank exists. */
+  infiniCclResult_t (*comm_init_ranks)(infiniCclComm_t* comms, int ncomms, const int* devices,
+                                       const int* ranks, int nranks, const void* unique_id,
+                                       const infiniCclConfig_t* config,
+                                       const infiniCclBootstrap_t* bootstrap);
+  /* Collective split (ncclCommSplit): ranks with the same `color` form a new
+   * communicator, ordered by `key` then by old rank; color < 0 sets
+   * *newcomm = NULL. The child may use the parent's bootstrap. Optional. */
+  infiniCclResult_t (*comm_split)(infiniCclComm_t comm, int color, int key,
+                                  infiniCclComm_t* newcomm, const infiniCclConfig_t* config);
+  /* Wait for outstanding work, then free the communicator. */
+  infiniCclResult_t (*comm_destroy)(infiniCclComm_t comm);
+  /* Stop outstanding work without waiting and free the communicator; safe
+   * from another thread (see INFINI_CCL_FEATURE_ABORT_UNBLOCKS). Optional:
+   * without it a hung communicator can only be left to the process's end. */
+  infiniCclResult_t (*comm_abort)(infiniCclComm_t comm);
+  /* The communicator's asynchronous state (a peer died, a kernel failed, a
+   * non-blocking call still in progress).
+   * Output: *async_error; and, when `message` is not NULL, *message = a
+   * one-line explanation ("" when none), owned by the communicator and valid
+   * until the next call on it or its destruction. */
+  infiniCclResult_t (*comm_get_async_error)(infiniCclComm_t comm, infiniCclResult_t* async_error,
+                                            const char** message);
+  infiniCclResult_t (*comm_count)(infiniCclComm_t comm, int* nranks);
+  infiniCclResult_t (*comm_user_rank)(infiniCclComm_t comm, int* rank);
+
+  /* ---- Grouping (ncclGroupStart/End). Optional, both or neither ----------- */
+  /* Calls between group_start and group_end on the calling thread are issued
+   * together at group_end (send/recv pairs, one thread driving several
+   * communicators). Nests. Without them the host orders point-to-point
+   * calls so that blocking ones cannot deadlock. */
+  infiniCclResult_t (*group_start)(void);
+  infiniCclResult_t (*group_end)(void);
+
+  /* ---- Collectives ------------------------------------------------------- */
+  /* As v1: every rank calls the same collectives in the same order with the
+   * same counts, types, ops and roots; buffers are device pointers;
+   * sendbuff == recvbuff is in-place as NCCL defines; each returns once the
+   * work is enqueued on `stream`. Counts are in elements. */
+
+  infiniCclResult_t (*all_reduce)(const void* sendbuff, void* recvbuff, size_t count,
+                                  DLDataType datatype, infiniCclRedOp_t op, infiniCclComm_t comm,
+                                  infiniCclStream_t stream);
+  infiniCclResult_t (*broadcast)(const void* sendbuff, void* recvbuff, size_t count,
+                                 DLDataType datatype, int root, infiniCclComm_t comm,
+                                 infiniCclStream_t stream);
+  infiniCclResult_t (*reduce)(const void* sendbuff, void* recvbuff, size_t count,
+                              DLDataType datatype, infiniCclRedOp_t op, int root,
+                              infiniCclComm_t comm, infiniCclStream_t stream);
+  /* recvbuff[r*sendcount .. (r+1)*sendcount) = sendbuff of rank r. */
+  infiniCclResult_t (*all_gather)(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                  DLDataType datatype, infiniCclComm_t comm,
+                                  infiniCclStream_t stream);
+  /* recvbuff on rank r = op over ranks of sendbuff[r*recvcount ..). */
+  infiniCclResult_t (*reduce_scatter)(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                      DLDataType datatype, infiniCclRedOp_t op,
+                                      infiniCclComm_t comm, infiniCclStream_t stream);
+  infiniCclResult_t (*send)(const void* sendbuff, size_t count, DLDataType datatype, int peer,
+                            infiniCclComm_t comm, infiniCclStream_t stream);
+  infiniCclResult_t (*recv)(void* recvbuff, size_t count, DLDataType datatype, int peer,
+                            infiniCclComm_t comm, infiniCclStream_t stream);
+
+  /* Optional. Rank r's block p (count elements) goes to rank p's block r. */
+  infiniCclResult_t (*all_to_all)(const void* sendbuff, void* recvbuff, size_t count,
+                                  DLDataType datatype, infiniCclComm_t comm,
+                                  infiniCclStream_t stream);
+  /* Optional. Returns (or its stream work completes) once every rank has
+   * entered it. Without it the host uses a one-element all_reduce. */
+  infiniCclResult_t (*barrier)(infiniCclComm_t comm, infiniCclStream_t stream);
+
+  /* ---- Optional variable-size collectives, gather and scatter ------------- */
+  /* Count and displacement arrays are host memory of comm_count entries, in
+   * elements, valid during the call only (HcclAlltoAllV, MPI_Alltoallv). */
+
+  /* Rank r sends sendcounts[p] elements from sendbuff + sdispls[p] to rank
+   * p, and receives recvcounts[p] elements from rank p at recvbuff +
+   * rdispls[p]. */
+  infiniCclResult_t (*all_to_all_v)(const void* sendbuff, const size_t* sendcounts,
+                                    const size_t* sdispls, void* recvbuff,
+                                    const size_t* recvcounts, const size_t* rdispls,
+                                    DLDataType datatype, infiniCclComm_t comm,
+                                    infiniCclStream_t stream);
+  /* Rank r contributes sendcount (== recvcounts[r]) elements; every rank
+   * receives rank p's at recvbuff + rdispls[p]. */
+  infiniCclResult_t (*all_gather_v)(const void* sendbuff, size_t sendcount, void* recvbuff,
+                                    const size_t* recvcounts, const size_t* rdispls,
+                                    DLDataType datatype, infiniCclComm_t comm,
+                                    infiniCclStream_t stream);
+  /* Rank r receives recvcount (== sendcounts[r]) elements: op over ranks of
+   * their sendbuff + sdispls[r]. */
+  infiniCclResult_t (*reduce_scatter_v)(const void* sendbuff, const size_t* sendcounts,
+                                        const size_t* sdispls, void* recvbuff, size_t recvcount,
+                                        DLDataType datatype, infiniCclRedOp_t op,
+                                        infiniCclComm_t comm, infiniCclStream_t stream);
+  /* Root's recvbuff[r*count ..) = sendbuff of rank r; recvbuff is ignored
+   * elsewhere. */
+  infiniCclResult_t (*gather)(const void* sendbuff, void* recvbuff, size_t count,
+                              DLDataType datatype, int root, infiniCclComm_t comm,
+                              infiniCclStream_t stream);
+  /* Rank r's recvbuff = root's sendbuff[r*count ..); sendbuff is ignored
+   * elsewhere. */
+  infiniCclResult_t (*scatter)(const void* sendbuff, void* recvbuff, size_t count,
+                               DLDataType datatype, int root, infiniCclComm_t comm,
+                               infiniCclStream_t stream);
+
+  /* ---- Optional stream capture (all four or none) ------------------------- */
+  /* Work enqueued on `stream` between begin and end is recorded, not run;
+   * graph_launch replays it (CUDA graphs). */
+  infiniCclResult_t (*stream_begin_capture)(infiniCclStream_t stream);
+  infiniCclResult_t (*stream_end_capture)(infiniCclStream_t stream, infiniCclGraph_t* graph);
+  infiniCclResult_t (*graph_launch)(infiniCclGraph_t graph, infiniCclStream_t stream);
+  infiniCclResult_t (*graph_destroy)(infiniCclGraph_t graph);
+} infiniCclPlugin_v2_t;
+
+/* The smallest v2 table the host accepts: up to the last required entry.
+ * Entries after it that an older v2 plugin's table lacks count as NULL. */
+#define INFINI_CCL_PLUGIN_V2_MIN_SIZE INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, recv)
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* INFINI_CCL_PLUGIN_ABI_V2_H_ */
