@@ -5,7 +5,7 @@
 //   infini::ccl::UniqueId id = backend->GetUniqueId();     // on the root only
 //   ... share id.ToBytes() through a store ...
 //   infini::ccl::Communicator comm = backend->CommInitRank(world_size, id, rank);
-//   backend->AllReduce(send, recv, infini::ccl::ReduceOp::kSum, comm, stream);
+//   comm.AllReduce(send, recv, infini::ccl::ReduceOp::kSum, stream);
 //
 // Collectives take DLTensors, so any framework's tensors pass through dlpack.
 // Every failure throws infini::ccl::Error carrying the plugin's explanation.
@@ -14,11 +14,16 @@
 #include <dlpack/dlpack.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "infini/ccl/capabilities.h"
 #include "infini/ccl/dtype.h"
 #include "infini/ccl/error.h"
 #include "infini/ccl/plugin_abi.h"
@@ -26,24 +31,42 @@
 
 namespace infini::ccl {
 
-enum class ReduceOp {
-  kSum = infiniCclSum,
-  kProd = infiniCclProd,
-  kMax = infiniCclMax,
-  kMin = infiniCclMin,
-  kAvg = infiniCclAvg
+// One vendor option: applied by the backend named `backend`, skipped by
+// every other (e.g. {"nccl", "max_ctas", "16"}).
+struct VendorOption {
+  std::string backend;
+  std::string key;
+  std::string value;
 };
-std::string_view ReduceOpName(ReduceOp op);
-// Inverse of ReduceOpName; throws std::invalid_argument.
-ReduceOp ParseReduceOp(std::string_view name);
 
-// Options for a new communicator; mirrors infiniCclConfig_t.
+// Options for a new communicator; mirrors infiniCclConfig_t. An empty
+// optional is "unset": the backend's default.
 struct CommConfig {
-  bool blocking = true;
-  int64_t timeout_ms = 0;  // 0: backend default
-  std::string name;        // for logs
+  std::optional<bool> blocking;       // unset: blocking
+  std::optional<int64_t> timeout_ms;  // host-side waits
+  std::string name;                   // for logs
   bool allow_device_sharing = false;
+  std::optional<int> stream_priority;  // the communicator's own streams
+  std::vector<VendorOption> vendor_options;
 };
+
+// The key-value store a host lends a plugin (infiniCclBootstrap_t), already
+// scoped to one group: keys are relative. Implementations throw Error
+// (infiniCclTimeout on a deadline, infiniCclRemoteError when the store is
+// gone); they are called from the plugin's threads.
+class BootstrapStore {
+ public:
+  virtual ~BootstrapStore() = default;
+  virtual void Set(const std::string& key, const std::string& value) = 0;
+  // Waits for `key` up to `timeout` (negative: the store's default).
+  virtual std::string Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  virtual int64_t Add(const std::string& key, int64_t delta) = 0;
+  virtual void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+};
+
+namespace internal {
+class BootstrapBridge;  // a BootstrapStore seen through the C ABI
+}
 
 class Backend;
 
@@ -55,6 +78,9 @@ class Stream {
   Stream() = default;
   explicit Stream(std::shared_ptr<const Backend> backend);  // creates a new stream
   static Stream Default(std::shared_ptr<const Backend> backend);
+  // A stream the framework already owns (cudaStream_t, aclrtStream): used,
+  // never destroyed. The caller keeps it alive while this Stream is used.
+  static Stream Wrap(std::shared_ptr<const Backend> backend, infiniCclStream_t handle);
   ~Stream();
   Stream(Stream&& other) noexcept;
   Stream& operator=(Stream&& other) noexcept;
@@ -144,7 +170,14 @@ class DeviceBuffer {
 };
 
 // One rank's membership in a group (RAII: destroyed with comm_destroy unless
-// aborted first).
+// aborted first). Collectives are its methods.
+//
+// Tensors must be contiguous, of the backend's device type, and agree in
+// dtype; counts must be consistent (all_gather: recv = world × send). A call
+// the backend does not implement or declares unsupported for the dtype and
+// operator, and every such violation, throws Error before the plugin is
+// called. A default Stream is the backend's default stream. Roots and peers
+// are ranks of this communicator.
 class Communicator {
  public:
   Communicator() = default;
@@ -160,6 +193,41 @@ class Communicator {
   int world_size() const { return world_size_; }
   const std::shared_ptr<const Backend>& backend() const { return backend_; }
 
+  void AllReduce(const DLTensor& send, const DLTensor& recv, ReduceOp op,
+                 const Stream& stream = {}) const;
+  void Broadcast(const DLTensor& send, const DLTensor& recv, int root,
+                 const Stream& stream = {}) const;
+  void Reduce(const DLTensor& send, const DLTensor& recv, ReduceOp op, int root,
+              const Stream& stream = {}) const;
+  void AllGather(const DLTensor& send, const DLTensor& recv, const Stream& stream = {}) const;
+  void ReduceScatter(const DLTensor& send, const DLTensor& recv, ReduceOp op,
+                     const Stream& stream = {}) const;
+  void Send(const DLTensor& send, int peer, const Stream& stream = {}) const;
+  void Recv(const DLTensor& recv, int peer, const Stream& stream = {}) const;
+  // Optional entries of a plugin (Capabilities::Implements says which).
+  void AllToAll(const DLTensor& send, const DLTensor& recv, const Stream& stream = {}) const;
+  // Without a plugin barrier: a one-element all_reduce.
+  void Barrier(const Stream& stream = {}) const;
+  // Counts and displacements in elements, one per rank.
+  void AllToAllV(const DLTensor& send, std::span<const size_t> send_counts,
+                 std::span<const size_t> send_displacements, const DLTensor& recv,
+                 std::span<const size_t> recv_counts, std::span<const size_t> recv_displacements,
+                 const Stream& stream = {}) const;
+  void AllGatherV(const DLTensor& send, const DLTensor& recv, std::span<const size_t> recv_counts,
+                  std::span<const size_t> recv_displacements, const Stream& stream = {}) const;
+  void ReduceScatterV(const DLTensor& send, std::span<const size_t> send_counts,
+                      std::span<const size_t> send_displacements, const DLTensor& recv, ReduceOp op,
+                      const Stream& stream = {}) const;
+  // recv (world × send elements) matters on the root only.
+  void Gather(const DLTensor& send, const DLTensor& recv, int root,
+              const Stream& stream = {}) const;
+  // send (world × recv elements) matters on the root only.
+  void Scatter(const DLTensor& send, const DLTensor& recv, int root,
+               const Stream& stream = {}) const;
+
+  // The asynchronous state (a peer died, a kernel failed, a non-blocking call
+  // still in progress); `message`, when given, gets the plugin's text.
+  infiniCclResult_t GetAsyncError(std::string* message = nullptr) const;
   // Collective (ncclCommSplit). color < 0 → this rank joins no new group and
   // gets an invalid Communicator.
   Communicator Split(int color, int key, const CommConfig& config = {}) const;
@@ -171,23 +239,34 @@ class Communicator {
 
  private:
   friend class Backend;
-  Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle);
+  Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle,
+               std::shared_ptr<internal::BootstrapBridge> bootstrap);
+  // Throws unless the communicator is valid and the backend serves
+  // `collective` on `dtype` with `op`.
+  void Require(Collective collective, DLDataType dtype, ReduceOp op = ReduceOp::kSum) const;
 
   std::shared_ptr<const Backend> backend_;
+  const infiniCclPlugin_v2_t* plugin_ = nullptr;  // backend_'s table, for the hot path
   // Atomic: Abort() may run on a watchdog thread while the rank's thread
   // reads the handle to issue a collective.
   std::atomic<infiniCclComm_t> handle_{nullptr};
   int rank_ = -1;
   int world_size_ = 0;
+  // Lent to the plugin for this communicator's lifetime (and its splits').
+  std::shared_ptr<internal::BootstrapBridge> bootstrap_;
 };
 
 // Where a backend came from and what it is; printed by ccl_info.
 struct BackendInfo {
   std::string name;          // "gloo"
   std::string library_path;  // file that was loaded
-  uint32_t abi_version = 0;  // ABI the plugin was built against
+  uint32_t abi_version = 0;  // ABI the plugin was built against (1 is adapted)
   std::string version;       // vendor library version text
   DLDeviceType device_type = kDLCPU;
+  std::string device_vendor;        // "NVIDIA", "host"
+  std::string device_kind;          // "GPU", "NPU", "CPU"
+  std::string visible_devices_env;  // "CUDA_VISIBLE_DEVICES", or "" (none)
+  size_t unique_id_bytes = 0;
 };
 
 // A loaded backend plugin (CclImpl-style): unique ids, communicators,
@@ -198,44 +277,39 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // Loads (once per process) the backend named by `spec`: a name ("gloo" →
   // libinfini_ccl_gloo.so, searched in INFINI_CCL_PLUGIN_PATH, then ../lib
   // beside the executable, then the system path), a path containing '/', or
-  // "auto" (nccl when it loads and sees a device, else gloo). An empty spec
+  // "auto" (the first installed accelerator plugin that sees a device, else
+  // gloo). An empty spec
   // means INFINI_CCL_BACKEND, or "auto" when that is unset.
   static std::shared_ptr<const Backend> Load(std::string_view spec = {});
 
   const BackendInfo& info() const { return info_; }
-  const infiniCclPlugin_v1_t& plugin() const { return *plugin_; }
+  const Capabilities& capabilities() const { return capabilities_; }
+  // The plugin's table (a v1 plugin's is adapted to v2 by the loader).
+  const infiniCclPlugin_v2_t& plugin() const { return *plugin_; }
 
   // ---- Communicators (NCCL names) ----
-  UniqueId GetUniqueId() const;
+  // `bootstrap`, when given, is lent to the plugin (the group's scope of the
+  // run's store); every rank of a group passes one or none, like the root.
+  UniqueId GetUniqueId(std::shared_ptr<BootstrapStore> bootstrap = nullptr) const;
+  // This rank's communicator, on the calling thread's current device.
   Communicator CommInitRank(int world_size, const UniqueId& id, int rank,
-                            const CommConfig& config = {}) const;
-  // The communicator's asynchronous error state; Error::code() says which.
-  infiniCclResult_t GetAsyncError(const Communicator& comm) const;
+                            const CommConfig& config = {},
+                            std::shared_ptr<BootstrapStore> bootstrap = nullptr) const;
+  // Several of this process's ranks of one group in one call, ranks[i] on
+  // devices[i] (cnclInitComms, HcclCommInitAll). Each returned communicator
+  // may then be driven by its own thread. Uses the plugin's multi-device
+  // init, or else one comm_init_rank per rank inside a group.
+  std::vector<Communicator> CommInitRanks(
+      int world_size, const UniqueId& id, std::span<const int> ranks, std::span<const int> devices,
+      const CommConfig& config = {}, std::shared_ptr<BootstrapStore> bootstrap = nullptr) const;
+  // Every rank of a group in this process, rank i on devices[i]
+  // (ncclCommInitAll).
+  std::vector<Communicator> CommInitAll(std::span<const int> devices,
+                                        const CommConfig& config = {}) const;
+  // ncclGroupStart/End. Throw Error(infiniCclUnsupported) when the plugin
+  // has no group entries (Capabilities::group()).
   void GroupStart() const;
   void GroupEnd() const;
-
-  // ---- Collectives ----
-  // Tensors must be contiguous, of the backend's device type, and agree in
-  // dtype; counts must be consistent (e.g. all_gather: recv = world × send).
-  // Violations throw Error(infiniCclInvalidArgument) before the plugin is
-  // called. A default Stream is the backend's default stream.
-  void AllReduce(const DLTensor& send, const DLTensor& recv, ReduceOp op, const Communicator& comm,
-                 const Stream& stream = {}) const;
-  void Broadcast(const DLTensor& send, const DLTensor& recv, int root, const Communicator& comm,
-                 const Stream& stream = {}) const;
-  void Reduce(const DLTensor& send, const DLTensor& recv, ReduceOp op, int root,
-              const Communicator& comm, const Stream& stream = {}) const;
-  void AllGather(const DLTensor& send, const DLTensor& recv, const Communicator& comm,
-                 const Stream& stream = {}) const;
-  void ReduceScatter(const DLTensor& send, const DLTensor& recv, ReduceOp op,
-                     const Communicator& comm, const Stream& stream = {}) const;
-  void AllToAll(const DLTensor& send, const DLTensor& recv, const Communicator& comm,
-                const Stream& stream = {}) const;
-  void Send(const DLTensor& send, int peer, const Communicator& comm,
-            const Stream& stream = {}) const;
-  void Recv(const DLTensor& recv, int peer, const Communicator& comm,
-            const Stream& stream = {}) const;
-  void Barrier(const Communicator& comm, const Stream& stream = {}) const;
 
   // ---- Device runtime ----
   int DeviceCount() const;
@@ -249,11 +323,12 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // it is no longer infiniCclInProgress (or Abort on a deadline).
   void Check(infiniCclResult_t result, std::string_view what) const;
 
-  Backend(const infiniCclPlugin_v1_t* plugin, BackendInfo info);
+  Backend(const infiniCclPlugin_v2_t* plugin, BackendInfo info);
 
  private:
-  const infiniCclPlugin_v1_t* plugin_;
+  const infiniCclPlugin_v2_t* plugin_;
   BackendInfo info_;
+  Capabilities capabilities_;
 };
 
 }  // namespace infini::ccl

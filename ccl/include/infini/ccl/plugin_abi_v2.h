@@ -82,9 +82,7 @@ typedef enum {
 
 /* Extensions hang off a config as a chain (PJRT_Extension_Base). A plugin
  * skips an extension whose type it does not know. */
-typedef enum {
-  infiniCclExtensionVendorOptions = 1
-} infiniCclExtensionType_t;
+typedef enum { infiniCclExtensionVendorOptions = 1 } infiniCclExtensionType_t;
 
 typedef struct infiniCclExtension {
   size_t struct_size; /* of the whole extension struct */
@@ -128,10 +126,10 @@ typedef struct {
   const infiniCclExtension_t* extensions;
 } infiniCclConfig_t;
 
-#define INFINI_CCL_CONFIG_INITIALIZER                                                     \
-  {                                                                                       \
-    sizeof(infiniCclConfig_t), INFINI_CCL_CONFIG_UNDEF_INT, INFINI_CCL_CONFIG_UNDEF_INT64, \
-        NULL, INFINI_CCL_CONFIG_UNDEF_INT, INFINI_CCL_CONFIG_UNDEF_INT, NULL              \
+#define INFINI_CCL_CONFIG_INITIALIZER                                                            \
+  {                                                                                              \
+    sizeof(infiniCclConfig_t), INFINI_CCL_CONFIG_UNDEF_INT, INFINI_CCL_CONFIG_UNDEF_INT64, NULL, \
+        INFINI_CCL_CONFIG_UNDEF_INT, INFINI_CCL_CONFIG_UNDEF_INT, NULL                           \
   }
 
 /* ---- Bootstrap: the run's key-value store, lent by the host --------------- */
@@ -336,10 +334,9 @@ typedef struct {
    * p, and receives recvcounts[p] elements from rank p at recvbuff +
    * rdispls[p]. */
   infiniCclResult_t (*all_to_all_v)(const void* sendbuff, const size_t* sendcounts,
-                                    const size_t* sdispls, void* recvbuff,
-                                    const size_t* recvcounts, const size_t* rdispls,
-                                    DLDataType datatype, infiniCclComm_t comm,
-                                    infiniCclStream_t stream);
+                                    const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                                    const size_t* rdispls, DLDataType datatype,
+                                    infiniCclComm_t comm, infiniCclStream_t stream);
   /* Rank r contributes sendcount (== recvcounts[r]) elements; every rank
    * receives rank p's at recvbuff + rdispls[p]. */
   infiniCclResult_t (*all_gather_v)(const void* sendbuff, size_t sendcount, void* recvbuff,
