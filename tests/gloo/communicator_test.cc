@@ -195,7 +195,10 @@ TEST(GlooAbort, AbortFromAnotherThreadUnblocksABlockedAllReduceAndItsPeer) {
   EXPECT_EQ(code, infiniCclAborted);
   EXPECT_TRUE(peer_failed) << "the aborted rank's peer must fail, not wait";
   EXPECT_LT(SecondsSince(start), 30.0) << "abort must not wait for the 120 s timeout";
-  EXPECT_NE(rank1.GetAsyncError(), infiniCclSuccess);
+  std::string why;
+  EXPECT_NE(rank1.GetAsyncError(&why), infiniCclSuccess);
+  EXPECT_NE(why.find("barrier"), std::string::npos)
+      << "the peer's async error must say which call failed: '" << why << "'";
 }
 
 TEST(GlooFailures, DeadPeerProcessMakesTheOtherFailWithRemoteErrorNotHang) {
@@ -220,9 +223,24 @@ TEST(GlooFailures, DeadPeerProcessMakesTheOtherFailWithRemoteErrorNotHang) {
           EXPECT_EQ(e.code(), infiniCclRemoteError) << e.what();
         }
         EXPECT_LT(SecondsSince(start), 30.0) << "must not wait for the 120 s timeout";
-        EXPECT_EQ(comm.GetAsyncError(), infiniCclRemoteError);
+        std::string why;
+        EXPECT_EQ(comm.GetAsyncError(&why), infiniCclRemoteError);
+        EXPECT_NE(why.find("all_reduce"), std::string::npos)
+            << "the async error must say which call failed: '" << why << "'";
       },
       ConfigWithTimeout(120000), 60);
+}
+
+TEST(GlooFailures, HealthyCommunicatorHasNoAsyncErrorAndNoText) {
+  RunRanks(
+      Launch::kThreads, 2,
+      [](ccl::Communicator& comm) {
+        comm.Barrier();
+        std::string why = "unchanged";
+        EXPECT_EQ(comm.GetAsyncError(&why), infiniCclSuccess);
+        EXPECT_EQ(why, "");
+      },
+      ConfigWithTimeout(60000));
 }
 
 TEST(GlooFailures, RankWhosePeerNeverJoinsTimesOutWithTimeoutError) {

@@ -97,9 +97,11 @@ void RunOneRank(int world_size, int rank, const ccl::UniqueId& id, const RankBod
   }
 }
 
-void RunAsThreads(int world_size, const ccl::UniqueId& id, const RankBody& body,
-                  const ccl::CommConfig& config,
-                  const std::shared_ptr<ccl::BootstrapStore>& bootstrap) {
+}  // namespace
+
+void RunThreadRanks(int world_size, const ccl::UniqueId& id, const RankBody& body,
+                    const ccl::CommConfig& config,
+                    const std::shared_ptr<ccl::BootstrapStore>& bootstrap) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world_size; ++rank) {
     threads.emplace_back(RunOneRank, world_size, rank, std::cref(id), std::cref(body),
@@ -107,6 +109,8 @@ void RunAsThreads(int world_size, const ccl::UniqueId& id, const RankBody& body,
   }
   for (std::thread& thread : threads) thread.join();
 }
+
+namespace {
 
 std::string DescribeStatus(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
@@ -219,7 +223,7 @@ void RunRanks(Launch launch, int world_size, const RankBody& body, const ccl::Co
   if (launch == Launch::kThreadsOverBootstrap) bootstrap = std::make_shared<MemoryBootstrapStore>();
   const ccl::UniqueId id = GlooBackend()->GetUniqueId(bootstrap);
   if (launch != Launch::kProcesses) {
-    RunAsThreads(world_size, id, body, config, bootstrap);
+    RunThreadRanks(world_size, id, body, config, bootstrap);
     return;
   }
   std::vector<std::string> parts;

@@ -56,6 +56,12 @@ inline constexpr int kRankPassedStatus = 42;
 void RunRanks(Launch launch, int world_size, const RankBody& body,
               const ccl::CommConfig& config = {}, int deadline_seconds = 120);
 
+// Runs `world_size` thread ranks of the group `id` (made with `bootstrap`,
+// which may be null) and waits for them.
+void RunThreadRanks(int world_size, const ccl::UniqueId& id, const RankBody& body,
+                    const ccl::CommConfig& config,
+                    const std::shared_ptr<ccl::BootstrapStore>& bootstrap);
+
 // Runs `body` in a new process (this test binary, filtered to the current
 // test), so that nothing an earlier test did in this process is seen.
 void RunInFreshProcess(const std::function<void()>& body, int deadline_seconds = 120);
