@@ -17,7 +17,7 @@ jobs=${JOBS:-$(nproc)}
 # backend is built when /usr/local/cuda has them, and skipped otherwise.
 packages=(build-essential cmake ninja-build pkg-config git
           libdlpack-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libgloo-dev libuv1-dev python3)
+          libbenchmark-dev libgloo-dev libuv1-dev libssl-dev python3)
 
 install_missing() {
   local missing=()

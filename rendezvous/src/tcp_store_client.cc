@@ -3,7 +3,9 @@
 // Get and Wait carry their timeout to the server, which answers kTimeout and
 // keeps the connection usable. The client's own deadline (the server's plus a
 // grace period) only guards against a server that stopped answering; hitting
-// it, like any I/O error, breaks the connection for good.
+// it, like any I/O error, breaks the connection for good. The one exception:
+// a connection that the server closed while it was idle (nothing was sent on
+// it since the last reply) is made again before the next request.
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -23,7 +25,9 @@
 #include <thread>
 #include <utility>
 
+#include "hello_auth.h"
 #include "infini/rendezvous/endpoint.h"
+#include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "wire_protocol.h"
 
@@ -126,6 +130,16 @@ class Connection {
     }
   }
 
+  // Whether the server closed the connection (or reset it) while no request
+  // was in flight; any byte it sent unasked also makes the connection unusable.
+  bool ClosedByPeer() {
+    pollfd descriptor{.fd = fd_, .events = POLLIN, .revents = 0};
+    if (::poll(&descriptor, 1, 0) <= 0) return false;
+    char byte;
+    const ssize_t peeked = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+
   // Returns one reply body; a body longer than `max_body_bytes` is taken as a
   // corrupt stream.
   std::string ReceiveFrame(Clock::time_point deadline, const std::string& late_message,
@@ -180,32 +194,42 @@ int ConnectSocket(const addrinfo& address, Clock::time_point deadline, int* erro
   return fd;
 }
 
+int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadline,
+               std::string* failure);
+
 class TcpStoreClientImpl final : public TcpStoreClient {
  public:
-  TcpStoreClientImpl(std::string endpoint, int fd)
-      : endpoint_(std::move(endpoint)), connection_(fd) {}
+  TcpStoreClientImpl(std::string host, uint16_t port, std::string token)
+      : host_(std::move(host)),
+        port_(port),
+        token_(std::move(token)),
+        endpoint_(FormatEndpoint({host_, port_})) {}
 
-  // Exchanges hellos; throws StoreError when the peer is not our store.
-  void Greet(Clock::time_point deadline) {
-    const std::string reply =
-        Call(FrameWriter(MessageType::kHello).U32(wire::kMagic).U32(wire::kVersion).Finish(),
-             deadline, "greeting it");
-    BodyReader reader(reply);
-    uint8_t type = 0;
-    uint32_t magic = 0;
-    uint32_t version = 0;
-    uint64_t max_message_bytes = 0;
-    if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kHelloOk ||
-        !reader.U32(&magic) || magic != wire::kMagic || !reader.U32(&version) ||
-        !reader.U64(&max_message_bytes)) {
-      if (static_cast<MessageType>(type) == MessageType::kError) ThrowRefused(reply, "greeting it");
-      Break("unexpected hello reply");
-      throw StoreError("store at " + endpoint_ +
-                       " is not an InfiniCCL store: unexpected hello reply");
+  // Connects (retrying until `connect_timeout` passes, since the server may
+  // start after its clients; once only when `retry` is false) and exchanges
+  // hellos. Throws StoreError naming host:port.
+  void Open(milliseconds connect_timeout, bool retry = true) {
+    const Clock::time_point deadline = DeadlineAfter(connect_timeout);
+    milliseconds backoff{10};
+    std::string failure = "timed out";
+    for (;;) {
+      const int fd = TryConnect(host_, port_, deadline, &failure);
+      if (fd >= 0) {
+        // Clear O_NONBLOCK: the connection uses blocking calls gated by poll().
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        connection_ = std::make_unique<Connection>(fd);
+        broken_.clear();
+        // A server that accepted is given at least a few seconds to say hello.
+        Greet(std::max(deadline, Clock::now() + std::chrono::seconds(5)));
+        return;
+      }
+      const auto left = deadline - Clock::now();
+      if (!retry || left <= Clock::duration::zero()) break;
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
+      backoff = std::min(backoff * 2, milliseconds(500));
     }
-    std::lock_guard lock(mutex_);
-    max_message_bytes_ = static_cast<size_t>(
-        std::min<uint64_t>(max_message_bytes, std::numeric_limits<uint32_t>::max()));
+    throw StoreError("could not connect to store at " + endpoint_ + " after " +
+                     Seconds(connect_timeout) + ": " + failure);
   }
 
   void Set(const std::string& key, const std::string& value) override {
@@ -253,6 +277,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   bool Check(const std::vector<std::string>& keys) override {
     if (keys.empty()) return true;
     const std::string doing = "checking keys " + QuotedList(keys);
+    CheckKeyCount(keys, doing);
     const std::string reply =
         Call(KeysFrame(MessageType::kCheck, keys).Finish(), DefaultDeadline(), doing);
     return ReadBool(reply, doing);
@@ -262,6 +287,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     if (keys.empty()) return;
     timeout = Clamp(timeout);
     const std::string doing = "waiting for keys " + QuotedList(keys);
+    CheckKeyCount(keys, doing);
     const std::string reply =
         Call(KeysFrame(MessageType::kWait, keys).I64(timeout.count()).Finish(),
              DeadlineAfter(timeout + kServerReplyGrace), doing);
@@ -279,6 +305,81 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   }
 
  private:
+  // Exchanges hellos, proving the token when the server challenges; throws
+  // StoreError when the peer is not our store or refuses us.
+  void Greet(Clock::time_point deadline) {
+    std::string reply = Exchange(
+        FrameWriter(MessageType::kHello).U32(wire::kMagic).U32(wire::kVersion).Finish(), deadline);
+    if (TypeOf(reply) == MessageType::kChallenge) reply = AnswerChallenge(reply, deadline);
+    BodyReader reader(reply);
+    uint8_t type = 0;
+    uint32_t magic = 0;
+    uint32_t version = 0;
+    uint64_t max_message_bytes = 0;
+    uint32_t max_keys = 0;
+    if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kHelloOk ||
+        !reader.U32(&magic) || magic != wire::kMagic || !reader.U32(&version) ||
+        !reader.U64(&max_message_bytes) || !reader.U32(&max_keys)) {
+      if (static_cast<MessageType>(type) == MessageType::kError) ThrowRefused(reply, "greeting it");
+      Break("unexpected hello reply");
+      throw StoreError("store at " + endpoint_ +
+                       " is not an InfiniCCL store: unexpected hello reply");
+    }
+    max_message_bytes_ = static_cast<size_t>(
+        std::min<uint64_t>(max_message_bytes, std::numeric_limits<uint32_t>::max()));
+    max_keys_per_request_ = max_keys;
+  }
+
+  // Sends the proof for the server's challenge; returns the server's answer.
+  std::string AnswerChallenge(const std::string& challenge, Clock::time_point deadline) {
+    BodyReader reader(challenge);
+    uint8_t type = 0;
+    std::string nonce;
+    if (!reader.U8(&type) || !reader.Str(&nonce) || nonce.size() != wire::kNonceBytes) {
+      Break("malformed challenge");
+      throw StoreError("store at " + endpoint_ + " sent a malformed challenge");
+    }
+    if (token_.empty()) {
+      Break("no run token");
+      throw StoreError("store at " + endpoint_ +
+                       " refused the run token: the store requires one and this client has "
+                       "none; set " +
+                       kRunTokenVariable + " to the run's token");
+    }
+    std::string reply = Exchange(
+        FrameWriter(MessageType::kProof).Str(auth::ProofFor(token_, nonce)).Finish(), deadline);
+    if (TypeOf(reply) == MessageType::kError) {
+      BodyReader refusal(reply);
+      std::string message;
+      refusal.U8(&type);
+      if (!refusal.Str(&message)) message = "(no reason given)";
+      Break("run token refused");
+      throw StoreError("store at " + endpoint_ + " refused the run token: " + message + "; set " +
+                       kRunTokenVariable + " to the token of the run that started this store");
+    }
+    return reply;
+  }
+
+  // One request-reply of the hello (before the server's limits are known).
+  std::string Exchange(const std::string& request, Clock::time_point deadline) {
+    try {
+      connection_->SendAll(request, deadline);
+      return connection_->ReceiveFrame(deadline, "it did not answer the hello in time",
+                                       wire::kMaxHelloReplyBytes);
+    } catch (const IoFailure& failure) {
+      Break(failure.what);
+      throw StoreError("store at " + endpoint_ + " failed while greeting it: " + failure.what);
+    }
+  }
+
+  void CheckKeyCount(const std::vector<std::string>& keys, const std::string& doing) {
+    std::lock_guard lock(mutex_);
+    if (keys.size() <= max_keys_per_request_) return;
+    throw StoreError(
+        "store at " + endpoint_ + " refused " + doing + ": " + std::to_string(keys.size()) +
+        " keys and the store's max_keys_per_request is " + std::to_string(max_keys_per_request_));
+  }
+
   static FrameWriter KeysFrame(MessageType type, const std::vector<std::string>& keys) {
     FrameWriter frame(type);
     frame.U32(static_cast<uint32_t>(keys.size()));
@@ -306,10 +407,23 @@ class TcpStoreClientImpl final : public TcpStoreClient {
       throw StoreError("store at " + endpoint_ + " cannot be used for " + doing +
                        ": an earlier call broke the connection (" + broken_ + ")");
     }
+    if (connection_->ClosedByPeer()) {
+      // Closed while idle (the server's idle_timeout): nothing of ours was
+      // lost, so a new connection may carry the request. A server that is
+      // gone refuses it at once.
+      try {
+        Open(timeout_, /*retry=*/false);
+      } catch (const StoreError& error) {
+        Break("the store closed the connection");
+        throw StoreError("store at " + endpoint_ + " failed while " + doing +
+                         ": the store closed the connection and does not accept a new one (" +
+                         error.what() + "; is the store server still running?)");
+      }
+    }
     try {
-      connection_.SendAll(request, deadline);
-      return connection_.ReceiveFrame(deadline, "it did not answer in time",
-                                      max_message_bytes_ + wire::kMessageOverheadBytes);
+      connection_->SendAll(request, deadline);
+      return connection_->ReceiveFrame(deadline, "it did not answer in time",
+                                       max_message_bytes_ + wire::kMessageOverheadBytes);
     } catch (const IoFailure& failure) {
       Break(failure.what);
       throw StoreError("store at " + endpoint_ + " failed while " + doing + ": " + failure.what +
@@ -371,12 +485,16 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     return value != 0;
   }
 
+  const std::string host_;
+  const uint16_t port_;
+  const std::string token_;
   const std::string endpoint_;  // "host:port", for messages
   std::mutex mutex_;
-  Connection connection_;  // guarded by mutex_
-  std::string broken_;     // why the connection is unusable; guarded by mutex_
-  // The server's limit (from its hello); guarded by mutex_.
+  std::unique_ptr<Connection> connection_;  // guarded by mutex_
+  std::string broken_;                      // why the connection is unusable; guarded by mutex_
+  // The server's limits (from its hello); guarded by mutex_.
   size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
+  size_t max_keys_per_request_ = 0;
 };
 
 // Connects once to any address of host:port; returns the fd or -1 with a
@@ -408,29 +526,11 @@ int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadlin
 }  // namespace
 
 std::unique_ptr<TcpStoreClient> TcpStoreClient::Connect(const std::string& host, uint16_t port,
-                                                        milliseconds connect_timeout) {
-  connect_timeout = Clamp(connect_timeout);
-  const std::string endpoint = FormatEndpoint({host, port});
-  const Clock::time_point deadline = DeadlineAfter(connect_timeout);
-  milliseconds backoff{10};
-  std::string failure = "timed out";
-  for (;;) {
-    const int fd = TryConnect(host, port, deadline, &failure);
-    if (fd >= 0) {
-      // Clear O_NONBLOCK: the connection uses blocking calls gated by poll().
-      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-      auto client = std::make_unique<TcpStoreClientImpl>(endpoint, fd);
-      // A server that accepted is given at least a few seconds to say hello.
-      client->Greet(std::max(deadline, Clock::now() + std::chrono::seconds(5)));
-      return client;
-    }
-    const auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero()) break;
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
-    backoff = std::min(backoff * 2, milliseconds(500));
-  }
-  throw StoreError("could not connect to store at " + endpoint + " after " +
-                   Seconds(connect_timeout) + ": " + failure);
+                                                        milliseconds connect_timeout,
+                                                        const std::string& token) {
+  auto client = std::make_unique<TcpStoreClientImpl>(host, port, token);
+  client->Open(Clamp(connect_timeout));
+  return client;
 }
 
 }  // namespace infini::rendezvous

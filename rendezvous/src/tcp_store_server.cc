@@ -1,29 +1,35 @@
-// The store server: one libuv loop on one thread serves every connection.
+// The store server's connection layer: one libuv loop on one thread accepts
+// connections, frames their bytes, runs the hello (and the run token's
+// challenge), enforces the caps and timeouts, and hands decoded requests to
+// the KeyValueTable, which owns keys, waiters and deadlines.
 //
-// State lives on the loop thread only (data_, waiters, connections); other
-// threads see atomic counters. A Get or Wait on missing keys parks a Waiter in
-// the per-key list of each missing key, so a Set wakes exactly the waiters of
-// its key (N waiters cost O(N) in total). Each waiter has its own timer, and is
-// removed from every list when it completes, times out or its client leaves,
-// so nothing of a finished request stays behind.
+// No recursion: the table puts answers in its outbox; Pump() delivers them
+// and processes the connections they made ready, in a loop, so however long a
+// chain of wake-ups is, the stack stays as deep as one request.
 //
-// A connection processes one request at a time: while its request waits, its
-// later bytes stay buffered (reading pauses once a whole message is buffered),
-// which keeps replies in request order and memory per connection bounded.
+// Memory: a connection's input grows only as bytes arrive, never to what a
+// frame announces; before its hello is accepted it may hold at most
+// max_unauthenticated_bytes. Received-but-unhandled bytes and unsent replies
+// of all connections are counted together; above max_buffered_bytes no
+// connection is read, and a connection whose own replies pile up (a client
+// that does not read) is neither read nor served until they drain.
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <list>
+#include <deque>
+#include <limits>
 #include <memory>
-#include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -32,51 +38,55 @@
 #include <utility>
 #include <vector>
 
+#include "hello_auth.h"
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/tcp_store.h"
+#include "key_value_table.h"
+#include "request_codec.h"
 #include "wire_protocol.h"
 
 namespace infini::rendezvous {
 namespace {
 
-using wire::BodyReader;
 using wire::FrameWriter;
 using wire::MessageType;
 
-// Replies queued but not yet taken by the kernel; above this a connection stops
-// reading requests until its client catches up.
-constexpr size_t kMaxQueuedReplyBytes = size_t{4} << 20;
+// Replies queued for one connection above which it is neither read nor served
+// until its client catches up.
+constexpr size_t kMaxUnsentBytesPerConnection = size_t{4} << 20;
 constexpr size_t kReadChunkBytes = size_t{64} << 10;
+// Keepalive probes find a peer that vanished without a FIN (a half-open
+// connection) while its request waits: 30 s quiet, then 3 probes 10 s apart.
+constexpr int kKeepaliveIdleSeconds = 30;
+constexpr int kKeepaliveIntervalSeconds = 10;
+constexpr int kKeepaliveProbes = 3;
+
+enum class HelloState { kAwaitHello, kAwaitProof, kReady };
 
 class TcpStoreServerImpl;
-
-struct Waiter;
 
 struct Connection {
   uv_tcp_t handle;
   TcpStoreServerImpl* server = nullptr;
-  std::string input;        // received bytes not yet processed
-  size_t input_offset = 0;  // start of the first unprocessed frame in `input`
-  bool greeted = false;     // a valid hello was received
+  ClientId id = 0;
+  wire::FrameParser input;
+  size_t counted_input_bytes = 0;  // input's share of the server's buffered bytes
+  size_t unsent_bytes = 0;         // replies handed to libuv, not yet written
+  HelloState hello = HelloState::kAwaitHello;
+  std::string nonce;  // the challenge sent, while hello == kAwaitProof
+  Milliseconds accepted_at = 0;
+  Milliseconds last_activity = 0;  // a byte read or a reply written
   bool reading = false;
-  bool closing = false;      // uv_close was called; freed in its callback
-  bool refusing = false;     // an error reply is being flushed before closing
-  Waiter* waiter = nullptr;  // the request now blocked, if any
-};
-
-struct Waiter {
-  uv_timer_t timer;
-  Connection* connection = nullptr;
-  bool is_get = false;  // Get replies with the value, Wait with kOk
-  std::string get_key;
-  size_t missing_keys = 0;
-  // Where this waiter sits in waiters_by_key_, one entry per missing key.
-  std::vector<std::pair<std::string, std::list<Waiter*>::iterator>> registrations;
+  bool closing = false;   // uv_close was called; freed in its callback
+  bool refusing = false;  // an error reply is being flushed before closing
+  bool waiting = false;   // its request waits in the table
+  bool ready = false;     // in the server's ready queue
+  bool paused_for_memory = false;
 };
 
 struct WriteRequest {
   uv_write_t request;
-  std::string frame;
+  wire::EncodedReply reply;
 };
 
 struct ShutdownRequest {
@@ -85,10 +95,35 @@ struct ShutdownRequest {
 
 std::string UvError(int code) { return uv_strerror(code); }
 
+void CheckOptions(const TcpStoreServerOptions& options) {
+  auto refuse = [](const std::string& text) {
+    throw std::invalid_argument("TcpStoreServerOptions: " + text);
+  };
+  if (options.host.empty()) refuse("host='': expected an address or a name to bind");
+  if (options.max_message_bytes < wire::kMessageOverheadBytes ||
+      options.max_message_bytes > std::numeric_limits<uint32_t>::max()) {
+    refuse("max_message_bytes=" + std::to_string(options.max_message_bytes) + ": expected " +
+           std::to_string(wire::kMessageOverheadBytes) + "..4294967295");
+  }
+  if (options.max_keys_per_request == 0) refuse("max_keys_per_request=0: expected at least 1");
+  if (options.max_unauthenticated_bytes < wire::kMessageOverheadBytes) {
+    refuse("max_unauthenticated_bytes=" + std::to_string(options.max_unauthenticated_bytes) +
+           ": expected at least " + std::to_string(wire::kMessageOverheadBytes));
+  }
+  if (options.max_buffered_bytes / 2 < options.max_message_bytes + wire::kFrameHeaderBytes) {
+    refuse("max_buffered_bytes=" + std::to_string(options.max_buffered_bytes) +
+           ": expected at least twice max_message_bytes (" +
+           std::to_string(options.max_message_bytes) + ")");
+  }
+  if (options.hello_timeout.count() <= 0) refuse("hello_timeout: expected a positive duration");
+  if (options.idle_timeout.count() < 0) refuse("idle_timeout: expected 0 (never) or positive");
+}
+
 class TcpStoreServerImpl final : public TcpStoreServer {
  public:
   explicit TcpStoreServerImpl(const TcpStoreServerOptions& options) : options_(options) {
     read_chunk_.resize(kReadChunkBytes);
+    limits_.max_keys_per_request = options_.max_keys_per_request;
   }
 
   ~TcpStoreServerImpl() override {
@@ -111,10 +146,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     const std::string where = FormatEndpoint({options_.host, options_.port});
     CheckUv(uv_loop_init(&loop_), where, "could not create its event loop");
     loop_initialized_ = true;
-    CheckUv(uv_tcp_init(&loop_, &listener_), where, "could not create its socket");
-    listener_.data = this;
-    listener_open_ = true;
-
+    InitHandle(uv_tcp_init(&loop_, &listener_), &listener_, where);
     sockaddr_storage address{};
     ResolveBindAddress(where, &address);
     CheckUv(uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&address), 0), where,
@@ -122,15 +154,17 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     // libuv sets SO_REUSEADDR on bind, so a restarted launcher rebinds at once.
     CheckUv(uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), SOMAXCONN, OnConnection), where,
             "could not listen");
-
     sockaddr_storage bound{};
     int bound_length = sizeof(bound);
     CheckUv(uv_tcp_getsockname(&listener_, reinterpret_cast<sockaddr*>(&bound), &bound_length),
             where, "could not read its port");
     port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-    CheckUv(uv_async_init(&loop_, &stop_async_, OnStop), where, "could not create its wake-up");
-    stop_async_.data = this;
+    InitHandle(uv_timer_init(&loop_, &deadline_timer_), &deadline_timer_, where);
+    InitHandle(uv_timer_init(&loop_, &sweep_timer_), &sweep_timer_, where);
+    InitHandle(uv_async_init(&loop_, &stop_async_, OnStop), &stop_async_, where);
+    const auto interval = SweepIntervalMs();
+    uv_timer_start(&sweep_timer_, OnSweep, interval, interval);
   }
 
   void StartThread() {
@@ -146,21 +180,32 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   size_t num_connections() const override {
     return num_connections_.load(std::memory_order_relaxed);
   }
+  size_t num_refused_hellos() const override {
+    return num_refused_hellos_.load(std::memory_order_relaxed);
+  }
+  size_t buffered_bytes() const override {
+    return buffered_bytes_published_.load(std::memory_order_relaxed);
+  }
 
  private:
   // ---- set-up ----
 
+  template <typename Handle>
+  void InitHandle(int result, Handle* handle, const std::string& where) {
+    CheckUv(result, where, "could not create a libuv handle");
+    handle->data = this;
+    open_handles_.push_back(reinterpret_cast<uv_handle_t*>(handle));
+  }
+
   void CheckUv(int result, const std::string& where, const char* what) {
     if (result == 0) return;
-    CloseListenerAfterFailedStart();
+    CloseServerHandles();
     throw StoreError("store server on " + where + " " + what + ": " + UvError(result));
   }
 
-  void CloseListenerAfterFailedStart() {
-    if (listener_open_) {
-      uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
-      listener_open_ = false;
-    }
+  void CloseServerHandles() {
+    for (uv_handle_t* handle : open_handles_) uv_close(handle, nullptr);
+    open_handles_.clear();
   }
 
   void ResolveBindAddress(const std::string& where, sockaddr_storage* address) {
@@ -170,10 +215,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     addrinfo* results = nullptr;
     const std::string port_text = std::to_string(options_.port);
-    const int result = getaddrinfo(options_.host.empty() ? nullptr : options_.host.c_str(),
-                                   port_text.c_str(), &hints, &results);
+    const int result = getaddrinfo(options_.host.c_str(), port_text.c_str(), &hints, &results);
     if (result != 0) {
-      CloseListenerAfterFailedStart();
+      CloseServerHandles();
       throw StoreError("store server on " + where + " could not resolve host '" + options_.host +
                        "': " + gai_strerror(result));
     }
@@ -181,30 +225,50 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     freeaddrinfo(results);
   }
 
+  uint64_t SweepIntervalMs() const {
+    auto shortest = options_.hello_timeout;
+    if (options_.idle_timeout.count() > 0) shortest = std::min(shortest, options_.idle_timeout);
+    return static_cast<uint64_t>(std::clamp<int64_t>(shortest.count() / 4, 10, 1000));
+  }
+
+  Milliseconds Now() const { return static_cast<Milliseconds>(uv_now(&loop_)); }
+
   // ---- connections ----
+
+  static uv_stream_t* Stream(Connection* connection) {
+    return reinterpret_cast<uv_stream_t*>(&connection->handle);
+  }
 
   static void OnConnection(uv_stream_t* listener, int status) {
     auto* self = static_cast<TcpStoreServerImpl*>(listener->data);
     if (status < 0 || self->stopping_) return;
     auto* connection = new Connection;
     connection->server = self;
+    connection->id = ++self->last_client_id_;
     connection->handle.data = connection;
     if (uv_tcp_init(&self->loop_, &connection->handle) != 0) {
       delete connection;
       return;
     }
-    self->connections_.insert(connection);
-    self->num_connections_.fetch_add(1, std::memory_order_relaxed);
+    self->connections_.emplace(connection->id, connection);
+    self->num_connections_.store(self->connections_.size(), std::memory_order_relaxed);
     if (uv_accept(listener, Stream(connection)) != 0) {
       self->Close(connection);
       return;
     }
+    connection->accepted_at = connection->last_activity = self->Now();
     uv_tcp_nodelay(&connection->handle, 1);
+    EnableKeepalive(connection);
     self->UpdateReading(connection);
   }
 
-  static uv_stream_t* Stream(Connection* connection) {
-    return reinterpret_cast<uv_stream_t*>(&connection->handle);
+  static void EnableKeepalive(Connection* connection) {
+    uv_tcp_keepalive(&connection->handle, 1, kKeepaliveIdleSeconds);
+    uv_os_fd_t fd;
+    if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &kKeepaliveIntervalSeconds,
+                 sizeof(kKeepaliveIntervalSeconds));
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &kKeepaliveProbes, sizeof(kKeepaliveProbes));
   }
 
   static void OnAllocate(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* buffer) {
@@ -220,55 +284,135 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     TcpStoreServerImpl* self = connection->server;
     if (bytes_read < 0) {  // EOF or a broken connection
       self->Close(connection);
+      self->Pump();
       return;
     }
-    if (bytes_read == 0 || connection->refusing) return;
-    connection->input.append(buffer->base, static_cast<size_t>(bytes_read));
-    self->Process(connection);
+    if (bytes_read == 0 || connection->refusing || connection->closing) return;
+    const auto count = static_cast<size_t>(bytes_read);
+    if (connection->hello != HelloState::kReady &&
+        connection->input.buffered_bytes() + count > self->options_.max_unauthenticated_bytes) {
+      // Not even copied: a stranger gets a few KiB of this server, no more.
+      self->Refuse(connection, "more than " +
+                                   std::to_string(self->options_.max_unauthenticated_bytes) +
+                                   " bytes before the hello was accepted");
+      self->Pump();
+      return;
+    }
+    connection->input.Append(buffer->base, count);
+    self->CountInput(connection);
+    connection->last_activity = self->Now();
+    self->MarkReady(connection);
+    self->Pump();
   }
 
-  bool IsPaused(Connection* connection) const {
-    return connection->closing || connection->refusing || connection->waiter != nullptr ||
-           uv_stream_get_write_queue_size(Stream(connection)) > kMaxQueuedReplyBytes;
+  void CountInput(Connection* connection) {
+    const size_t held = connection->input.held_bytes();
+    buffered_bytes_ = buffered_bytes_ - connection->counted_input_bytes + held;
+    connection->counted_input_bytes = held;
   }
 
-  // Handles every complete request buffered on `connection`, in order, until
-  // one has to wait.
-  void Process(Connection* connection) {
-    while (!IsPaused(connection)) {
-      const size_t buffered = connection->input.size() - connection->input_offset;
-      if (buffered < wire::kFrameHeaderBytes) break;
-      const uint32_t body_bytes =
-          wire::DecodeU32(connection->input.data() + connection->input_offset);
-      if (body_bytes == 0 || body_bytes > options_.max_message_bytes) {
-        Refuse(connection, "message of " + std::to_string(body_bytes) +
-                               " bytes refused: the store's max_message_bytes is " +
-                               std::to_string(options_.max_message_bytes));
+  bool CanServe(const Connection* connection) const {
+    return !connection->closing && !connection->refusing && !connection->waiting &&
+           connection->unsent_bytes <= kMaxUnsentBytesPerConnection;
+  }
+
+  void MarkReady(Connection* connection) {
+    if (connection->ready || connection->closing) return;
+    connection->ready = true;
+    ready_.push_back(connection);
+  }
+
+  // Delivers the table's answers and serves every connection that became
+  // ready, until none is left. Re-entry (from a callback inside) only adds
+  // work to the queues that the outer call drains.
+  void Pump() {
+    if (pumping_) return;
+    pumping_ = true;
+    DeliverCompletions();
+    while (!ready_.empty()) {
+      Connection* connection = ready_.front();
+      ready_.pop_front();
+      connection->ready = false;
+      if (!connection->closing) Serve(connection);
+    }
+    pumping_ = false;
+    ResumeReadingIfMemoryAllows();
+    ArmDeadlineTimer();
+    num_keys_.store(table_.num_keys(), std::memory_order_relaxed);
+    num_waiters_.store(table_.num_waiters(), std::memory_order_relaxed);
+    buffered_bytes_published_.store(buffered_bytes_, std::memory_order_relaxed);
+  }
+
+  void DeliverCompletions() {
+    for (Completion& completion : table_.TakeCompletions()) {
+      const auto found = connections_.find(completion.client);
+      if (found == connections_.end() || found->second->closing) continue;
+      Connection* connection = found->second;
+      Send(connection, wire::EncodeReply(completion.reply));
+      if (connection->waiting && !table_.IsWaiting(connection->id)) {
+        connection->waiting = false;
+        MarkReady(connection);
+      }
+    }
+  }
+
+  // Handles the connection's buffered requests, in order, until one waits,
+  // its replies pile up, or no whole frame is left.
+  void Serve(Connection* connection) {
+    while (CanServe(connection)) {
+      const size_t limit = connection->hello == HelloState::kReady
+                               ? options_.max_message_bytes
+                               : options_.max_unauthenticated_bytes;
+      std::string_view body;
+      const auto status = connection->input.Next(limit, &body);
+      if (status == wire::FrameParser::Status::kNeedMore) break;
+      if (status == wire::FrameParser::Status::kTooLarge) {
+        Refuse(connection, TooLargeText(connection));
         return;
       }
-      if (buffered < wire::kFrameHeaderBytes + body_bytes) break;
-      const std::string_view body(
-          connection->input.data() + connection->input_offset + wire::kFrameHeaderBytes,
-          body_bytes);
-      connection->input_offset += wire::kFrameHeaderBytes + body_bytes;
-      Handle(connection, body);
+      if (connection->hello == HelloState::kReady) {
+        HandleRequest(connection, body);
+      } else {
+        HandleHello(connection, body);
+      }
+      DeliverCompletions();
     }
-    if (connection->input_offset == connection->input.size()) {
-      connection->input.clear();
-      connection->input_offset = 0;
-    } else if (connection->input_offset >= kReadChunkBytes) {
-      connection->input.erase(0, connection->input_offset);
-      connection->input_offset = 0;
-    }
+    if (connection->closing || connection->refusing) return;
+    connection->input.Compact();
+    CountInput(connection);
     UpdateReading(connection);
   }
 
-  // Reads unless the connection holds a whole unprocessed message already; it
-  // keeps reading while a request waits so that a vanished client is noticed.
+  std::string TooLargeText(const Connection* connection) const {
+    const uint32_t announced = connection->input.announced_body_bytes();
+    if (connection->hello != HelloState::kReady) {
+      return "message of " + std::to_string(announced) +
+             " bytes refused before the hello was accepted (at most " +
+             std::to_string(options_.max_unauthenticated_bytes) + ")";
+    }
+    return "message of " + std::to_string(announced) +
+           " bytes refused: the store's max_message_bytes is " +
+           std::to_string(options_.max_message_bytes);
+  }
+
+  bool WantsToRead(const Connection* connection) const {
+    if (connection->closing || connection->refusing) return false;
+    if (connection->unsent_bytes > kMaxUnsentBytesPerConnection) return false;
+    if (buffered_bytes_ >= options_.max_buffered_bytes) return false;
+    // One whole message buffered is enough; more waits in the kernel. (A
+    // waiting connection keeps reading up to that, so that a client that
+    // leaves is noticed.)
+    return connection->input.buffered_bytes() <=
+           options_.max_message_bytes + wire::kFrameHeaderBytes;
+  }
+
   void UpdateReading(Connection* connection) {
     if (connection->closing || connection->refusing) return;
-    const size_t buffered = connection->input.size() - connection->input_offset;
-    const bool want = buffered <= options_.max_message_bytes + wire::kFrameHeaderBytes;
+    const bool want = WantsToRead(connection);
+    if (!want && buffered_bytes_ >= options_.max_buffered_bytes && !connection->paused_for_memory) {
+      connection->paused_for_memory = true;
+      paused_for_memory_.push_back(connection->id);
+    }
     if (want == connection->reading) return;
     if (want) {
       if (uv_read_start(Stream(connection), OnAllocate, OnRead) != 0) {
@@ -281,39 +425,71 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     connection->reading = want;
   }
 
-  void Send(Connection* connection, std::string frame) {
+  void ResumeReadingIfMemoryAllows() {
+    if (paused_for_memory_.empty() || buffered_bytes_ >= options_.max_buffered_bytes) return;
+    for (const ClientId id : std::exchange(paused_for_memory_, {})) {
+      const auto found = connections_.find(id);
+      if (found == connections_.end()) continue;
+      found->second->paused_for_memory = false;
+      UpdateReading(found->second);
+    }
+  }
+
+  void Send(Connection* connection, wire::EncodedReply reply) {
     if (connection->closing) return;
     auto* write = new WriteRequest;
-    write->frame = std::move(frame);
-    uv_buf_t buffer = uv_buf_init(write->frame.data(), static_cast<unsigned>(write->frame.size()));
-    if (uv_write(&write->request, Stream(connection), &buffer, 1, OnWritten) != 0) {
+    write->reply = std::move(reply);
+    uv_buf_t buffers[2];
+    buffers[0] =
+        uv_buf_init(write->reply.head.data(), static_cast<unsigned>(write->reply.head.size()));
+    unsigned count = 1;
+    if (write->reply.value) {
+      // libuv only reads from this buffer; the value is shared, not copied.
+      buffers[1] = uv_buf_init(const_cast<char*>(write->reply.value->data()),
+                               static_cast<unsigned>(write->reply.value->size()));
+      count = 2;
+    }
+    const size_t bytes = write->reply.size();
+    if (uv_write(&write->request, Stream(connection), buffers, count, OnWritten) != 0) {
       delete write;
       Close(connection);
+      return;
     }
+    connection->unsent_bytes += bytes;
+    buffered_bytes_ += bytes;
   }
 
   static void OnWritten(uv_write_t* request, int status) {
     auto* connection = static_cast<Connection*>(request->handle->data);
-    delete reinterpret_cast<WriteRequest*>(request);
-    if (connection->closing) return;
+    auto* write = reinterpret_cast<WriteRequest*>(request);
     TcpStoreServerImpl* self = connection->server;
+    const size_t bytes = write->reply.size();
+    delete write;
+    connection->unsent_bytes -= bytes;
+    self->buffered_bytes_ -= bytes;
+    if (connection->closing) return;
     if (status < 0) {
       self->Close(connection);
-      return;
+    } else {
+      connection->last_activity = self->Now();
+      self->MarkReady(connection);  // it may have paused on its reply queue
     }
-    self->Process(connection);  // it may have paused on a full reply queue
+    self->Pump();
   }
 
   // Tells the client why, then closes its connection once the reply is out.
   void Refuse(Connection* connection, const std::string& reason) {
     if (connection->closing || connection->refusing) return;
-    Send(connection, FrameWriter(MessageType::kError).Str(reason).Finish());
+    if (connection->hello != HelloState::kReady) {
+      num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
+    }
+    Send(connection, wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}});
     if (connection->closing) return;
     connection->refusing = true;
     uv_read_stop(Stream(connection));
     connection->reading = false;
-    connection->input.clear();
-    connection->input_offset = 0;
+    connection->input.Clear();
+    CountInput(connection);
     auto* shutdown = new ShutdownRequest;
     if (uv_shutdown(&shutdown->request, Stream(connection), OnShutdown) != 0) {
       delete shutdown;
@@ -329,68 +505,36 @@ class TcpStoreServerImpl final : public TcpStoreServer {
 
   void Close(Connection* connection) {
     if (connection->closing) return;
+    if (connection->hello == HelloState::kAwaitProof && !connection->refusing) {
+      // A client that would not answer the challenge (it had no token).
+      num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
+    }
     connection->closing = true;
-    if (connection->waiter != nullptr) Discard(connection->waiter);
-    connections_.erase(connection);
-    num_connections_.fetch_sub(1, std::memory_order_relaxed);
+    table_.Forget(connection->id);
+    connection->input.Clear();
+    CountInput(connection);
+    connections_.erase(connection->id);
+    num_connections_.store(connections_.size(), std::memory_order_relaxed);
     uv_close(reinterpret_cast<uv_handle_t*>(&connection->handle),
              [](uv_handle_t* handle) { delete static_cast<Connection*>(handle->data); });
   }
 
-  // ---- requests ----
+  // ---- hello ----
 
-  void Handle(Connection* connection, std::string_view body) {
-    BodyReader reader(body);
-    uint8_t type_byte = 0;
-    reader.U8(&type_byte);  // a frame body is never empty
-    const auto type = static_cast<MessageType>(type_byte);
-    if (!connection->greeted) {
-      HandleHello(connection, type, reader);
+  void HandleHello(Connection* connection, std::string_view body) {
+    if (connection->hello == HelloState::kAwaitProof) {
+      std::string proof;
+      const std::string error = wire::DecodeProof(body, &proof);
+      if (!error.empty() || !auth::ProofMatches(options_.token, connection->nonce, proof)) {
+        Refuse(connection, error.empty() ? "the proof does not match this run's token" : error);
+        return;
+      }
+      Accept(connection);
       return;
     }
-    bool well_formed = false;
-    switch (type) {
-      case MessageType::kSet:
-        well_formed = HandleSet(connection, reader);
-        break;
-      case MessageType::kGet:
-        well_formed = HandleGet(connection, reader);
-        break;
-      case MessageType::kAdd:
-        well_formed = HandleAdd(connection, reader);
-        break;
-      case MessageType::kCompareSet:
-        well_formed = HandleCompareSet(connection, reader);
-        break;
-      case MessageType::kDelete:
-        well_formed = HandleDelete(connection, reader);
-        break;
-      case MessageType::kCheck:
-        well_formed = HandleCheck(connection, reader);
-        break;
-      case MessageType::kWait:
-        well_formed = HandleWait(connection, reader);
-        break;
-      case MessageType::kNumKeys:
-        well_formed = reader.AtEnd();
-        if (well_formed) {
-          Send(connection,
-               FrameWriter(MessageType::kInteger).I64(static_cast<int64_t>(data_.size())).Finish());
-        }
-        break;
-      default:
-        Refuse(connection, "unknown request type " + std::to_string(type_byte));
-        return;
-    }
-    if (!well_formed) Refuse(connection, "malformed request of type " + std::to_string(type_byte));
-  }
-
-  void HandleHello(Connection* connection, MessageType type, BodyReader& reader) {
-    uint32_t magic = 0;
     uint32_t version = 0;
-    if (type != MessageType::kHello || !reader.U32(&magic) || !reader.U32(&version) ||
-        magic != wire::kMagic) {
-      Refuse(connection, "not an InfiniCCL store client (bad hello)");
+    if (const std::string error = wire::DecodeHello(body, &version); !error.empty()) {
+      Refuse(connection, error);
       return;
     }
     if (version != wire::kVersion) {
@@ -399,213 +543,82 @@ class TcpStoreServerImpl final : public TcpStoreServer {
                              std::to_string(wire::kVersion));
       return;
     }
-    connection->greeted = true;
-    Send(connection, FrameWriter(MessageType::kHelloOk)
-                         .U32(wire::kMagic)
-                         .U32(wire::kVersion)
-                         .U64(options_.max_message_bytes)
-                         .Finish());
-  }
-
-  bool HandleSet(Connection* connection, BodyReader& reader) {
-    std::string key;
-    std::string value;
-    if (!reader.Str(&key) || !reader.Str(&value) || !reader.AtEnd()) return false;
-    Store(key, std::move(value));
-    Send(connection, FrameWriter(MessageType::kOk).Finish());
-    WakeWaitersOf(key);
-    return true;
-  }
-
-  bool HandleGet(Connection* connection, BodyReader& reader) {
-    std::string key;
-    int64_t timeout_ms = 0;
-    if (!reader.Str(&key) || !reader.I64(&timeout_ms) || !reader.AtEnd()) return false;
-    if (const auto found = data_.find(key); found != data_.end()) {
-      Send(connection, FrameWriter(MessageType::kValue).Str(found->second).Finish());
-      return true;
+    if (options_.token.empty()) {
+      Accept(connection);
+      return;
     }
-    Park(connection, /*is_get=*/true, {key}, timeout_ms);
-    return true;
-  }
-
-  bool HandleAdd(Connection* connection, BodyReader& reader) {
-    std::string key;
-    int64_t delta = 0;
-    if (!reader.Str(&key) || !reader.I64(&delta) || !reader.AtEnd()) return false;
-    int64_t current = 0;
-    if (const auto found = data_.find(key); found != data_.end()) {
-      const std::string& text = found->second;
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), current);
-      if (error != std::errc() || end != text.data() + text.size()) {
-        Send(connection, FrameWriter(MessageType::kError)
-                             .Str("cannot add to key '" + key + "': its value '" +
-                                  text.substr(0, 64) + "' is not an integer")
-                             .Finish());
-        return true;
-      }
+    try {
+      connection->nonce = auth::RandomBytes(wire::kNonceBytes);
+    } catch (const StoreError& error) {
+      Refuse(connection, std::string("the store cannot make a challenge: ") + error.what());
+      return;
     }
-    int64_t updated = 0;
-    if (__builtin_add_overflow(current, delta, &updated)) {
-      Send(connection, FrameWriter(MessageType::kError)
-                           .Str("adding " + std::to_string(delta) + " to key '" + key + "' (" +
-                                std::to_string(current) + ") overflows int64")
-                           .Finish());
-      return true;
+    connection->hello = HelloState::kAwaitProof;
+    Send(connection, wire::EncodedReply{
+                         FrameWriter(MessageType::kChallenge).Str(connection->nonce).Finish(), {}});
+  }
+
+  void Accept(Connection* connection) {
+    connection->hello = HelloState::kReady;
+    connection->nonce.clear();
+    Send(connection, wire::EncodedReply{FrameWriter(MessageType::kHelloOk)
+                                            .U32(wire::kMagic)
+                                            .U32(wire::kVersion)
+                                            .U64(options_.max_message_bytes)
+                                            .U32(static_cast<uint32_t>(std::min<size_t>(
+                                                options_.max_keys_per_request, UINT32_MAX)))
+                                            .Finish(),
+                                        {}});
+  }
+
+  // ---- requests ----
+
+  void HandleRequest(Connection* connection, std::string_view body) {
+    wire::Request request;
+    if (const std::string error = wire::DecodeRequest(body, limits_, &request); !error.empty()) {
+      Refuse(connection, error);
+      return;
     }
-    Store(key, std::to_string(updated));
-    Send(connection, FrameWriter(MessageType::kInteger).I64(updated).Finish());
-    WakeWaitersOf(key);
-    return true;
+    connection->waiting = !table_.Handle(connection->id, request, Now());
   }
 
-  bool HandleCompareSet(Connection* connection, BodyReader& reader) {
-    std::string key;
-    std::string expected;
-    std::string desired;
-    if (!reader.Str(&key) || !reader.Str(&expected) || !reader.Str(&desired) || !reader.AtEnd()) {
-      return false;
+  // ---- timers ----
+
+  void ArmDeadlineTimer() {
+    if (stopping_) return;
+    const Milliseconds next = table_.NextDeadline();
+    if (next < 0) {
+      uv_timer_stop(&deadline_timer_);
+      return;
     }
-    const auto found = data_.find(key);
-    const bool matches = found == data_.end() ? expected.empty() : found->second == expected;
-    if (!matches) {
-      // c10d's answer: the current value, or `expected` for a missing key.
-      Send(connection, FrameWriter(MessageType::kValue)
-                           .Str(found == data_.end() ? expected : found->second)
-                           .Finish());
-      return true;
+    uv_timer_start(&deadline_timer_, OnDeadline,
+                   static_cast<uint64_t>(std::max<Milliseconds>(next - Now(), 0)), 0);
+  }
+
+  static void OnDeadline(uv_timer_t* timer) {
+    auto* self = static_cast<TcpStoreServerImpl*>(timer->data);
+    self->table_.ExpireWaiters(self->Now());
+    self->Pump();
+  }
+
+  // Closes connections that never finished their hello, and idle ones.
+  static void OnSweep(uv_timer_t* timer) {
+    auto* self = static_cast<TcpStoreServerImpl*>(timer->data);
+    const Milliseconds now = self->Now();
+    const Milliseconds hello_ms = self->options_.hello_timeout.count();
+    const Milliseconds idle_ms = self->options_.idle_timeout.count();
+    std::vector<Connection*> expired;
+    for (const auto& [id, connection] : self->connections_) {
+      const bool hello_late =
+          connection->hello != HelloState::kReady && now - connection->accepted_at >= hello_ms;
+      const bool idle = connection->hello == HelloState::kReady && idle_ms > 0 &&
+                        !connection->waiting && now - connection->last_activity >= idle_ms;
+      const bool refusal_stuck =
+          connection->refusing && now - connection->last_activity >= hello_ms;
+      if (hello_late || idle || refusal_stuck) expired.push_back(connection);
     }
-    Store(key, desired);
-    Send(connection, FrameWriter(MessageType::kValue).Str(desired).Finish());
-    WakeWaitersOf(key);
-    return true;
-  }
-
-  bool HandleDelete(Connection* connection, BodyReader& reader) {
-    std::string key;
-    if (!reader.Str(&key) || !reader.AtEnd()) return false;
-    const bool existed = data_.erase(key) > 0;
-    num_keys_.store(data_.size(), std::memory_order_relaxed);
-    Send(connection, FrameWriter(MessageType::kBool).U8(existed ? 1 : 0).Finish());
-    return true;
-  }
-
-  // Reads "u32 count, count x str" without trusting `count` for allocation.
-  static bool ReadKeys(BodyReader& reader, std::vector<std::string>* keys) {
-    uint32_t count = 0;
-    if (!reader.U32(&count)) return false;
-    for (uint32_t i = 0; i < count; ++i) {
-      std::string key;
-      if (!reader.Str(&key)) return false;
-      keys->push_back(std::move(key));
-    }
-    return true;
-  }
-
-  bool HandleCheck(Connection* connection, BodyReader& reader) {
-    std::vector<std::string> keys;
-    if (!ReadKeys(reader, &keys) || !reader.AtEnd()) return false;
-    bool all_exist = true;
-    for (const std::string& key : keys) all_exist = all_exist && data_.contains(key);
-    Send(connection, FrameWriter(MessageType::kBool).U8(all_exist ? 1 : 0).Finish());
-    return true;
-  }
-
-  bool HandleWait(Connection* connection, BodyReader& reader) {
-    std::vector<std::string> keys;
-    int64_t timeout_ms = 0;
-    if (!ReadKeys(reader, &keys) || !reader.I64(&timeout_ms) || !reader.AtEnd()) return false;
-    std::set<std::string> missing;
-    for (std::string& key : keys) {
-      if (!data_.contains(key)) missing.insert(std::move(key));
-    }
-    if (missing.empty()) {
-      Send(connection, FrameWriter(MessageType::kOk).Finish());
-      return true;
-    }
-    Park(connection, /*is_get=*/false, std::vector<std::string>(missing.begin(), missing.end()),
-         timeout_ms);
-    return true;
-  }
-
-  void Store(const std::string& key, std::string value) {
-    data_.insert_or_assign(key, std::move(value));
-    num_keys_.store(data_.size(), std::memory_order_relaxed);
-  }
-
-  // ---- waiters ----
-
-  // Blocks the connection's request until every one of `missing_keys` (distinct,
-  // none present) exists, or `timeout_ms` passes.
-  void Park(Connection* connection, bool is_get, std::vector<std::string> missing_keys,
-            int64_t timeout_ms) {
-    auto* waiter = new Waiter;
-    waiter->connection = connection;
-    waiter->is_get = is_get;
-    if (is_get) waiter->get_key = missing_keys.front();
-    waiter->missing_keys = missing_keys.size();
-    for (std::string& key : missing_keys) {
-      std::list<Waiter*>& waiting = waiters_by_key_[key];
-      waiting.push_back(waiter);
-      waiter->registrations.emplace_back(std::move(key), std::prev(waiting.end()));
-    }
-    connection->waiter = waiter;
-    num_waiters_.fetch_add(1, std::memory_order_relaxed);
-    uv_timer_init(&loop_, &waiter->timer);
-    waiter->timer.data = waiter;
-    uv_timer_start(&waiter->timer, OnWaiterTimeout,
-                   static_cast<uint64_t>(std::max<int64_t>(timeout_ms, 0)), 0);
-  }
-
-  void WakeWaitersOf(const std::string& key) {
-    const auto found = waiters_by_key_.find(key);
-    if (found == waiters_by_key_.end()) return;
-    const std::list<Waiter*> woken = std::move(found->second);
-    waiters_by_key_.erase(found);
-    std::vector<Connection*> resumed;
-    for (Waiter* waiter : woken) {
-      auto& registrations = waiter->registrations;
-      std::erase_if(registrations,
-                    [&key](const auto& registration) { return registration.first == key; });
-      if (--waiter->missing_keys > 0) continue;
-      Connection* connection = waiter->connection;
-      std::string reply =
-          waiter->is_get ? FrameWriter(MessageType::kValue).Str(data_.at(waiter->get_key)).Finish()
-                         : FrameWriter(MessageType::kOk).Finish();
-      // Counters change before the reply leaves, so a client that got its
-      // answer sees them settled.
-      Discard(waiter);
-      Send(connection, std::move(reply));
-      resumed.push_back(connection);
-    }
-    // Only now, with `woken` fully handled, may the woken clients' next
-    // requests run (they may set or wait on keys again).
-    for (Connection* connection : resumed) Process(connection);
-  }
-
-  static void OnWaiterTimeout(uv_timer_t* timer) {
-    auto* waiter = static_cast<Waiter*>(timer->data);
-    Connection* connection = waiter->connection;
-    TcpStoreServerImpl* self = connection->server;
-    self->Discard(waiter);
-    self->Send(connection, FrameWriter(MessageType::kTimeout).Finish());
-    self->Process(connection);
-  }
-
-  // Removes `waiter` from every per-key list and frees it (after its timer
-  // handle is closed).
-  void Discard(Waiter* waiter) {
-    for (auto& [key, position] : waiter->registrations) {
-      const auto found = waiters_by_key_.find(key);
-      found->second.erase(position);
-      if (found->second.empty()) waiters_by_key_.erase(found);
-    }
-    waiter->registrations.clear();
-    waiter->connection->waiter = nullptr;
-    num_waiters_.fetch_sub(1, std::memory_order_relaxed);
-    uv_timer_stop(&waiter->timer);
-    uv_close(reinterpret_cast<uv_handle_t*>(&waiter->timer),
-             [](uv_handle_t* handle) { delete static_cast<Waiter*>(handle->data); });
+    for (Connection* connection : expired) self->Close(connection);
+    if (!expired.empty()) self->Pump();
   }
 
   // ---- stop ----
@@ -613,37 +626,46 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   static void OnStop(uv_async_t* async) {
     auto* self = static_cast<TcpStoreServerImpl*>(async->data);
     self->stopping_ = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(&self->listener_), nullptr);
-    self->listener_open_ = false;
-    const std::vector<Connection*> open(self->connections_.begin(), self->connections_.end());
+    std::vector<Connection*> open;
+    for (const auto& [id, connection] : self->connections_) open.push_back(connection);
     for (Connection* connection : open) self->Close(connection);
-    uv_close(reinterpret_cast<uv_handle_t*>(&self->stop_async_), nullptr);
+    self->CloseServerHandles();
   }
 
   const TcpStoreServerOptions options_;
+  wire::RequestLimits limits_;
   uv_loop_t loop_{};
   uv_tcp_t listener_{};
+  uv_timer_t deadline_timer_{};
+  uv_timer_t sweep_timer_{};
   uv_async_t stop_async_{};
+  std::vector<uv_handle_t*> open_handles_;  // the server's own handles, to close
   bool loop_initialized_ = false;
-  bool listener_open_ = false;
   bool stopping_ = false;
   uint16_t port_ = 0;
   std::thread thread_;
 
   // Loop thread only.
-  std::unordered_map<std::string, std::string> data_;
-  std::unordered_map<std::string, std::list<Waiter*>> waiters_by_key_;
-  std::unordered_set<Connection*> connections_;
+  KeyValueTable table_;
+  std::unordered_map<ClientId, Connection*> connections_;
+  ClientId last_client_id_ = 0;
+  std::deque<Connection*> ready_;
+  std::vector<ClientId> paused_for_memory_;
+  bool pumping_ = false;
+  size_t buffered_bytes_ = 0;
   std::vector<char> read_chunk_;
 
   std::atomic<size_t> num_keys_{0};
   std::atomic<size_t> num_waiters_{0};
   std::atomic<size_t> num_connections_{0};
+  std::atomic<size_t> num_refused_hellos_{0};
+  std::atomic<size_t> buffered_bytes_published_{0};
 };
 
 }  // namespace
 
 std::unique_ptr<TcpStoreServer> TcpStoreServer::Start(const TcpStoreServerOptions& options) {
+  CheckOptions(options);
   auto server = std::make_unique<TcpStoreServerImpl>(options);
   server->Listen();
   server->StartThread();

@@ -3,10 +3,14 @@
 //
 // Every message is a frame: a 4-byte little-endian body length, then the body.
 // A body starts with a one-byte message type; the fields that follow are
-// little-endian integers and strings (4-byte length, then the bytes). The
-// client's first frame is kHello with kMagic and kVersion; the server answers
-// kHelloOk or kError, and closes a connection whose first frame is anything
-// else. Requests are answered in order, one reply per request.
+// little-endian integers and strings (4-byte length, then the bytes).
+//
+// Hello: the client's first frame is kHello{kMagic, kVersion}. A server without
+// a run token answers kHelloOk at once. A server with a token answers
+// kChallenge{nonce}; the client answers kProof{HMAC-SHA256(token, kProofContext
+// || nonce)}, and the server answers kHelloOk, or kError and closes. A
+// connection whose first frames are anything else is refused and closed.
+// Requests are answered in order, one reply per request.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +21,20 @@ namespace infini::rendezvous::wire {
 
 // "INCS" (InfiniCCL store) when read as bytes.
 inline constexpr uint32_t kMagic = 0x53434E49;
-inline constexpr uint32_t kVersion = 1;
+// 2: the hello may carry a challenge (run token).
+inline constexpr uint32_t kVersion = 2;
 inline constexpr size_t kFrameHeaderBytes = 4;
 // Room for a message's type and field lengths around its keys and values.
 inline constexpr size_t kMessageOverheadBytes = 64;
 // The largest reply a client accepts before the server's hello told it the
 // real limit.
 inline constexpr size_t kMaxHelloReplyBytes = 1024;
+// Bytes of the server's random challenge and of the client's proof (SHA-256).
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kProofBytes = 32;
+// Mixed into the proof, so that a MAC made for another purpose with the same
+// token is never a valid proof.
+inline constexpr std::string_view kProofContext = "infini-store-hello-v2";
 
 enum class MessageType : uint8_t {
   // Requests.
@@ -36,14 +47,16 @@ enum class MessageType : uint8_t {
   kCheck = 7,       // u32 key_count, key_count x str key
   kWait = 8,        // u32 key_count, key_count x str key, i64 timeout_ms
   kNumKeys = 9,     // (nothing)
+  kProof = 10,      // str mac (kProofBytes): the answer to kChallenge
   // Replies.
-  kHelloOk = 101,  // u32 magic, u32 version, u64 max_message_bytes
-  kOk = 102,       // (nothing)
-  kValue = 103,    // str value
-  kInteger = 104,  // i64 value
-  kBool = 105,     // u8 0 or 1
-  kTimeout = 106,  // (nothing): a Get or Wait reached its deadline
-  kError = 107,    // str message: the request was refused
+  kHelloOk = 101,    // u32 magic, u32 version, u64 max_message_bytes, u32 max_keys_per_request
+  kOk = 102,         // (nothing)
+  kValue = 103,      // str value
+  kInteger = 104,    // i64 value
+  kBool = 105,       // u8 0 or 1
+  kTimeout = 106,    // (nothing): a Get or Wait reached its deadline
+  kError = 107,      // str message: the request was refused
+  kChallenge = 108,  // str nonce (kNonceBytes): prove the run token
 };
 
 // Builds one frame. Fields are appended in order; Finish() fills in the length.
@@ -72,8 +85,10 @@ class FrameWriter {
     return *this;
   }
   // Returns the whole frame, header included; the writer is spent.
-  std::string Finish() {
-    const auto body_bytes = static_cast<uint32_t>(bytes_.size() - kFrameHeaderBytes);
+  // `trailing_bytes` are body bytes that the caller sends right after it.
+  std::string Finish(size_t trailing_bytes = 0) {
+    const auto body_bytes =
+        static_cast<uint32_t>(bytes_.size() - kFrameHeaderBytes + trailing_bytes);
     for (size_t i = 0; i < kFrameHeaderBytes; ++i)
       bytes_[i] = static_cast<char>(body_bytes >> (8 * i));
     return std::move(bytes_);

@@ -261,8 +261,12 @@ TEST(TcpStoreProtocolTest, ClientRefusesAServerThatIsNotAStore) {
 }
 
 TEST(TcpStoreProtocolTest, ClientGivesUpOnAServerThatStopsAnswering) {
-  FakeServer silent(
-      FrameWriter(MessageType::kHelloOk).U32(wire::kMagic).U32(wire::kVersion).U64(1024).Finish());
+  FakeServer silent(FrameWriter(MessageType::kHelloOk)
+                        .U32(wire::kMagic)
+                        .U32(wire::kVersion)
+                        .U64(1024)
+                        .U32(16)
+                        .Finish());
   auto client = TcpStoreClient::Connect("127.0.0.1", silent.port(), milliseconds(2000));
   client->set_timeout(milliseconds(200));
   const auto start = std::chrono::steady_clock::now();

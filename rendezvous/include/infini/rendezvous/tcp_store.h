@@ -13,20 +13,41 @@
 namespace infini::rendezvous {
 
 struct TcpStoreServerOptions {
-  // Address to bind; "0.0.0.0" accepts every interface, "127.0.0.1" only local
-  // clients.
-  std::string host = "0.0.0.0";
+  // Address to bind, exactly: "127.0.0.1" (the default) serves only this
+  // host; "0.0.0.0" or "::" every interface; a name is resolved once.
+  std::string host = "127.0.0.1";
   // 0 picks a free port; port() tells which.
   uint16_t port = 0;
+  // The run's secret (run_token.h). Empty: no authentication (tests, and
+  // torchrun-style runs without a secret). Otherwise every client must prove
+  // it in the hello, and one that cannot is refused and closed at once.
+  std::string token;
+
+  // Caps against clients that are broken or hostile (docs/rendezvous.md).
   // A request larger than this (key and values together, plus a few bytes of
   // framing) is refused: the client gets an error and its connection is closed.
   size_t max_message_bytes = size_t{64} << 20;
+  // Keys in one Check or Wait; more is refused like an oversized request.
+  size_t max_keys_per_request = size_t{1} << 16;
+  // Bytes a connection may send before its hello is accepted.
+  size_t max_unauthenticated_bytes = size_t{4} << 10;
+  // Bytes held for all connections together (received requests not yet
+  // handled, replies not yet sent). Above it the server stops reading until
+  // the total falls; it must hold two of the largest messages.
+  size_t max_buffered_bytes = size_t{256} << 20;
+  // A connection that has not completed its hello within this is closed.
+  std::chrono::milliseconds hello_timeout{std::chrono::seconds(10)};
+  // A connection with no waiting request on which no byte moved (in or out)
+  // for this long is closed; 0 keeps idle connections open. Clients reconnect
+  // on their next call (TcpStoreClient).
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
 };
 
 class TcpStoreServer {
  public:
   // Binds, listens and starts serving on a background thread. Throws
-  // StoreError naming host:port when binding fails (e.g. port in use).
+  // StoreError naming host:port when binding fails (e.g. port in use), and
+  // std::invalid_argument naming the option when the caps contradict.
   static std::unique_ptr<TcpStoreServer> Start(const TcpStoreServerOptions& options = {});
 
   virtual ~TcpStoreServer() = default;  // stops serving and closes every connection
@@ -37,21 +58,31 @@ class TcpStoreServer {
   // client connections (for tests and measurements).
   virtual size_t num_waiters() const = 0;
   virtual size_t num_connections() const = 0;
+  // Connections refused during their hello (bad hello, wrong or missing run
+  // token, too much input before the hello), for tests and measurements.
+  virtual size_t num_refused_hellos() const = 0;
+  // Bytes now held for connections: received and unhandled, or unsent.
+  virtual size_t buffered_bytes() const = 0;
 };
 
 class TcpStoreClient : public Store {
  public:
   // Connects to host:port, retrying until `connect_timeout` passes (the server
-  // may start after its clients). Throws StoreError naming host:port.
+  // may start after its clients), and proves `token` when the server asks for
+  // one (a token the server does not ask for is unused). Throws StoreError
+  // naming host:port; when the server refuses the token, at once, with a
+  // message that says to set INFINI_RUN_TOKEN.
   static std::unique_ptr<TcpStoreClient> Connect(
       const std::string& host, uint16_t port,
-      std::chrono::milliseconds connect_timeout = kDefaultTimeout);
+      std::chrono::milliseconds connect_timeout = kDefaultTimeout, const std::string& token = {});
   // Safe to call from several threads; calls are serialized on the one
   // connection, so threads that wait concurrently should each have a client.
   //
   // Get and Wait time out on the server (the connection stays usable); every
   // call also fails with StoreError, naming host:port, when the server is gone
-  // or the connection broke (after which every call fails: no reconnect).
+  // or the connection broke (after which every call fails). A connection that
+  // the server closed while it was idle (idle_timeout) is found closed before
+  // the next request is sent, and is made again, hello included.
 
   // Number of keys in the store.
   virtual int64_t NumKeys() = 0;

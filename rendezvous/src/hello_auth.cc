@@ -1,0 +1,49 @@
+#include "hello_auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "infini/rendezvous/store.h"
+#include "wire_protocol.h"
+
+namespace infini::rendezvous::auth {
+
+std::string RandomBytes(size_t count) {
+  std::string bytes(count, '\0');
+  size_t filled = 0;
+  while (filled < count) {
+    const ssize_t got = getrandom(bytes.data() + filled, count - filled, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw StoreError(std::string("getrandom failed: ") + std::strerror(errno));
+    }
+    filled += static_cast<size_t>(got);
+  }
+  return bytes;
+}
+
+std::string ProofFor(std::string_view token, std::string_view nonce) {
+  std::string message(wire::kProofContext);
+  message.append(nonce);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_bytes = 0;
+  if (HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac,
+           &mac_bytes) == nullptr) {
+    throw StoreError("HMAC-SHA256 of the run token failed (OpenSSL)");
+  }
+  return std::string(reinterpret_cast<const char*>(mac), mac_bytes);
+}
+
+bool ProofMatches(std::string_view token, std::string_view nonce, std::string_view proof) {
+  const std::string expected = ProofFor(token, nonce);
+  return proof.size() == expected.size() &&
+         CRYPTO_memcmp(proof.data(), expected.data(), expected.size()) == 0;
+}
+
+}  // namespace infini::rendezvous::auth

@@ -1,0 +1,173 @@
+#include "request_codec.h"
+
+#include <string>
+#include <utility>
+
+namespace infini::rendezvous::wire {
+namespace {
+
+// Above this much unused capacity an empty buffer is given back, so that one
+// large message does not pin its memory for the life of the connection.
+constexpr size_t kKeptCapacityBytes = size_t{64} << 10;
+
+std::string TypeName(uint8_t type) { return "request type " + std::to_string(type); }
+
+// "u32 count, count x str", checked against the limit and against the bytes
+// left before anything is reserved.
+std::string ReadKeys(BodyReader& reader, const RequestLimits& limits,
+                     std::vector<std::string>* keys) {
+  uint32_t count = 0;
+  if (!reader.U32(&count)) return "truncated key count";
+  if (count > limits.max_keys_per_request) {
+    return std::to_string(count) + " keys in one request: the store's max_keys_per_request is " +
+           std::to_string(limits.max_keys_per_request);
+  }
+  // Each key takes at least its 4-byte length.
+  if (uint64_t{count} * 4 > reader.remaining_bytes()) return "key count larger than the message";
+  keys->reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string key;
+    if (!reader.Str(&key)) return "truncated key";
+    keys->push_back(std::move(key));
+  }
+  return "";
+}
+
+std::string ReadOneKey(BodyReader& reader, std::vector<std::string>* keys) {
+  std::string key;
+  if (!reader.Str(&key)) return "truncated key";
+  keys->push_back(std::move(key));
+  return "";
+}
+
+// The fields of `type` after its type byte.
+std::string DecodeFields(MessageType type, BodyReader& reader, const RequestLimits& limits,
+                         Request* request) {
+  std::string error;
+  switch (type) {
+    case MessageType::kSet:
+      if (!(error = ReadOneKey(reader, &request->keys)).empty()) return error;
+      if (!reader.Str(&request->value)) return "truncated value";
+      return "";
+    case MessageType::kGet:
+    case MessageType::kAdd:
+      if (!(error = ReadOneKey(reader, &request->keys)).empty()) return error;
+      if (!reader.I64(&request->number)) return "truncated integer";
+      return "";
+    case MessageType::kCompareSet:
+      if (!(error = ReadOneKey(reader, &request->keys)).empty()) return error;
+      if (!reader.Str(&request->expected) || !reader.Str(&request->value)) {
+        return "truncated value";
+      }
+      return "";
+    case MessageType::kDelete:
+      return ReadOneKey(reader, &request->keys);
+    case MessageType::kCheck:
+      return ReadKeys(reader, limits, &request->keys);
+    case MessageType::kWait:
+      if (!(error = ReadKeys(reader, limits, &request->keys)).empty()) return error;
+      if (!reader.I64(&request->number)) return "truncated timeout";
+      return "";
+    case MessageType::kNumKeys:
+      return "";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+void FrameParser::Append(const char* bytes, size_t count) {
+  Compact();
+  buffer_.append(bytes, count);
+}
+
+FrameParser::Status FrameParser::Next(size_t max_body_bytes, std::string_view* body) {
+  if (buffered_bytes() < kFrameHeaderBytes) return Status::kNeedMore;
+  const uint32_t body_bytes = announced_body_bytes();
+  if (body_bytes == 0 || body_bytes > max_body_bytes) return Status::kTooLarge;
+  if (buffered_bytes() - kFrameHeaderBytes < body_bytes) return Status::kNeedMore;
+  *body = std::string_view(buffer_).substr(consumed_ + kFrameHeaderBytes, body_bytes);
+  consumed_ += kFrameHeaderBytes + body_bytes;
+  return Status::kFrame;
+}
+
+void FrameParser::Compact() {
+  if (consumed_ == 0) return;
+  buffer_.erase(0, consumed_);
+  consumed_ = 0;
+  if (buffer_.empty() && buffer_.capacity() > kKeptCapacityBytes) std::string().swap(buffer_);
+}
+
+void FrameParser::Clear() {
+  std::string().swap(buffer_);
+  consumed_ = 0;
+}
+
+uint32_t FrameParser::announced_body_bytes() const {
+  if (buffered_bytes() < kFrameHeaderBytes) return 0;
+  return DecodeU32(buffer_.data() + consumed_);
+}
+
+std::string DecodeRequest(std::string_view body, const RequestLimits& limits, Request* request) {
+  BodyReader reader(body);
+  uint8_t type_byte = 0;
+  if (!reader.U8(&type_byte)) return "empty request";
+  *request = Request{};
+  request->type = static_cast<MessageType>(type_byte);
+  const std::string error = DecodeFields(request->type, reader, limits, request);
+  if (error == "unknown") return "unknown " + TypeName(type_byte);
+  if (!error.empty()) return "malformed " + TypeName(type_byte) + ": " + error;
+  if (!reader.AtEnd()) return "malformed " + TypeName(type_byte) + ": extra bytes";
+  return "";
+}
+
+EncodedReply EncodeReply(const Reply& reply) {
+  FrameWriter frame(reply.type);
+  EncodedReply encoded;
+  switch (reply.type) {
+    case MessageType::kValue: {
+      const size_t value_bytes = reply.value ? reply.value->size() : 0;
+      frame.U32(static_cast<uint32_t>(value_bytes));
+      encoded.head = frame.Finish(value_bytes);
+      if (value_bytes > 0) encoded.value = reply.value;
+      return encoded;
+    }
+    case MessageType::kInteger:
+      frame.I64(reply.integer);
+      break;
+    case MessageType::kBool:
+      frame.U8(reply.integer != 0 ? 1 : 0);
+      break;
+    case MessageType::kError:
+      frame.Str(reply.error);
+      break;
+    default:
+      break;
+  }
+  encoded.head = frame.Finish();
+  return encoded;
+}
+
+std::string DecodeHello(std::string_view body, uint32_t* version) {
+  BodyReader reader(body);
+  uint8_t type = 0;
+  uint32_t magic = 0;
+  if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kHello ||
+      !reader.U32(&magic) || magic != kMagic || !reader.U32(version)) {
+    return "not an InfiniCCL store client (bad hello)";
+  }
+  return "";
+}
+
+std::string DecodeProof(std::string_view body, std::string* mac) {
+  BodyReader reader(body);
+  uint8_t type = 0;
+  if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kProof ||
+      !reader.Str(mac) || !reader.AtEnd() || mac->size() != kProofBytes) {
+    return "malformed proof of the run token";
+  }
+  return "";
+}
+
+}  // namespace infini::rendezvous::wire

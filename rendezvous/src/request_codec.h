@@ -1,0 +1,90 @@
+// Bytes to requests and replies to bytes, for the server: the framing of a
+// byte stream (FrameParser), the decoding of one request body (DecodeRequest)
+// and the encoding of one reply (EncodeReply). No sockets, no allocation on a
+// client's word: a frame's buffer grows only as its bytes arrive, and a key
+// count is checked against the bytes that hold the keys before any key is read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wire_protocol.h"
+
+namespace infini::rendezvous::wire {
+
+// Splits a byte stream into frame bodies.
+class FrameParser {
+ public:
+  enum class Status {
+    kNeedMore,  // no whole frame buffered yet
+    kFrame,     // *body is the next frame's body
+    kTooLarge,  // the next frame announces more than the limit (or 0 bytes)
+  };
+
+  // Buffers bytes as they arrive.
+  void Append(const char* bytes, size_t count);
+  // Takes the next whole frame whose body is 1..max_body_bytes long. `*body`
+  // stays valid until the next Append or Compact.
+  Status Next(size_t max_body_bytes, std::string_view* body);
+  // Drops consumed bytes, and gives memory back once nothing is buffered.
+  void Compact();
+  // Releases everything (a connection being refused).
+  void Clear();
+
+  // Bytes received and not yet taken as frames.
+  size_t buffered_bytes() const { return buffer_.size() - consumed_; }
+  // Bytes of memory held (at least buffered_bytes()).
+  size_t held_bytes() const { return buffer_.capacity(); }
+  // The body length that the next frame announces, once its header arrived.
+  uint32_t announced_body_bytes() const;
+
+ private:
+  std::string buffer_;
+  size_t consumed_ = 0;
+};
+
+struct RequestLimits {
+  size_t max_keys_per_request = 0;
+};
+
+// One decoded request (every type except the hello's).
+struct Request {
+  MessageType type = MessageType::kNumKeys;
+  std::vector<std::string> keys;  // one key, except for kCheck and kWait
+  std::string expected;           // kCompareSet
+  std::string value;              // kSet's value, kCompareSet's desired value
+  int64_t number = 0;             // kAdd's delta, kGet's and kWait's timeout_ms
+};
+
+// Decodes `body` into `request`. Returns "" on success, else why the body is
+// not a valid request (unknown type, truncated, too many keys, extra bytes).
+std::string DecodeRequest(std::string_view body, const RequestLimits& limits, Request* request);
+
+// A reply as the key-value table makes it.
+struct Reply {
+  MessageType type = MessageType::kOk;       // kOk, kValue, kInteger, kBool, kTimeout, kError
+  std::shared_ptr<const std::string> value;  // kValue: shared with the table, never copied
+  int64_t integer = 0;                       // kInteger; kBool: 0 or 1
+  std::string error;                         // kError
+};
+
+// A reply as bytes: `head` (frame header, type, fields, and the length of the
+// value) followed by the bytes of `value` when it is set.
+struct EncodedReply {
+  std::string head;
+  std::shared_ptr<const std::string> value;
+  size_t size() const { return head.size() + (value ? value->size() : 0); }
+};
+EncodedReply EncodeReply(const Reply& reply);
+
+// The client's kHello: "" when `body` is a hello of our magic; else why not.
+// `version` is set whenever the magic matched.
+std::string DecodeHello(std::string_view body, uint32_t* version);
+// The client's kProof: "" and the MAC, or why the body is not a proof.
+std::string DecodeProof(std::string_view body, std::string* mac);
+
+}  // namespace infini::rendezvous::wire

@@ -1,0 +1,464 @@
+// The server against clients that are many, slow, greedy or strangers: it
+// stays up, stays small, serves everyone else, and gives a stranger nothing.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "infini/rendezvous/run_token.h"
+#include "infini/rendezvous/tcp_store.h"
+#include "raw_store_socket.h"
+#include "store_test_util.h"
+#include "wire_protocol.h"
+
+namespace infini::rendezvous {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::ConnectTo;
+using testing::ElapsedSince;
+using testing::ErrorFrameText;
+using testing::Eventually;
+using testing::RawStoreSocket;
+using wire::FrameWriter;
+using wire::MessageType;
+
+constexpr char kToken[] = "0123456789abcdef-the-run-token";
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::unique_ptr<TcpStoreServer> StartServer(TcpStoreServerOptions options = {}) {
+  options.host = "127.0.0.1";
+  return TcpStoreServer::Start(options);
+}
+
+// This process's resident memory in KiB (VmRSS of /proc/self/status).
+long ResidentKib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+// Raises the soft limit on open files to the hard one; returns the limit.
+size_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  getrlimit(RLIMIT_NOFILE, &limit);
+  return static_cast<size_t>(limit.rlim_cur);
+}
+
+std::string Hello() {
+  return FrameWriter(MessageType::kHello).U32(wire::kMagic).U32(wire::kVersion).Finish();
+}
+
+// ---- wake-ups ----
+
+// Runs `body` in a child process forked now (while this process has one
+// thread); the child exits when `body` returns and the parent closes the
+// pipe returned. Reaped by ~ChildProcess.
+class ChildProcess {
+ public:
+  template <typename Body>
+  explicit ChildProcess(Body body) {
+    int to_child[2];
+    int from_child[2];
+    EXPECT_EQ(::pipe(to_child), 0);
+    EXPECT_EQ(::pipe(from_child), 0);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(to_child[1]);
+      ::close(from_child[0]);
+      body(to_child[0], from_child[1]);
+      char byte;
+      while (::read(to_child[0], &byte, 1) > 0) {
+      }
+      ::_exit(0);
+    }
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    to_child_ = to_child[1];
+    from_child_ = from_child[0];
+  }
+  ~ChildProcess() {
+    ::close(to_child_);
+    ::close(from_child_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  int to_child() const { return to_child_; }
+  int from_child() const { return from_child_; }
+
+ private:
+  pid_t pid_ = -1;
+  int to_child_ = -1;
+  int from_child_ = -1;
+};
+
+bool WriteAll(int fd, const void* bytes, size_t count) {
+  return ::write(fd, bytes, count) == static_cast<ssize_t>(count);
+}
+
+// Reads `count` bytes within `timeout` (false on EOF or timeout).
+bool ReadAll(int fd, void* bytes, size_t count, milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto* next = static_cast<char*>(bytes);
+  while (count > 0) {
+    pollfd descriptor{.fd = fd, .events = POLLIN, .revents = 0};
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    if (::poll(&descriptor, 1, 50) <= 0) continue;
+    const ssize_t got = ::read(fd, next, count);
+    if (got <= 0) return false;
+    next += got;
+    count -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+std::string ChainKey(uint32_t link) { return "chain/" + std::to_string(link); }
+
+// Waiter i waits for key i and then sets key i+1: when key 0 is set, every
+// wake-up causes the next. The old server woke them recursively and died of a
+// stack overflow at about 9,000.
+TEST(TcpStoreHostileTest, AChainOf20000WaitersEachWakingTheNextDoesNotCrashTheServer) {
+  // The clients live in a child process, so each side has the whole limit.
+  const size_t fd_limit = RaiseOpenFileLimit();
+  const auto chain = static_cast<uint32_t>(std::min<size_t>(20000, fd_limit - 256));
+  ChildProcess clients([chain](int from_parent, int to_parent) {
+    RaiseOpenFileLimit();
+    uint16_t port = 0;
+    if (!ReadAll(from_parent, &port, sizeof(port), milliseconds(30000))) return;
+    std::vector<std::unique_ptr<RawStoreSocket>> sockets;
+    uint32_t sent = 0;
+    for (uint32_t i = 0; i < chain; ++i) {
+      auto socket = std::make_unique<RawStoreSocket>(port);
+      if (!socket->connected() ||
+          !socket->Send(Hello() +
+                        FrameWriter(MessageType::kGet).Str(ChainKey(i)).I64(120000).Finish() +
+                        FrameWriter(MessageType::kSet).Str(ChainKey(i + 1)).Str("x").Finish())) {
+        break;
+      }
+      sockets.push_back(std::move(socket));
+      ++sent;
+    }
+    WriteAll(to_parent, &sent, sizeof(sent));
+    char byte;
+    while (::read(from_parent, &byte, 1) > 0) {  // keep the sockets until the parent is done
+    }
+  });
+  TcpStoreServerOptions options;
+  auto server = StartServer(options);
+  const uint16_t port = server->port();
+  ASSERT_TRUE(WriteAll(clients.to_child(), &port, sizeof(port)));
+  uint32_t connected = 0;
+  ASSERT_TRUE(ReadAll(clients.from_child(), &connected, sizeof(connected), milliseconds(45000)));
+  ASSERT_EQ(connected, chain) << "the client process could not open every connection";
+  ASSERT_TRUE(Eventually([&] { return server->num_waiters() == chain; }, milliseconds(45000)))
+      << server->num_waiters() << " of " << chain << " waiting";
+  auto trigger = ConnectTo(*server, milliseconds(60000));
+  const auto start = std::chrono::steady_clock::now();
+  trigger->Set(ChainKey(0), "go");
+  EXPECT_EQ(trigger->Get(ChainKey(chain)), "x");
+  const auto elapsed = ElapsedSince(start);
+  EXPECT_EQ(server->num_waiters(), 0u);
+  std::printf("[ figures ] waiter chain of %u connections: woken in %lld ms\n", chain,
+              static_cast<long long>(elapsed.count()));
+}
+
+// ---- memory ----
+
+// Strangers announce 64 MiB frames without a hello, and clients that passed
+// the hello announce 64 MiB requests and send a little of them: the server
+// holds what arrived, never what was announced.
+TEST(TcpStoreHostileTest, AFloodOfAnnouncedGiantFramesCostsTheServerLittleMemory) {
+  TcpStoreServerOptions options;
+  options.token = kToken;
+  auto server = StartServer(options);
+  auto bystander = TcpStoreClient::Connect("127.0.0.1", server->port(), milliseconds(5000), kToken);
+  bystander->Set("k", "v");
+  const long before_kib = ResidentKib();
+  const std::string giant_header("\x00\x00\x00\x04", 4);  // 64 MiB
+  constexpr int kStrangers = 64;
+  constexpr int kGreedy = 16;
+  constexpr size_t kSentPerGreedy = size_t{256} << 10;
+  std::vector<std::unique_ptr<RawStoreSocket>> strangers;
+  for (int i = 0; i < kStrangers; ++i) {
+    strangers.push_back(std::make_unique<RawStoreSocket>(server->port()));
+    strangers.back()->Send(giant_header + std::string(1000, 'x'));
+  }
+  std::vector<std::unique_ptr<RawStoreSocket>> greedy;
+  for (int i = 0; i < kGreedy; ++i) {
+    greedy.push_back(std::make_unique<RawStoreSocket>(server->port()));
+    ASSERT_TRUE(greedy.back()->Greet(kToken));
+    // A Set whose body claims 64 MiB, of which 256 KiB arrive.
+    greedy.back()->Send(giant_header + std::string(1, static_cast<char>(MessageType::kSet)) +
+                        std::string(kSentPerGreedy, 'y'));
+  }
+  for (auto& stranger : strangers) {
+    const std::string reply = stranger->ReadUntilClosed();
+    EXPECT_TRUE(stranger->closed());
+    EXPECT_TRUE(Contains(ErrorFrameText(reply), "before the hello was accepted"))
+        << ErrorFrameText(reply);
+  }
+  ASSERT_TRUE(Eventually([&] { return server->buffered_bytes() >= kGreedy * kSentPerGreedy; },
+                         milliseconds(10000)));
+  const long growth_kib = ResidentKib() - before_kib;
+  std::printf(
+      "[ figures ] %d strangers + %d clients announcing 64 MiB each: server RSS +%ld KiB, "
+      "buffered %zu KiB\n",
+      kStrangers, kGreedy, growth_kib, server->buffered_bytes() >> 10);
+  EXPECT_LT(growth_kib, 64 * 1024);
+  EXPECT_EQ(server->num_refused_hellos(), static_cast<size_t>(kStrangers));
+  EXPECT_EQ(bystander->Get("k"), "v");
+}
+
+TEST(TcpStoreHostileTest, AWaitOnAMillionKeysIsRefusedAndOnlyThatConnectionCloses) {
+  auto server = StartServer();
+  auto bystander = ConnectTo(*server);
+  bystander->Set("k", "v");
+  const long before_kib = ResidentKib();
+  RawStoreSocket greedy(server->port());
+  ASSERT_TRUE(greedy.Greet());
+  constexpr uint32_t kKeys = 1'000'000;
+  FrameWriter wait(MessageType::kWait);
+  wait.U32(kKeys);
+  for (uint32_t i = 0; i < kKeys; ++i) wait.Str("k" + std::to_string(i));
+  const auto start = std::chrono::steady_clock::now();
+  greedy.Send(wait.I64(60000).Finish());
+  const std::string reply = greedy.ReadUntilClosed(milliseconds(20000));
+  EXPECT_TRUE(greedy.closed());
+  EXPECT_TRUE(Contains(ErrorFrameText(reply), "1000000 keys in one request"))
+      << ErrorFrameText(reply);
+  EXPECT_TRUE(Contains(ErrorFrameText(reply), "max_keys_per_request is 65536"));
+  const long growth_kib = ResidentKib() - before_kib;  // the test's own 5 MB frame included
+  std::printf("[ figures ] Wait on %u keys refused after %lld ms; process RSS +%ld KiB\n", kKeys,
+              static_cast<long long>(ElapsedSince(start).count()), growth_kib);
+  EXPECT_LT(growth_kib, 64 * 1024);
+  EXPECT_EQ(server->num_waiters(), 0u);
+  EXPECT_EQ(bystander->Get("k"), "v");
+  // The client refuses such a Wait itself, keeping its connection.
+  std::vector<std::string> keys(70000, "k");
+  try {
+    bystander->Wait(keys, milliseconds(100));
+    FAIL() << "a Wait on 70000 keys was sent";
+  } catch (const StoreError& error) {
+    EXPECT_TRUE(Contains(error.what(), "max_keys_per_request is 65536")) << error.what();
+  }
+  EXPECT_EQ(bystander->Get("k"), "v");
+}
+
+TEST(TcpStoreHostileTest, AnOversizedRequestIsRefusedAndOnlyThatConnectionCloses) {
+  TcpStoreServerOptions options;
+  options.max_message_bytes = 4096;
+  options.max_buffered_bytes = 1 << 20;
+  auto server = StartServer(options);
+  auto bystander = ConnectTo(*server, milliseconds(10000));
+  auto waiting = std::async(std::launch::async, [&] { return bystander->Get("later"); });
+  ASSERT_TRUE(Eventually([&] { return server->num_waiters() == 1; }));
+  RawStoreSocket greedy(server->port());
+  ASSERT_TRUE(greedy.Greet());
+  greedy.Send(FrameWriter(MessageType::kSet).Str("big").Str(std::string(8192, 'x')).Finish());
+  const std::string reply = greedy.ReadUntilClosed();
+  EXPECT_TRUE(greedy.closed());
+  EXPECT_TRUE(Contains(ErrorFrameText(reply), "max_message_bytes is 4096"))
+      << ErrorFrameText(reply);
+  EXPECT_EQ(server->num_keys(), 0u);
+  ConnectTo(*server)->Set("later", "served");
+  EXPECT_EQ(waiting.get(), "served");
+}
+
+// ---- slow clients and timeouts ----
+
+// A client that pipelines requests for a large value and never reads the
+// replies: the server stops serving it once its replies pile up, and everyone
+// else is served as usual.
+TEST(TcpStoreHostileTest, AClientThatNeverReadsItsRepliesStallsNobodyElse) {
+  auto server = StartServer();
+  auto other = ConnectTo(*server, milliseconds(10000));
+  other->Set("big", std::string(size_t{1} << 20, 'b'));
+  RawStoreSocket slow(server->port());
+  ASSERT_TRUE(slow.Greet());
+  std::string requests;
+  for (int i = 0; i < 500; ++i)
+    requests += FrameWriter(MessageType::kGet).Str("big").I64(0).Finish();
+  ASSERT_TRUE(slow.Send(requests));
+  ASSERT_TRUE(Eventually([&] { return server->buffered_bytes() > (size_t{4} << 20); }));
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) {
+    other->Set("n", std::to_string(i));
+    ASSERT_EQ(other->Get("n"), std::to_string(i));
+  }
+  EXPECT_LT(ElapsedSince(start), milliseconds(20000));  // a hang, not speed
+  // 500 MiB of replies were asked for; the server holds a few MiB of them.
+  EXPECT_LT(server->buffered_bytes(), size_t{16} << 20);
+  std::printf("[ figures ] slow reader: server holds %zu KiB of 500 MiB asked for\n",
+              server->buffered_bytes() >> 10);
+}
+
+TEST(TcpStoreHostileTest, AConnectionThatNeverCompletesItsHelloIsClosedByTheHelloTimeout) {
+  TcpStoreServerOptions options;
+  options.token = kToken;
+  options.hello_timeout = milliseconds(300);
+  auto server = StartServer(options);
+  const auto start = std::chrono::steady_clock::now();
+  RawStoreSocket silent(server->port());
+  RawStoreSocket unproven(server->port());
+  unproven.Send(Hello());  // gets a challenge and never answers it
+  silent.ReadUntilClosed(milliseconds(5000));
+  unproven.ReadUntilClosed(milliseconds(5000));
+  EXPECT_TRUE(silent.closed());
+  EXPECT_TRUE(unproven.closed());
+  EXPECT_GE(ElapsedSince(start), milliseconds(250));
+  EXPECT_TRUE(Eventually([&] { return server->num_connections() == 0; }));
+}
+
+TEST(TcpStoreHostileTest, AnIdleClientIsClosedAndReconnectsOnItsNextCall) {
+  TcpStoreServerOptions options;
+  options.idle_timeout = milliseconds(300);
+  auto server = StartServer(options);
+  auto client = ConnectTo(*server);
+  client->Set("k", "v");
+  ASSERT_TRUE(Eventually([&] { return server->num_connections() == 0; }, milliseconds(5000)));
+  EXPECT_EQ(client->Get("k"), "v");
+  // A waiting request is not idleness: it ends by its own timeout.
+  client->set_timeout(milliseconds(1000));
+  EXPECT_THROW(client->Get("missing"), StoreTimeoutError);
+  EXPECT_EQ(client->Get("k"), "v");
+}
+
+// ---- the run token ----
+
+class TcpStoreTokenTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TcpStoreServerOptions options;
+    options.token = kToken;
+    server_ = StartServer(options);
+    owner_ = TcpStoreClient::Connect("127.0.0.1", server_->port(), milliseconds(5000), kToken);
+    owner_->Set("secret", "the-unique-id");
+    endpoint_ = "127.0.0.1:" + std::to_string(server_->port());
+  }
+
+  // Connect with `token` must fail at once with the run token's message.
+  std::string RefusedConnect(const std::string& token) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      TcpStoreClient::Connect("127.0.0.1", server_->port(), milliseconds(5000), token);
+      ADD_FAILURE() << "a client with token '" << token << "' got in";
+    } catch (const StoreError& error) {
+      EXPECT_LT(ElapsedSince(start), milliseconds(2000)) << "refusal must not be retried";
+      return error.what();
+    }
+    return "";
+  }
+
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TcpStoreClient> owner_;
+  std::string endpoint_;
+};
+
+TEST_F(TcpStoreTokenTest, AClientWithoutTheTokenIsRefusedWithOneClearError) {
+  const std::string message = RefusedConnect("");
+  EXPECT_TRUE(Contains(message, "store at " + endpoint_ + " refused the run token")) << message;
+  EXPECT_TRUE(Contains(message, "set INFINI_RUN_TOKEN")) << message;
+  EXPECT_TRUE(Eventually([&] { return server_->num_refused_hellos() == 1; }));
+}
+
+TEST_F(TcpStoreTokenTest, AClientWithAWrongTokenIsRefusedWithOneClearError) {
+  const std::string message = RefusedConnect("not-the-token");
+  EXPECT_TRUE(Contains(message, "store at " + endpoint_ + " refused the run token")) << message;
+  EXPECT_TRUE(Contains(message, "does not match")) << message;
+  EXPECT_TRUE(Contains(message, "INFINI_RUN_TOKEN")) << message;
+  EXPECT_TRUE(Eventually([&] { return server_->num_connections() == 1; }));  // the owner's
+}
+
+// A stranger who pipelines requests behind its hello reads nothing and
+// writes nothing: its connection ends at the failed proof.
+TEST_F(TcpStoreTokenTest, AStrangerLearnsNothingAndChangesNothing) {
+  RawStoreSocket stranger(server_->port());
+  stranger.Send(Hello() + FrameWriter(MessageType::kGet).Str("secret").I64(0).Finish() +
+                FrameWriter(MessageType::kSet).Str("secret").Str("forged").Finish() +
+                FrameWriter(MessageType::kSet).Str("planted").Str("1").Finish());
+  const std::string received = stranger.ReadUntilClosed();
+  EXPECT_TRUE(stranger.closed());
+  EXPECT_FALSE(Contains(received, "the-unique-id"));
+  EXPECT_EQ(owner_->Get("secret"), "the-unique-id");
+  EXPECT_FALSE(owner_->Check({"planted"}));
+  EXPECT_EQ(server_->num_keys(), 1u);
+}
+
+TEST_F(TcpStoreTokenTest, TheTokenIsNeverSentInClear) {
+  RawStoreSocket listener_side(server_->port());
+  listener_side.Send(Hello());
+  const std::string challenge = listener_side.ReadFrame();
+  ASSERT_FALSE(challenge.empty());
+  ASSERT_EQ(static_cast<MessageType>(challenge[0]), MessageType::kChallenge);
+  wire::BodyReader reader(challenge);
+  uint8_t type = 0;
+  std::string nonce;
+  reader.U8(&type);
+  reader.Str(&nonce);
+  const std::string proof = auth::ProofFor(kToken, nonce);
+  EXPECT_FALSE(Contains(proof, kToken));
+  EXPECT_EQ(proof.size(), wire::kProofBytes);
+  // A proof is bound to its challenge: another connection's nonce differs.
+  RawStoreSocket second(server_->port());
+  second.Send(Hello());
+  const std::string other_challenge = second.ReadFrame();
+  EXPECT_NE(other_challenge, challenge);
+  second.Send(FrameWriter(MessageType::kProof).Str(proof).Finish());  // replayed proof
+  const std::string refusal = second.ReadUntilClosed();
+  EXPECT_TRUE(Contains(ErrorFrameText(refusal), "does not match")) << ErrorFrameText(refusal);
+  EXPECT_TRUE(second.closed());
+}
+
+TEST_F(TcpStoreTokenTest, TheRightTokenWorks) {
+  auto client = TcpStoreClient::Connect("127.0.0.1", server_->port(), milliseconds(5000), kToken);
+  EXPECT_EQ(client->Get("secret"), "the-unique-id");
+  client->Set("mine", "1");
+  EXPECT_TRUE(owner_->Check({"mine"}));
+}
+
+TEST(TcpStoreTokenlessTest, AServerWithoutATokenAcceptsClientsWithOrWithoutOne) {
+  auto server = StartServer();
+  auto with = TcpStoreClient::Connect("127.0.0.1", server->port(), milliseconds(5000), kToken);
+  auto without = ConnectTo(*server);
+  with->Set("k", "v");
+  EXPECT_EQ(without->Get("k"), "v");
+}
+
+TEST(RunTokenTest, NewTokensAre64HexDigitsAndDiffer) {
+  const std::string first = NewRunToken();
+  const std::string second = NewRunToken();
+  EXPECT_EQ(first.size(), 64u);
+  EXPECT_EQ(first.find_first_not_of("0123456789abcdef"), std::string::npos) << first;
+  EXPECT_NE(first, second);
+}
+
+TEST(RunTokenTest, TheEnvironmentTokenIsEmptyWhenUnset) {
+  ::unsetenv("INFINI_RUN_TOKEN");
+  EXPECT_EQ(RunTokenFromEnvironment(), "");
+  ::setenv("INFINI_RUN_TOKEN", "abc", 1);
+  EXPECT_EQ(RunTokenFromEnvironment(), "abc");
+  ::unsetenv("INFINI_RUN_TOKEN");
+}
+
+TEST(TcpStoreBindTest, TheDefaultHostIsLoopback) {
+  EXPECT_EQ(TcpStoreServerOptions{}.host, "127.0.0.1");
+}
+
+}  // namespace
+}  // namespace infini::rendezvous
