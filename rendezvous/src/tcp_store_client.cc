@@ -408,7 +408,8 @@ int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadlin
 }  // namespace
 
 std::unique_ptr<TcpStoreClient> TcpStoreClient::Connect(const std::string& host, uint16_t port,
-                                                        milliseconds connect_timeout) {
+                                                        milliseconds connect_timeout,
+                                                        const std::string& /*token*/) {
   connect_timeout = Clamp(connect_timeout);
   const std::string endpoint = FormatEndpoint({host, port});
   const Clock::time_point deadline = DeadlineAfter(connect_timeout);

@@ -21,6 +21,9 @@ struct TcpStoreServerOptions {
   // A request larger than this (key and values together, plus a few bytes of
   // framing) is refused: the client gets an error and its connection is closed.
   size_t max_message_bytes = size_t{64} << 20;
+  // The run's secret; empty: no authentication. (Stub until the store branch
+  // lands: not yet checked.)
+  std::string token;
 };
 
 class TcpStoreServer {
@@ -45,7 +48,7 @@ class TcpStoreClient : public Store {
   // may start after its clients). Throws StoreError naming host:port.
   static std::unique_ptr<TcpStoreClient> Connect(
       const std::string& host, uint16_t port,
-      std::chrono::milliseconds connect_timeout = kDefaultTimeout);
+      std::chrono::milliseconds connect_timeout = kDefaultTimeout, const std::string& token = {});
   // Safe to call from several threads; calls are serialized on the one
   // connection, so threads that wait concurrently should each have a client.
   //
