@@ -735,6 +735,9 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
   options->monitor_interval = ParseSecondsFlag("monitor_interval", FLAGS_monitor_interval, false);
   options->term_timeout = ParseSecondsFlag("term_timeout", FLAGS_term_timeout, true);
   options->dry_run = FLAGS_dry_run;
+  // For tests of the fallback, and for hosts where a namespace is unwanted.
+  const char* pid_namespace = getenv("INFINI_RUN_PID_NAMESPACE");
+  options->use_pid_namespace = !(pid_namespace && std::string(pid_namespace) == "0");
 
   options->processes_per_node =
       ResolveProcessesPerNode(FLAGS_nproc_per_node, ExecutableDirectory(), options->ccl_backend);

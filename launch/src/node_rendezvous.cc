@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -142,6 +143,7 @@ struct StoreLink {
   bool all_left = false;
   std::string missing_ready;  // node ranks, for the timeout message
   std::string lost;           // the store failed: why
+  std::set<int> lost_nodes;   // host: nodes that stopped heartbeating
 
   void Post(std::function<void(Store&)> write) {
     {
@@ -222,6 +224,10 @@ struct StoreLink {
       for (int node = 0; node < nnodes && every_left; ++node) {
         const std::string owner_key = NodeKeys("node", node) + "/owner";
         if (node == node_rank || !store->Check({owner_key})) continue;
+        {
+          std::lock_guard lock(mutex);
+          if (lost_nodes.count(node)) continue;  // it will never say goodbye
+        }
         every_left = store->Check({Key("left/" + store->Get(owner_key))});
       }
     }
@@ -248,6 +254,10 @@ struct StoreLink {
         continue;
       }
       if (now - entry->second.second < heartbeat_timeout) continue;
+      {
+        std::lock_guard lock(mutex);
+        lost_nodes.insert(node);
+      }
       const std::string owner_key = NodeKeys("node", node) + "/owner";
       std::string owner = store->Check({owner_key}) ? store->Get(owner_key) : "?";
       store->CompareSet(
