@@ -33,7 +33,26 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
       {"INFINI_STORE_ADDR", world.store_addr},
       {"INFINI_STORE_PORT", std::to_string(world.store_port)},
       {"INFINI_RESTART_COUNT", restart_count},
+      // torchrun's agent variables
+      {"ROLE_RANK", std::to_string(global_rank)},
+      {"ROLE_NAME", world.role},
+      {"ROLE_WORLD_SIZE", std::to_string(world_size)},
+      {"GROUP_WORLD_SIZE", std::to_string(world.nnodes)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(world.max_restarts)},
+      // MASTER_PORT is free for the program's own store (torchrun's
+      // TORCHELASTIC_USE_AGENT_STORE=False case).
+      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
   };
+  if (!world.inherited_nccl_async_error_handling) {
+    variables.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");  // torchrun's default
+  }
+  if (!world.run_token.empty()) variables.emplace_back("INFINI_RUN_TOKEN", world.run_token);
+  if (!world.visibility_variable.empty()) {
+    const size_t index = static_cast<size_t>(local_rank);
+    variables.emplace_back(world.visibility_variable, index < world.visible_devices.size()
+                                                          ? world.visible_devices[index]
+                                                          : std::to_string(local_rank));
+  }
   // torchrun: one OpenMP thread per rank unless the user chose, so that
   // several ranks do not oversubscribe the CPUs.
   if (!inherited_omp_threads && world.processes_per_node > 1) {

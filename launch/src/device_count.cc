@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +34,9 @@ std::string RunAndCapture(const std::vector<std::string>& argv) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  // Its complaints (e.g. an older ccl_info without a flag) are summed up by
+  // the caller in one line.
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   std::vector<char*> raw_argv;
   for (const std::string& word : argv) raw_argv.push_back(const_cast<char*>(word.c_str()));
   raw_argv.push_back(nullptr);
@@ -95,6 +99,22 @@ int BackendDeviceCount(const std::string& bin_dir, const std::string& ccl_backen
     throw LaunchError(ccl_info + " printed '" + output + "', expected a device count");
   }
   return static_cast<int>(count);
+}
+
+std::string BackendVisibilityVariable(const std::string& bin_dir, const std::string& ccl_backend) {
+  std::string ccl_info = bin_dir + "/ccl_info";
+  if (access(ccl_info.c_str(), X_OK) != 0) return "";
+  std::string output;
+  try {
+    output = RunAndCapture({ccl_info, "--ccl_backend=" + ccl_backend, "--visibility_variable"});
+  } catch (const LaunchError&) {
+    return "";  // an older ccl_info: no variable
+  }
+  while (!output.empty() && (output.back() == '\n' || output.back() == ' ')) output.pop_back();
+  for (char c : output) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return "";
+  }
+  return output;
 }
 
 int ResolveProcessesPerNode(const std::string& value, const std::string& bin_dir,

@@ -5,15 +5,20 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
 
 #include "infini/launch/device_count.h"
+#include "infini/launch/log_files.h"
 #include "infini/launch/net_util.h"
 #include "infini/launch/options.h"
+#include "infini/rendezvous/run_token.h"
 
 // Every value flag is a string: the launcher checks it and names the flag,
 // the value and what was expected (gflags' own errors exit 1 with a message
@@ -42,8 +47,13 @@ DEFINE_string(rdzv_backend, "c10d",
               "Accepted for torchrun compatibility: 'c10d' or 'static' (both use infini_run's "
               "TCP store). Example: --rdzv_backend=c10d");
 DEFINE_string(rdzv_conf, "",
-              "torchrun's KEY=VALUE,... rendezvous settings; join_timeout=SECONDS is honoured, "
-              "other keys are ignored. Example: --rdzv_conf=join_timeout=600");
+              "KEY=VALUE,... rendezvous settings: join_timeout=S (as --rdzv_timeout), "
+              "heartbeat_timeout=S (a node silent this long is lost; default 15), "
+              "keep_alive_interval=S and keep_alive_max_attempt=N (torchrun's; their product "
+              "is the heartbeat timeout), token_file=PATH (the run's secret, else "
+              "$INFINI_RUN_TOKEN); torchrun's read_timeout, last_call_timeout, close_timeout, "
+              "timeout, is_host, use_libuv are accepted. Example: "
+              "--rdzv_conf=token_file=/run/secrets/job42,heartbeat_timeout=10");
 DEFINE_string(rdzv_timeout, "300",
               "Seconds to wait for the other nodes (joining, agreeing, starting each "
               "attempt). Example: --rdzv_timeout=60");
@@ -77,6 +87,29 @@ DEFINE_string(local_ranks_filter, "",
 DEFINE_bool(dry_run, false,
             "Print each rank's command and infini_run's environment variables, start "
             "nothing. Example: --dry_run");
+DEFINE_string(start_method, "spawn",
+              "Accepted for torchrun compatibility (spawn, fork, forkserver): ranks are always "
+              "new processes (fork+exec). Example: --start_method=spawn");
+DEFINE_string(role, "default",
+              "Role of this node's ranks, exported as ROLE_NAME (torchrun). Example: "
+              "--role=trainer");
+DEFINE_string(local_addr, "",
+              "Address of this node; when it is node 0, the ranks' MASTER_ADDR (default: the "
+              "rendezvous host). Example: --local_addr=10.0.0.1");
+DEFINE_string(logs_specs, "",
+              "Accepted for torchrun compatibility: only torchrun's default log layout exists "
+              "(empty or 'default'). Example: --logs_specs=default");
+DEFINE_bool(module, false,
+            "Run PROGRAM as a Python module: 'python3 -u -m PROGRAM' (torchrun's -m). "
+            "Example: --module");
+DEFINE_bool(run_path, false,
+            "Run PROGRAM as a Python script whatever its name ('python3 -u PROGRAM'; "
+            "torchrun's --run_path). Example: --run_path");
+DEFINE_bool(isolate_devices, false,
+            "Give each rank only its own local device through the backend's visibility "
+            "variable (e.g. CUDA_VISIBLE_DEVICES=<local rank>, or the local rank's entry of "
+            "the list already set), so programs that always use device 0 run unchanged. "
+            "Example: --isolate_devices");
 DEFINE_bool(no_python, false,
             "Run a PROGRAM ending in .py as it is, not as 'python3 -u PROGRAM'. Example: "
             "--no_python");
@@ -130,7 +163,22 @@ constexpr FlagDescription kFlags[] = {
     {"local_ranks_filter", false},
     {"dry_run", true},
     {"no_python", true},
+    {"start_method", false},
+    {"role", false},
+    {"local_addr", false},
+    {"logs_specs", false},
+    {"module", true},
+    {"run_path", true},
+    {"isolate_devices", true},
 };
+
+// torchrun's one-letter spellings.
+std::string LongName(const std::string& name) {
+  if (name == "r") return "redirects";
+  if (name == "t") return "tee";
+  if (name == "m") return "module";
+  return name;
+}
 
 const FlagDescription* FindFlag(const std::string& name) {
   for (const FlagDescription& flag : kFlags) {
@@ -140,7 +188,7 @@ const FlagDescription* FindFlag(const std::string& name) {
 }
 
 std::string Quoted(const std::string& flag, const std::string& value) {
-  return "--" + flag + "='" + value + "'";
+  return "--" + flag + "='" + OneLine(value) + "'";
 }
 
 bool ParseWholeInt(const std::string& text, long long* value) {
@@ -288,17 +336,27 @@ void ResolveProgram(LaunchOptions* options) {
         "no program given: expected infini_run [FLAGS] [--] PROGRAM [ARGS...] (see --help)");
   }
   std::string program = options->program_argv[0];
+  if (FLAGS_module) {
+    if (FLAGS_no_python) throw UsageError("--module and --no_python exclude each other");
+    bool unused = false;
+    std::string python = FindExecutable("python3", &unused);
+    if (python.empty()) throw UsageError("--module needs python3 in PATH");
+    options->program_argv.insert(options->program_argv.begin(), {"python3", "-u", "-m"});
+    options->program_path = python;
+    return;
+  }
   bool is_python_script =
-      !FLAGS_no_python && program.size() > 3 && program.compare(program.size() - 3, 3, ".py") == 0;
+      !FLAGS_no_python && (FLAGS_run_path || (program.size() > 3 &&
+                                              program.compare(program.size() - 3, 3, ".py") == 0));
   if (is_python_script) {
     // torchrun runs `python -u script.py`; so do we, unless --no_python.
     if (access(program.c_str(), R_OK) != 0) {
-      throw UsageError("program '" + program + "' does not exist or cannot be read");
+      throw UsageError("program '" + OneLine(program) + "' does not exist or cannot be read");
     }
     bool unused = false;
     std::string python = FindExecutable("python3", &unused);
     if (python.empty()) {
-      throw UsageError("program '" + program +
+      throw UsageError("program '" + OneLine(program) +
                        "' is a Python script but python3 is not in PATH (or pass --no_python)");
     }
     options->program_argv.insert(options->program_argv.begin(), {"python3", "-u"});
@@ -309,9 +367,9 @@ void ResolveProgram(LaunchOptions* options) {
   options->program_path = FindExecutable(program, &not_executable);
   if (options->program_path.empty()) {
     if (not_executable) {
-      throw UsageError("program '" + program + "' is not an executable file (chmod +x?)");
+      throw UsageError("program '" + OneLine(program) + "' is not an executable file (chmod +x?)");
     }
-    throw UsageError("program '" + program + "' not found" +
+    throw UsageError("program '" + OneLine(program) + "' not found" +
                      (program.find('/') == std::string::npos ? " in PATH" : ""));
   }
 }
@@ -336,7 +394,7 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
     if (argument.size() < 2 || argument[0] != '-') break;  // the program starts here
     std::string body = argument.substr(argument[1] == '-' ? 2 : 1);
     size_t equals = body.find('=');
-    std::string name = body.substr(0, equals);
+    std::string name = LongName(body.substr(0, equals));
     for (char& c : name) c = c == '-' ? '_' : c;
     if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
       split.help = true;
@@ -358,7 +416,7 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
       value = argv[++index];
     }
     if (flag == nullptr) {
-      throw UsageError("unknown flag '" + argument +
+      throw UsageError("unknown flag '" + OneLine(argument) +
                        "' (infini_run --help lists its flags; put the program's own flags "
                        "after the program, or after --)");
     }
@@ -371,16 +429,75 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
   return split;
 }
 
+std::string ReadTokenFile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) {
+    throw UsageError("--rdzv_conf=token_file='" + OneLine(path) + "': cannot be read");
+  }
+  std::string token;
+  std::getline(file, token);
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) {
+    throw UsageError("--rdzv_conf=token_file='" + OneLine(path) +
+                     "': expected the run's secret on its first line, found none");
+  }
+  return token;
+}
+
+// torchrun's c10d settings are accepted; ours are honoured; others refused.
+void ParseRendezvousConf(LaunchOptions* options) {
+  static const std::set<std::string> kAcceptedTorchrunKeys = {
+      "read_timeout", "last_call_timeout", "close_timeout", "timeout", "is_host", "use_libuv"};
+  std::optional<std::chrono::milliseconds> keep_alive_interval;
+  std::optional<int> keep_alive_attempts;
+  std::string token_file;
+  for (const std::string& setting : SplitList(FLAGS_rdzv_conf, ',')) {
+    if (setting.empty()) continue;
+    const size_t equals = setting.find('=');
+    const std::string key = setting.substr(0, equals);
+    const std::string value = equals == std::string::npos ? "" : setting.substr(equals + 1);
+    const std::string flag = "rdzv_conf " + key;
+    if (key == "join_timeout") {
+      options->rendezvous_timeout = ParseSecondsFlag(flag, value, false);
+    } else if (key == "heartbeat_timeout") {
+      options->heartbeat_timeout = ParseSecondsFlag(flag, value, false);
+      if (options->heartbeat_timeout < std::chrono::milliseconds(200)) {
+        throw UsageError(Quoted("rdzv_conf", setting) + ": expected at least 0.2 seconds");
+      }
+    } else if (key == "keep_alive_interval") {
+      keep_alive_interval = ParseSecondsFlag(flag, value, false);
+    } else if (key == "keep_alive_max_attempt") {
+      keep_alive_attempts = ParseIntFlag(flag, value, 1, 1000, "a count in 1..1000");
+    } else if (key == "token_file") {
+      if (value.empty()) throw UsageError(Quoted("rdzv_conf", setting) + ": expected a path");
+      token_file = value;
+    } else if (!kAcceptedTorchrunKeys.count(key) || equals == std::string::npos) {
+      throw UsageError(Quoted("rdzv_conf", setting) +
+                       ": expected KEY=VALUE with KEY one of join_timeout, heartbeat_timeout, "
+                       "keep_alive_interval, keep_alive_max_attempt, token_file, read_timeout, "
+                       "last_call_timeout, close_timeout, timeout, is_host, use_libuv");
+    }
+  }
+  if (keep_alive_interval || keep_alive_attempts) {
+    options->heartbeat_timeout =
+        keep_alive_interval.value_or(std::chrono::seconds(5)) * keep_alive_attempts.value_or(3);
+  }
+  if (!token_file.empty()) {
+    options->run_token = ReadTokenFile(token_file);
+  } else {
+    options->run_token = rendezvous::RunTokenFromEnvironment();
+  }
+  if (options->run_token.find_first_of("\n\r") != std::string::npos) {
+    throw UsageError("the run's secret (INFINI_RUN_TOKEN or token_file) holds a line break");
+  }
+}
+
 void ValidateRendezvous(LaunchOptions* options) {
   if (FLAGS_rdzv_backend != "c10d" && FLAGS_rdzv_backend != "static") {
     throw UsageError(Quoted("rdzv_backend", FLAGS_rdzv_backend) + ": expected c10d or static");
   }
   options->rendezvous_timeout = ParseSecondsFlag("rdzv_timeout", FLAGS_rdzv_timeout, false);
-  for (const std::string& setting : SplitList(FLAGS_rdzv_conf, ',')) {
-    if (setting.rfind("join_timeout=", 0) == 0) {
-      options->rendezvous_timeout = ParseSecondsFlag("rdzv_conf", setting.substr(13), false);
-    }
-  }
+  ParseRendezvousConf(options);
   if (FLAGS_standalone) {
     if (options->nnodes != 1) {
       throw UsageError("--standalone runs a single node, but --nnodes=" +
@@ -409,8 +526,17 @@ void ValidateRendezvous(LaunchOptions* options) {
                      " needs --rdzv_endpoint=HOST[:PORT] (or --master_addr) so the nodes can meet");
   }
   if (options->multi_node() && !options->run_id_given) {
-    throw UsageError("--nnodes=" + std::to_string(options->nnodes) +
-                     " needs --rdzv_id=ID, the same on every node (as torchrun)");
+    if (!FLAGS_rdzv_endpoint.empty() && FLAGS_rdzv_backend != "static") {
+      throw UsageError("--nnodes=" + std::to_string(options->nnodes) +
+                       " needs --rdzv_id=ID, the same on every node (as torchrun)");
+    }
+    // torchrun's static form (--master_addr/--master_port): the endpoint
+    // names the run.
+    std::string id = "static-";
+    for (char c : options->rendezvous_host) {
+      id += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+    }
+    options->run_id = id.substr(0, 100) + "-" + std::to_string(options->rendezvous_port);
   }
 }
 
@@ -432,9 +558,9 @@ void ValidateOutput(LaunchOptions* options) {
                      !options->redirects.code_by_local_rank.empty() ||
                      !options->tee.code_by_local_rank.empty();
   if (wants_files && options->log_dir.empty()) {
-    // torchrun writes them to a temporary folder too.
-    const char* tmp = getenv("TMPDIR");
-    options->log_dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/infini_run_logs";
+    // Never a shared temporary folder: another user could plant symlinks
+    // there or read the logs.
+    options->log_dir = PrivateDefaultLogDir();
   }
   if (!FLAGS_local_ranks_filter.empty()) {
     for (const std::string& entry : SplitList(FLAGS_local_ranks_filter, ',')) {
@@ -446,7 +572,87 @@ void ValidateOutput(LaunchOptions* options) {
   }
 }
 
+void ValidateTorchrunOnlyFlags(LaunchOptions* options) {
+  if (FLAGS_start_method != "spawn" && FLAGS_start_method != "fork" &&
+      FLAGS_start_method != "forkserver") {
+    throw UsageError(Quoted("start_method", FLAGS_start_method) +
+                     ": expected spawn, fork or forkserver");
+  }
+  if (!FLAGS_logs_specs.empty() && FLAGS_logs_specs != "default") {
+    throw UsageError(Quoted("logs_specs", FLAGS_logs_specs) +
+                     ": expected 'default' (infini_run has torchrun's default log layout only)");
+  }
+  if (FLAGS_role.empty() || FLAGS_role.find_first_of("\n\r=") != std::string::npos) {
+    throw UsageError(Quoted("role", FLAGS_role) + ": expected a name");
+  }
+  options->role = FLAGS_role;
+  if (FLAGS_local_addr.find_first_of(" \t\n/") != std::string::npos) {
+    throw UsageError(Quoted("local_addr", FLAGS_local_addr) + ": expected a host name or address");
+  }
+  options->local_addr = FLAGS_local_addr;
+}
+
+// Single node: a fresh secret per run unless one is given. Multi-node: the
+// nodes must share one, so it can only come from outside.
+void ResolveRunToken(LaunchOptions* options) {
+  if (!options->run_token.empty()) return;
+  if (!options->multi_node()) {
+    options->run_token = rendezvous::NewRunToken();
+  } else if (!options->dry_run) {
+    fprintf(stderr,
+            "infini_run: warning: no run secret (--rdzv_conf=token_file=PATH or "
+            "INFINI_RUN_TOKEN): the rendezvous store at %s:%u accepts anyone who can reach it\n",
+            OneLine(options->rendezvous_host).c_str(),
+            static_cast<unsigned>(options->rendezvous_port));
+  }
+}
+
+void ResolveDeviceIsolation(LaunchOptions* options) {
+  options->isolate_devices = FLAGS_isolate_devices;
+  if (!options->isolate_devices) return;
+  options->visibility_variable =
+      BackendVisibilityVariable(ExecutableDirectory(), options->ccl_backend);
+  if (options->visibility_variable.empty()) {
+    fprintf(stderr,
+            "infini_run: --isolate_devices: the backend '%s' names no visibility variable; every "
+            "rank sees every device\n",
+            OneLine(options->ccl_backend).c_str());
+    return;
+  }
+  const char* inherited = getenv(options->visibility_variable.c_str());
+  if (inherited && *inherited) {
+    options->visible_devices = SplitList(inherited, ',');
+    if (options->visible_devices.size() < static_cast<size_t>(options->processes_per_node)) {
+      throw UsageError("--isolate_devices: " + options->visibility_variable + "='" +
+                       OneLine(inherited) + "' lists " +
+                       std::to_string(options->visible_devices.size()) +
+                       " device(s), expected at least --nproc_per_node=" +
+                       std::to_string(options->processes_per_node));
+    }
+  }
+}
+
 }  // namespace
+
+std::string OneLine(const std::string& value) {
+  std::string escaped;
+  for (unsigned char c : value) {
+    if (c == '\n') {
+      escaped += "\\n";
+    } else if (c == '\r') {
+      escaped += "\\r";
+    } else if (c == '\t') {
+      escaped += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      snprintf(hex, sizeof(hex), "\\x%02x", c);
+      escaped += hex;
+    } else {
+      escaped += static_cast<char>(c);
+    }
+  }
+  return escaped;
+}
 
 int StreamSelection::CodeFor(int local_rank) const {
   auto found = code_by_local_rank.find(local_rank);
@@ -529,9 +735,23 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
   options->monitor_interval = ParseSecondsFlag("monitor_interval", FLAGS_monitor_interval, false);
   options->term_timeout = ParseSecondsFlag("term_timeout", FLAGS_term_timeout, true);
   options->dry_run = FLAGS_dry_run;
+  // For tests of the fallback, and for hosts where a namespace is unwanted.
+  const char* pid_namespace = getenv("INFINI_RUN_PID_NAMESPACE");
+  options->use_pid_namespace = !(pid_namespace && std::string(pid_namespace) == "0");
 
   options->processes_per_node =
       ResolveProcessesPerNode(FLAGS_nproc_per_node, ExecutableDirectory(), options->ccl_backend);
+  const long long world_size =
+      static_cast<long long>(options->nnodes) * options->processes_per_node;
+  if (world_size > INT_MAX) {
+    throw UsageError("--nnodes=" + std::to_string(options->nnodes) +
+                     " x --nproc_per_node=" + std::to_string(options->processes_per_node) + " = " +
+                     std::to_string(world_size) + " ranks: expected at most " +
+                     std::to_string(INT_MAX));
+  }
+  ValidateTorchrunOnlyFlags(options);
+  ResolveRunToken(options);
+  ResolveDeviceIsolation(options);
   ValidateOutput(options);
   ResolveProgram(options);
   return true;

@@ -1,19 +1,18 @@
 // infini_run: parse, rendezvous, then per attempt: start the ranks, supervise,
 // stop or restart.
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iostream>
 #include <optional>
 #include <string>
 
 #include "infini/launch/child_env.h"
+#include "infini/launch/console.h"
 #include "infini/launch/failure_summary.h"
+#include "infini/launch/log_files.h"
 #include "infini/launch/net_util.h"
 #include "infini/launch/node_rendezvous.h"
 #include "infini/launch/options.h"
@@ -28,24 +27,8 @@ namespace {
 
 constexpr int kUsageExitCode = 2;
 constexpr int kLauncherErrorExitCode = 1;
-
-void Say(const std::string& line) { fprintf(stderr, "infini_run: %s\n", line.c_str()); }
-
-void MakeDirectories(const std::string& path) {
-  std::string partial;
-  for (size_t slash = 0; slash != std::string::npos;) {
-    slash = path.find('/', slash + 1);
-    partial = path.substr(0, slash);
-    if (!partial.empty() && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw LaunchError("cannot create log folder " + partial + ": " + strerror(errno));
-    }
-  }
-}
-
-std::string AttemptLogDir(const LaunchOptions& options, int attempt) {
-  if (options.log_dir.empty()) return "";
-  return options.log_dir + "/" + options.run_id + "/attempt_" + std::to_string(attempt);
-}
+// How long queued console output may take to drain at exit.
+constexpr std::chrono::milliseconds kConsoleFlushBound{2000};
 
 WorldContext MakeWorld(const LaunchOptions& options, const NodeRendezvous& node, int attempt) {
   WorldContext world;
@@ -59,11 +42,17 @@ WorldContext MakeWorld(const LaunchOptions& options, const NodeRendezvous& node,
   world.store_addr = node.store_addr();
   world.store_port = node.store_port();
   world.restart_count = attempt;
+  world.max_restarts = options.max_restarts;
+  world.role = options.role;
+  world.run_token = options.run_token;
+  world.visibility_variable = options.visibility_variable;
+  world.visible_devices = options.visible_devices;
+  world.inherited_nccl_async_error_handling = getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") != nullptr;
   return world;
 }
 
 std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldContext& world,
-                                    const std::string& log_dir) {
+                                    RunLogFolder* logs, int attempt) {
   const bool omp_set = getenv("OMP_NUM_THREADS") != nullptr;
   std::vector<RankSpec> specs;
   for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
@@ -78,11 +67,10 @@ std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldCon
     spec.output.global_rank = spec.global_rank;
     spec.output.stdout_to_console = shown && !(redirected & StreamSelection::kStdout);
     spec.output.stderr_to_console = shown && !(redirected & StreamSelection::kStderr);
-    if (!log_dir.empty()) {
-      std::string rank_dir = log_dir + "/rank_" + std::to_string(spec.global_rank);
-      MakeDirectories(rank_dir);
-      spec.output.stdout_log_path = rank_dir + "/stdout.log";
-      spec.output.stderr_log_path = rank_dir + "/stderr.log";
+    if (logs) {
+      RankLogFiles files = logs->CreateRankFiles(attempt, spec.global_rank);
+      spec.output.stdout_log_fd = files.stdout_fd;
+      spec.output.stderr_log_fd = files.stderr_fd;
     }
     specs.push_back(std::move(spec));
   }
@@ -91,11 +79,11 @@ std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldCon
 
 std::string ShellQuoted(const std::string& word) {
   if (!word.empty() && word.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;!#~") == std::string::npos) {
-    return word;
+    return OneLine(word);
   }
   std::string quoted = "'";
   for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
+  return OneLine(quoted + "'");
 }
 
 int PrintDryRun(const LaunchOptions& options) {
@@ -105,6 +93,12 @@ int PrintDryRun(const LaunchOptions& options) {
   world.node_rank = std::max(options.node_rank, 0);
   world.run_id = options.run_id;
   world.ccl_backend = options.ccl_backend;
+  world.max_restarts = options.max_restarts;
+  world.role = options.role;
+  world.run_token = options.run_token.empty() ? "" : "(secret)";  // never printed
+  world.visibility_variable = options.visibility_variable;
+  world.visible_devices = options.visible_devices;
+  world.inherited_nccl_async_error_handling = getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") != nullptr;
   if (options.multi_node()) {
     world.master_addr = world.store_addr = options.rendezvous_host;
     world.store_port = options.rendezvous_port;
@@ -112,8 +106,9 @@ int PrintDryRun(const LaunchOptions& options) {
            options.node_rank < 0 ? "; node rank assigned at join (shown as 0)" : "");
   } else {
     world.master_addr = world.store_addr = "127.0.0.1";
-    world.master_port = PickFreePort();
-    world.store_port = options.rendezvous_port ? options.rendezvous_port : PickFreePort();
+    world.master_port = PickFreePort("127.0.0.1");
+    world.store_port =
+        options.rendezvous_port ? options.rendezvous_port : PickFreePort("127.0.0.1");
   }
   const bool omp_set = getenv("OMP_NUM_THREADS") != nullptr;
   for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
@@ -133,16 +128,33 @@ int PrintDryRun(const LaunchOptions& options) {
 
 class Launcher {
  public:
-  explicit Launcher(const LaunchOptions& options) : options_(options) {}
+  explicit Launcher(const LaunchOptions& options) : options_(options) {
+    if (!options_.log_dir.empty()) {
+      logs_ = std::make_unique<RunLogFolder>(options_.log_dir, options_.run_id);
+    }
+  }
 
   int Run() {
-    node_ = NodeRendezvous::Establish(options_);
-    for (int attempt = 0;; ++attempt) {
-      node_->WaitAllNodesReady(attempt);
-      std::optional<int> exit_status = RunOneAttempt(attempt);
+    node_ = EstablishWhileWatchingSignals(options_);
+    node_->StartLink();
+    for (attempt_ = 0;; ++attempt_) {
+      node_->WaitAllNodesReady(attempt_);
+      std::optional<int> exit_status = RunOneAttempt(attempt_);
       if (exit_status) return *exit_status;
     }
   }
+
+  // The launcher was signalled outside an attempt: tell the other nodes.
+  void PublishInterruption(int signal_number) {
+    if (!node_) return;
+    char name[32];
+    node_->PublishFailure(attempt_, false, 128 + signal_number,
+                          "infini_run on node " + std::to_string(node_->node_rank()) + " got " +
+                              SignalName(signal_number, name));
+  }
+
+  // Ends the rendezvous (flushing what other nodes must read), bounded.
+  void Finish() { node_.reset(); }
 
  private:
   bool CanRestart(int attempt) const { return attempt < options_.max_restarts; }
@@ -151,19 +163,18 @@ class Launcher {
     SupervisorOptions supervision;
     supervision.term_timeout = options_.term_timeout;
     supervision.monitor_interval = options_.monitor_interval;
+    supervision.stopped_rank_timeout = options_.heartbeat_timeout;
+    supervision.use_pid_namespace = options_.use_pid_namespace;
     peer_failure_.reset();
     restart_requested_ = false;
     lost_store_.clear();
     if (!options_.multi_node()) return supervision;
+    // Snapshots only: the link thread does the store's network calls.
     supervision.peer_monitor = [this, attempt] {
-      try {
-        if ((peer_failure_ = node_->PeerFailed())) return true;
-        restart_requested_ = node_->RestartRequested(attempt);
-        return restart_requested_;
-      } catch (const rendezvous::StoreError& error) {
-        lost_store_ = error.what();
-        return true;
-      }
+      if ((peer_failure_ = node_->PeerFailed())) return true;
+      if (!(lost_store_ = node_->StoreLost()).empty()) return true;
+      restart_requested_ = node_->RestartRequested(attempt);
+      return restart_requested_;
     };
     supervision.on_first_failure = [this, attempt](const RankExit& rank) {
       std::string message = "rank " + std::to_string(rank.global_rank) + " (pid " +
@@ -176,17 +187,19 @@ class Launcher {
 
   // Returns the exit status when the run is over, nothing to restart.
   std::optional<int> RunOneAttempt(int attempt) {
-    const std::string log_dir = AttemptLogDir(options_, attempt);
     WorldContext world = MakeWorld(options_, *node_, attempt);
-    std::vector<RankSpec> specs = MakeRankSpecs(options_, world, log_dir);
+    std::vector<RankSpec> specs = MakeRankSpecs(options_, world, logs_.get(), attempt);
     AttemptResult result = RunAttempt(specs, MakeSupervisorOptions(attempt));
-    SummaryContext context{options_.run_id, node_->node_rank(),    HostName(),
-                           attempt,         options_.max_restarts, log_dir};
+    SummaryContext context{
+        options_.run_id, node_->node_rank(),    HostName(),
+        attempt,         options_.max_restarts, logs_ ? logs_->AttemptPath(attempt) : ""};
     switch (result.outcome) {
       case AttemptOutcome::kSucceeded:
         return FinishSucceededAttempt(attempt);
       case AttemptOutcome::kRankFailed:
-        fputs(FormatFailureSummary(result, context).c_str(), stderr);
+        for (const std::string& line : Lines(FormatFailureSummary(result, context))) {
+          Console::Get().WriteLine(Console::kStderr, line + "\n");
+        }
         if (CanRestart(attempt)) {
           Say("restarting every rank" + std::string(options_.multi_node() ? " of every node" : "") +
               " (restart " + std::to_string(attempt + 1) + " of " +
@@ -198,21 +211,19 @@ class Launcher {
         char name[32];
         SignalName(result.launcher_signal, name);
         const int status = 128 + result.launcher_signal;
-        node_->PublishFailure(
-            attempt, false, status,
-            "infini_run on node " + std::to_string(node_->node_rank()) + " got " + name);
+        PublishInterruption(result.launcher_signal);
         Say(std::string("got ") + name + "; stopped every rank, exiting with " +
             std::to_string(status));
         return status;
       }
       case AttemptOutcome::kStoppedByPeer:
+        if (peer_failure_) return ReportPeerFailure(*peer_failure_);
         if (!lost_store_.empty()) {
           Say("lost the rendezvous store at " + node_->store_addr() + ":" +
-              std::to_string(node_->store_port()) + " (did node 0 exit?): " + lost_store_ +
-              "; stopped this node's ranks");
+              std::to_string(node_->store_port()) + " (node 0's infini_run died or stalled): " +
+              lost_store_ + "; stopped this node's ranks");
           return kLauncherErrorExitCode;
         }
-        if (peer_failure_) return ReportPeerFailure(*peer_failure_);
         Say("another node's rank failed in attempt " + std::to_string(attempt) +
             "; restarting this node's ranks too (restart " + std::to_string(attempt + 1) + " of " +
             std::to_string(options_.max_restarts) + ")");
@@ -244,12 +255,47 @@ class Launcher {
     return failure.exit_status;
   }
 
+  static std::vector<std::string> Lines(const std::string& text) {
+    std::vector<std::string> lines;
+    size_t start = 0;
+    for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+      lines.push_back(text.substr(start, end - start));
+    }
+    return lines;
+  }
+
   LaunchOptions options_;
+  std::unique_ptr<RunLogFolder> logs_;
   std::unique_ptr<NodeRendezvous> node_;
+  int attempt_ = 0;
   std::optional<PeerFailure> peer_failure_;
   bool restart_requested_ = false;
   std::string lost_store_;
 };
+
+int RunLauncher(const LaunchOptions& options) {
+  std::unique_ptr<Launcher> launcher;
+  try {
+    launcher = std::make_unique<Launcher>(options);
+    int status = launcher->Run();
+    launcher->Finish();
+    return status;
+  } catch (const Interrupted& interrupted) {
+    char name[32];
+    if (launcher) launcher->PublishInterruption(interrupted.signal_number);
+    Say(std::string("got ") + SignalName(interrupted.signal_number, name) + " while waiting");
+    if (launcher) launcher->Finish();
+    return 128 + interrupted.signal_number;
+  } catch (const LaunchError& error) {
+    Say(std::string("error: ") + OneLine(error.what()));
+    if (launcher) launcher->Finish();
+    return kLauncherErrorExitCode;
+  } catch (const rendezvous::StoreError& error) {
+    Say(std::string("error: rendezvous store: ") + OneLine(error.what()));
+    if (launcher) launcher->Finish();
+    return kLauncherErrorExitCode;
+  }
+}
 
 int Main(int argc, char** argv) {
   LaunchOptions options;
@@ -260,28 +306,22 @@ int Main(int argc, char** argv) {
     Say(std::string("error: ") + error.what());
     return kUsageExitCode;
   } catch (const LaunchError& error) {
-    Say(std::string("error: ") + error.what());
+    Say(std::string("error: ") + OneLine(error.what()));
     return kUsageExitCode;
   }
   SignalWatcher::Install();
   MakeLauncherASubreaper();
-  try {
-    Launcher launcher(options);
-    return launcher.Run();
-  } catch (const Interrupted& interrupted) {
-    char name[32];
-    Say(std::string("got ") + SignalName(interrupted.signal_number, name) + " while waiting");
-    return 128 + interrupted.signal_number;
-  } catch (const LaunchError& error) {
-    Say(std::string("error: ") + error.what());
-    return kLauncherErrorExitCode;
-  } catch (const rendezvous::StoreError& error) {
-    Say(std::string("error: rendezvous store: ") + error.what());
-    return kLauncherErrorExitCode;
-  }
+  return RunLauncher(options);
 }
 
 }  // namespace
 }  // namespace infini::launch
 
-int main(int argc, char** argv) { return infini::launch::Main(argc, argv); }
+int main(int argc, char** argv) {
+  const int status = infini::launch::Main(argc, argv);
+  fflush(stdout);
+  infini::launch::Console::Get().Flush(infini::launch::kConsoleFlushBound);
+  // _exit: a link thread may still sit in a call to a stalled store; nothing
+  // is left to destroy that matters.
+  _exit(status);
+}

@@ -1,13 +1,14 @@
 // Launcher-to-launcher protocol over the TCP store. Keys (all under
 // "infini_run/"; one store serves one run):
-//   run_id, config          written by the host (node 0): what every node must match
-//   master_port             the ranks' MASTER_PORT, picked free on node 0
+//   config                  written by the host (node 0): what every node must match
+//   master_addr, master_port  the ranks' MASTER_ADDR/MASTER_PORT, chosen on node 0
 //   joined                  counter handing out node ranks in join order
 //   node/<r>/owner          "host:pid" of the node that claimed rank r
+//   heartbeat/<r>           counter node r's link thread increments
 //   attempt/<k>/ready/<r>   node r is ready to start attempt k
 //   attempt/<k>/restart     a node failed in attempt k: everyone restarts
 //   attempt/<k>/done/<r>    node r's ranks all succeeded in attempt k
-//   failure                 "status\nnode\nmessage": a node stopped the run
+//   failure                 "status\nnode\nmessage": the run stops
 //   left/<host:pid>         that node is about to exit (the host waits for it)
 #include "infini/launch/node_rendezvous.h"
 
@@ -15,28 +16,45 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "infini/launch/net_util.h"
 #include "infini/launch/signal_watcher.h"
+#include "infini/rendezvous/tcp_store.h"
 
 namespace infini::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using rendezvous::Store;
 using rendezvous::StoreError;
 using rendezvous::TcpStoreClient;
 using rendezvous::TcpStoreServer;
+using rendezvous::TcpStoreServerOptions;
+using std::chrono::milliseconds;
 
 constexpr char kPrefix[] = "infini_run/";
 // How long the host keeps the store up for nodes that still have to read the
-// outcome before it exits.
-constexpr std::chrono::seconds kHostLingerTimeout{5};
+// outcome, and a leaving node waits for its last writes.
+constexpr milliseconds kHostLinger{5000};
+constexpr milliseconds kWriteFlushBound{2000};
+// Poll step of the supervising thread's waits: signals are seen at once
+// (the signal pipe wakes the poll), snapshots within this.
+constexpr milliseconds kWaitStep{20};
 
 std::string Key(const std::string& name) { return kPrefix + name; }
 std::string AttemptKey(int attempt, const std::string& name) {
   return Key("attempt/" + std::to_string(attempt) + "/" + name);
+}
+std::string NodeKeys(const std::string& kind, int node) {
+  return Key(kind + "/" + std::to_string(node));
 }
 
 // The fields every node must agree on, in the order they are checked.
@@ -62,8 +80,24 @@ std::string FieldOf(const std::string& encoded, const std::string& name) {
   return "";
 }
 
+std::string EncodeFailure(int exit_status, int node, const std::string& message) {
+  return std::to_string(exit_status) + "\n" + std::to_string(node) + "\n" + message;
+}
+
+PeerFailure DecodeFailure(const std::string& encoded) {
+  std::istringstream fields(encoded);
+  PeerFailure failure;
+  std::string line;
+  std::getline(fields, line);
+  failure.exit_status = std::atoi(line.c_str());
+  std::getline(fields, line);
+  failure.node_rank = std::atoi(line.c_str());
+  std::getline(fields, failure.message);
+  return failure;
+}
+
 // Sleeps up to `duration`, waking (and throwing) on SIGINT/SIGTERM/SIGHUP.
-void SleepUnlessSignalled(std::chrono::milliseconds duration) {
+void SleepUnlessSignalled(milliseconds duration) {
   pollfd entry{SignalWatcher::fd(), POLLIN, 0};
   if (poll(&entry, 1, static_cast<int>(duration.count())) > 0) {
     for (int signal_number : SignalWatcher::TakeSignals()) {
@@ -72,13 +106,170 @@ void SleepUnlessSignalled(std::chrono::milliseconds duration) {
   }
 }
 
-std::string Seconds(std::chrono::milliseconds duration) {
+std::string Seconds(milliseconds duration) {
   std::ostringstream text;
   text << static_cast<double>(duration.count()) / 1000 << " s";
   return text.str();
 }
 
 }  // namespace
+
+// The store connection and what was last read through it; shared by the
+// supervising thread (snapshots, queued writes) and the link thread (all
+// network calls). Held by shared_ptr so that a link thread stuck in a call
+// to a stalled store can be left behind safely.
+struct StoreLink {
+  // Set before the thread starts, then read-only.
+  std::unique_ptr<Store> store;
+  int nnodes = 1;
+  int node_rank = 0;
+  bool is_host = false;
+  milliseconds monitor_interval{100};
+  milliseconds heartbeat_timeout{15000};
+  std::string endpoint;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  // Guarded by mutex: requests from the supervising thread...
+  std::deque<std::function<void(Store&)>> writes;
+  int writes_in_flight = 0;
+  int watched_attempt = 0;
+  bool stop = false;
+  // ...and what the link thread saw.
+  std::optional<PeerFailure> failure;
+  std::map<int, bool> restart_by_attempt;
+  bool all_ready = false;
+  bool all_done = false;
+  bool all_left = false;
+  std::string missing_ready;  // node ranks, for the timeout message
+  std::string lost;           // the store failed: why
+  std::set<int> lost_nodes;   // host: nodes that stopped heartbeating
+
+  void Post(std::function<void(Store&)> write) {
+    {
+      std::lock_guard lock(mutex);
+      writes.push_back(std::move(write));
+    }
+    wake.notify_all();
+  }
+
+  void Run() {
+    std::map<int, std::pair<int64_t, Clock::time_point>> heartbeats;  // host: last value, when
+    const milliseconds heartbeat_interval =
+        std::max(milliseconds(50), std::min(heartbeat_timeout / 4, milliseconds(5000)));
+    Clock::time_point next_heartbeat = Clock::now();
+    try {
+      while (true) {
+        int attempt;
+        {
+          std::unique_lock lock(mutex);
+          if (stop && writes.empty()) return;
+          attempt = watched_attempt;
+        }
+        RunWrites();
+        const Clock::time_point now = Clock::now();
+        if (now >= next_heartbeat) {
+          store->Add(NodeKeys("heartbeat", node_rank), 1);
+          if (is_host) CheckHeartbeats(&heartbeats);
+          next_heartbeat = now + heartbeat_interval;
+        }
+        ReadPeers(attempt);
+        std::unique_lock lock(mutex);
+        wake.wait_for(lock, monitor_interval, [&] { return stop || !writes.empty(); });
+      }
+    } catch (const StoreError& error) {
+      std::lock_guard lock(mutex);
+      lost = error.what();
+      writes.clear();
+    }
+  }
+
+  void RunWrites() {
+    while (true) {
+      std::function<void(Store&)> write;
+      {
+        std::lock_guard lock(mutex);
+        if (writes.empty()) return;
+        write = std::move(writes.front());
+        writes.pop_front();
+        ++writes_in_flight;
+      }
+      write(*store);
+      std::lock_guard lock(mutex);
+      --writes_in_flight;
+    }
+  }
+
+  void ReadPeers(int attempt) {
+    std::optional<PeerFailure> seen_failure;
+    if (store->Check({Key("failure")})) seen_failure = DecodeFailure(store->Get(Key("failure")));
+    const bool restart = store->Check({AttemptKey(attempt, "restart")});
+    std::vector<std::string> ready, done;
+    for (int node = 0; node < nnodes; ++node) {
+      ready.push_back(AttemptKey(attempt, "ready/" + std::to_string(node)));
+      done.push_back(AttemptKey(attempt, "done/" + std::to_string(node)));
+    }
+    const bool every_ready = store->Check(ready);
+    std::string missing;
+    if (!every_ready) {
+      for (int node = 0; node < nnodes && node < 64; ++node) {
+        if (!store->Check({ready[static_cast<size_t>(node)]})) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(node);
+        }
+      }
+    }
+    const bool every_done = store->Check(done);
+    bool every_left = true;
+    if (is_host) {
+      for (int node = 0; node < nnodes && every_left; ++node) {
+        const std::string owner_key = NodeKeys("node", node) + "/owner";
+        if (node == node_rank || !store->Check({owner_key})) continue;
+        {
+          std::lock_guard lock(mutex);
+          if (lost_nodes.count(node)) continue;  // it will never say goodbye
+        }
+        every_left = store->Check({Key("left/" + store->Get(owner_key))});
+      }
+    }
+    std::lock_guard lock(mutex);
+    if (seen_failure) failure = seen_failure;
+    restart_by_attempt[attempt] = restart;
+    if (watched_attempt != attempt) return;  // read for an attempt no longer watched
+    all_ready = every_ready;
+    missing_ready = missing;
+    all_done = every_done;
+    all_left = every_left;
+  }
+
+  // Host only: a node whose counter did not move for heartbeat_timeout is
+  // lost; the host tells every node through the failure key.
+  void CheckHeartbeats(std::map<int, std::pair<int64_t, Clock::time_point>>* heartbeats) {
+    const Clock::time_point now = Clock::now();
+    for (int node = 0; node < nnodes; ++node) {
+      if (node == node_rank || !store->Check({NodeKeys("heartbeat", node)})) continue;
+      const int64_t count = store->Add(NodeKeys("heartbeat", node), 0);
+      auto [entry, inserted] = heartbeats->try_emplace(node, count, now);
+      if (inserted || entry->second.first != count) {
+        entry->second = {count, now};
+        continue;
+      }
+      if (now - entry->second.second < heartbeat_timeout) continue;
+      {
+        std::lock_guard lock(mutex);
+        lost_nodes.insert(node);
+      }
+      const std::string owner_key = NodeKeys("node", node) + "/owner";
+      std::string owner = store->Check({owner_key}) ? store->Get(owner_key) : "?";
+      store->CompareSet(
+          Key("failure"), "",
+          EncodeFailure(1, node,
+                        "node " + std::to_string(node) + " lost: its infini_run (" + owner +
+                            ") sent no heartbeat for " + Seconds(heartbeat_timeout) +
+                            " (it died or stalled; "
+                            "--rdzv_conf=heartbeat_timeout)"));
+    }
+  }
+};
 
 std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& options) {
   std::unique_ptr<NodeRendezvous> node(new NodeRendezvous());
@@ -92,23 +283,25 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
   if (!options.multi_node()) {
     // Ranks are local: the store and MASTER_ADDR are loopback.
     TcpStoreServerOptions server_options;
-    server_options.host = options.rendezvous_port == 0 ? "127.0.0.1" : "0.0.0.0";
+    server_options.host = "127.0.0.1";
     server_options.port = options.rendezvous_port;
+    server_options.token = options.run_token;
     try {
       node->server_ = TcpStoreServer::Start(server_options);
     } catch (const StoreError& error) {
-      throw LaunchError("cannot host the launcher's store on port " +
+      throw LaunchError("cannot host the launcher's store on 127.0.0.1:" +
                         std::to_string(options.rendezvous_port) +
                         " (--rdzv_endpoint/--master_port): " + error.what());
     }
     node->store_addr_ = "127.0.0.1";
     node->store_port_ = node->server_->port();
     node->master_addr_ = "127.0.0.1";
-    node->master_port_ = PickFreePort();
+    node->master_port_ = PickFreePort("127.0.0.1");
     node->node_rank_ = 0;
     return node;
   }
 
+  node->link_ = std::make_shared<StoreLink>();
   if (options.node_rank < 0 && IsLocalHost(options.rendezvous_host)) {
     // Whoever binds the endpoint first hosts it (torchrun's c10d style).
     try {
@@ -123,69 +316,56 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
     node->Join(options);
   }
   node->ClaimNodeRank(options);
-  node->store_->Set(Key("node/" + std::to_string(node->node_rank_) + "/host"), HostName());
-  node->master_port_ = static_cast<uint16_t>(std::stoi(node->store_->Get(Key("master_port"))));
+  Store& store = *node->link_->store;
+  store.Set(NodeKeys("node", node->node_rank_) + "/host", HostName());
+  node->master_addr_ = store.Get(Key("master_addr"));
+  node->master_port_ = static_cast<uint16_t>(std::stoi(store.Get(Key("master_port"))));
   return node;
-}
-
-NodeRendezvous::~NodeRendezvous() {
-  if (!server_) Leave();
-  if (!server_ || !store_) return;
-  // Keep the store up until the other nodes have read how the run ended.
-  auto deadline = Clock::now() + kHostLingerTimeout;
-  try {
-    std::vector<std::string> keys;  // of the nodes that joined
-    for (int node = 0; node < options_.nnodes; ++node) {
-      const std::string name = std::to_string(node);
-      const std::string owner_key = Key("node/" + name + "/owner");
-      if (node != node_rank_ && store_->Check({owner_key})) {
-        keys.push_back(Key("left/" + store_->Get(owner_key)));
-      }
-    }
-    while (!store_->Check(keys) && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  } catch (const StoreError&) {
-  }
 }
 
 void NodeRendezvous::Host(const LaunchOptions& options) {
   TcpStoreServerOptions server_options;
-  server_options.host = "0.0.0.0";
+  server_options.host = options.rendezvous_host;  // the address it is given
   server_options.port = options.rendezvous_port;
+  server_options.token = options.run_token;
   try {
     server_ = TcpStoreServer::Start(server_options);
   } catch (const StoreError& error) {
-    throw LaunchError("node 0 cannot host the rendezvous store at port " +
-                      std::to_string(options.rendezvous_port) +
+    throw LaunchError("node 0 cannot host the rendezvous store at " + options.rendezvous_host +
+                      ":" + std::to_string(options.rendezvous_port) +
                       " (--rdzv_endpoint): " + error.what());
   }
-  store_ = TcpStoreClient::Connect("127.0.0.1", server_->port(), options.rendezvous_timeout);
-  store_->set_timeout(options.rendezvous_timeout);
-  store_->Set(Key("config"), EncodeConfig(options));
-  store_->Set(Key("master_port"), std::to_string(PickFreePort()));
+  link_->store = TcpStoreClient::Connect(options.rendezvous_host, server_->port(),
+                                         options.rendezvous_timeout, options.run_token);
+  link_->store->set_timeout(options.heartbeat_timeout);
+  link_->store->Set(Key("config"), EncodeConfig(options));
+  link_->store->Set(Key("master_addr"),
+                    options.local_addr.empty() ? options.rendezvous_host : options.local_addr);
+  link_->store->Set(Key("master_port"), std::to_string(PickFreePort(options.rendezvous_host)));
 }
 
 void NodeRendezvous::Join(const LaunchOptions& options) {
   const std::string endpoint =
       options.rendezvous_host + ":" + std::to_string(options.rendezvous_port);
   try {
-    store_ = TcpStoreClient::Connect(options.rendezvous_host, options.rendezvous_port,
-                                     options.rendezvous_timeout);
+    link_->store = TcpStoreClient::Connect(options.rendezvous_host, options.rendezvous_port,
+                                           options.rendezvous_timeout, options.run_token);
   } catch (const StoreError& error) {
     throw LaunchError("cannot reach the rendezvous endpoint " + endpoint + " within " +
                       Seconds(options.rendezvous_timeout) +
                       " (--rdzv_endpoint, --rdzv_timeout); is node 0's infini_run running? (" +
                       error.what() + ")");
   }
-  store_->set_timeout(options.rendezvous_timeout);
+  // Node 0 answers at once when alive: a stalled node 0 is noticed within
+  // the heartbeat timeout.
+  link_->store->set_timeout(options.heartbeat_timeout);
   AgreeWithHost(options);
 }
 
 void NodeRendezvous::AgreeWithHost(const LaunchOptions& options) {
   std::string host_config;
   try {
-    host_config = store_->Get(Key("config"));
+    host_config = link_->store->Get(Key("config"));
   } catch (const StoreError& error) {
     throw LaunchError("the rendezvous endpoint " + options.rendezvous_host + ":" +
                       std::to_string(options.rendezvous_port) +
@@ -198,109 +378,158 @@ void NodeRendezvous::AgreeWithHost(const LaunchOptions& options) {
     if (theirs == mine) continue;
     std::string message = me + " disagrees with node 0 on --" + name + ": node 0 has '" + theirs +
                           "', " + me + " has '" + mine + "'";
-    PublishFailure(0, false, 1, message);
+    PublishDirect(0, false, 1, message);
     throw LaunchError(message);
   }
 }
 
 void NodeRendezvous::ClaimNodeRank(const LaunchOptions& options) {
+  Store& store = *link_->store;
   if (options.node_rank >= 0) {
     node_rank_ = options.node_rank;
   } else if (server_) {
     node_rank_ = 0;  // the host is node 0: MASTER_ADDR is the endpoint host
   } else {
-    node_rank_ = static_cast<int>(store_->Add(Key("joined"), 1));
+    node_rank_ = static_cast<int>(store.Add(Key("joined"), 1));
     if (node_rank_ >= options.nnodes) {
       std::string message = "the node " + my_identity_ + " joined as node " +
                             std::to_string(node_rank_ + 1) +
                             " of --nnodes=" + std::to_string(options.nnodes) + ": too many nodes";
-      PublishFailure(0, false, 1, message);
+      PublishDirect(0, false, 1, message);
       throw LaunchError(message);
     }
   }
-  std::string owner_key = Key("node/" + std::to_string(node_rank_) + "/owner");
-  std::string owner = store_->CompareSet(owner_key, "", my_identity_);
+  std::string owner_key = NodeKeys("node", node_rank_) + "/owner";
+  std::string owner = store.CompareSet(owner_key, "", my_identity_);
   if (owner != my_identity_) {
     std::string message = "two nodes claim --node_rank=" + std::to_string(node_rank_) + ": " +
                           owner + " and " + my_identity_;
-    PublishFailure(0, false, 1, message);
+    PublishDirect(0, false, 1, message);
     throw LaunchError(message);
   }
+  // From here the host watches this node's heartbeat.
+  store.Add(NodeKeys("heartbeat", node_rank_), 1);
 }
 
-void NodeRendezvous::ThrowIfPeerFailed(const std::string& while_doing) {
-  if (std::optional<PeerFailure> failure = PeerFailed()) {
-    std::string who =
-        failure->node_rank >= 0 ? "node " + std::to_string(failure->node_rank) : "a joining node";
-    throw LaunchError(who + " stopped the run while " + while_doing + ": " + failure->message);
+void NodeRendezvous::StartLink() {
+  if (!link_) return;
+  link_->nnodes = options_.nnodes;
+  link_->node_rank = node_rank_;
+  link_->is_host = server_ != nullptr;
+  link_->monitor_interval = options_.monitor_interval;
+  link_->heartbeat_timeout = options_.heartbeat_timeout;
+  link_->endpoint = store_addr_ + ":" + std::to_string(store_port_);
+  std::thread([link = link_] { link->Run(); }).detach();
+}
+
+NodeRendezvous::~NodeRendezvous() {
+  if (!link_ || !link_->store) return;
+  const std::string identity = my_identity_;
+  if (!server_) {
+    link_->Post([identity](Store& store) { store.Set(Key("left/" + identity), "1"); });
+    std::lock_guard lock(link_->mutex);
+    link_->stop = true;  // after the queued writes
   }
-}
-
-void NodeRendezvous::WaitForKeys(const std::vector<std::string>& keys,
-                                 const std::string& while_doing) {
-  auto deadline = Clock::now() + options_.rendezvous_timeout;
+  // Bounded, and a signal cuts it short: the process is ending. The host
+  // keeps its store up until every node has read the outcome and left.
+  const auto deadline = Clock::now() + (server_ ? kHostLinger : kWriteFlushBound);
   try {
-    while (true) {
-      ThrowIfPeerFailed(while_doing);
-      if (store_->Check(keys)) return;
-      if (Clock::now() >= deadline) break;
-      SleepUnlessSignalled(std::chrono::milliseconds(20));
+    while (Clock::now() < deadline) {
+      {
+        std::lock_guard lock(link_->mutex);
+        const bool flushed = link_->writes.empty() && link_->writes_in_flight == 0;
+        if (!link_->lost.empty() || (flushed && (!server_ || link_->all_left))) break;
+      }
+      SleepUnlessSignalled(kWaitStep);
     }
-    std::string missing;
-    for (const std::string& key : keys) {
-      if (!store_->Check({key}))
-        missing += (missing.empty() ? "" : ", ") + key.substr(key.rfind('/') + 1);
-    }
-    throw LaunchError("timed out after " + Seconds(options_.rendezvous_timeout) + " " +
-                      while_doing + " (--rdzv_timeout); missing node(s) " + missing);
-  } catch (const StoreError& error) {
-    throw LaunchError("lost the rendezvous store at " + store_addr_ + ":" +
-                      std::to_string(store_port_) + " while " + while_doing + ": " + error.what());
+  } catch (const Interrupted&) {
   }
+  {
+    std::lock_guard lock(link_->mutex);
+    link_->stop = true;
+  }
+  link_->wake.notify_all();
+}
+
+std::string NodeRendezvous::LostMessage(const std::string& while_doing) {
+  return "lost the rendezvous store at " + store_addr_ + ":" + std::to_string(store_port_) +
+         " while " + while_doing + " (node 0's infini_run died or stalled): " + StoreLost();
 }
 
 void NodeRendezvous::WaitAllNodesReady(int attempt) {
-  if (!options_.multi_node()) return;
-  try {
-    store_->Set(AttemptKey(attempt, "ready/" + std::to_string(node_rank_)), "1");
-  } catch (const StoreError& error) {
-    throw LaunchError(std::string("lost the rendezvous store: ") + error.what());
+  if (!link_) return;
+  {
+    std::lock_guard lock(link_->mutex);
+    link_->watched_attempt = attempt;
+    link_->all_ready = false;
+    link_->all_done = false;
   }
-  std::vector<std::string> keys;
-  for (int node = 0; node < options_.nnodes; ++node) {
-    keys.push_back(AttemptKey(attempt, "ready/" + std::to_string(node)));
+  const std::string key = AttemptKey(attempt, "ready/" + std::to_string(node_rank_));
+  link_->Post([key](Store& store) { store.Set(key, "1"); });
+  const std::string doing = "waiting for every node to start attempt " + std::to_string(attempt);
+  const auto deadline = Clock::now() + options_.rendezvous_timeout;
+  while (true) {
+    {
+      std::lock_guard lock(link_->mutex);
+      if (link_->failure) {
+        const PeerFailure& failure = *link_->failure;
+        throw LaunchError((failure.node_rank >= 0 ? "node " + std::to_string(failure.node_rank)
+                                                  : std::string("a joining node")) +
+                          " stopped the run while " + doing + ": " + failure.message);
+      }
+      if (!link_->lost.empty()) break;
+      if (link_->all_ready && link_->watched_attempt == attempt) return;
+      if (Clock::now() >= deadline) {
+        throw LaunchError("timed out after " + Seconds(options_.rendezvous_timeout) + " " + doing +
+                          " (--rdzv_timeout); missing node(s) " + link_->missing_ready);
+      }
+    }
+    SleepUnlessSignalled(kWaitStep);
   }
-  WaitForKeys(keys, "waiting for every node to start attempt " + std::to_string(attempt));
+  throw LaunchError(LostMessage(doing));
 }
 
 std::optional<PeerFailure> NodeRendezvous::PeerFailed() {
-  if (!store_ || !store_->Check({Key("failure")})) return std::nullopt;
-  std::istringstream fields(store_->Get(Key("failure")));
-  PeerFailure failure;
-  std::string line;
-  std::getline(fields, line);
-  failure.exit_status = std::atoi(line.c_str());
-  std::getline(fields, line);
-  failure.node_rank = std::atoi(line.c_str());
-  std::getline(fields, failure.message);
-  return failure;
+  if (!link_) return std::nullopt;
+  std::lock_guard lock(link_->mutex);
+  return link_->failure;
 }
 
 bool NodeRendezvous::RestartRequested(int attempt) {
-  return store_ && store_->Check({AttemptKey(attempt, "restart")});
+  if (!link_) return false;
+  std::lock_guard lock(link_->mutex);
+  auto found = link_->restart_by_attempt.find(attempt);
+  return found != link_->restart_by_attempt.end() && found->second;
+}
+
+std::string NodeRendezvous::StoreLost() {
+  if (!link_) return "";
+  std::lock_guard lock(link_->mutex);
+  return link_->lost;
 }
 
 void NodeRendezvous::PublishFailure(int attempt, bool restart, int exit_status,
                                     const std::string& message) {
-  if (!store_) return;
+  if (!link_) return;
+  const int node = node_rank_;
+  link_->Post([=](Store& store) {
+    if (restart) {
+      store.CompareSet(AttemptKey(attempt, "restart"), "", std::to_string(node) + "\n" + message);
+    } else {
+      store.CompareSet(Key("failure"), "", EncodeFailure(exit_status, node, message));
+    }
+  });
+}
+
+void NodeRendezvous::PublishDirect(int attempt, bool restart, int exit_status,
+                                   const std::string& message) {
+  // During Establish, on the thread that owns the connection.
   try {
     if (restart) {
-      store_->CompareSet(AttemptKey(attempt, "restart"), "",
-                         std::to_string(node_rank_) + "\n" + message);
+      link_->store->CompareSet(AttemptKey(attempt, "restart"), "",
+                               std::to_string(node_rank_) + "\n" + message);
     } else {
-      store_->CompareSet(
-          Key("failure"), "",
-          std::to_string(exit_status) + "\n" + std::to_string(node_rank_) + "\n" + message);
+      link_->store->CompareSet(Key("failure"), "", EncodeFailure(exit_status, node_rank_, message));
     }
   } catch (const StoreError&) {
     // The store is gone: the other nodes notice that themselves.
@@ -309,32 +538,58 @@ void NodeRendezvous::PublishFailure(int attempt, bool restart, int exit_status,
 
 NodeRendezvous::FinishOutcome NodeRendezvous::WaitForOtherNodes(
     int attempt, std::optional<PeerFailure>* failure) {
-  if (!options_.multi_node()) return FinishOutcome::kAllSucceeded;
-  std::vector<std::string> done;
-  for (int node = 0; node < options_.nnodes; ++node) {
-    done.push_back(AttemptKey(attempt, "done/" + std::to_string(node)));
-  }
-  try {
-    store_->Set(done[static_cast<size_t>(node_rank_)], "1");
-    // No deadline: the other nodes' ranks may legitimately run for days.
-    while (true) {
-      if ((*failure = PeerFailed())) return FinishOutcome::kPeerFailed;
-      if (RestartRequested(attempt)) return FinishOutcome::kRestart;
-      if (store_->Check(done)) return FinishOutcome::kAllSucceeded;
-      SleepUnlessSignalled(options_.monitor_interval);
+  if (!link_) return FinishOutcome::kAllSucceeded;
+  const std::string key = AttemptKey(attempt, "done/" + std::to_string(node_rank_));
+  link_->Post([key](Store& store) { store.Set(key, "1"); });
+  // No deadline: the other nodes' ranks may legitimately run for days; their
+  // heartbeats say whether they are still there.
+  while (true) {
+    {
+      std::lock_guard lock(link_->mutex);
+      if ((*failure = link_->failure)) return FinishOutcome::kPeerFailed;
+      if (link_->restart_by_attempt[attempt]) return FinishOutcome::kRestart;
+      if (link_->all_done && link_->watched_attempt == attempt && link_->writes.empty() &&
+          link_->writes_in_flight == 0) {
+        return FinishOutcome::kAllSucceeded;
+      }
+      if (!link_->lost.empty()) break;
     }
-  } catch (const StoreError& error) {
-    throw LaunchError("lost the rendezvous store at " + store_addr_ + ":" +
-                      std::to_string(store_port_) +
-                      " while waiting for the other nodes to finish: " + error.what());
+    SleepUnlessSignalled(kWaitStep);
   }
+  throw LaunchError(LostMessage("waiting for the other nodes to finish"));
 }
 
-void NodeRendezvous::Leave() {
-  if (!store_ || server_) return;
-  try {
-    store_->Set(Key("left/" + my_identity_), "1");
-  } catch (const StoreError&) {
+std::unique_ptr<NodeRendezvous> EstablishWhileWatchingSignals(const LaunchOptions& options) {
+  if (!options.multi_node()) return NodeRendezvous::Establish(options);
+  struct Outcome {
+    std::mutex mutex;
+    std::unique_ptr<NodeRendezvous> node;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  std::thread([outcome, options] {
+    std::unique_ptr<NodeRendezvous> node;
+    std::exception_ptr error;
+    try {
+      node = NodeRendezvous::Establish(options);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(outcome->mutex);
+    outcome->node = std::move(node);
+    outcome->error = error;
+    outcome->done = true;
+  }).detach();
+  while (true) {
+    {
+      std::lock_guard lock(outcome->mutex);
+      if (outcome->done) {
+        if (outcome->error) std::rethrow_exception(outcome->error);
+        return std::move(outcome->node);
+      }
+    }
+    SleepUnlessSignalled(kWaitStep);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "infini/launch/console.h"
 #include "infini/launch/options.h"
 
 namespace infini::launch {
@@ -15,13 +16,6 @@ namespace {
 // prints a newline cannot grow the launcher without bound.
 constexpr size_t kMaxLineBytes = 64 * 1024;
 
-int OpenLog(const std::string& path) {
-  if (path.empty()) return -1;
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw LaunchError("cannot write log file " + path + ": " + strerror(errno));
-  return fd;
-}
-
 }  // namespace
 
 void WriteFully(int fd, const char* data, size_t length) {
@@ -29,11 +23,7 @@ void WriteFully(int fd, const char* data, size_t length) {
     ssize_t written = write(fd, data, length);
     if (written < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        usleep(1000);  // a non-blocking console that is full: wait, keep the line whole
-        continue;
-      }
-      return;  // console gone (EPIPE): the output is lost, the run goes on
+      return;  // a full disk: the log loses the line, the run goes on
     }
     data += written;
     length -= static_cast<size_t>(written);
@@ -42,13 +32,8 @@ void WriteFully(int fd, const char* data, size_t length) {
 
 RankOutput::RankOutput(const RankOutputOptions& options)
     : options_(options), prefix_("[rank" + std::to_string(options.global_rank) + "]:") {
-  log_fd_[kStdout] = OpenLog(options.stdout_log_path);
-  try {
-    log_fd_[kStderr] = OpenLog(options.stderr_log_path);
-  } catch (...) {
-    if (log_fd_[kStdout] >= 0) close(log_fd_[kStdout]);
-    throw;
-  }
+  log_fd_[kStdout] = options.stdout_log_fd;
+  log_fd_[kStderr] = options.stderr_log_fd;
 }
 
 RankOutput::~RankOutput() {
@@ -95,8 +80,8 @@ void RankOutput::EmitLine(Stream stream, const std::string& line) {
   bool to_console = stream == kStdout ? options_.stdout_to_console : options_.stderr_to_console;
   if (to_console) {
     // One write per line: lines of different ranks never mix.
-    std::string prefixed = prefix_ + with_newline;
-    WriteFully(stream == kStdout ? STDOUT_FILENO : STDERR_FILENO, prefixed.data(), prefixed.size());
+    Console::Get().WriteLine(stream == kStdout ? Console::kStdout : Console::kStderr,
+                             prefix_ + with_newline);
   }
   if (options_.tail_lines > 0) {
     tail_.push_back(prefix_ + line);

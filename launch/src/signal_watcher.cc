@@ -32,7 +32,7 @@ void SignalWatcher::Install() {
   struct sigaction action {};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  action.sa_flags = SA_RESTART;  // SIGCHLD also when a rank stops
   for (int signal_number : kWatchedSignals) sigaction(signal_number, &action, nullptr);
   signal(SIGPIPE, SIG_IGN);
 }

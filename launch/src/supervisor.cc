@@ -15,7 +15,9 @@
 #include <memory>
 #include <optional>
 
+#include "infini/launch/console.h"
 #include "infini/launch/options.h"
+#include "infini/launch/pid_namespace.h"
 #include "infini/launch/signal_watcher.h"
 
 namespace infini::launch {
@@ -34,6 +36,8 @@ struct Child {
   bool running = false;
   int pipe_fd[2] = {-1, -1};  // read ends: stdout, stderr
   int exec_error_fd = -1;
+  std::optional<std::chrono::steady_clock::time_point> stopped_since;
+  int stop_signal = 0;
   RankExit exit;
 };
 
@@ -45,7 +49,9 @@ void ClosePipe(int* fd) {
 // Forks and execs one rank. Everything the child touches is prepared before
 // fork: the launcher may have threads (the store server), so the child may
 // only make async-signal-safe calls until exec.
-void Spawn(Child* child, pid_t launcher_pid) {
+// `in_namespace`: the child starts in the keeper's PID namespace, where its
+// parent (outside) reads as pid 0.
+void Spawn(Child* child, pid_t launcher_pid, bool in_namespace) {
   const RankSpec& spec = *child->spec;
   std::vector<char*> argv, envp;
   for (const std::string& word : spec.argv) argv.push_back(const_cast<char*>(word.c_str()));
@@ -74,7 +80,8 @@ void Spawn(Child* child, pid_t launcher_pid) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     // The launcher may have died before prctl took effect.
-    if (getppid() != launcher_pid) _exit(128 + SIGKILL);
+    if (getppid() != (in_namespace ? 0 : launcher_pid)) _exit(128 + SIGKILL);
+    if (in_namespace) MountProcForNamespace();
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     SignalWatcher::ResetInChild();
@@ -134,13 +141,24 @@ class AttemptSupervisor {
 
   AttemptResult Run() {
     const pid_t launcher_pid = getpid();
-    for (Child& child : children_) Spawn(&child, launcher_pid);
+    if (options_.use_pid_namespace) {
+      std::string why;
+      keeper_ = PidNamespaceKeeper::Start(&why);
+    }
+    const bool in_namespace = keeper_ && keeper_->Enter();
+    for (Child& child : children_) Spawn(&child, launcher_pid, in_namespace);
+    if (in_namespace) keeper_->Leave();
     for (Child& child : children_) CollectExecResult(&child);
     result_.all_started = Clock::now();
     for (Child& child : children_) {
       if (child.exit.spawn_failed && !child.running) RecordFailure(&child);
     }
     Loop();
+    // What is left of the run: the namespace (its PID 1 ends it), and
+    // orphans this subreaper adopted.
+    const pid_t keeper_pid = keeper_ ? keeper_->pid() : -1;
+    keeper_.reset();
+    KillAdoptedProcesses(keeper_pid);
     for (Child& child : children_) {
       child.output->FlushPartialLines();
       child.exit.tail = child.output->tail();
@@ -167,6 +185,8 @@ class AttemptSupervisor {
       // Groups of ranks that already exited too: what is left of them is a
       // stray descendant. A group id is not reused while its group lives.
       if (child.pid > 0) kill(-child.pid, signal_number);
+      // A stopped rank only acts on SIGTERM once continued.
+      if (child.pid > 0 && signal_number == SIGTERM) kill(-child.pid, SIGCONT);
     }
   }
 
@@ -192,11 +212,24 @@ class AttemptSupervisor {
   void Reap() {
     int status = 0;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
       // Pids that are not ranks are orphans we adopted as subreaper.
+      if (keeper_ && pid == keeper_->pid() && !WIFSTOPPED(status) && !WIFCONTINUED(status)) {
+        keeper_->MarkReaped();
+      }
       for (Child& child : children_) {
         if (child.pid != pid || !child.running) continue;
+        if (WIFSTOPPED(status)) {
+          child.stopped_since = Clock::now();
+          child.stop_signal = WSTOPSIG(status);
+          continue;
+        }
+        if (WIFCONTINUED(status)) {
+          child.stopped_since.reset();
+          continue;
+        }
         child.running = false;
+        child.stopped_since.reset();
         if (WIFEXITED(status)) {
           child.exit.exited = true;
           child.exit.exit_code = WEXITSTATUS(status);
@@ -204,6 +237,17 @@ class AttemptSupervisor {
           child.exit.signal_number = WTERMSIG(status);
         }
         if (child.exit.failed()) RecordFailure(&child);
+      }
+    }
+  }
+
+  void CheckStoppedRanks(Clock::time_point now) {
+    for (Child& child : children_) {
+      if (child.running && child.stopped_since &&
+          now >= *child.stopped_since + options_.stopped_rank_timeout) {
+        child.exit.stalled_by_signal = child.stop_signal;
+        RecordFailure(&child);
+        return;
       }
     }
   }
@@ -229,6 +273,11 @@ class AttemptSupervisor {
     if (stopping_ && !killed_) earliest(kill_deadline_);
     if (!stopping_ && options_.peer_monitor) earliest(next_monitor_);
     if (drain_deadline_) earliest(*drain_deadline_);
+    if (!stopping_) {
+      for (const Child& child : children_) {
+        if (child.stopped_since) earliest(*child.stopped_since + options_.stopped_rank_timeout);
+      }
+    }
     if (!wake) return -1;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - now).count();
     return static_cast<int>(std::clamp<long long>(left + 1, 0, 1 << 30));
@@ -249,6 +298,10 @@ class AttemptSupervisor {
       std::vector<std::pair<Child*, int>> owners;
       fds.push_back({SignalWatcher::fd(), POLLIN, 0});
       owners.emplace_back(nullptr, -1);
+      const size_t first_console = fds.size();
+      Console::Get().AddPollEntries(&fds);
+      owners.resize(fds.size(), {nullptr, -1});
+      const size_t first_pipe = fds.size();
       for (Child& child : children_) {
         for (int stream = 0; stream < 2; ++stream) {
           if (child.pipe_fd[stream] < 0) continue;
@@ -258,7 +311,8 @@ class AttemptSupervisor {
       }
       int ready = poll(fds.data(), fds.size(), PollTimeoutMs(now));
       if (ready < 0 && errno != EINTR) break;
-      for (size_t i = 1; ready > 0 && i < fds.size(); ++i) {
+      if (ready > 0 && first_pipe > first_console) Console::Get().WriteQueued();
+      for (size_t i = first_pipe; ready > 0 && i < fds.size(); ++i) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         auto [child, stream] = owners[i];
         auto which = static_cast<RankOutput::Stream>(stream);
@@ -271,6 +325,7 @@ class AttemptSupervisor {
         SignalGroups(SIGKILL);
         killed_ = true;
       }
+      if (!stopping_) CheckStoppedRanks(now);
       if (!stopping_ && options_.peer_monitor && now >= next_monitor_) {
         if (options_.peer_monitor()) BeginStop(AttemptOutcome::kStoppedByPeer);
         next_monitor_ = Clock::now() + options_.monitor_interval;
@@ -298,11 +353,13 @@ class AttemptSupervisor {
   Clock::time_point kill_deadline_;
   Clock::time_point next_monitor_;
   std::optional<Clock::time_point> drain_deadline_;
+  std::unique_ptr<PidNamespaceKeeper> keeper_;
 };
 
 }  // namespace
 
 int RankExit::ExitStatus() const {
+  if (stalled_by_signal) return 128 + stalled_by_signal;
   if (spawn_failed && exited) return exit_code == 0 ? 1 : exit_code;
   if (spawn_failed) return 127;
   return exited ? exit_code : 128 + signal_number;
@@ -310,6 +367,12 @@ int RankExit::ExitStatus() const {
 
 std::string RankExit::Describe() const {
   if (spawn_failed) return detail;
+  if (stalled_by_signal) {
+    char name[32];
+    return std::string("stopped by ") + SignalName(stalled_by_signal, name) +
+           " and not continued in time (exit status " + std::to_string(128 + stalled_by_signal) +
+           ")";
+  }
   if (exited) return "exit code " + std::to_string(exit_code);
   char name[32];
   return std::string("killed by ") + SignalName(signal_number, name) + " (exit status " +

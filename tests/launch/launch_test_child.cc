@@ -70,6 +70,27 @@ int main(int argc, char** argv) {
     WriteFileAtomically(stem + ".pid", std::to_string(getpid()) + "\n");
   }
 
+  // Descendants that must not outlive the run.
+  if (flags.count("daemon")) {
+    if (fork() == 0) {
+      setsid();
+      if (fork() == 0) {
+        WriteFileAtomically(flags["dir"] + "/" + std::to_string(rank) + ".daemon", "started\n");
+        freopen("/dev/null", "w", stdout);
+        freopen("/dev/null", "w", stderr);
+        for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      _exit(0);
+    }
+  }
+  if (flags.count("grandchild")) {
+    if (fork() == 0) {
+      signal(SIGTERM, SIG_IGN);
+      WriteFileAtomically(flags["dir"] + "/" + std::to_string(rank) + ".grandchild", "started\n");
+      for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      _exit(0);
+    }
+  }
   if (flags.count("print")) {
     printf("%s\n", flags["print"].c_str());
     fprintf(stderr, "stderr:%s\n", flags["print"].c_str());
@@ -94,8 +115,15 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank %d failing on purpose\n", rank);
     fflush(stderr);
     if (int signal_number = IntFlag(flags, "signal", 0)) raise(signal_number);
+    if (flags.count("segfault")) {
+      volatile int* nowhere = nullptr;
+      *nowhere = 1;
+    }
     return IntFlag(flags, "exit_code", 1);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(IntFlag(flags, "sleep_ms", 0)));
+  // Ranks from --long_from on sleep --sleep_ms; the others exit at once.
+  if (rank >= IntFlag(flags, "long_from", 0)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(IntFlag(flags, "sleep_ms", 0)));
+  }
   return 0;
 }

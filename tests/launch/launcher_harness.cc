@@ -47,12 +47,73 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ignored);
 }
 
-LauncherProcess::LauncherProcess(const std::vector<std::string>& arguments) {
+std::string TestMark() {
+  static const std::string mark = "launcher_test_" + std::to_string(getpid());
+  return mark;
+}
+
+std::string TestToken() { return "secret-of-" + TestMark(); }
+
+std::vector<pid_t> ProcessesOfThisTest() {
+  const std::string needle = "INFINI_LAUNCH_TEST_MARK=" + TestMark();
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string environment = ReadFile(entry.path() / "environ");
+    for (size_t at = 0; at < environment.size();) {
+      size_t end = environment.find('\0', at);
+      if (end == std::string::npos) end = environment.size();
+      if (environment.compare(at, end - at, needle) == 0) {
+        const pid_t pid = static_cast<pid_t>(std::stoi(name));
+        if (!ProcessGone(pid)) found.push_back(pid);
+        break;
+      }
+      at = end + 1;
+    }
+  }
+  return found;
+}
+
+bool NoProcessLeft(std::chrono::milliseconds bound) {
+  auto deadline = Clock::now() + bound;
+  while (!ProcessesOfThisTest().empty()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+pid_t FindRankPid(pid_t launcher, int rank, std::chrono::milliseconds bound) {
+  auto deadline = Clock::now() + bound;
+  const std::string wanted = "RANK=" + std::to_string(rank);
+  while (Clock::now() < deadline) {
+    for (pid_t pid : ProcessesOfThisTest()) {
+      std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+      size_t close_paren = stat.rfind(')');
+      if (close_paren == std::string::npos) continue;
+      if (std::atoi(stat.c_str() + close_paren + 4) != launcher) continue;
+      std::string environment = ReadFile("/proc/" + std::to_string(pid) + "/environ");
+      if (environment.find(std::string("\0") + wanted + '\0') != std::string::npos) return pid;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+LauncherProcess::LauncherProcess(const std::vector<std::string>& arguments,
+                                 const LaunchSetup& setup) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, (capture_.path() + "/out").c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  int unread[2] = {-1, -1};
+  if (setup.stdout_unread_pipe && pipe2(unread, O_CLOEXEC) == 0) {
+    unread_pipe_ = unread[0];
+    posix_spawn_file_actions_adddup2(&actions, unread[1], STDOUT_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, (capture_.path() + "/out").c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  }
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, (capture_.path() + "/err").c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<std::string> words = {LauncherPath()};
@@ -60,9 +121,19 @@ LauncherProcess::LauncherProcess(const std::vector<std::string>& arguments) {
   std::vector<char*> argv;
   for (std::string& word : words) argv.push_back(word.data());
   argv.push_back(nullptr);
+  std::vector<std::string> environment;
+  for (char** entry = environ; *entry; ++entry) environment.emplace_back(*entry);
+  environment.push_back("INFINI_LAUNCH_TEST_MARK=" + TestMark());
+  if (setup.with_token) environment.push_back("INFINI_RUN_TOKEN=" + TestToken());
+  environment.insert(environment.end(), setup.extra_environment.begin(),
+                     setup.extra_environment.end());
+  std::vector<char*> envp;
+  for (std::string& entry : environment) envp.push_back(entry.data());
+  envp.push_back(nullptr);
   started_ = Clock::now();
-  if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+  if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data()) != 0) pid_ = -1;
   posix_spawn_file_actions_destroy(&actions);
+  if (unread[1] >= 0) close(unread[1]);
 }
 
 LauncherProcess::~LauncherProcess() {
@@ -70,6 +141,7 @@ LauncherProcess::~LauncherProcess() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
   }
+  if (unread_pipe_ >= 0) close(unread_pipe_);
 }
 
 LauncherResult LauncherProcess::Wait(std::chrono::milliseconds bound) {
@@ -125,15 +197,10 @@ bool WaitForPidFiles(const std::string& dir, size_t count, std::chrono::millisec
   return true;
 }
 
-bool AllRecordedProcessesGone(const std::string& dir, std::chrono::milliseconds bound) {
-  auto deadline = Clock::now() + bound;
-  while (true) {
-    bool all_gone = true;
-    for (pid_t pid : RecordedPids(dir)) all_gone = all_gone && pid > 0 && ProcessGone(pid);
-    if (all_gone) return true;
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+bool AllRecordedProcessesGone(const std::string& /*dir*/, std::chrono::milliseconds bound) {
+  // Recorded pids are those of the ranks' own PID namespace; the mark finds
+  // the processes from here, descendants included.
+  return NoProcessLeft(bound);
 }
 
 std::map<std::string, std::string> RecordedEnvironment(const std::string& dir, int rank,

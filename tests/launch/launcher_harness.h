@@ -29,10 +29,34 @@ struct LauncherResult {
   std::chrono::milliseconds elapsed{0};
 };
 
+// Every infini_run a test starts carries INFINI_LAUNCH_TEST_MARK=<this>, and
+// so does every process it starts (ranks, their daemons, grandchildren):
+// what "no process of the run is left" scans /proc for.
+std::string TestMark();
+// Processes (not zombies) whose environment holds the test mark.
+std::vector<pid_t> ProcessesOfThisTest();
+// Whether none is left, waiting up to `bound`.
+bool NoProcessLeft(std::chrono::milliseconds bound = std::chrono::seconds(10));
+// The pid (in this namespace) of the rank with RANK=`rank` whose parent is
+// `launcher`; -1 if none within `bound`.
+pid_t FindRankPid(pid_t launcher, int rank,
+                  std::chrono::milliseconds bound = std::chrono::seconds(20));
+
+struct LaunchSetup {
+  std::vector<std::string> extra_environment;  // NAME=value
+  bool stdout_unread_pipe = false;             // stdout is a pipe that nobody reads
+  // INFINI_RUN_TOKEN=TestToken() in the launcher's environment, as a
+  // scheduler would hand it to every node.
+  bool with_token = true;
+};
+
+std::string TestToken();
+
 // One infini_run process, stdout/stderr captured in files.
 class LauncherProcess {
  public:
-  explicit LauncherProcess(const std::vector<std::string>& arguments);
+  explicit LauncherProcess(const std::vector<std::string>& arguments,
+                           const LaunchSetup& setup = {});
   ~LauncherProcess();
   pid_t pid() const { return pid_; }
   // Waits up to `bound`; on a hang kills it (and reports exit_code -1).
@@ -40,6 +64,7 @@ class LauncherProcess {
 
  private:
   TempDir capture_;
+  int unread_pipe_ = -1;
   pid_t pid_ = -1;
   bool reaped_ = false;
   std::chrono::steady_clock::time_point started_;
@@ -56,8 +81,8 @@ std::vector<pid_t> RecordedPids(const std::string& dir);
 // Waits until `count` pid files exist (true) or `bound` passes (false).
 bool WaitForPidFiles(const std::string& dir, size_t count,
                      std::chrono::milliseconds bound = std::chrono::seconds(20));
-// Whether every recorded process is gone (zombies count as gone), waiting up
-// to `bound` for the last ones to die.
+// Whether every process of this test is gone (zombies count as gone; see
+// TestMark), waiting up to `bound` for the last ones to die.
 bool AllRecordedProcessesGone(const std::string& dir,
                               std::chrono::milliseconds bound = std::chrono::seconds(10));
 

@@ -20,6 +20,13 @@ struct WorldContext {
   std::string store_addr;  // the launcher's store
   uint16_t store_port = 0;
   int restart_count = 0;
+  int max_restarts = 0;
+  std::string role = "default";
+  std::string run_token;  // empty: not set
+  // Device isolation: VARIABLE=<device of local rank>; empty: none.
+  std::string visibility_variable;
+  std::vector<std::string> visible_devices;  // inherited list, else indices
+  bool inherited_nccl_async_error_handling = false;
 };
 
 using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;

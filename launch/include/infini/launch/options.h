@@ -52,6 +52,22 @@ struct LaunchOptions {
   std::string run_id;
   bool run_id_given = false;
   std::chrono::milliseconds rendezvous_timeout{std::chrono::seconds(300)};
+  // A node whose launcher sent no heartbeat this long is lost; also how long
+  // a store call may take and a rank may stay stopped.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(15)};
+  // The run's secret: every store this launcher hosts or joins demands it;
+  // ranks get it as INFINI_RUN_TOKEN. Empty: unauthenticated (multi-node
+  // without a token: torchrun's trusted-network model, with a warning).
+  std::string run_token;
+  // --local_addr: the MASTER_ADDR node 0 publishes (default: the endpoint host).
+  std::string local_addr;
+  std::string role = "default";  // --role (ROLE_NAME)
+  // --isolate_devices: each rank sees only its own device(s) through the
+  // backend's visibility variable (empty: the backend has none).
+  bool isolate_devices = false;
+  std::string visibility_variable;
+  std::vector<std::string> visible_devices;  // the launcher's own list, if set
+  bool use_pid_namespace = true;
   std::string ccl_backend = "auto";
   int max_restarts = 0;
   std::chrono::milliseconds monitor_interval{100};
@@ -69,6 +85,9 @@ struct LaunchOptions {
   bool multi_node() const { return nnodes > 1; }
   bool ShowsOnConsole(int local_rank) const;
 };
+
+// Escapes a value so that it prints on one line ("\n", "\x07").
+std::string OneLine(const std::string& value);
 
 // Parses infini_run's command line (both spellings of every flag, `--` or the
 // first non-flag word starts the program). Throws UsageError. Returns false

@@ -1,6 +1,6 @@
 // Copies a rank's stdout and stderr from its pipes to the console (each line
-// prefixed "[rankN]:", written whole) and to its log files, and remembers the
-// last lines for the failure summary.
+// prefixed "[rankN]:", queued whole, never blocking: console.h) and to its log files, and remembers
+// the last lines for the failure summary.
 #pragma once
 
 #include <cstddef>
@@ -13,14 +13,15 @@ struct RankOutputOptions {
   int global_rank = 0;
   bool stdout_to_console = true;
   bool stderr_to_console = true;
-  std::string stdout_log_path;  // empty: no file
-  std::string stderr_log_path;
+  // Open log files (RankOutput closes them); -1: none.
+  int stdout_log_fd = -1;
+  int stderr_log_fd = -1;
   size_t tail_lines = 10;
 };
 
 class RankOutput {
  public:
-  // Opens the log files (throws LaunchError naming the path on failure).
+  // Takes ownership of the log files.
   explicit RankOutput(const RankOutputOptions& options);
   ~RankOutput();
   RankOutput(const RankOutput&) = delete;
@@ -45,7 +46,7 @@ class RankOutput {
   std::deque<std::string> tail_;
 };
 
-// Writes all of `data` to `fd`, retrying on EINTR and short writes.
+// Writes all of `data` to the file `fd`, retrying on EINTR and short writes.
 void WriteFully(int fd, const char* data, size_t length);
 
 }  // namespace infini::launch

@@ -35,6 +35,7 @@ struct RankExit {
   int exit_code = 0;
   int signal_number = 0;
   bool stopped_by_launcher = false;  // it was still running at teardown
+  int stalled_by_signal = 0;         // it stayed stopped (SIGSTOP...) too long
   std::string detail;
   std::deque<std::string> tail;
 
@@ -70,11 +71,17 @@ struct SupervisorOptions {
   // Called once the first rank fails, before the others are stopped, so other
   // nodes learn of it while this node tears down.
   std::function<void(const RankExit&)> on_first_failure;
+  // A rank stopped (SIGSTOP, SIGTSTP...) this long counts as failed, so the
+  // run ends naming it rather than waiting on it.
+  std::chrono::milliseconds stopped_rank_timeout{std::chrono::seconds(15)};
+  // Fork the ranks into a new PID namespace when the kernel permits.
+  bool use_pid_namespace = true;
 };
 
 // Runs the ranks of one attempt to the end. Every child is in its own process
 // group, dies with the launcher (PR_SET_PDEATHSIG) and is reaped before this
-// returns.
+// returns; so is every descendant (pid_namespace.h). The console is written
+// without blocking (console.h).
 AttemptResult RunAttempt(const std::vector<RankSpec>& ranks, const SupervisorOptions& options);
 
 // Makes orphaned grandchildren of the ranks children of the launcher, so they
