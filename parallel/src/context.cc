@@ -8,6 +8,7 @@
 #include "infini/parallel/logging.h"
 #include "infini/parallel/process_group.h"
 #include "infini/rendezvous/prefix_store.h"
+#include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 
 namespace infini::parallel {
@@ -19,7 +20,8 @@ constexpr std::chrono::seconds kStoreTimeoutMargin{30};
 
 // One hosted store per port for the whole process: thread ranks share it, and
 // it lives until the process ends (other processes may still be reading).
-std::shared_ptr<rendezvous::TcpStoreServer> HostStore(const std::string& host, uint16_t port) {
+std::shared_ptr<rendezvous::TcpStoreServer> HostStore(const std::string& host, uint16_t port,
+                                                      const std::string& token) {
   static std::mutex mutex;
   static std::map<std::pair<std::string, uint16_t>, std::shared_ptr<rendezvous::TcpStoreServer>>
       servers;
@@ -29,6 +31,7 @@ std::shared_ptr<rendezvous::TcpStoreServer> HostStore(const std::string& host, u
     rendezvous::TcpStoreServerOptions options;
     options.host = host;
     options.port = port;
+    options.token = token;
     server = rendezvous::TcpStoreServer::Start(options);
   }
   return server;
@@ -75,19 +78,24 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   context->shares_device_ = device_type != kDLCPU && rank.local_world_size() > visible;
   backend->SetDevice(context->device_index_);
 
+  // The run's secret, handed down by the launcher; without one (ranks started
+  // by torchrun, srun or mpirun) the store is as open as torchrun's.
+  const auto token_entry = environment.find(rendezvous::kRunTokenVariable);
+  const std::string token = token_entry != environment.end() ? token_entry->second : "";
+  context->store_token_ = token;
   const StoreLocation& location = settings.store;
   std::string host = location.host;
   uint16_t port = location.port;
   const auto connect_timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(settings.timeout + kStoreTimeoutMargin);
   if (location.kind == StoreLocation::Kind::kInProcess) {
-    auto server = HostStore("127.0.0.1", 0);
+    auto server = HostStore("127.0.0.1", 0, token);
     host = "127.0.0.1";
     port = server->port();
     context->hosted_server_ = server;
   } else if (location.kind == StoreLocation::Kind::kMaster && topology.global_proc_rank == 0) {
     try {
-      context->hosted_server_ = HostStore("0.0.0.0", port);
+      context->hosted_server_ = HostStore("0.0.0.0", port, token);
     } catch (const rendezvous::StoreError& error) {
       throw ParallelConfigError("MASTER_PORT='" + std::to_string(port) +
                                 "': global rank 0 could not host the store there (" + error.what() +
@@ -110,7 +118,7 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
 
 std::shared_ptr<rendezvous::Store> Context::ConnectStore() const {
   std::shared_ptr<rendezvous::Store> client =
-      rendezvous::TcpStoreClient::Connect(store_host_, store_port_, store_timeout_);
+      rendezvous::TcpStoreClient::Connect(store_host_, store_port_, store_timeout_, store_token_);
   client->set_timeout(store_timeout_);
   return std::make_shared<rendezvous::PrefixStore>(key_namespace(), std::move(client));
 }

@@ -87,6 +87,7 @@ class Context : public std::enable_shared_from_this<Context> {
   std::string store_host_;
   uint16_t store_port_ = 0;
   std::chrono::milliseconds store_timeout_{0};
+  std::string store_token_;  // never logged
 };
 
 }  // namespace infini::parallel
