@@ -1,8 +1,14 @@
+#include <condition_variable>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "bootstrap_bridge.h"
+#include "comm_config.h"
 #include "infini/ccl/ccl.h"
 #include "plugin_loader.h"
 #include "tensor_checks.h"
@@ -17,16 +23,6 @@ bool IsBackendName(std::string_view spec) {
     if (!allowed) return false;
   }
   return true;
-}
-
-infiniCclConfig_t ToPluginConfig(const CommConfig& config) {
-  infiniCclConfig_t plugin_config{};
-  plugin_config.struct_size = sizeof(plugin_config);
-  plugin_config.blocking = config.blocking ? 1 : 0;
-  plugin_config.timeout_ms = config.timeout_ms;
-  plugin_config.comm_name = config.name.empty() ? nullptr : config.name.c_str();
-  plugin_config.allow_device_sharing = config.allow_device_sharing ? 1 : 0;
-  return plugin_config;
 }
 
 // One Backend per plugin file per process: plugins own global state (CUDA
@@ -49,10 +45,16 @@ class BackendRegistry {
       return found->second;
     }
     BackendInfo info;
-    info.name = loaded.plugin->name;
+    const infiniCclPlugin_v2_t& plugin = *loaded.plugin;
+    info.name = plugin.name;
     info.library_path = loaded.library_path;
-    info.abi_version = loaded.plugin->abi_version;
-    info.device_type = loaded.plugin->device_type;
+    info.abi_version = loaded.abi_version;
+    info.device_type = plugin.device_type;
+    info.device_vendor = plugin.device_vendor;
+    info.device_kind = plugin.device_kind;
+    info.visible_devices_env =
+        plugin.visible_devices_env != nullptr ? plugin.visible_devices_env : "";
+    info.unique_id_bytes = plugin.unique_id_bytes;
     const char* version = nullptr;
     info.version = loaded.plugin->get_version(&version) == infiniCclSuccess && version != nullptr
                        ? version
@@ -62,13 +64,19 @@ class BackendRegistry {
     return backend;
   }
 
-  // nccl when its plugin loads and sees a device, else gloo.
+  // The first installed accelerator plugin that loads and sees a device,
+  // else gloo. Host plugins are not accelerators, whatever their name.
   std::shared_ptr<const Backend> LoadAuto() {
-    try {
-      std::shared_ptr<const Backend> nccl = LoadByName("nccl");
-      if (nccl->DeviceCount() > 0) return nccl;
-    } catch (const std::exception&) {
-      // No usable GPU backend here: the CPU backend is the answer.
+    for (const std::string& name : internal::InstalledBackendNames()) {
+      if (name == "gloo") continue;
+      try {
+        std::shared_ptr<const Backend> candidate = LoadByName(name);
+        if (candidate->info().device_type != kDLCPU && candidate->DeviceCount() > 0) {
+          return candidate;
+        }
+      } catch (const std::exception&) {
+        // Not usable here (no vendor library, no device): try the next one.
+      }
     }
     return LoadByName("gloo");
   }
@@ -80,33 +88,8 @@ class BackendRegistry {
 
 }  // namespace
 
-std::string_view ReduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kProd:
-      return "prod";
-    case ReduceOp::kMax:
-      return "max";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kAvg:
-      return "avg";
-  }
-  return "unknown";
-}
-
-ReduceOp ParseReduceOp(std::string_view name) {
-  for (ReduceOp op :
-       {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg}) {
-    if (ReduceOpName(op) == name) return op;
-  }
-  throw std::invalid_argument("unknown reduction '" + std::string(name) +
-                              "': expected sum, prod, max, min or avg");
-}
-
-Backend::Backend(const infiniCclPlugin_v1_t* plugin, BackendInfo info)
-    : plugin_(plugin), info_(std::move(info)) {}
+Backend::Backend(const infiniCclPlugin_v2_t* plugin, BackendInfo info)
+    : plugin_(plugin), info_(std::move(info)), capabilities_(*plugin) {}
 
 std::shared_ptr<const Backend> Backend::Load(std::string_view spec) {
   std::string source = "--ccl_backend";
@@ -134,140 +117,217 @@ void Backend::Check(infiniCclResult_t result, std::string_view what) const {
   throw Error(result, message);
 }
 
-UniqueId Backend::GetUniqueId() const {
-  infiniCclUniqueId raw{};
-  Check(plugin_->get_unique_id(&raw), "get_unique_id");
-  return UniqueId(raw);
-}
-
-Communicator Backend::CommInitRank(int world_size, const UniqueId& id, int rank,
-                                   const CommConfig& config) const {
-  if (world_size < 1 || rank < 0 || rank >= world_size) {
-    throw Error(infiniCclInvalidArgument,
-                "CommInitRank: rank " + std::to_string(rank) +
-                    " is outside [0, world_size=" + std::to_string(world_size) + ")");
-  }
-  const infiniCclConfig_t plugin_config = ToPluginConfig(config);
-  infiniCclComm_t handle = nullptr;
-  Check(plugin_->comm_init_rank(&handle, world_size, id.raw(), rank, &plugin_config),
-        "comm_init_rank");
-  return Communicator(shared_from_this(), handle);
-}
-
-infiniCclResult_t Backend::GetAsyncError(const Communicator& comm) const {
-  infiniCclResult_t async_error = infiniCclSuccess;
-  Check(plugin_->comm_get_async_error(comm.handle(), &async_error), "comm_get_async_error");
-  return async_error;
-}
-
-void Backend::GroupStart() const { Check(plugin_->group_start(), "group_start"); }
-void Backend::GroupEnd() const { Check(plugin_->group_end(), "group_end"); }
-
 namespace {
 
-internal::TensorCheck CheckFor(std::string_view operation, const Backend& backend,
-                               const Communicator& comm) {
-  if (!comm.valid()) {
-    throw Error(infiniCclInvalidUsage, std::string(operation) +
-                                           ": the communicator is not valid (destroyed, aborted, "
-                                           "or this rank is not a member)");
+void CheckIdSize(const Backend& backend, const UniqueId& id, std::string_view call) {
+  if (id.size() != backend.info().unique_id_bytes) {
+    throw Error(infiniCclInvalidArgument,
+                std::string(call) + ": the unique id has " + std::to_string(id.size()) +
+                    " bytes, backend '" + backend.info().name + "' expects " +
+                    std::to_string(backend.info().unique_id_bytes) +
+                    " (an id made by another backend, or cut short on its way)");
   }
-  return internal::TensorCheck{operation, backend.info().device_type, comm.world_size()};
 }
 
-infiniCclRedOp_t ToPlugin(ReduceOp op) { return static_cast<infiniCclRedOp_t>(op); }
+void CheckRankOf(int world_size, int rank, std::string_view call) {
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    throw Error(infiniCclInvalidArgument,
+                std::string(call) + ": rank " + std::to_string(rank) +
+                    " is outside [0, world_size=" + std::to_string(world_size) + ")");
+  }
+}
+
+// An in-process store, for CommInitAll: every rank is here, so a plugin that
+// needs a bootstrap gets one without any server.
+class LocalBootstrapStore : public BootstrapStore {
+ public:
+  void Set(const std::string& key, const std::string& value) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      values_[key] = value;
+    }
+    changed_.notify_all();
+  }
+  std::string Get(const std::string& key, std::chrono::milliseconds timeout) override {
+    Wait({key}, timeout);
+    std::lock_guard<std::mutex> lock(mutex_);
+    return values_.at(key);
+  }
+  int64_t Add(const std::string& key, int64_t delta) override {
+    int64_t value = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto found = values_.find(key);
+      if (found != values_.end()) value = std::stoll(found->second);
+      value += delta;
+      values_[key] = std::to_string(value);
+    }
+    changed_.notify_all();
+    return value;
+  }
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    if (timeout.count() < 0) timeout = std::chrono::minutes(5);
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool all_there = changed_.wait_for(lock, timeout, [&] {
+      for (const auto& key : keys) {
+        if (values_.count(key) == 0) return false;
+      }
+      return true;
+    });
+    if (!all_there) {
+      throw Error(infiniCclTimeout, "local bootstrap: timed out waiting for key '" + keys[0] + "'");
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::string> values_;
+};
 
 }  // namespace
 
-void Backend::AllReduce(const DLTensor& send, const DLTensor& recv, ReduceOp op,
-                        const Communicator& comm, const Stream& stream) const {
-  const auto check = CheckFor("AllReduce", *this, comm);
-  const size_t count = internal::CheckPair(check, send, recv, internal::CountRule::kSame);
-  Check(plugin_->all_reduce(DataPointer(send), DataPointer(recv), count, send.dtype, ToPlugin(op),
-                            comm.handle(), stream.handle()),
-        "all_reduce");
+UniqueId Backend::GetUniqueId(std::shared_ptr<BootstrapStore> bootstrap) const {
+  std::string bytes(info_.unique_id_bytes, '\0');
+  const auto bridge = internal::MakeBridge(std::move(bootstrap));
+  Check(plugin_->get_unique_id(bytes.data(), bridge ? bridge->table() : nullptr), "get_unique_id");
+  return UniqueId(std::move(bytes));
 }
 
-void Backend::Broadcast(const DLTensor& send, const DLTensor& recv, int root,
-                        const Communicator& comm, const Stream& stream) const {
-  const auto check = CheckFor("Broadcast", *this, comm);
-  internal::CheckRank(check, "root", root);
-  const size_t count = internal::CheckPair(check, send, recv, internal::CountRule::kSame);
-  Check(plugin_->broadcast(DataPointer(send), DataPointer(recv), count, send.dtype, root,
-                           comm.handle(), stream.handle()),
-        "broadcast");
-}
-
-void Backend::Reduce(const DLTensor& send, const DLTensor& recv, ReduceOp op, int root,
-                     const Communicator& comm, const Stream& stream) const {
-  const auto check = CheckFor("Reduce", *this, comm);
-  internal::CheckRank(check, "root", root);
-  const size_t count = internal::CheckPair(check, send, recv, internal::CountRule::kSame);
-  Check(plugin_->reduce(DataPointer(send), DataPointer(recv), count, send.dtype, ToPlugin(op), root,
-                        comm.handle(), stream.handle()),
-        "reduce");
-}
-
-void Backend::AllGather(const DLTensor& send, const DLTensor& recv, const Communicator& comm,
-                        const Stream& stream) const {
-  const auto check = CheckFor("AllGather", *this, comm);
-  const size_t send_count =
-      internal::CheckPair(check, send, recv, internal::CountRule::kRecvIsWorldTimesSend);
-  Check(plugin_->all_gather(DataPointer(send), DataPointer(recv), send_count, send.dtype,
-                            comm.handle(), stream.handle()),
-        "all_gather");
-}
-
-void Backend::ReduceScatter(const DLTensor& send, const DLTensor& recv, ReduceOp op,
-                            const Communicator& comm, const Stream& stream) const {
-  const auto check = CheckFor("ReduceScatter", *this, comm);
-  const size_t send_count =
-      internal::CheckPair(check, send, recv, internal::CountRule::kSendIsWorldTimesRecv);
-  Check(plugin_->reduce_scatter(DataPointer(send), DataPointer(recv),
-                                send_count / static_cast<size_t>(comm.world_size()), send.dtype,
-                                ToPlugin(op), comm.handle(), stream.handle()),
-        "reduce_scatter");
-}
-
-void Backend::AllToAll(const DLTensor& send, const DLTensor& recv, const Communicator& comm,
-                       const Stream& stream) const {
-  const auto check = CheckFor("AllToAll", *this, comm);
-  if (plugin_->all_to_all == nullptr) {
-    throw Error(infiniCclUnsupported, info_.name + " backend does not implement all_to_all");
+Communicator Backend::CommInitRank(int world_size, const UniqueId& id, int rank,
+                                   const CommConfig& config,
+                                   std::shared_ptr<BootstrapStore> bootstrap) const {
+  CheckRankOf(world_size, rank, "CommInitRank");
+  CheckIdSize(*this, id, "CommInitRank");
+  const internal::PluginConfig plugin_config(config);
+  auto bridge = internal::MakeBridge(std::move(bootstrap));
+  const infiniCclBootstrap_t* table = bridge ? bridge->table() : nullptr;
+  infiniCclComm_t handle = nullptr;
+  if (plugin_->comm_init_rank != nullptr) {
+    Check(plugin_->comm_init_rank(&handle, world_size, id.bytes().data(), rank, plugin_config.get(),
+                                  table),
+          "comm_init_rank");
+  } else {
+    // A multi-device-only library (cnclInitComms): one rank is a batch of one.
+    const int device = GetDevice();
+    Check(plugin_->comm_init_ranks(&handle, 1, &device, &rank, world_size, id.bytes().data(),
+                                   plugin_config.get(), table),
+          "comm_init_ranks");
   }
-  const size_t count = internal::CheckPair(check, send, recv, internal::CountRule::kSame);
-  const auto world_size = static_cast<size_t>(comm.world_size());
-  if (count % world_size != 0) {
-    throw Error(infiniCclInvalidArgument, "AllToAll: send tensor has " + std::to_string(count) +
-                                              " elements, expected a multiple of world_size (" +
-                                              std::to_string(world_size) + ")");
+  return Communicator(shared_from_this(), handle, std::move(bridge));
+}
+
+std::vector<Communicator> Backend::CommInitRanks(int world_size, const UniqueId& id,
+                                                 std::span<const int> ranks,
+                                                 std::span<const int> devices,
+                                                 const CommConfig& config,
+                                                 std::shared_ptr<BootstrapStore> bootstrap) const {
+  if (ranks.empty() || ranks.size() != devices.size()) {
+    throw Error(infiniCclInvalidArgument,
+                "CommInitRanks: " + std::to_string(ranks.size()) + " ranks and " +
+                    std::to_string(devices.size()) +
+                    " devices given, expected one device per rank and at least one rank");
   }
-  Check(plugin_->all_to_all(DataPointer(send), DataPointer(recv), count / world_size, send.dtype,
-                            comm.handle(), stream.handle()),
-        "all_to_all");
+  for (int rank : ranks) CheckRankOf(world_size, rank, "CommInitRanks");
+  CheckIdSize(*this, id, "CommInitRanks");
+  const internal::PluginConfig plugin_config(config);
+  auto bridge = internal::MakeBridge(std::move(bootstrap));
+  const infiniCclBootstrap_t* table = bridge ? bridge->table() : nullptr;
+  const int count = static_cast<int>(ranks.size());
+  std::vector<infiniCclComm_t> handles(ranks.size(), nullptr);
+
+  if (plugin_->comm_init_ranks != nullptr) {
+    Check(plugin_->comm_init_ranks(handles.data(), count, devices.data(), ranks.data(), world_size,
+                                   id.bytes().data(), plugin_config.get(), table),
+          "comm_init_ranks");
+  } else if (count == 1) {
+    const int previous = GetDevice();
+    SetDevice(devices[0]);
+    const infiniCclResult_t result = plugin_->comm_init_rank(
+        &handles[0], world_size, id.bytes().data(), ranks[0], plugin_config.get(), table);
+    SetDevice(previous);
+    Check(result, "comm_init_rank");
+  } else if (capabilities_.concurrent_init()) {
+    // One thread per rank: each blocks in init until the group is complete.
+    std::vector<infiniCclResult_t> results(ranks.size(), infiniCclSuccess);
+    std::vector<std::string> errors(ranks.size());
+    std::vector<std::thread> threads;
+    for (int i = 0; i < count; ++i) {
+      threads.emplace_back([&, i] {
+        results[i] = plugin_->set_device(devices[i]);
+        if (results[i] == infiniCclSuccess) {
+          results[i] = plugin_->comm_init_rank(&handles[i], world_size, id.bytes().data(), ranks[i],
+                                               plugin_config.get(), table);
+        }
+        if (results[i] != infiniCclSuccess && results[i] != infiniCclInProgress) {
+          errors[i] = plugin_->get_last_error();
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    for (int i = 0; i < count; ++i) {
+      if (results[i] == infiniCclSuccess || results[i] == infiniCclInProgress) continue;
+      for (infiniCclComm_t handle : handles) {
+        if (handle != nullptr) plugin_->comm_destroy(handle);
+      }
+      throw Error(results[i], info_.name + " comm_init_rank (rank " + std::to_string(ranks[i]) +
+                                  ") failed: " + ResultName(results[i]) + ": " + errors[i]);
+    }
+  } else if (capabilities_.group()) {
+    const int previous = GetDevice();
+    Check(plugin_->group_start(), "group_start");
+    infiniCclResult_t result = infiniCclSuccess;
+    for (int i = 0; i < count && result == infiniCclSuccess; ++i) {
+      result = plugin_->set_device(devices[i]);
+      if (result == infiniCclSuccess) {
+        result = plugin_->comm_init_rank(&handles[i], world_size, id.bytes().data(), ranks[i],
+                                         plugin_config.get(), table);
+      }
+    }
+    const infiniCclResult_t end = plugin_->group_end();
+    SetDevice(previous);
+    Check(result, "comm_init_rank");
+    Check(end, "group_end");
+  } else {
+    throw Error(infiniCclUnsupported,
+                "backend '" + info_.name + "' cannot create " + std::to_string(count) +
+                    " ranks in one process: its plugin has neither comm_init_ranks, nor "
+                    "concurrent comm_init_rank, nor group entries");
+  }
+
+  std::vector<Communicator> communicators;
+  communicators.reserve(handles.size());
+  for (infiniCclComm_t handle : handles) {
+    communicators.push_back(Communicator(shared_from_this(), handle, bridge));
+  }
+  return communicators;
 }
 
-void Backend::Send(const DLTensor& send, int peer, const Communicator& comm,
-                   const Stream& stream) const {
-  const auto check = CheckFor("Send", *this, comm);
-  internal::CheckRank(check, "peer", peer);
-  const size_t count = internal::CheckTensor(check, "send", send);
-  Check(plugin_->send(DataPointer(send), count, send.dtype, peer, comm.handle(), stream.handle()),
-        "send");
+std::vector<Communicator> Backend::CommInitAll(std::span<const int> devices,
+                                               const CommConfig& config) const {
+  auto bootstrap = std::make_shared<LocalBootstrapStore>();
+  const UniqueId id = GetUniqueId(bootstrap);
+  std::vector<int> ranks(devices.size());
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int>(i);
+  return CommInitRanks(static_cast<int>(devices.size()), id, ranks, devices, config, bootstrap);
 }
 
-void Backend::Recv(const DLTensor& recv, int peer, const Communicator& comm,
-                   const Stream& stream) const {
-  const auto check = CheckFor("Recv", *this, comm);
-  internal::CheckRank(check, "peer", peer);
-  const size_t count = internal::CheckTensor(check, "recv", recv);
-  Check(plugin_->recv(DataPointer(recv), count, recv.dtype, peer, comm.handle(), stream.handle()),
-        "recv");
+void Backend::GroupStart() const {
+  if (!capabilities_.group()) {
+    throw Error(infiniCclUnsupported, "backend '" + info_.name +
+                                          "' does not implement group_start (an optional entry "
+                                          "of its plugin)");
+  }
+  Check(plugin_->group_start(), "group_start");
 }
 
-void Backend::Barrier(const Communicator& comm, const Stream& stream) const {
-  CheckFor("Barrier", *this, comm);
-  Check(plugin_->barrier(comm.handle(), stream.handle()), "barrier");
+void Backend::GroupEnd() const {
+  if (!capabilities_.group()) {
+    throw Error(infiniCclUnsupported, "backend '" + info_.name +
+                                          "' does not implement group_end (an optional entry "
+                                          "of its plugin)");
+  }
+  Check(plugin_->group_end(), "group_end");
 }
 
 int Backend::DeviceCount() const {
@@ -284,18 +344,6 @@ int Backend::GetDevice() const {
   int device_index = 0;
   Check(plugin_->get_device(&device_index), "get_device");
   return device_index;
-}
-
-Communicator Communicator::Split(int color, int key, const CommConfig& config) const {
-  if (!valid()) {
-    throw Error(infiniCclInvalidUsage, "Split: the communicator is not valid");
-  }
-  const infiniCclConfig_t plugin_config = ToPluginConfig(config);
-  infiniCclComm_t new_handle = nullptr;
-  backend_->Check(backend_->plugin().comm_split(handle(), color, key, &new_handle, &plugin_config),
-                  "comm_split");
-  if (new_handle == nullptr) return Communicator();
-  return Communicator(backend_, new_handle);
 }
 
 }  // namespace infini::ccl

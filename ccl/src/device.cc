@@ -17,6 +17,13 @@ Stream Stream::Default(std::shared_ptr<const Backend> backend) {
   return stream;
 }
 
+Stream Stream::Wrap(std::shared_ptr<const Backend> backend, infiniCclStream_t handle) {
+  Stream stream;
+  stream.backend_ = std::move(backend);
+  stream.handle_ = handle;  // not owned: the framework destroys it
+  return stream;
+}
+
 Stream::~Stream() {
   if (owned_ && handle_ != nullptr) backend_->plugin().stream_destroy(handle_);
 }

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "infini/ccl/capabilities.h"
 #include "infini/ccl/plugin_abi.h"
 
 namespace infini::ccl {
@@ -137,5 +138,17 @@ FlatTensor& FlatTensor::operator=(const FlatTensor& other) {
   tensor_.shape = shape_;
   return *this;
 }
+
+int KnownDataTypeIndex(DLDataType dtype) {
+  for (size_t i = 0; i < kNamedTypes.size(); ++i) {
+    if (kNamedTypes[i].dtype == dtype) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+DLDataType KnownDataType(int index) { return kNamedTypes.at(static_cast<size_t>(index)).dtype; }
+
+static_assert(kNamedTypes.size() == kNumKnownDataTypes,
+              "capabilities.h counts the named types of dtype.cc");
 
 }  // namespace infini::ccl

@@ -10,7 +10,10 @@
 namespace infini::ccl::internal {
 
 struct LoadedPlugin {
-  const infiniCclPlugin_v1_t* plugin = nullptr;
+  // The newest table; for an older plugin, its adapter's. Never freed:
+  // plugins stay loaded for the life of the process.
+  const infiniCclPlugin_v2_t* plugin = nullptr;
+  uint32_t abi_version = 0;  // the version the library itself implements
   std::string library_path;
 };
 
@@ -22,12 +25,20 @@ std::string PluginFileName(std::string_view backend_name);
 // directory of libinfini_ccl itself. (The system search path comes last.)
 std::vector<std::string> PluginSearchDirectories();
 
+// Names of the plugins installed in the search directories
+// (libinfini_ccl_NAME.so → NAME), without duplicates, sorted; nccl first,
+// being the accelerator most machines have.
+std::vector<std::string> InstalledBackendNames();
+
 // Opens the plugin named `backend_name` (searched as above) or at `path`
 // (contains '/'), and validates its entry table. Throws LoadError with one
 // line that names everything tried and why each failed.
 LoadedPlugin OpenPlugin(std::string_view name_or_path);
 
-// Checks the entry table of an opened library; throws LoadError.
-void ValidatePluginTable(const infiniCclPlugin_v1_t& plugin, const std::string& library_path);
+// Check the entry table of an opened library and return the host's copy of a
+// v2 table (entries an older v2 header lacked are NULL); throw LoadError.
+const infiniCclPlugin_v2_t* ValidateV2Table(const infiniCclPlugin_v2_t& plugin,
+                                            const std::string& library_path);
+void ValidateV1Table(const infiniCclPlugin_v1_t& plugin, const std::string& library_path);
 
 }  // namespace infini::ccl::internal

@@ -36,10 +36,7 @@ size_t CheckTensor(const TensorCheck& check, std::string_view role, const DLTens
   return static_cast<size_t>(count);
 }
 
-size_t CheckPair(const TensorCheck& check, const DLTensor& send, const DLTensor& recv,
-                 CountRule rule) {
-  const size_t send_count = CheckTensor(check, "send", send);
-  const size_t recv_count = CheckTensor(check, "recv", recv);
+void CheckSameType(const TensorCheck& check, const DLTensor& send, const DLTensor& recv) {
   if (send.dtype != recv.dtype) {
     Refuse(check, "send tensor is " + DataTypeName(send.dtype) + " but recv tensor is " +
                       DataTypeName(recv.dtype) + "; they must match");
@@ -48,6 +45,13 @@ size_t CheckPair(const TensorCheck& check, const DLTensor& send, const DLTensor&
     Refuse(check, "send tensor is on " + DeviceName(send.device) + " but recv tensor is on " +
                       DeviceName(recv.device) + "; they must be on one device");
   }
+}
+
+size_t CheckPair(const TensorCheck& check, const DLTensor& send, const DLTensor& recv,
+                 CountRule rule) {
+  const size_t send_count = CheckTensor(check, "send", send);
+  const size_t recv_count = CheckTensor(check, "recv", recv);
+  CheckSameType(check, send, recv);
   const auto world_size = static_cast<size_t>(check.world_size);
   const std::string world = "world_size (" + std::to_string(world_size) + ")";
   switch (rule) {

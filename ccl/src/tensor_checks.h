@@ -32,6 +32,9 @@ enum class CountRule {
 size_t CheckPair(const TensorCheck& check, const DLTensor& send, const DLTensor& recv,
                  CountRule rule);
 
+// Throws unless send and recv agree in dtype and device.
+void CheckSameType(const TensorCheck& check, const DLTensor& send, const DLTensor& recv);
+
 // Throws unless 0 <= rank < world_size; `role` is "root" or "peer".
 void CheckRank(const TensorCheck& check, std::string_view role, int rank);
 

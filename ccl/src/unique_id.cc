@@ -17,24 +17,11 @@ int HexDigit(char c) {
 
 }  // namespace
 
-std::string UniqueId::ToBytes() const { return std::string(raw_.internal, sizeof(raw_.internal)); }
-
-UniqueId UniqueId::FromBytes(std::string_view bytes) {
-  if (bytes.size() != sizeof(infiniCclUniqueId::internal)) {
-    throw Error(infiniCclInvalidArgument, "unique id has " + std::to_string(bytes.size()) +
-                                              " bytes, expected " +
-                                              std::to_string(INFINI_CCL_UNIQUE_ID_BYTES));
-  }
-  UniqueId id;
-  std::memcpy(id.raw_.internal, bytes.data(), bytes.size());
-  return id;
-}
-
 std::string UniqueId::ToHex() const {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex;
-  hex.reserve(2 * sizeof(raw_.internal));
-  for (char byte : raw_.internal) {
+  hex.reserve(2 * bytes_.size());
+  for (char byte : bytes_) {
     const auto value = static_cast<unsigned char>(byte);
     hex.push_back(kDigits[value >> 4]);
     hex.push_back(kDigits[value & 0xF]);
@@ -43,26 +30,22 @@ std::string UniqueId::ToHex() const {
 }
 
 UniqueId UniqueId::FromHex(std::string_view hex) {
-  if (hex.size() != 2 * sizeof(infiniCclUniqueId::internal)) {
+  if (hex.size() % 2 != 0) {
     throw Error(infiniCclInvalidArgument, "unique id hex text has " + std::to_string(hex.size()) +
-                                              " characters, expected " +
-                                              std::to_string(2 * INFINI_CCL_UNIQUE_ID_BYTES));
+                                              " characters, expected an even number");
   }
   UniqueId id;
-  for (size_t i = 0; i < sizeof(id.raw_.internal); ++i) {
+  id.bytes_.resize(hex.size() / 2);
+  for (size_t i = 0; i < id.bytes_.size(); ++i) {
     const int high = HexDigit(hex[2 * i]);
     const int low = HexDigit(hex[2 * i + 1]);
     if (high < 0 || low < 0) {
       throw Error(infiniCclInvalidArgument,
                   "unique id hex text has a non-hex character at " + std::to_string(2 * i));
     }
-    id.raw_.internal[i] = static_cast<char>(high * 16 + low);
+    id.bytes_[i] = static_cast<char>(high * 16 + low);
   }
   return id;
-}
-
-bool operator==(const UniqueId& a, const UniqueId& b) {
-  return std::memcmp(a.raw_.internal, b.raw_.internal, sizeof(a.raw_.internal)) == 0;
 }
 
 }  // namespace infini::ccl

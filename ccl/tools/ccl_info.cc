@@ -1,9 +1,11 @@
 // ccl_info: load a backend and say what it is. The first thing a vendor runs
-// when porting a plugin, and how infini_run learns a backend's device count.
+// when porting a plugin, and how infini_run learns a backend's device count
+// and visibility variable.
 #include <gflags/gflags.h>
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "infini/ccl/ccl.h"
 
@@ -11,29 +13,102 @@ DEFINE_string(ccl_backend, "",
               "Backend to load: a name (gloo, nccl, auto) or a path to a plugin library. "
               "Default: $INFINI_CCL_BACKEND, else auto");
 DEFINE_bool(device_count, false, "Print only the number of visible devices");
+DEFINE_bool(visibility_variable, false,
+            "Print only the environment variable that restricts the visible devices "
+            "(CUDA_VISIBLE_DEVICES, ...), or an empty line when the backend has none");
+DEFINE_bool(capabilities, false,
+            "Also print, per collective, the types and reductions the backend supports");
+
+namespace {
+
+using infini::ccl::Backend;
+using infini::ccl::Capabilities;
+using infini::ccl::Collective;
+
+const char* YesNo(bool value) { return value ? "yes" : "no"; }
+
+void PrintFeatures(const Capabilities& capabilities) {
+  std::printf("features:     split=%s abort=%s group=%s capture=%s nonblocking=%s\n",
+              YesNo(capabilities.split()), YesNo(capabilities.abort()), YesNo(capabilities.group()),
+              YesNo(capabilities.capture()), YesNo(capabilities.nonblocking()));
+  std::printf(
+      "              init_rank=%s multi_device_init=%s concurrent_init=%s "
+      "abort_unblocks=%s device_sharing=%s\n",
+      YesNo(capabilities.init_rank()), YesNo(capabilities.multi_device_init()),
+      YesNo(capabilities.concurrent_init()), YesNo(capabilities.abort_unblocks()),
+      YesNo(capabilities.device_sharing()));
+}
+
+// One line per collective: "all_reduce: float32(sum,prod,max,min,avg) ...".
+void PrintSupport(const Capabilities& capabilities) {
+  for (int c = 0; c < infini::ccl::kNumCollectives; ++c) {
+    const auto collective = static_cast<Collective>(c);
+    std::string line = "  " + std::string(infini::ccl::CollectiveName(collective)) + ":";
+    if (!capabilities.Implements(collective)) {
+      std::printf("%s not implemented\n", line.c_str());
+      continue;
+    }
+    if (collective == Collective::kBarrier) {
+      std::printf("%s yes\n", line.c_str());
+      continue;
+    }
+    for (int t = 0; t < infini::ccl::kNumKnownDataTypes; ++t) {
+      const DLDataType dtype = infini::ccl::KnownDataType(t);
+      if (!infini::ccl::IsReduction(collective)) {
+        if (capabilities.Supports(collective, dtype)) {
+          line += " " + infini::ccl::DataTypeName(dtype);
+        }
+        continue;
+      }
+      std::string ops;
+      for (int op = 0; op < infini::ccl::kNumReduceOps; ++op) {
+        const auto reduce_op = static_cast<infini::ccl::ReduceOp>(op);
+        if (capabilities.Supports(collective, dtype, reduce_op)) {
+          ops += (ops.empty() ? "" : ",") + std::string(infini::ccl::ReduceOpName(reduce_op));
+        }
+      }
+      if (!ops.empty()) line += " " + infini::ccl::DataTypeName(dtype) + "(" + ops + ")";
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   gflags::SetUsageMessage(
       "Loads an InfiniCCL backend plugin and prints what it is.\n"
-      "  ccl_info --ccl_backend=gloo\n"
+      "  ccl_info --ccl_backend=gloo [--capabilities]\n"
       "  ccl_info --ccl_backend=/path/to/libinfini_ccl_myvendor.so");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   try {
-    const auto backend = infini::ccl::Backend::Load(FLAGS_ccl_backend);
+    const auto backend = Backend::Load(FLAGS_ccl_backend);
+    const auto& info = backend->info();
+    if (FLAGS_visibility_variable) {
+      std::printf("%s\n", info.visible_devices_env.c_str());
+      return 0;
+    }
     const int device_count = backend->DeviceCount();
     if (FLAGS_device_count) {
       std::printf("%d\n", device_count);
       return 0;
     }
-    const auto& info = backend->info();
     std::printf("backend:      %s\n", info.name.c_str());
     std::printf("library:      %s\n", info.library_path.c_str());
-    std::printf("abi version:  %u (this InfiniCCL supports %d)\n", info.abi_version,
-                INFINI_CCL_PLUGIN_ABI_VERSION);
+    std::printf("abi version:  %u%s (this InfiniCCL supports 1 and 2)\n", info.abi_version,
+                info.abi_version < INFINI_CCL_PLUGIN_ABI_VERSION ? ", adapted" : "");
     std::printf("version:      %s\n", info.version.c_str());
-    std::printf("device type:  %s\n",
-                infini::ccl::DeviceName(DLDevice{info.device_type, 0}).c_str());
+    std::printf("device:       %s %s, dlpack type %s, visibility variable %s\n",
+                info.device_vendor.c_str(), info.device_kind.c_str(),
+                infini::ccl::DeviceName(DLDevice{info.device_type, 0}).c_str(),
+                info.visible_devices_env.empty() ? "(none)" : info.visible_devices_env.c_str());
     std::printf("devices:      %d\n", device_count);
+    std::printf("unique id:    %zu bytes\n", info.unique_id_bytes);
+    PrintFeatures(backend->capabilities());
+    if (FLAGS_capabilities) {
+      std::printf("collectives:\n");
+      PrintSupport(backend->capabilities());
+    }
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "ccl_info: %s\n", error.what());
