@@ -177,11 +177,13 @@ infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* un
                                               " is not in [0, nranks=" + std::to_string(nranks) +
                                               ")");
   }
-  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
+  // The config first: a bad vendor option is the same mistake with or
+  // without a device.
   CommOptions options;
   if (infiniCclResult_t result = ReadOptions(config, kCall, &options); result != infiniCclSuccess) {
     return result;
   }
+  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
   std::unique_ptr<infiniCclComm> fresh;
   if (infiniCclResult_t result = NewComm(kCall, options, &fresh); result != infiniCclSuccess) {
     return result;
@@ -217,11 +219,13 @@ infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* d
     return Fail(infiniCclInvalidArgument,
                 "comm_init_ranks: devices, ranks and unique_id must not be NULL");
   }
-  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
+  // The config first: a bad vendor option is the same mistake with or
+  // without a device.
   CommOptions options;
   if (infiniCclResult_t result = ReadOptions(config, kCall, &options); result != infiniCclSuccess) {
     return result;
   }
+  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
   if (infiniCclResult_t result = CheckInitRanksArguments(ncomms, devices, ranks, nranks, options);
       result != infiniCclSuccess) {
     return result;
