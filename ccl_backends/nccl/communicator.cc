@@ -379,18 +379,25 @@ infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* asy
     return result;
   }
   *async_error = FromNccl(state);
-  comm->async_message.clear();
-  if (state == ncclInProgress) {
-    comm->async_message = "a non-blocking operation of this communicator is still in progress";
-  } else if (state != ncclSuccess) {
+  if (state != ncclSuccess && state != ncclInProgress) {
     // NCCL's text, also kept for the caller's next get_last_error().
     CheckNccl(state, "communicator failed asynchronously", comm->nccl);
-    comm->async_message = LastError();
-    for (char& character : comm->async_message) {
+  }
+  if (message == nullptr) return infiniCclSuccess;  // a watchdog's poll: no text to build
+  // Per thread, not per communicator: a watchdog and the rank's own thread
+  // may ask at once. Valid until this thread's next call, which is at least
+  // as long as the ABI promises.
+  thread_local std::string text;
+  text.clear();
+  if (state == ncclInProgress) {
+    text = "a non-blocking operation of this communicator is still in progress";
+  } else if (state != ncclSuccess) {
+    text = LastError();
+    for (char& character : text) {
       if (character == '\n' || character == '\r') character = ' ';  // one line
     }
   }
-  if (message != nullptr) *message = comm->async_message.c_str();
+  *message = text.c_str();
   return infiniCclSuccess;
 }
 

@@ -20,9 +20,6 @@ struct infiniCclComm {
   // buffer from the caller.
   void* barrier_word = nullptr;
   std::string name;  // NCCL keeps a pointer to the name in its config
-  // comm_get_async_error's message: valid until the next call on the
-  // communicator, as the ABI promises.
-  std::string async_message;
 };
 
 namespace infini::ccl::nccl {
