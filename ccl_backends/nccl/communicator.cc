@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -115,7 +116,7 @@ infiniCclResult_t CheckInitRanksArguments(int ncomms, const int* devices, const 
   int device_count = 0;
   GetDeviceCount(&device_count);
   std::vector<bool> device_used(static_cast<size_t>(device_count), false);
-  std::vector<bool> rank_used(static_cast<size_t>(nranks), false);
+  std::set<int> ranks_seen;  // ncomms entries, not nranks: a group may be large
   for (int index = 0; index < ncomms; ++index) {
     const int device = devices[index];
     const int rank = ranks[index];
@@ -131,7 +132,7 @@ infiniCclResult_t CheckInitRanksArguments(int ncomms, const int* devices, const 
                   std::string(kCall) + ": ranks" + which + "=" + std::to_string(rank) +
                       " is not in [0, nranks=" + std::to_string(nranks) + ")");
     }
-    if (rank_used[static_cast<size_t>(rank)]) {
+    if (!ranks_seen.insert(rank).second) {
       return Fail(infiniCclInvalidArgument, std::string(kCall) + ": ranks" + which + "=" +
                                                 std::to_string(rank) +
                                                 " appears twice; each rank is created once");
@@ -139,7 +140,6 @@ infiniCclResult_t CheckInitRanksArguments(int ncomms, const int* devices, const 
     if (device_used[static_cast<size_t>(device)]) {
       return Fail(infiniCclInvalidUsage, SameGpuMessage(kCall, device, options));
     }
-    rank_used[static_cast<size_t>(rank)] = true;
     device_used[static_cast<size_t>(device)] = true;
   }
   return infiniCclSuccess;
