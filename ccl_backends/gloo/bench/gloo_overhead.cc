@@ -115,9 +115,7 @@ std::vector<Row> Measure(int world_size, const std::vector<size_t>& sizes) {
       const size_t count = std::max<size_t>(row.bytes / sizeof(float), 1);
       const infini::ccl::FlatTensor tensor =
           plugin_buffer.AsTensor(infini::ccl::dtype::kFloat32, static_cast<int64_t>(count));
-      auto plugin_step = [&] {
-        backend->AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum, comm);
-      };
+      auto plugin_step = [&] { comm.AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum); };
       auto direct_step = [&] {
         gloo::AllreduceOptions options(context);
         options.setOutput(direct_buffer.data(), count);
