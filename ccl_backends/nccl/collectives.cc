@@ -6,38 +6,19 @@
 
 #include "communicator.h"
 #include "device_runtime.h"
+#include "enqueue.h"
 #include "errors.h"
 #include "types.h"
 
 namespace infini::ccl::nccl {
 namespace {
 
-// The hot path: every check below is a compare or a small switch; text is
-// built only when something fails.
-inline infiniCclResult_t RequireComm(infiniCclComm_t comm, const char* call) {
-  if (comm != nullptr && comm->nccl != nullptr) [[likely]] {
-    return infiniCclSuccess;
-  }
-  return Fail(infiniCclInvalidArgument, std::string(call) + ": communicator is NULL");
-}
-
-// ncclInProgress (a non-blocking communicator) maps to infiniCclInProgress;
-// any other failure keeps NCCL's text for get_last_error().
-inline infiniCclResult_t Enqueued(ncclResult_t result, const char* call, ncclComm_t comm) {
-  if (result == ncclSuccess) [[likely]] {
-    return infiniCclSuccess;
-  }
-  return CheckNccl(result, call, comm);
-}
-
 // Type, operator and communicator checks of every reducing collective.
 inline infiniCclResult_t PrepareReduction(DLDataType datatype, infiniCclRedOp_t op,
                                           infiniCclComm_t comm, const char* call,
                                           ncclDataType_t* type, ncclRedOp_t* nccl_op) {
-  if (infiniCclResult_t result = ReductionType(datatype, call, type); result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = ReductionOp(op, call, nccl_op); result != infiniCclSuccess) {
+  if (infiniCclResult_t result = ReductionTypeAndOp(datatype, op, call, type, nccl_op);
+      result != infiniCclSuccess) [[unlikely]] {
     return result;
   }
   return RequireComm(comm, call);
@@ -179,26 +160,24 @@ infiniCclResult_t AllToAll(const void* sendbuff, void* recvbuff, size_t count, D
   cudaStream_t cuda_stream = ToCuda(stream);
   const char* send_bytes = static_cast<const char*>(sendbuff);
   char* recv_bytes = static_cast<char*>(recvbuff);
-  if (infiniCclResult_t result = CheckNccl(ncclGroupStart(), "all_to_all: ncclGroupStart");
-      result != infiniCclSuccess) {
-    return result;
-  }
-  infiniCclResult_t first_failure = infiniCclSuccess;
-  for (int peer = 0; peer < nranks && first_failure == infiniCclSuccess; ++peer) {
-    const size_t offset = static_cast<size_t>(peer) * block_bytes;
-    first_failure =
-        Enqueued(ncclSend(send_bytes + offset, count, type, peer, comm->nccl, cuda_stream), kCall,
-                 comm->nccl);
-    if (first_failure == infiniCclSuccess) {
-      first_failure =
-          Enqueued(ncclRecv(recv_bytes + offset, count, type, peer, comm->nccl, cuda_stream), kCall,
-                   comm->nccl);
+  return InNcclGroup(kCall, comm->nccl, [&] {
+    for (int peer = 0; peer < nranks; ++peer) {
+      const size_t offset = static_cast<size_t>(peer) * block_bytes;
+      if (infiniCclResult_t result =
+              Enqueued(ncclSend(send_bytes + offset, count, type, peer, comm->nccl, cuda_stream),
+                       kCall, comm->nccl);
+          result != infiniCclSuccess) {
+        return result;
+      }
+      if (infiniCclResult_t result =
+              Enqueued(ncclRecv(recv_bytes + offset, count, type, peer, comm->nccl, cuda_stream),
+                       kCall, comm->nccl);
+          result != infiniCclSuccess) {
+        return result;
+      }
     }
-  }
-  // The group must be closed even after a failure, or the calling thread
-  // stays inside it.
-  const infiniCclResult_t ended = CheckNccl(ncclGroupEnd(), "all_to_all: ncclGroupEnd", comm->nccl);
-  return first_failure != infiniCclSuccess ? first_failure : ended;
+    return infiniCclSuccess;
+  });
 }
 
 infiniCclResult_t Barrier(infiniCclComm_t comm, infiniCclStream_t stream) {

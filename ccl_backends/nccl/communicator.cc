@@ -5,46 +5,21 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
+#include "config.h"
 #include "device_runtime.h"
 #include "errors.h"
 
 namespace infini::ccl::nccl {
 namespace {
 
-static_assert(sizeof(infiniCclUniqueId) == sizeof(ncclUniqueId),
-              "infiniCclUniqueId must carry an ncclUniqueId unchanged");
-
-// The caller's options, read only as far as its struct_size says they exist.
-struct Options {
-  bool blocking = true;
-  std::string name;
-  bool allow_device_sharing = false;
-};
-
-#define INFINI_CCL_HAS_FIELD(config, field) \
-  ((config)->struct_size >= offsetof(infiniCclConfig_t, field) + sizeof((config)->field))
-
-Options ReadOptions(const infiniCclConfig_t* config) {
-  Options options;
-  if (config == nullptr) return options;
-  if (INFINI_CCL_HAS_FIELD(config, blocking)) options.blocking = config->blocking != 0;
-  if (INFINI_CCL_HAS_FIELD(config, comm_name) && config->comm_name != nullptr) {
-    options.name = config->comm_name;
-  }
-  if (INFINI_CCL_HAS_FIELD(config, allow_device_sharing)) {
-    options.allow_device_sharing = config->allow_device_sharing != 0;
-  }
-  return options;
-}
-
-#undef INFINI_CCL_HAS_FIELD
-
 // Allocates the communicator's barrier word on the current device.
-infiniCclResult_t NewComm(std::string_view call, const Options& options,
+infiniCclResult_t NewComm(std::string_view call, const CommOptions& options,
                           std::unique_ptr<infiniCclComm>* comm) {
   auto created = std::make_unique<infiniCclComm>();
   created->name = options.name;
@@ -75,27 +50,32 @@ void DeleteComm(infiniCclComm* comm) {
   delete comm;
 }
 
-ncclConfig_t ToNcclConfig(const Options& options, const infiniCclComm& comm) {
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = options.blocking ? 1 : 0;
-  if (!comm.name.empty()) config.commName = comm.name.c_str();
-  return config;
+// A communicator being created: aborted and freed unless released to the
+// caller.
+struct AbortUnlessReleased {
+  void operator()(infiniCclComm* comm) const {
+    if (comm->nccl != nullptr) ncclCommAbort(comm->nccl);
+    comm->nccl = nullptr;
+    DeleteComm(comm);
+  }
+};
+using PendingComm = std::unique_ptr<infiniCclComm, AbortUnlessReleased>;
+
+std::string SameGpuMessage(std::string_view call, int device, const CommOptions& options) {
+  return std::string(call) + ": two ranks of this group use the same GPU (CUDA device " +
+         std::to_string(device) + "); NCCL cannot run two ranks on one GPU" +
+         (options.allow_device_sharing ? ", even with allow_device_sharing set" : "") +
+         " — give each rank its own device, or use the gloo backend to test communication logic";
 }
 
 // NCCL refuses two ranks on one GPU with ncclInvalidUsage and a "Duplicate
 // GPU detected" warning; say what that means for our users.
-infiniCclResult_t ExplainInitFailure(ncclResult_t result, std::string_view call,
-                                     const infiniCclComm& comm, const Options& options) {
-  const infiniCclResult_t mapped = CheckNccl(result, call, comm.nccl);
+infiniCclResult_t ExplainInitFailure(ncclResult_t result, std::string_view call, int device,
+                                     const CommOptions& options) {
+  const infiniCclResult_t mapped = CheckNccl(result, call);
   const std::string detail = LastError();
   if (result == ncclInvalidUsage && detail.find("Duplicate GPU") != std::string::npos) {
-    return Fail(infiniCclInvalidUsage,
-                std::string(call) + ": two ranks of this group use the same GPU (CUDA device " +
-                    std::to_string(comm.device) + "); NCCL cannot run two ranks on one GPU" +
-                    (options.allow_device_sharing ? ", even with allow_device_sharing set" : "") +
-                    " — give each rank its own device, or use the gloo backend to test "
-                    "communication logic (" +
-                    detail + ")");
+    return Fail(infiniCclInvalidUsage, SameGpuMessage(call, device, options) + " (" + detail + ")");
   }
   if (result == ncclInvalidUsage) {
     return Fail(mapped, detail +
@@ -110,9 +90,64 @@ infiniCclResult_t RequireComm(infiniCclComm_t comm, std::string_view call) {
   return Fail(infiniCclInvalidArgument, std::string(call) + ": communicator is NULL");
 }
 
+// Makes `device` current again when it goes out of scope.
+struct RestoreDevice {
+  int device;
+  ~RestoreDevice() { cudaSetDevice(device); }
+};
+
+ncclUniqueId ToNcclId(const void* unique_id) {
+  ncclUniqueId id;
+  std::memcpy(id.internal, unique_id, sizeof(id.internal));
+  return id;
+}
+
+infiniCclResult_t InProgress(std::string_view call) {
+  return Fail(
+      infiniCclInProgress,
+      std::string(call) + ": non-blocking initialization in progress; poll comm_get_async_error");
+}
+
+// The arguments of comm_init_ranks that NCCL would only reject deep inside
+// its group, checked up front so that the caller hears which one is wrong.
+infiniCclResult_t CheckInitRanksArguments(int ncomms, const int* devices, const int* ranks,
+                                          int nranks, const CommOptions& options) {
+  constexpr std::string_view kCall = "comm_init_ranks";
+  int device_count = 0;
+  GetDeviceCount(&device_count);
+  std::vector<bool> device_used(static_cast<size_t>(device_count), false);
+  std::set<int> ranks_seen;  // ncomms entries, not nranks: a group may be large
+  for (int index = 0; index < ncomms; ++index) {
+    const int device = devices[index];
+    const int rank = ranks[index];
+    const std::string which = "[" + std::to_string(index) + "]";
+    if (device < 0 || device >= device_count) {
+      return Fail(infiniCclInvalidArgument, std::string(kCall) + ": devices" + which + "=" +
+                                                std::to_string(device) + " is not in [0, " +
+                                                std::to_string(device_count) +
+                                                ") (visible CUDA devices)");
+    }
+    if (rank < 0 || rank >= nranks) {
+      return Fail(infiniCclInvalidArgument,
+                  std::string(kCall) + ": ranks" + which + "=" + std::to_string(rank) +
+                      " is not in [0, nranks=" + std::to_string(nranks) + ")");
+    }
+    if (!ranks_seen.insert(rank).second) {
+      return Fail(infiniCclInvalidArgument, std::string(kCall) + ": ranks" + which + "=" +
+                                                std::to_string(rank) +
+                                                " appears twice; each rank is created once");
+    }
+    if (device_used[static_cast<size_t>(device)]) {
+      return Fail(infiniCclInvalidUsage, SameGpuMessage(kCall, device, options));
+    }
+    device_used[static_cast<size_t>(device)] = true;
+  }
+  return infiniCclSuccess;
+}
+
 }  // namespace
 
-infiniCclResult_t GetUniqueId(infiniCclUniqueId* unique_id) {
+infiniCclResult_t GetUniqueId(void* unique_id, const infiniCclBootstrap_t* /*bootstrap*/) {
   if (unique_id == nullptr) {
     return Fail(infiniCclInvalidArgument, "get_unique_id: unique_id is NULL");
   }
@@ -124,48 +159,139 @@ infiniCclResult_t GetUniqueId(infiniCclUniqueId* unique_id) {
       result != infiniCclSuccess) {
     return result;
   }
-  std::memcpy(unique_id->internal, id.internal, sizeof(id.internal));
+  std::memcpy(unique_id, id.internal, sizeof(id.internal));
   return infiniCclSuccess;
 }
 
-infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, infiniCclUniqueId unique_id,
-                               int rank, const infiniCclConfig_t* config) {
+infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* unique_id, int rank,
+                               const infiniCclConfig_t* config,
+                               const infiniCclBootstrap_t* /*bootstrap*/) {
   constexpr std::string_view kCall = "comm_init_rank";
   if (comm == nullptr) return Fail(infiniCclInvalidArgument, "comm_init_rank: comm is NULL");
   *comm = nullptr;
+  if (unique_id == nullptr) {
+    return Fail(infiniCclInvalidArgument, "comm_init_rank: unique_id is NULL");
+  }
   if (nranks < 1 || rank < 0 || rank >= nranks) {
     return Fail(infiniCclInvalidArgument, "comm_init_rank: rank " + std::to_string(rank) +
                                               " is not in [0, nranks=" + std::to_string(nranks) +
                                               ")");
   }
-  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
-  const Options options = ReadOptions(config);
-  std::unique_ptr<infiniCclComm> created;
-  if (infiniCclResult_t result = NewComm(kCall, options, &created); result != infiniCclSuccess) {
+  // The config first: a bad vendor option is the same mistake with or
+  // without a device.
+  CommOptions options;
+  if (infiniCclResult_t result = ReadOptions(config, kCall, &options); result != infiniCclSuccess) {
     return result;
   }
+  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
+  std::unique_ptr<infiniCclComm> fresh;
+  if (infiniCclResult_t result = NewComm(kCall, options, &fresh); result != infiniCclSuccess) {
+    return result;
+  }
+  PendingComm created(fresh.release());
   created->rank = rank;
   created->nranks = nranks;
-  ncclUniqueId id;
-  std::memcpy(id.internal, unique_id.internal, sizeof(id.internal));
-  ncclConfig_t nccl_config = ToNcclConfig(options, *created);
+  ncclConfig_t nccl_config = ToNcclConfig(options, created->name);
   const ncclResult_t result =
-      ncclCommInitRankConfig(&created->nccl, nranks, id, rank, &nccl_config);
+      ncclCommInitRankConfig(&created->nccl, nranks, ToNcclId(unique_id), rank, &nccl_config);
   if (result != ncclSuccess && result != ncclInProgress) {
-    const infiniCclResult_t mapped = ExplainInitFailure(result, kCall, *created, options);
-    if (created->nccl != nullptr) ncclCommAbort(created->nccl);
-    created->nccl = nullptr;
-    DeleteComm(created.release());
-    return mapped;
+    return ExplainInitFailure(result, kCall, created->device, options);
   }
   *comm = created.release();
   // Non-blocking: the caller polls comm_get_async_error until it is not
   // infiniCclInProgress.
-  return result == ncclInProgress
-             ? Fail(infiniCclInProgress,
-                    "comm_init_rank: non-blocking initialization in progress; poll "
-                    "comm_get_async_error")
-             : infiniCclSuccess;
+  return result == ncclInProgress ? InProgress(kCall) : infiniCclSuccess;
+}
+
+infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* devices,
+                                const int* ranks, int nranks, const void* unique_id,
+                                const infiniCclConfig_t* config,
+                                const infiniCclBootstrap_t* /*bootstrap*/) {
+  constexpr std::string_view kCall = "comm_init_ranks";
+  if (comms == nullptr) return Fail(infiniCclInvalidArgument, "comm_init_ranks: comms is NULL");
+  if (ncomms < 1 || nranks < 1 || ncomms > nranks) {
+    return Fail(infiniCclInvalidArgument, "comm_init_ranks: ncomms=" + std::to_string(ncomms) +
+                                              " is not in [1, nranks=" + std::to_string(nranks) +
+                                              "]");
+  }
+  for (int index = 0; index < ncomms; ++index) comms[index] = nullptr;
+  if (devices == nullptr || ranks == nullptr || unique_id == nullptr) {
+    return Fail(infiniCclInvalidArgument,
+                "comm_init_ranks: devices, ranks and unique_id must not be NULL");
+  }
+  // The config first: a bad vendor option is the same mistake with or
+  // without a device.
+  CommOptions options;
+  if (infiniCclResult_t result = ReadOptions(config, kCall, &options); result != infiniCclSuccess) {
+    return result;
+  }
+  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
+  if (infiniCclResult_t result = CheckInitRanksArguments(ncomms, devices, ranks, nranks, options);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  int caller_device = 0;
+  if (infiniCclResult_t result = CheckCuda(cudaGetDevice(&caller_device), kCall);
+      result != infiniCclSuccess) {
+    return result;
+  }
+  // Declared before the pending communicators, so restored after they are
+  // freed on a failure.
+  const RestoreDevice restore_caller_device{caller_device};
+
+  // Everything that can fail outside NCCL happens before the group opens.
+  std::vector<PendingComm> created;
+  std::vector<ncclConfig_t> nccl_configs;
+  created.reserve(static_cast<size_t>(ncomms));
+  nccl_configs.reserve(static_cast<size_t>(ncomms));
+  for (int index = 0; index < ncomms; ++index) {
+    if (infiniCclResult_t result = CheckCuda(cudaSetDevice(devices[index]), kCall);
+        result != infiniCclSuccess) {
+      return result;
+    }
+    std::unique_ptr<infiniCclComm> fresh;
+    if (infiniCclResult_t result = NewComm(kCall, options, &fresh); result != infiniCclSuccess) {
+      return result;
+    }
+    fresh->rank = ranks[index];
+    fresh->nranks = nranks;
+    created.emplace_back(fresh.release());
+    nccl_configs.push_back(ToNcclConfig(options, created.back()->name));
+  }
+
+  // One group: NCCL creates the ranks together (each init would otherwise
+  // wait for the others), whether the rest of the group is in this process
+  // or in others. NCCL takes each rank's device from the current device at
+  // its call.
+  const ncclUniqueId id = ToNcclId(unique_id);
+  if (infiniCclResult_t result = CheckNccl(ncclGroupStart(), "comm_init_ranks: ncclGroupStart");
+      result != infiniCclSuccess) {
+    return result;
+  }
+  ncclResult_t first_failure = ncclSuccess;
+  int failed_device = devices[0];
+  for (int index = 0; index < ncomms; ++index) {
+    const cudaError_t set = cudaSetDevice(devices[index]);
+    const ncclResult_t initialized =
+        set != cudaSuccess ? ncclUnhandledCudaError
+                           : ncclCommInitRankConfig(&created[index]->nccl, nranks, id, ranks[index],
+                                                    &nccl_configs[index]);
+    if (initialized != ncclSuccess && initialized != ncclInProgress &&
+        first_failure == ncclSuccess) {
+      first_failure = initialized;
+      failed_device = devices[index];
+    }
+  }
+  // Closed even after a failure, or the calling thread stays inside it.
+  const ncclResult_t ended = ncclGroupEnd();
+  if (first_failure == ncclSuccess && ended != ncclSuccess && ended != ncclInProgress) {
+    first_failure = ended;
+  }
+  if (first_failure != ncclSuccess) {
+    return ExplainInitFailure(first_failure, kCall, failed_device, options);  // aborts them all
+  }
+  for (int index = 0; index < ncomms; ++index) comms[index] = created[index].release();
+  return ended == ncclInProgress ? InProgress(kCall) : infiniCclSuccess;
 }
 
 infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclComm_t* newcomm,
@@ -176,27 +302,25 @@ infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclC
   if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess) {
     return result;
   }
-  const Options options = ReadOptions(config);
-  ScopedDevice on_device(comm->device);  // the new communicator shares the parent's device
-  std::unique_ptr<infiniCclComm> created;
-  if (infiniCclResult_t result = NewComm(kCall, options, &created); result != infiniCclSuccess) {
+  CommOptions options;
+  if (infiniCclResult_t result = ReadOptions(config, kCall, &options); result != infiniCclSuccess) {
     return result;
   }
-  ncclConfig_t nccl_config = ToNcclConfig(options, *created);
+  ScopedDevice on_device(comm->device);  // the new communicator shares the parent's device
+  std::unique_ptr<infiniCclComm> fresh;
+  if (infiniCclResult_t result = NewComm(kCall, options, &fresh); result != infiniCclSuccess) {
+    return result;
+  }
+  PendingComm created(fresh.release());
+  ncclConfig_t nccl_config = ToNcclConfig(options, created->name);
   const ncclResult_t result = ncclCommSplit(comm->nccl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
                                             &created->nccl, &nccl_config);
   if (result != ncclSuccess && result != ncclInProgress) {
-    const infiniCclResult_t mapped = CheckNccl(result, "comm_split: ncclCommSplit", comm->nccl);
-    if (created->nccl != nullptr) ncclCommAbort(created->nccl);
-    created->nccl = nullptr;
-    DeleteComm(created.release());
-    return mapped;
+    return CheckNccl(result, "comm_split: ncclCommSplit", comm->nccl);
   }
-  if (created->nccl == nullptr) {
-    DeleteComm(created.release());  // color < 0: this rank joins no new group
-  } else {
-    *newcomm = created.release();
-  }
+  // color < 0: this rank joins no new group (created->nccl stays NULL and
+  // the pending communicator is freed).
+  if (created->nccl != nullptr) *newcomm = created.release();
   return result == ncclInProgress
              ? Fail(infiniCclInProgress,
                     "comm_split: non-blocking split in progress; poll comm_get_async_error")
@@ -238,8 +362,10 @@ infiniCclResult_t CommAbort(infiniCclComm_t comm) {
   return result;
 }
 
-infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* async_error) {
+infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* async_error,
+                                    const char** message) {
   constexpr std::string_view kCall = "comm_get_async_error";
+  if (message != nullptr) *message = "";
   if (async_error == nullptr) {
     return Fail(infiniCclInvalidArgument, "comm_get_async_error: async_error is NULL");
   }
@@ -254,9 +380,24 @@ infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* asy
   }
   *async_error = FromNccl(state);
   if (state != ncclSuccess && state != ncclInProgress) {
-    // Keep NCCL's explanation for the caller's next get_last_error().
+    // NCCL's text, also kept for the caller's next get_last_error().
     CheckNccl(state, "communicator failed asynchronously", comm->nccl);
   }
+  if (message == nullptr) return infiniCclSuccess;  // a watchdog's poll: no text to build
+  // Per thread, not per communicator: a watchdog and the rank's own thread
+  // may ask at once. Valid until this thread's next call, which is at least
+  // as long as the ABI promises.
+  thread_local std::string text;
+  text.clear();
+  if (state == ncclInProgress) {
+    text = "a non-blocking operation of this communicator is still in progress";
+  } else if (state != ncclSuccess) {
+    text = LastError();
+    for (char& character : text) {
+      if (character == '\n' || character == '\r') character = ' ';  // one line
+    }
+  }
+  *message = text.c_str();
   return infiniCclSuccess;
 }
 

@@ -24,14 +24,23 @@ struct infiniCclComm {
 
 namespace infini::ccl::nccl {
 
-infiniCclResult_t GetUniqueId(infiniCclUniqueId* unique_id);
-infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, infiniCclUniqueId unique_id,
-                               int rank, const infiniCclConfig_t* config);
+// NCCL carries what its ranks need in the id: the bootstrap is not used.
+infiniCclResult_t GetUniqueId(void* unique_id, const infiniCclBootstrap_t* bootstrap);
+infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* unique_id, int rank,
+                               const infiniCclConfig_t* config,
+                               const infiniCclBootstrap_t* bootstrap);
+// One group of ncclCommInitRankConfig calls, each on its device; restores the
+// caller's current device.
+infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* devices,
+                                const int* ranks, int nranks, const void* unique_id,
+                                const infiniCclConfig_t* config,
+                                const infiniCclBootstrap_t* bootstrap);
 infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclComm_t* newcomm,
                             const infiniCclConfig_t* config);
 infiniCclResult_t CommDestroy(infiniCclComm_t comm);
 infiniCclResult_t CommAbort(infiniCclComm_t comm);
-infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* async_error);
+infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* async_error,
+                                    const char** message);
 infiniCclResult_t CommCount(infiniCclComm_t comm, int* nranks);
 infiniCclResult_t CommUserRank(infiniCclComm_t comm, int* rank);
 

@@ -1,16 +1,19 @@
-// The one exported symbol: infiniCclPlugin_v1, NCCL and the CUDA runtime
-// behind the InfiniCCL plugin ABI.
+// The one exported symbol: infiniCclPlugin_v2, NCCL and the CUDA runtime
+// behind the InfiniCCL plugin ABI (the host adapts v1 plugins; this one is
+// v2 only).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <string>
 
+#include "capabilities.h"
 #include "collectives.h"
 #include "communicator.h"
 #include "device_runtime.h"
 #include "errors.h"
 #include "graphs.h"
 #include "infini/ccl/plugin_abi.h"
+#include "variable_collectives.h"
 
 namespace infini::ccl::nccl {
 namespace {
@@ -59,14 +62,19 @@ const char* GetLastError() { return LastError(); }
 
 namespace nccl = infini::ccl::nccl;
 
-extern "C" __attribute__((visibility("default"))) const infiniCclPlugin_v1_t infiniCclPlugin_v1 = {
-    .struct_size = sizeof(infiniCclPlugin_v1_t),
-    .abi_version = INFINI_CCL_PLUGIN_ABI_VERSION,
+INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
+    .struct_size = sizeof(infiniCclPlugin_v2_t),
+    .abi_version = INFINI_CCL_PLUGIN_ABI_VERSION_V2,
     .name = "nccl",
     .get_version = &nccl::Exported<&nccl::GetVersion>::Call,
     .get_error_string = &nccl::GetErrorString,
     .get_last_error = &nccl::GetLastError,
+    .features = nccl::kFeatures,
+    .supports = &nccl::Supports,
     .device_type = kDLCUDA,
+    .device_vendor = "NVIDIA",
+    .device_kind = "GPU",
+    .visible_devices_env = "CUDA_VISIBLE_DEVICES",
     .get_device_count = &nccl::Exported<&nccl::GetDeviceCount>::Call,
     .set_device = &nccl::Exported<&nccl::SetDevice>::Call,
     .get_device = &nccl::Exported<&nccl::GetDevice>::Call,
@@ -84,8 +92,10 @@ extern "C" __attribute__((visibility("default"))) const infiniCclPlugin_v1_t inf
     .event_query = &nccl::Exported<&nccl::EventQuery>::Call,
     .event_synchronize = &nccl::Exported<&nccl::EventSynchronize>::Call,
     .event_elapsed_ms = &nccl::Exported<&nccl::EventElapsedMs>::Call,
+    .unique_id_bytes = sizeof(ncclUniqueId),
     .get_unique_id = &nccl::Exported<&nccl::GetUniqueId>::Call,
     .comm_init_rank = &nccl::Exported<&nccl::CommInitRank>::Call,
+    .comm_init_ranks = &nccl::Exported<&nccl::CommInitRanks>::Call,
     .comm_split = &nccl::Exported<&nccl::CommSplit>::Call,
     .comm_destroy = &nccl::Exported<&nccl::CommDestroy>::Call,
     .comm_abort = &nccl::Exported<&nccl::CommAbort>::Call,
@@ -103,6 +113,11 @@ extern "C" __attribute__((visibility("default"))) const infiniCclPlugin_v1_t inf
     .recv = &nccl::Exported<&nccl::Recv>::Call,
     .all_to_all = &nccl::Exported<&nccl::AllToAll>::Call,
     .barrier = &nccl::Exported<&nccl::Barrier>::Call,
+    .all_to_all_v = &nccl::Exported<&nccl::AllToAllV>::Call,
+    .all_gather_v = &nccl::Exported<&nccl::AllGatherV>::Call,
+    .reduce_scatter_v = &nccl::Exported<&nccl::ReduceScatterV>::Call,
+    .gather = &nccl::Exported<&nccl::Gather>::Call,
+    .scatter = &nccl::Exported<&nccl::Scatter>::Call,
     .stream_begin_capture = &nccl::Exported<&nccl::StreamBeginCapture>::Call,
     .stream_end_capture = &nccl::Exported<&nccl::StreamEndCapture>::Call,
     .graph_launch = &nccl::Exported<&nccl::GraphLaunch>::Call,

@@ -5,6 +5,13 @@
 namespace infini::ccl::nccl {
 namespace {
 
+// ReductionTypeAndOp passes our operators through unchanged.
+static_assert(static_cast<int>(infiniCclSum) == ncclSum &&
+              static_cast<int>(infiniCclProd) == ncclProd &&
+              static_cast<int>(infiniCclMax) == ncclMax &&
+              static_cast<int>(infiniCclMin) == ncclMin &&
+              static_cast<int>(infiniCclAvg) == ncclAvg);
+
 bool Matches(DLDataType dtype, int code, int bits) {
   return dtype.code == code && dtype.bits == bits && dtype.lanes == 1;
 }
@@ -41,6 +48,8 @@ bool NativeType(DLDataType dtype, ncclDataType_t* type) {
   return false;
 }
 
+bool IsBool(DLDataType dtype) { return Matches(dtype, INFINI_CCL_DL_BOOL, 8); }
+
 }  // namespace
 
 std::string DataTypeName(DLDataType dtype) {
@@ -59,6 +68,8 @@ std::string DataTypeName(DLDataType dtype) {
         return "float8_e4m3fn";
       case INFINI_CCL_DL_FLOAT8_E5M2:
         return "float8_e5m2";
+      case INFINI_CCL_DL_BOOL:
+        return dtype.bits == 8 ? "bool" : "bool" + bits;
       default:
         break;
     }
@@ -72,50 +83,67 @@ size_t ElementBytes(DLDataType dtype) {
   return bits % 8 == 0 ? bits / 8 : 0;
 }
 
-infiniCclResult_t ReductionType(DLDataType dtype, std::string_view call, ncclDataType_t* type) {
-  if (NativeType(dtype, type)) return infiniCclSuccess;
+bool Reducible(DLDataType dtype, infiniCclRedOp_t op) {
+  if (op < infiniCclSum || op >= infiniCclNumOps) return false;
+  ncclDataType_t type;
+  if (NativeType(dtype, &type)) return true;
+  return IsBool(dtype) && (op == infiniCclMax || op == infiniCclMin);
+}
+
+bool Movable(DLDataType dtype) { return ElementBytes(dtype) > 0; }
+
+infiniCclResult_t ReductionTypeAndOp(DLDataType dtype, infiniCclRedOp_t op, std::string_view call,
+                                     ncclDataType_t* type, ncclRedOp_t* nccl_op) {
+  if (op < infiniCclSum || op >= infiniCclNumOps) [[unlikely]] {
+    return Fail(infiniCclInvalidArgument, std::string(call) + ": reduction operator " +
+                                              std::to_string(static_cast<int>(op)) +
+                                              " is not one of sum, prod, max, min, avg");
+  }
+  // Our operators have NCCL's values (plugin_abi_common.h).
+  *nccl_op = static_cast<ncclRedOp_t>(op);
+  if (NativeType(dtype, type)) [[likely]] {
+    return infiniCclSuccess;
+  }
+  if (IsBool(dtype) && (op == infiniCclMax || op == infiniCclMin)) {
+    *type = ncclUint8;
+    return infiniCclSuccess;
+  }
+  if (IsBool(dtype)) {
+    return Fail(infiniCclUnsupported, std::string(call) +
+                                          ": NCCL cannot reduce bool with this operator (bool "
+                                          "reduces with max and min only, as uint8)");
+  }
   return Fail(infiniCclUnsupported,
               std::string(call) + ": NCCL cannot reduce " + DataTypeName(dtype) +
                   " (it reduces int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, "
-                  "float32, float64, float8_e4m3fn and float8_e5m2)");
+                  "float32, float64, float8_e4m3fn and float8_e5m2, and bool with max and min)");
 }
 
-infiniCclResult_t MovementType(DLDataType dtype, std::string_view call, ncclDataType_t* type,
-                               size_t* count) {
-  if (NativeType(dtype, type)) return infiniCclSuccess;
+infiniCclResult_t MovementLayout(DLDataType dtype, std::string_view call, ncclDataType_t* type,
+                                 size_t* scale) {
+  if (NativeType(dtype, type)) [[likely]] {
+    *scale = 1;
+    return infiniCclSuccess;
+  }
   const size_t element_bytes = ElementBytes(dtype);
   if (element_bytes == 0) {
     return Fail(infiniCclInvalidArgument, std::string(call) + ": " + DataTypeName(dtype) +
                                               " is not a whole number of bytes per element");
   }
   *type = ncclUint8;
-  *count *= element_bytes;
+  *scale = element_bytes;
   return infiniCclSuccess;
 }
 
-infiniCclResult_t ReductionOp(infiniCclRedOp_t op, std::string_view call, ncclRedOp_t* nccl_op) {
-  switch (op) {
-    case infiniCclSum:
-      *nccl_op = ncclSum;
-      return infiniCclSuccess;
-    case infiniCclProd:
-      *nccl_op = ncclProd;
-      return infiniCclSuccess;
-    case infiniCclMax:
-      *nccl_op = ncclMax;
-      return infiniCclSuccess;
-    case infiniCclMin:
-      *nccl_op = ncclMin;
-      return infiniCclSuccess;
-    case infiniCclAvg:
-      *nccl_op = ncclAvg;
-      return infiniCclSuccess;
-    case infiniCclNumOps:
-      break;
+infiniCclResult_t MovementType(DLDataType dtype, std::string_view call, ncclDataType_t* type,
+                               size_t* count) {
+  size_t scale = 1;
+  if (infiniCclResult_t result = MovementLayout(dtype, call, type, &scale);
+      result != infiniCclSuccess) [[unlikely]] {
+    return result;
   }
-  return Fail(infiniCclInvalidArgument, std::string(call) + ": reduction operator " +
-                                            std::to_string(static_cast<int>(op)) +
-                                            " is not one of sum, prod, max, min, avg");
+  *count *= scale;
+  return infiniCclSuccess;
 }
 
 }  // namespace infini::ccl::nccl

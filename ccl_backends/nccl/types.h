@@ -17,16 +17,27 @@ std::string DataTypeName(DLDataType dtype);
 // Bytes of one element; 0 when bits × lanes is not a whole number of bytes.
 size_t ElementBytes(DLDataType dtype);
 
-// NCCL's type for `dtype`, for reductions. Fails (infiniCclUnsupported, with
-// the list of what NCCL reduces) for other types.
-infiniCclResult_t ReductionType(DLDataType dtype, std::string_view call, ncclDataType_t* type);
+// Whether NCCL reduces `dtype` with `op`: every NCCL type with sum, prod,
+// max, min and avg; bool (DLPack 1.1 code 6, one byte) with max and min only,
+// as uint8, where they are logical or/and and the result stays 0 or 1.
+bool Reducible(DLDataType dtype, infiniCclRedOp_t op);
+// Whether data movement can carry `dtype`: any whole number of bytes.
+bool Movable(DLDataType dtype);
 
-// Data movement (broadcast, all_gather, send, recv, all_to_all) does not look
-// at values, so a type NCCL lacks (int16, bool, complex, vectors) moves as
-// bytes. `*count` is updated to the number of NCCL elements to move.
+// NCCL's type and operator for a reduction of `dtype` with `op`. Fails with
+// infiniCclUnsupported (naming the type and what NCCL reduces) when
+// Reducible() is false, infiniCclInvalidArgument for an unknown operator.
+infiniCclResult_t ReductionTypeAndOp(DLDataType dtype, infiniCclRedOp_t op, std::string_view call,
+                                     ncclDataType_t* type, ncclRedOp_t* nccl_op);
+
+// Data movement (broadcast, all_gather, send, recv, all_to_all, gather, ...)
+// does not look at values, so a type NCCL lacks (int16, bool, complex,
+// vectors) moves as bytes. `*scale` = NCCL elements per element of `dtype`
+// (1, or the element's bytes when it moves as uint8).
+infiniCclResult_t MovementLayout(DLDataType dtype, std::string_view call, ncclDataType_t* type,
+                                 size_t* scale);
+// MovementLayout for one call: `*count` becomes the number of NCCL elements.
 infiniCclResult_t MovementType(DLDataType dtype, std::string_view call, ncclDataType_t* type,
                                size_t* count);
-
-infiniCclResult_t ReductionOp(infiniCclRedOp_t op, std::string_view call, ncclRedOp_t* nccl_op);
 
 }  // namespace infini::ccl::nccl

@@ -101,12 +101,13 @@ const std::vector<TypeCase>& ReducibleTypes() {
   return types;
 }
 
-TypeCase Int16Case() { return {{kDLInt, 16, 1}, "int16", 0, true}; }
+TypeCase BoolCase() { return {{INFINI_CCL_DL_BOOL, 8, 1}, "bool", 0, true}; }
 
 size_t ElementBytes(DLDataType dtype) { return static_cast<size_t>(dtype.bits) * dtype.lanes / 8; }
 
 void Encode(DLDataType dtype, double value, void* element) {
   const auto integer = static_cast<int64_t>(value);
+  if (Is(dtype, INFINI_CCL_DL_BOOL, 8)) return Store(static_cast<uint8_t>(value != 0), element);
   if (Is(dtype, kDLInt, 8)) return Store(static_cast<int8_t>(integer), element);
   if (Is(dtype, kDLUInt, 8)) return Store(static_cast<uint8_t>(integer), element);
   if (Is(dtype, kDLInt, 16)) return Store(static_cast<int16_t>(integer), element);
@@ -132,6 +133,7 @@ void Encode(DLDataType dtype, double value, void* element) {
 }
 
 double Decode(DLDataType dtype, const void* element) {
+  if (Is(dtype, INFINI_CCL_DL_BOOL, 8)) return Load<uint8_t>(element);
   if (Is(dtype, kDLInt, 8)) return Load<int8_t>(element);
   if (Is(dtype, kDLUInt, 8)) return Load<uint8_t>(element);
   if (Is(dtype, kDLInt, 16)) return Load<int16_t>(element);

@@ -19,13 +19,15 @@ struct TypeCase {
   bool integer;
 };
 
-// Every type the nccl backend reduces.
+// Every type NCCL has; each reduces with every operator.
 const std::vector<TypeCase>& ReducibleTypes();
-TypeCase Int16Case();  // a type NCCL lacks, moved as bytes
+// bool: a type NCCL lacks, moved as bytes; reduces with max and min only.
+TypeCase BoolCase();
+inline bool IsBool(const TypeCase& type) { return type.name == "bool"; }
 
 size_t ElementBytes(DLDataType dtype);
 // Stores `value` (exact for the small values tests use; integers wrap as C++
-// conversions do) as one element of `dtype` at `element`.
+// conversions do; bool stores value != 0) as one element of `dtype` at `element`.
 void Encode(DLDataType dtype, double value, void* element);
 double Decode(DLDataType dtype, const void* element);
 

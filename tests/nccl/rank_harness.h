@@ -1,8 +1,9 @@
-// Runs one body per rank in either layout the nccl backend must support:
-// 1 process x N threads, or N processes x 1 thread (the test binary re-runs
-// itself as workers). Failures are collected per rank, never thrown across
-// ranks, and every wait has a deadline after which the rank aborts its
-// communicator, so a broken collective fails the test instead of hanging it.
+// Runs one body per rank in the layouts the nccl backend must support:
+// 1 process x N threads, N processes x 1 thread, and N processes x K ranks
+// (the test binary re-runs itself as workers); communicators made one per
+// thread (CommInitRank) or several per call (CommInitRanks, CommInitAll). Failures are collected
+// per rank, never thrown across ranks, and every wait has a deadline after which the rank aborts
+// its communicator, so a broken collective fails the test instead of hanging it.
 #pragma once
 
 #include <chrono>
@@ -37,21 +38,39 @@ struct RankContext {
 
 using RankBody = std::function<void(RankContext&)>;
 
+// How a process makes its communicators.
+enum class InitMode {
+  kPerThread,  // each rank's thread calls CommInitRank on its device
+  kInitRanks,  // one CommInitRanks call for all of the process's ranks
+  kInitAll,    // CommInitAll: every rank of the group in this process
+};
+
 // Visible CUDA devices through the nccl plugin (0 when it cannot load).
 int VisibleDevices();
 // "needs N CUDA devices, found M (CUDA_VISIBLE_DEVICES=...)".
 std::string DevicesNeeded(int needed);
 
-// One thread per rank, rank r on device r. Returns each rank's failures
-// (exceptions included).
+// One thread per rank, rank r on device r, in one process. Returns each
+// rank's failures (exceptions included).
 std::vector<std::vector<std::string>> RunThreadRanks(int world_size, const RankBody& body,
-                                                     const CommConfig& config = {});
+                                                     const CommConfig& config = {},
+                                                     InitMode mode = InitMode::kPerThread);
 
-// One process per rank: re-executes this binary with INFINI_NCCL_TEST_WORKER
-// = `scenario` and the rank variables; returns one line per failed rank
-// (exit status), empty when all passed. Worker output goes to stderr.
+// Runs `body` once per communicator of `comms` (made by the caller, rank
+// comms[i].rank() on devices[i]), each on its own thread, then destroys them
+// (aborts them after a failure). Returns failures per communicator.
+std::vector<std::vector<std::string>> DriveCommunicators(
+    const std::shared_ptr<const Backend>& backend, std::vector<Communicator> comms,
+    const std::vector<int>& devices, const RankBody& body);
+
+// world_size / ranks_per_process processes: re-executes this binary with
+// INFINI_NCCL_TEST_WORKER = `scenario` and the rank variables; process p
+// holds ranks p*K .. p*K+K-1 on its devices p*K .. (made with `mode`:
+// kPerThread only when K = 1). Returns one line per failed process (exit
+// status), empty when all passed. Worker output goes to stderr.
 std::vector<std::string> RunProcessRanks(int world_size, const std::string& scenario,
-                                         std::chrono::seconds deadline);
+                                         std::chrono::seconds deadline, int ranks_per_process = 1,
+                                         InitMode mode = InitMode::kPerThread);
 
 // The worker side: called from main() when INFINI_NCCL_TEST_WORKER is set.
 // `run_scenario` runs a named scenario on the context; returns the exit code.

@@ -5,7 +5,9 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "host_values.h"
 
@@ -45,17 +47,18 @@ const std::vector<ReduceOp>& AllOps() {
 
 // Element `index` of rank `rank`'s input: small positive integers, exact in
 // every type (fp8 included), that differ between ranks. Products use 1 and 2
-// only, so that they stay exact for many ranks.
-double InputValue(int rank, size_t index, ReduceOp op) {
+// only, so that they stay exact for many ranks; bool uses 0 and 1.
+double InputValue(const TypeCase& type, int rank, size_t index, ReduceOp op) {
+  if (IsBool(type)) return static_cast<double>((index + static_cast<size_t>(rank)) % 3 == 0);
   if (op == ReduceOp::kProd) return 1.0 + static_cast<double>((index + rank) % 2);
   return 1.0 + static_cast<double>((index * 7 + static_cast<size_t>(rank) * 3) % 4);
 }
 
 // op over ranks of element `index`, as NCCL defines it (integer avg truncates).
 double Reference(const TypeCase& type, ReduceOp op, int world_size, size_t index) {
-  double result = InputValue(0, index, op);
+  double result = InputValue(type, 0, index, op);
   for (int rank = 1; rank < world_size; ++rank) {
-    const double value = InputValue(rank, index, op);
+    const double value = InputValue(type, rank, index, op);
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:
@@ -137,16 +140,16 @@ bool Expected(const Case& c, int rank, int world_size, size_t index, double* val
       *value = Reference(c.type, c.op, world_size, index);
       return rank == c.root;
     case Collective::kBroadcast:
-      *value = InputValue(c.root, index, c.op);
+      *value = InputValue(c.type, c.root, index, c.op);
       return true;
     case Collective::kAllGather:
-      *value = InputValue(static_cast<int>(index / block), index % block, c.op);
+      *value = InputValue(c.type, static_cast<int>(index / block), index % block, c.op);
       return true;
     case Collective::kReduceScatter:
       *value = Reference(c.type, c.op, world_size, static_cast<size_t>(rank) * block + index);
       return true;
     case Collective::kAllToAll:
-      *value = InputValue(static_cast<int>(index / block),
+      *value = InputValue(c.type, static_cast<int>(index / block),
                           static_cast<size_t>(rank) * block + index % block, c.op);
       return true;
   }
@@ -160,7 +163,6 @@ struct Buffers {
 };
 
 void Issue(const Case& c, RankContext& context, const Buffers& buffers) {
-  const Backend& backend = *context.backend;
   const Communicator& comm = *context.comm;
   const Stream& stream = *context.stream;
   const DLDataType dtype = c.type.dtype;
@@ -170,33 +172,33 @@ void Issue(const Case& c, RankContext& context, const Buffers& buffers) {
   const DeviceBuffer& source = c.in_place ? buffers.recv : buffers.send;
   switch (c.collective) {
     case Collective::kAllReduce:
-      backend.AllReduce(source.AsTensor(dtype, count), buffers.recv.AsTensor(dtype, count), c.op,
-                        comm, stream);
+      comm.AllReduce(source.AsTensor(dtype, count), buffers.recv.AsTensor(dtype, count), c.op,
+                     stream);
       break;
     case Collective::kBroadcast:
-      backend.Broadcast(source.AsTensor(dtype, count), buffers.recv.AsTensor(dtype, count), c.root,
-                        comm, stream);
+      comm.Broadcast(source.AsTensor(dtype, count), buffers.recv.AsTensor(dtype, count), c.root,
+                     stream);
       break;
     case Collective::kReduce:
-      backend.Reduce(source.AsTensor(dtype, count), buffers.recv.AsTensor(dtype, count), c.op,
-                     c.root, comm, stream);
+      comm.Reduce(source.AsTensor(dtype, count), buffers.recv.AsTensor(dtype, count), c.op, c.root,
+                  stream);
       break;
     case Collective::kAllGather:
       // In place: this rank's block already sits at its place in recv.
-      backend.AllGather(
+      comm.AllGather(
           c.in_place ? source.AsTensor(dtype, count, rank * count) : source.AsTensor(dtype, count),
-          buffers.recv.AsTensor(dtype, world * count), comm, stream);
+          buffers.recv.AsTensor(dtype, world * count), stream);
       break;
     case Collective::kReduceScatter:
       // In place: the result lands at this rank's block of the input.
-      backend.ReduceScatter(source.AsTensor(dtype, world * count),
-                            c.in_place ? buffers.recv.AsTensor(dtype, count, rank * count)
-                                       : buffers.recv.AsTensor(dtype, count),
-                            c.op, comm, stream);
+      comm.ReduceScatter(source.AsTensor(dtype, world * count),
+                         c.in_place ? buffers.recv.AsTensor(dtype, count, rank * count)
+                                    : buffers.recv.AsTensor(dtype, count),
+                         c.op, stream);
       break;
     case Collective::kAllToAll:
-      backend.AllToAll(source.AsTensor(dtype, world * count),
-                       buffers.recv.AsTensor(dtype, world * count), comm, stream);
+      comm.AllToAll(source.AsTensor(dtype, world * count),
+                    buffers.recv.AsTensor(dtype, world * count), stream);
       break;
   }
 }
@@ -222,7 +224,7 @@ void Check(const Case& c, RankContext& context, const Buffers& buffers) {
 
   HostArray input(c.type.dtype, SendCount(c, world));
   for (size_t index = 0; index < input.count(); ++index) {
-    input.Set(index, InputValue(rank, index, c.op));
+    input.Set(index, InputValue(c.type, rank, index, c.op));
   }
   const size_t recv_count = RecvCount(c, world);
   const size_t recv_span = std::max(recv_count, SendCount(c, world)) * width;
@@ -262,6 +264,19 @@ Buffers MakeBuffers(const RankContext& context, size_t max_count) {
 
 constexpr size_t kCounts[] = {0, 1, 1001};
 
+// Every NCCL type, and bool (moved as bytes, reduced as uint8).
+std::vector<TypeCase> MatrixTypes() {
+  std::vector<TypeCase> types = ReducibleTypes();
+  types.push_back(BoolCase());
+  return types;
+}
+
+// What the plugin reduces each type with (bool: max and min only).
+std::vector<ReduceOp> OpsFor(const TypeCase& type) {
+  if (IsBool(type)) return {ReduceOp::kMax, ReduceOp::kMin};
+  return AllOps();
+}
+
 }  // namespace
 
 void CollectivesMatchHostReference(RankContext& context) {
@@ -270,9 +285,9 @@ void CollectivesMatchHostReference(RankContext& context) {
   for (Collective collective :
        {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce, Collective::kAllGather,
         Collective::kReduceScatter, Collective::kAllToAll}) {
-    for (const TypeCase& type : ReducibleTypes()) {
+    for (const TypeCase& type : MatrixTypes()) {
       const std::vector<ReduceOp> ops =
-          Reduces(collective) ? AllOps() : std::vector<ReduceOp>{ReduceOp::kSum};
+          Reduces(collective) ? OpsFor(type) : std::vector<ReduceOp>{ReduceOp::kSum};
       for (ReduceOp op : ops) {
         for (size_t count : kCounts) {
           for (bool in_place : {false, true}) {
@@ -301,22 +316,22 @@ void GroupedCollectivesMatchHostReference(RankContext& context) {
   DeviceBuffer bcast(context.backend, count * 4);
   HostArray reduce_input(f32, count), gather_input(i32, count), bcast_input(f32, count);
   for (size_t index = 0; index < count; ++index) {
-    reduce_input.Set(index, InputValue(context.rank, index, ReduceOp::kSum));
-    gather_input.Set(index, InputValue(context.rank, index, ReduceOp::kSum));
-    bcast_input.Set(index, context.rank == 0 ? InputValue(0, index, ReduceOp::kSum) : 0.0);
+    reduce_input.Set(index, InputValue(float32, context.rank, index, ReduceOp::kSum));
+    gather_input.Set(index, InputValue(int32, context.rank, index, ReduceOp::kSum));
+    bcast_input.Set(index, context.rank == 0 ? InputValue(float32, 0, index, ReduceOp::kSum) : 0.0);
   }
   reduce_in.CopyFromHost(reduce_input.data(), reduce_input.bytes());
   gather_in.CopyFromHost(gather_input.data(), gather_input.bytes());
   bcast.CopyFromHost(bcast_input.data(), bcast_input.bytes());
 
   backend.GroupStart();
-  backend.AllReduce(reduce_in.AsTensor(f32, count), reduce_out.AsTensor(f32, count), ReduceOp::kSum,
-                    *context.comm, *context.stream);
-  backend.AllGather(gather_in.AsTensor(i32, count),
-                    gather_out.AsTensor(i32, count * static_cast<size_t>(world)), *context.comm,
-                    *context.stream);
-  backend.Broadcast(bcast.AsTensor(f32, count), bcast.AsTensor(f32, count), 0, *context.comm,
-                    *context.stream);
+  context.comm->AllReduce(reduce_in.AsTensor(f32, count), reduce_out.AsTensor(f32, count),
+                          ReduceOp::kSum, *context.stream);
+  context.comm->AllGather(gather_in.AsTensor(i32, count),
+                          gather_out.AsTensor(i32, count * static_cast<size_t>(world)),
+                          *context.stream);
+  context.comm->Broadcast(bcast.AsTensor(f32, count), bcast.AsTensor(f32, count), 0,
+                          *context.stream);
   backend.GroupEnd();
   context.Wait("grouped all_reduce + all_gather + broadcast");
 
@@ -327,7 +342,7 @@ void GroupedCollectivesMatchHostReference(RankContext& context) {
   bcast.CopyToHost(broadcast.data(), broadcast.bytes());
   for (size_t index = 0; index < count; ++index) {
     if (reduced.Get(index) != Reference(float32, ReduceOp::kSum, world, index) ||
-        broadcast.Get(index) != InputValue(0, index, ReduceOp::kSum)) {
+        broadcast.Get(index) != InputValue(float32, 0, index, ReduceOp::kSum)) {
       context.Expect(
           false, "grouped all_reduce/broadcast: element " + std::to_string(index) + " is wrong");
       return;
@@ -335,7 +350,7 @@ void GroupedCollectivesMatchHostReference(RankContext& context) {
   }
   for (size_t index = 0; index < gathered.count(); ++index) {
     if (gathered.Get(index) !=
-        InputValue(static_cast<int>(index / count), index % count, ReduceOp::kSum)) {
+        InputValue(int32, static_cast<int>(index / count), index % count, ReduceOp::kSum)) {
       context.Expect(false, "grouped all_gather: element " + std::to_string(index) + " is wrong");
       return;
     }
@@ -354,7 +369,7 @@ void Exchange(RankContext& context, const TypeCase& type, size_t count, int to, 
   DeviceBuffer out(context.backend, count * width), in(context.backend, count * width);
   HostArray input(type.dtype, count);
   for (size_t index = 0; index < count; ++index) {
-    input.Set(index, InputValue(context.rank, index, ReduceOp::kSum));
+    input.Set(index, InputValue(type, context.rank, index, ReduceOp::kSum));
   }
   if (input.bytes() > 0) out.CopyFromHost(input.data(), input.bytes());
   const auto n = static_cast<int64_t>(count);
@@ -362,21 +377,21 @@ void Exchange(RankContext& context, const TypeCase& type, size_t count, int to, 
                            type.name + " count=" + std::to_string(count);
   if (grouped) {
     backend.GroupStart();
-    backend.Send(out.AsTensor(type.dtype, n), to, *context.comm, *context.stream);
-    backend.Recv(in.AsTensor(type.dtype, n), from, *context.comm, *context.stream);
+    context.comm->Send(out.AsTensor(type.dtype, n), to, *context.stream);
+    context.comm->Recv(in.AsTensor(type.dtype, n), from, *context.stream);
     backend.GroupEnd();
   } else if (context.rank < to) {
-    backend.Send(out.AsTensor(type.dtype, n), to, *context.comm, *context.stream);
-    backend.Recv(in.AsTensor(type.dtype, n), from, *context.comm, *context.stream);
+    context.comm->Send(out.AsTensor(type.dtype, n), to, *context.stream);
+    context.comm->Recv(in.AsTensor(type.dtype, n), from, *context.stream);
   } else {
-    backend.Recv(in.AsTensor(type.dtype, n), from, *context.comm, *context.stream);
-    backend.Send(out.AsTensor(type.dtype, n), to, *context.comm, *context.stream);
+    context.comm->Recv(in.AsTensor(type.dtype, n), from, *context.stream);
+    context.comm->Send(out.AsTensor(type.dtype, n), to, *context.stream);
   }
   context.Wait(what);
   HostArray received(type.dtype, count);
   if (received.bytes() > 0) in.CopyToHost(received.data(), received.bytes());
   for (size_t index = 0; index < count; ++index) {
-    if (received.Get(index) != InputValue(from, index, ReduceOp::kSum)) {
+    if (received.Get(index) != InputValue(type, from, index, ReduceOp::kSum)) {
       context.Expect(false, what + ": element " + std::to_string(index) + " is " +
                                 std::to_string(received.Get(index)) + ", expected rank " +
                                 std::to_string(from) + "'s data");
@@ -387,8 +402,8 @@ void Exchange(RankContext& context, const TypeCase& type, size_t count, int to, 
 
 std::vector<TypeCase> P2pTypes() {
   const auto& types = ReducibleTypes();
-  // float32, bfloat16, int8, float64, fp8 e4m3, and int16 (moved as bytes).
-  return {types[8], types[7], types[0], types[9], types[10], Int16Case()};
+  // float32, bfloat16, int8, float64, fp8 e4m3, and bool (moved as bytes).
+  return {types[8], types[7], types[0], types[9], types[10], BoolCase()};
 }
 
 }  // namespace
@@ -418,9 +433,8 @@ std::vector<double> GatherOldRanks(RankContext& context, const Communicator& com
   HostArray value(f32, 1);
   value.Set(0, context.rank);
   mine.CopyFromHost(value.data(), 4);
-  context.backend->AllGather(mine.AsTensor(f32, 1),
-                             all.AsTensor(f32, static_cast<int64_t>(members)), comm,
-                             *context.stream);
+  comm.AllGather(mine.AsTensor(f32, 1), all.AsTensor(f32, static_cast<int64_t>(members)),
+                 *context.stream);
   context.Wait("all_gather on a split communicator");
   HostArray gathered(f32, members);
   all.CopyToHost(gathered.data(), gathered.bytes());
@@ -487,7 +501,7 @@ void SplitCommunicatorsHaveExpectedMembers(RankContext& context) {
 
 void BarrierCompletes(RankContext& context) {
   for (int round = 0; round < 3; ++round) {
-    context.backend->Barrier(*context.comm, *context.stream);
+    context.comm->Barrier(*context.stream);
     context.Wait("barrier");
   }
 }
@@ -502,15 +516,15 @@ void GraphReplayedAllReduceMatchesHostReference(RankContext& context) {
   for (size_t index = 0; index < count; ++index) ones.Set(index, 1.0);
   // NCCL connects peers lazily, at a communicator's first collective, and
   // connecting is not allowed while a stream is capturing: run one eagerly.
-  context.backend->AllReduce(buffer.AsTensor(f32, count), buffer.AsTensor(f32, count),
-                             ReduceOp::kSum, *context.comm, *context.stream);
+  context.comm->AllReduce(buffer.AsTensor(f32, count), buffer.AsTensor(f32, count), ReduceOp::kSum,
+                          *context.stream);
   context.Wait("eager all_reduce before capture");
   buffer.CopyFromHost(ones.data(), ones.bytes());
 
   infiniCclStream_t stream = context.stream->handle();
   context.backend->Check(plugin.stream_begin_capture(stream), "stream_begin_capture");
-  context.backend->AllReduce(buffer.AsTensor(f32, count), buffer.AsTensor(f32, count),
-                             ReduceOp::kSum, *context.comm, *context.stream);
+  context.comm->AllReduce(buffer.AsTensor(f32, count), buffer.AsTensor(f32, count), ReduceOp::kSum,
+                          *context.stream);
   infiniCclGraph_t graph = nullptr;
   context.backend->Check(plugin.stream_end_capture(stream, &graph), "stream_end_capture");
   context.Wait("capture");  // capturing ran nothing: the buffer still holds ones
@@ -546,8 +560,8 @@ void LargeAllReduceMatchesHostReference(RankContext& context) {
   }
   DeviceBuffer send(context.backend, kBytes), recv(context.backend, kBytes);
   send.CopyFromHost(host.data(), kBytes);
-  context.backend->AllReduce(send.AsTensor(f32, kCount), recv.AsTensor(f32, kCount), ReduceOp::kSum,
-                             *context.comm, *context.stream);
+  context.comm->AllReduce(send.AsTensor(f32, kCount), recv.AsTensor(f32, kCount), ReduceOp::kSum,
+                          *context.stream);
   context.Wait("256 MiB all_reduce");
   recv.CopyToHost(host.data(), kBytes);
   const auto world = static_cast<size_t>(context.world_size);
@@ -565,6 +579,302 @@ void LargeAllReduceMatchesHostReference(RankContext& context) {
 
 namespace {
 
+constexpr unsigned char kSentinel = 0xA5;
+
+// Blocks of a v-collective's buffer: block p holds counts[p] elements at
+// displacements[p]; `gap` untouched elements separate consecutive blocks, so
+// that a block written past its end is caught.
+struct Blocks {
+  std::vector<size_t> counts;
+  std::vector<size_t> displacements;
+  size_t span = 0;  // elements the buffer needs
+};
+
+Blocks MakeBlocks(int world, size_t gap, const std::function<size_t(int)>& count_of) {
+  Blocks blocks;
+  for (int p = 0; p < world; ++p) {
+    blocks.displacements.push_back(blocks.span);
+    blocks.counts.push_back(count_of(p));
+    blocks.span += blocks.counts.back() + gap;
+  }
+  return blocks;
+}
+
+// A device buffer of `count` elements of `type`, filled with `fill` (host
+// values, or sentinel bytes where fill is empty).
+DeviceBuffer Upload(const RankContext& context, const TypeCase& type, size_t count,
+                    const std::function<double(size_t)>& fill) {
+  const size_t bytes = std::max<size_t>(count * ElementBytes(type.dtype), 8);
+  DeviceBuffer buffer(context.backend, bytes);
+  std::vector<unsigned char> host(bytes, kSentinel);
+  if (fill) {
+    for (size_t index = 0; index < count; ++index) {
+      Encode(type.dtype, fill(index), host.data() + index * ElementBytes(type.dtype));
+    }
+  }
+  buffer.CopyFromHost(host.data(), bytes);
+  return buffer;
+}
+
+std::vector<unsigned char> Download(const DeviceBuffer& buffer) {
+  std::vector<unsigned char> host(buffer.bytes());
+  buffer.CopyToHost(host.data(), host.size());
+  return host;
+}
+
+// Elements [offset, offset + count) of `bytes` against `expected`; false
+// (with one failure recorded) at the first difference.
+bool ExpectBlock(RankContext& context, const std::string& what, const TypeCase& type,
+                 const std::vector<unsigned char>& bytes, size_t offset, size_t count,
+                 const std::function<double(size_t)>& expected) {
+  const size_t width = ElementBytes(type.dtype);
+  for (size_t index = 0; index < count; ++index) {
+    const double actual = Decode(type.dtype, bytes.data() + (offset + index) * width);
+    HostArray stored(type.dtype, 1);
+    stored.Set(0, expected(index));
+    if (!Close(type, actual, type.integer ? stored.Get(0) : expected(index))) {
+      context.Expect(false, what + ": element " + std::to_string(index) + " of the block at " +
+                                std::to_string(offset) + " is " + std::to_string(actual) +
+                                ", expected " + std::to_string(expected(index)));
+      return false;
+    }
+  }
+  return true;
+}
+
+// Elements [from, to) still hold the sentinel.
+bool ExpectUntouched(RankContext& context, const std::string& what, const TypeCase& type,
+                     const std::vector<unsigned char>& bytes, size_t from, size_t to) {
+  const size_t width = ElementBytes(type.dtype);
+  for (size_t byte = from * width; byte < to * width; ++byte) {
+    if (bytes[byte] != kSentinel) {
+      context.Expect(false, what + ": element " + std::to_string(byte / width) +
+                                " between blocks was written");
+      return false;
+    }
+  }
+  return true;
+}
+
+std::vector<TypeCase> VariableMovementTypes() {
+  const auto& types = ReducibleTypes();
+  // float32, bfloat16, int8, fp8 e5m2, and bool (moved as bytes).
+  return {types[8], types[7], types[0], types[11], BoolCase()};
+}
+
+// Element `index` of the block rank `from` sends to rank `to`.
+double PairValue(const TypeCase& type, int from, int to, size_t index) {
+  return InputValue(type, from, static_cast<size_t>(to) * 64 + index, ReduceOp::kSum);
+}
+
+// Uneven, some empty: rank p sends ((3p + q) mod 4) x 17 elements to rank q.
+size_t PairCount(int from, int to) { return static_cast<size_t>((3 * from + to) % 4) * 17; }
+
+void CheckAllToAllV(RankContext& context, const TypeCase& type) {
+  const int rank = context.rank;
+  const int world = context.world_size;
+  const std::string what = "all_to_all_v " + type.name;
+  const Blocks send = MakeBlocks(world, 2, [&](int to) { return PairCount(rank, to); });
+  const Blocks recv = MakeBlocks(world, 1, [&](int from) { return PairCount(from, rank); });
+  std::vector<double> send_values(send.span, 0.0);
+  for (int to = 0; to < world; ++to) {
+    for (size_t index = 0; index < send.counts[to]; ++index) {
+      send_values[send.displacements[to] + index] = PairValue(type, rank, to, index);
+    }
+  }
+  const DeviceBuffer send_buffer =
+      Upload(context, type, send.span, [&](size_t index) { return send_values[index]; });
+  const DeviceBuffer recv_buffer = Upload(context, type, recv.span, {});
+  context.comm->AllToAllV(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(send.span)),
+                          send.counts, send.displacements,
+                          recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(recv.span)),
+                          recv.counts, recv.displacements, *context.stream);
+  context.Wait(what);
+  const std::vector<unsigned char> bytes = Download(recv_buffer);
+  for (int from = 0; from < world; ++from) {
+    const size_t start = recv.displacements[from];
+    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), type, bytes, start,
+                     recv.counts[from],
+                     [&](size_t index) { return PairValue(type, from, rank, index); }) ||
+        !ExpectUntouched(context, what, type, bytes, start + recv.counts[from],
+                         start + recv.counts[from] + 1)) {
+      return;
+    }
+  }
+}
+
+// Rank p contributes (p mod 3) x 19 elements: rank 0 none.
+size_t GatherVCount(int rank) { return static_cast<size_t>(rank % 3) * 19; }
+
+void CheckAllGatherV(RankContext& context, const TypeCase& type, bool in_place) {
+  const int rank = context.rank;
+  const int world = context.world_size;
+  const std::string what = "all_gather_v " + type.name + (in_place ? " in-place" : " out-of-place");
+  const Blocks recv = MakeBlocks(world, 1, GatherVCount);
+  const size_t mine = recv.counts[rank];
+  const auto own_value = [&](size_t index) {
+    return InputValue(type, rank, index, ReduceOp::kSum);
+  };
+  // In place, this rank's block already sits at its place in recv.
+  const DeviceBuffer recv_buffer =
+      Upload(context, type, recv.span,
+             in_place ? std::function<double(size_t)>([&](size_t index) {
+               const size_t start = recv.displacements[rank];
+               return index >= start && index < start + mine ? own_value(index - start)
+                                                             : static_cast<double>(kSentinel);
+             })
+                      : std::function<double(size_t)>());
+  const DeviceBuffer send_buffer = Upload(context, type, mine, own_value);
+  const auto recv_tensor = recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(recv.span));
+  const auto send_tensor =
+      in_place ? recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(mine),
+                                      static_cast<int64_t>(recv.displacements[rank]))
+               : send_buffer.AsTensor(type.dtype, static_cast<int64_t>(mine));
+  context.comm->AllGatherV(send_tensor, recv_tensor, recv.counts, recv.displacements,
+                           *context.stream);
+  context.Wait(what);
+  const std::vector<unsigned char> bytes = Download(recv_buffer);
+  for (int from = 0; from < world; ++from) {
+    const size_t start = recv.displacements[from];
+    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), type, bytes, start,
+                     recv.counts[from],
+                     [&](size_t index) { return InputValue(type, from, index, ReduceOp::kSum); })) {
+      return;
+    }
+    // In place, the gap bytes were encoded from the sentinel value, not raw.
+    if (!in_place && !ExpectUntouched(context, what, type, bytes, start + recv.counts[from],
+                                      start + recv.counts[from] + 1)) {
+      return;
+    }
+  }
+}
+
+// Rank q receives (((q + 1) mod 3) x 23) reduced elements: rank 2 none.
+size_t ScatterVCount(int rank) { return static_cast<size_t>((rank + 1) % 3) * 23; }
+
+void CheckReduceScatterV(RankContext& context, const TypeCase& type, ReduceOp op, bool in_place) {
+  const int rank = context.rank;
+  const int world = context.world_size;
+  const std::string what = "reduce_scatter_v " + type.name + " " + std::string(ReduceOpName(op)) +
+                           (in_place ? " in-place" : "");
+  const Blocks send = MakeBlocks(world, 1, ScatterVCount);
+  // Element i of block q is element q*64 + i of the reference's input.
+  std::vector<double> send_values(send.span, 0.0);
+  for (int to = 0; to < world; ++to) {
+    for (size_t index = 0; index < send.counts[to]; ++index) {
+      send_values[send.displacements[to] + index] =
+          InputValue(type, rank, static_cast<size_t>(to) * 64 + index, op);
+    }
+  }
+  const DeviceBuffer send_buffer =
+      Upload(context, type, send.span, [&](size_t index) { return send_values[index]; });
+  const size_t mine = send.counts[rank];
+  const DeviceBuffer recv_buffer = Upload(context, type, mine, {});
+  const auto recv_tensor =
+      in_place ? send_buffer.AsTensor(type.dtype, static_cast<int64_t>(mine),
+                                      static_cast<int64_t>(send.displacements[rank]))
+               : recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(mine));
+  context.comm->ReduceScatterV(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(send.span)),
+                               send.counts, send.displacements, recv_tensor, op, *context.stream);
+  context.Wait(what);
+  const std::vector<unsigned char> bytes = Download(in_place ? send_buffer : recv_buffer);
+  ExpectBlock(context, what, type, bytes, in_place ? send.displacements[rank] : 0, mine,
+              [&](size_t index) {
+                return Reference(type, op, world, static_cast<size_t>(rank) * 64 + index);
+              });
+}
+
+void CheckGather(RankContext& context, const TypeCase& type, size_t count, bool in_place) {
+  const int rank = context.rank;
+  const int world = context.world_size;
+  const int root = world - 1;
+  const std::string what =
+      "gather " + type.name + " count=" + std::to_string(count) + (in_place ? " in-place" : "");
+  const auto value_of = [&](int from) {
+    return [&type, from](size_t index) { return InputValue(type, from, index, ReduceOp::kSum); };
+  };
+  const size_t total = count * static_cast<size_t>(world);
+  const bool root_in_place = in_place && rank == root;
+  const DeviceBuffer recv_buffer =
+      Upload(context, type, total,
+             root_in_place ? std::function<double(size_t)>([&](size_t index) {
+               return index / std::max<size_t>(count, 1) == static_cast<size_t>(root)
+                          ? value_of(root)(index % count)
+                          : static_cast<double>(kSentinel);
+             })
+                           : std::function<double(size_t)>());
+  const DeviceBuffer send_buffer = Upload(context, type, count, value_of(rank));
+  const auto send_tensor = root_in_place
+                               ? recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(count),
+                                                      static_cast<int64_t>(count) * root)
+                               : send_buffer.AsTensor(type.dtype, static_cast<int64_t>(count));
+  context.comm->Gather(send_tensor, recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(total)),
+                       root, *context.stream);
+  context.Wait(what);
+  if (rank != root) return;  // recv matters on the root only
+  const std::vector<unsigned char> bytes = Download(recv_buffer);
+  for (int from = 0; from < world; ++from) {
+    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), type, bytes,
+                     static_cast<size_t>(from) * count, count, value_of(from))) {
+      return;
+    }
+  }
+}
+
+void CheckScatter(RankContext& context, const TypeCase& type, size_t count, bool in_place) {
+  const int rank = context.rank;
+  const int world = context.world_size;
+  const int root = world - 1;
+  const std::string what =
+      "scatter " + type.name + " count=" + std::to_string(count) + (in_place ? " in-place" : "");
+  const size_t total = count * static_cast<size_t>(world);
+  // The root's block for rank r holds element r*count + i of its input.
+  const DeviceBuffer send_buffer = Upload(context, type, total, [&](size_t index) {
+    return InputValue(type, root, index, ReduceOp::kSum);
+  });
+  const DeviceBuffer recv_buffer = Upload(context, type, count, {});
+  const bool root_in_place = in_place && rank == root;
+  const auto recv_tensor = root_in_place
+                               ? send_buffer.AsTensor(type.dtype, static_cast<int64_t>(count),
+                                                      static_cast<int64_t>(count) * root)
+                               : recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(count));
+  context.comm->Scatter(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(total)), recv_tensor,
+                        root, *context.stream);
+  context.Wait(what);
+  const std::vector<unsigned char> bytes = Download(root_in_place ? send_buffer : recv_buffer);
+  ExpectBlock(context, what, type, bytes, root_in_place ? count * static_cast<size_t>(root) : 0,
+              count, [&](size_t index) {
+                return InputValue(type, root, static_cast<size_t>(rank) * count + index,
+                                  ReduceOp::kSum);
+              });
+}
+
+}  // namespace
+
+void VariableCollectivesMatchHostReference(RankContext& context) {
+  for (const TypeCase& type : VariableMovementTypes()) {
+    CheckAllToAllV(context, type);
+    for (bool in_place : {false, true}) {
+      CheckAllGatherV(context, type, in_place);
+      for (size_t count : kCounts) {
+        CheckGather(context, type, count, in_place);
+        CheckScatter(context, type, count, in_place);
+      }
+    }
+  }
+  const auto& types = ReducibleTypes();
+  const std::vector<std::pair<TypeCase, ReduceOp>> reductions = {
+      {types[8], ReduceOp::kSum},  {types[8], ReduceOp::kProd}, {types[8], ReduceOp::kMax},
+      {types[8], ReduceOp::kMin},  {types[8], ReduceOp::kAvg},  {types[2], ReduceOp::kSum},
+      {types[7], ReduceOp::kAvg},  {types[10], ReduceOp::kSum}, {BoolCase(), ReduceOp::kMax},
+      {BoolCase(), ReduceOp::kMin}};
+  for (const auto& [type, op] : reductions) {
+    for (bool in_place : {false, true}) CheckReduceScatterV(context, type, op, in_place);
+  }
+}
+
+namespace {
+
 const std::map<std::string, std::function<void(RankContext&)>>& Scenarios() {
   static const std::map<std::string, std::function<void(RankContext&)>> scenarios = {
       {"collectives", CollectivesMatchHostReference},
@@ -575,6 +885,7 @@ const std::map<std::string, std::function<void(RankContext&)>>& Scenarios() {
       {"barrier", BarrierCompletes},
       {"graph", GraphReplayedAllReduceMatchesHostReference},
       {"large", LargeAllReduceMatchesHostReference},
+      {"variable", VariableCollectivesMatchHostReference},
   };
   return scenarios;
 }
@@ -582,8 +893,9 @@ const std::map<std::string, std::function<void(RankContext&)>>& Scenarios() {
 }  // namespace
 
 const std::vector<std::string>& ScenarioNames() {
-  static const std::vector<std::string> names = {"collectives", "grouped", "p2p_ring", "p2p_pairs",
-                                                 "split",       "barrier", "graph",    "large"};
+  static const std::vector<std::string> names = {"collectives", "grouped", "p2p_ring",
+                                                 "p2p_pairs",   "split",   "barrier",
+                                                 "graph",       "large",   "variable"};
   return names;
 }
 
@@ -592,9 +904,13 @@ void RunScenario(const std::string& name, RankContext& context) {
     for (const std::string& each : ScenarioNames()) Scenarios().at(each)(context);
     return;
   }
-  const auto found = Scenarios().find(name);
-  if (found == Scenarios().end()) throw std::invalid_argument("unknown scenario '" + name + "'");
-  found->second(context);
+  // "a,b,c": several in order.
+  std::stringstream names(name);
+  for (std::string each; std::getline(names, each, ',');) {
+    const auto found = Scenarios().find(each);
+    if (found == Scenarios().end()) throw std::invalid_argument("unknown scenario '" + each + "'");
+    found->second(context);
+  }
 }
 
 }  // namespace infini::ccl::nccl_test

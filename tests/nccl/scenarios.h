@@ -25,8 +25,13 @@ void BarrierCompletes(RankContext& context);
 void GraphReplayedAllReduceMatchesHostReference(RankContext& context);
 // One float32 sum all_reduce of 256 MiB.
 void LargeAllReduceMatchesHostReference(RankContext& context);
+// all_to_all_v, all_gather_v, reduce_scatter_v (uneven and empty blocks, gaps
+// between blocks left untouched), gather and scatter (counts 0, 1, odd), in
+// and out of place, against the host reference.
+void VariableCollectivesMatchHostReference(RankContext& context);
 
-// Names accepted by RunScenario ("all" runs every one in order).
+// Names accepted by RunScenario ("all" runs every one in order; "a,b" runs
+// a then b).
 const std::vector<std::string>& ScenarioNames();
 void RunScenario(const std::string& name, RankContext& context);
 

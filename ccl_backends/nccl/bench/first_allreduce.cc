@@ -60,7 +60,7 @@ int main() {
     buffer.CopyFromHost(&one, sizeof(one));
     const infini::ccl::Stream stream = infini::ccl::Stream::Default(backend);
     const auto tensor = buffer.AsTensor(infini::ccl::dtype::kFloat32, 1);
-    backend->AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum, comm, stream);
+    comm.AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum, stream);
     stream.Synchronize();
     float sum = 0;
     buffer.CopyToHost(&sum, sizeof(sum));

@@ -194,19 +194,19 @@ PluginCall MakePluginCall(const Rank& r, Collective collective, size_t count) {
 }
 
 void Plugin(const Rank& r, Collective collective, const PluginCall& call) {
-  const Backend& backend = *r.backend;
+  const Communicator& comm = r.plugin_comm;
   switch (collective) {
     case Collective::kAllReduce:
-      backend.AllReduce(call.send, call.recv, ReduceOp::kSum, r.plugin_comm, *r.plugin_stream);
+      comm.AllReduce(call.send, call.recv, ReduceOp::kSum, *r.plugin_stream);
       break;
     case Collective::kAllGather:
-      backend.AllGather(call.send, call.recv, r.plugin_comm, *r.plugin_stream);
+      comm.AllGather(call.send, call.recv, *r.plugin_stream);
       break;
     case Collective::kReduceScatter:
-      backend.ReduceScatter(call.send, call.recv, ReduceOp::kSum, r.plugin_comm, *r.plugin_stream);
+      comm.ReduceScatter(call.send, call.recv, ReduceOp::kSum, *r.plugin_stream);
       break;
     case Collective::kBroadcast:
-      backend.Broadcast(call.send, call.recv, 0, r.plugin_comm, *r.plugin_stream);
+      comm.Broadcast(call.send, call.recv, 0, *r.plugin_stream);
       break;
   }
 }
@@ -385,7 +385,7 @@ void HostOverheadTable(Rank& r) {
   PrintRow(leader, "%-28s %12.0f %12s\n", "direct, own communicator", own_comm_ns, "");
   PrintRow(leader, "%-28s %12.0f %12s\n", "direct, plugin's communicator", direct_ns, "-");
   PrintRow(leader, "%-28s %12.0f %+12.0f\n", "plugin ABI (all_reduce)", abi_ns, abi_ns - direct_ns);
-  PrintRow(leader, "%-28s %12.0f %+12.0f\n", "C++ API (Backend::AllReduce)", api_ns,
+  PrintRow(leader, "%-28s %12.0f %+12.0f\n", "C++ API (comm.AllReduce)", api_ns,
            api_ns - direct_ns);
 }
 

@@ -1,0 +1,48 @@
+// Checks and result mapping shared by every collective entry. The hot path:
+// each is a compare; text is built only when something fails.
+#pragma once
+
+#include <nccl.h>
+
+#include <string>
+
+#include "communicator.h"
+#include "errors.h"
+#include "infini/ccl/plugin_abi.h"
+
+namespace infini::ccl::nccl {
+
+inline infiniCclResult_t RequireComm(infiniCclComm_t comm, const char* call) {
+  if (comm != nullptr && comm->nccl != nullptr) [[likely]] {
+    return infiniCclSuccess;
+  }
+  return Fail(infiniCclInvalidArgument, std::string(call) + ": communicator is NULL");
+}
+
+// ncclInProgress (a non-blocking communicator) maps to infiniCclInProgress;
+// any other failure keeps NCCL's text for get_last_error().
+inline infiniCclResult_t Enqueued(ncclResult_t result, const char* call, ncclComm_t comm) {
+  if (result == ncclSuccess) [[likely]] {
+    return infiniCclSuccess;
+  }
+  return CheckNccl(result, call, comm);
+}
+
+// Runs `body` (which enqueues NCCL calls and returns infiniCclResult_t)
+// inside one ncclGroupStart/End, so its sends and receives progress
+// together. The group is closed even after a failure, or the calling thread
+// would stay inside it.
+template <typename Body>
+infiniCclResult_t InNcclGroup(const char* call, ncclComm_t comm, Body&& body) {
+  if (infiniCclResult_t result =
+          CheckNccl(ncclGroupStart(), std::string(call) + ": ncclGroupStart");
+      result != infiniCclSuccess) {
+    return result;
+  }
+  const infiniCclResult_t first_failure = body();
+  const infiniCclResult_t ended =
+      CheckNccl(ncclGroupEnd(), std::string(call) + ": ncclGroupEnd", comm);
+  return first_failure != infiniCclSuccess ? first_failure : ended;
+}
+
+}  // namespace infini::ccl::nccl
