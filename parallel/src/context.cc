@@ -34,11 +34,15 @@ std::shared_ptr<rendezvous::TcpStoreServer> HostStore(const std::string& host, u
   return server;
 }
 
-std::string VisibleDevicesVariable(const Environment& environment, DLDeviceType device_type) {
-  if (device_type != kDLCUDA) return "";
-  auto it = environment.find("CUDA_VISIBLE_DEVICES");
-  if (it == environment.end()) return "CUDA_VISIBLE_DEVICES unset";
-  return "CUDA_VISIBLE_DEVICES='" + it->second + "'";
+// "CUDA_VISIBLE_DEVICES='0,1'", "ASCEND_RT_VISIBLE_DEVICES unset", or "" for
+// a backend without a visibility variable: the plugin names its own.
+std::string VisibleDevicesVariable(const Environment& environment,
+                                   const ccl::BackendInfo& backend) {
+  const std::string& variable = backend.visible_devices_env;
+  if (variable.empty()) return "";
+  auto it = environment.find(variable);
+  if (it == environment.end()) return variable + " unset";
+  return variable + "='" + it->second + "'";
 }
 
 }  // namespace
@@ -67,7 +71,7 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   const int visible = backend->DeviceCount();
   context->device_index_ =
       SelectDeviceIndex(rank, device_type, visible, settings.allow_device_sharing,
-                        VisibleDevicesVariable(environment, device_type));
+                        VisibleDevicesVariable(environment, backend->info()));
   context->shares_device_ = device_type != kDLCPU && rank.local_world_size() > visible;
   backend->SetDevice(context->device_index_);
 
@@ -91,10 +95,10 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     }
     host = "127.0.0.1";
   }
-  std::shared_ptr<rendezvous::Store> client =
-      rendezvous::TcpStoreClient::Connect(host, port, connect_timeout);
-  client->set_timeout(connect_timeout);
-  context->store_ = std::make_unique<rendezvous::PrefixStore>(context->key_namespace(), client);
+  context->store_host_ = host;
+  context->store_port_ = port;
+  context->store_timeout_ = connect_timeout;
+  context->store_ = context->ConnectStore();
   if (settings.debug != DebugLevel::kOff) {
     INFINI_LOG(INFO) << rank.ToString() << " from " << topology.source << " variables: backend "
                      << backend->info().name << ", device " << context->device_index_
@@ -102,6 +106,13 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
                      << port << ", keys under " << context->key_namespace() << "/";
   }
   return context;
+}
+
+std::shared_ptr<rendezvous::Store> Context::ConnectStore() const {
+  std::shared_ptr<rendezvous::Store> client =
+      rendezvous::TcpStoreClient::Connect(store_host_, store_port_, store_timeout_);
+  client->set_timeout(store_timeout_);
+  return std::make_shared<rendezvous::PrefixStore>(key_namespace(), std::move(client));
 }
 
 std::unique_ptr<ProcessGroup> Context::NewGroup(const std::string& name,

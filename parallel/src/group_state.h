@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "event_pool.h"
 #include "infini/ccl/ccl.h"
 #include "infini/parallel/context.h"
 #include "watchdog.h"
@@ -33,6 +34,7 @@ class GroupState : public WatchedGroup {
   ccl::Communicator comm;
   std::optional<ccl::Stream> comm_stream;
   std::optional<ccl::Event> ready_event;
+  std::shared_ptr<EventPool> events;
   uint64_t next_sequence = 0;    // every operation
   uint64_t next_collective = 0;  // collectives compared in debug mode
   std::atomic<bool> aborted{false};

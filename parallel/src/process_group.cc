@@ -5,12 +5,15 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <type_traits>
 
+#include "group_bootstrap.h"
 #include "group_state.h"
 #include "infini/ccl/dtype.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
 #include "infini/rendezvous/store.h"
+#include "local_init.h"
 
 namespace infini::parallel {
 namespace internal {
@@ -67,11 +70,11 @@ void ValidateMembers(const Context& context, const std::string& name,
   }
 }
 
-ccl::UniqueId ShareUniqueId(GroupState& group) {
+ccl::UniqueId ShareUniqueId(GroupState& group, std::shared_ptr<ccl::BootstrapStore> bootstrap) {
   rendezvous::Store& store = group.context->store();
   const std::string key = group.store_key + "/unique_id";
   if (group.group_rank == 0) {
-    ccl::UniqueId id = group.context->backend()->GetUniqueId();
+    ccl::UniqueId id = group.context->backend()->GetUniqueId(std::move(bootstrap));
     store.Set(key, id.ToBytes());
     return id;
   }
@@ -84,6 +87,15 @@ ccl::UniqueId ShareUniqueId(GroupState& group) {
                         std::to_string(group.members[0]) + " (is it running and making '" +
                         group.name + "' too?)");
   }
+}
+
+// Members of the group that are thread ranks of this process.
+int LocalMembers(const Context& context, const std::vector<int>& members) {
+  const int threads = context.rank().threads_per_process();
+  const int process = context.rank().global_proc_rank();
+  int local = 0;
+  for (int member : members) local += member / threads == process ? 1 : 0;
+  return local;
 }
 
 }  // namespace
@@ -119,7 +131,7 @@ GroupState::~GroupState() {
 infiniCclResult_t GroupState::AsyncError() {
   if (!comm.valid()) return infiniCclSuccess;
   try {
-    return context->backend()->GetAsyncError(comm);
+    return comm.GetAsyncError();
   } catch (const ccl::Error&) {
     return infiniCclSuccess;
   }
@@ -156,7 +168,17 @@ std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const 
   init->timeout = context->settings().timeout;
   Watchdog::Instance().AddWork(init);
   try {
-    const ccl::UniqueId id = ShareUniqueId(*group);
+    // The plugin may use the run's store under the group's own prefix.
+    std::weak_ptr<Context> weak_context = context;
+    auto bootstrap = std::make_shared<GroupBootstrap>(
+        context->key_namespace() + "/" + group->store_key + "/plugin/", [weak_context] {
+          auto owner = weak_context.lock();
+          if (owner == nullptr) {
+            throw rendezvous::StoreError("the rank's context is gone");
+          }
+          return owner->ConnectStore();
+        });
+    const ccl::UniqueId id = ShareUniqueId(*group, bootstrap);
     ccl::CommConfig config;
     config.name = name;
     config.timeout_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -164,10 +186,24 @@ std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const 
                             .count();
     config.allow_device_sharing = context->shares_device();
     const auto& backend = context->backend();
-    group->comm = backend->CommInitRank(static_cast<int>(group->members.size()), id,
-                                        group->group_rank, config);
+    const int group_size = static_cast<int>(group->members.size());
+    const int local_members = LocalMembers(*context, group->members);
+    const ccl::Capabilities& capabilities = backend->capabilities();
+    if (local_members > 1 &&
+        (capabilities.multi_device_init() || !capabilities.concurrent_init())) {
+      // Several thread ranks of this process: one multi-device init for all.
+      group->comm = JoinLocalInit(
+          group->store_key, local_members, group->group_rank, context->device_index(),
+          [&](const std::vector<int>& ranks, const std::vector<int>& devices) {
+            return backend->CommInitRanks(group_size, id, ranks, devices, config, bootstrap);
+          });
+      backend->SetDevice(context->device_index());
+    } else {
+      group->comm = backend->CommInitRank(group_size, id, group->group_rank, config, bootstrap);
+    }
     group->comm_stream.emplace(backend);
     group->ready_event.emplace(backend);
+    group->events = std::make_shared<EventPool>(backend);
   } catch (...) {
     init->Failed(std::current_exception());
     throw;
@@ -234,10 +270,10 @@ void CompareSignatures(internal::GroupState& group, const std::string& signature
   }
 }
 
-template <typename Issue>
-std::shared_ptr<Work> Run(internal::GroupState& group, const std::string& op, size_t bytes,
-                          const std::string* signature, const ccl::Stream& compute_stream,
-                          Issue issue) {
+// `signature` is called only in debug mode: strings stay off the hot path.
+template <typename Signature, typename Issue>
+std::shared_ptr<Work> Run(internal::GroupState& group, const char* op, size_t bytes,
+                          Signature signature, const ccl::Stream& compute_stream, Issue issue) {
   RequireMember(group, op);
   auto work = std::make_shared<internal::WorkState>();
   work->op = op;
@@ -250,15 +286,17 @@ std::shared_ptr<Work> Run(internal::GroupState& group, const std::string& op, si
   // Registered before the backend is called: host backends block inside it.
   internal::Watchdog::Instance().AddWork(work);
   try {
-    if (signature != nullptr && group.context->settings().debug == DebugLevel::kDetail) {
-      CompareSignatures(group, *signature);
+    if constexpr (!std::is_same_v<Signature, std::nullptr_t>) {
+      if (group.context->settings().debug == DebugLevel::kDetail) {
+        CompareSignatures(group, signature());
+      }
     }
     group.ready_event->Record(compute_stream);
     group.comm_stream->WaitEvent(*group.ready_event);
     issue(*group.comm_stream);
-    ccl::Event end(group.context->backend());
+    ccl::Event end = group.events->Take();
     end.Record(*group.comm_stream);
-    work->Enqueued(std::move(end));
+    work->Enqueued(std::move(end), group.events);
   } catch (const ccl::Error& error) {
     ccl::Error described(error.code(), work->Describe() + ": " + error.what());
     work->Failed(std::make_exception_ptr(described));
@@ -328,66 +366,57 @@ int ProcessGroup::GlobalRankOf(int group_rank) const {
 std::shared_ptr<Work> ProcessGroup::AllReduceAsync(const DLTensor& send, const DLTensor& recv,
                                                    ccl::ReduceOp op,
                                                    const ccl::Stream& compute_stream) {
-  const std::string signature = Signature("all_reduce", send, OpText(op));
-  return Run(*state_, "all_reduce", BytesOf(send), &signature, compute_stream,
-             [&](const ccl::Stream& stream) {
-               state_->context->backend()->AllReduce(send, recv, op, state_->comm, stream);
-             });
+  return Run(
+      *state_, "all_reduce", BytesOf(send),
+      [&] { return Signature("all_reduce", send, OpText(op)); }, compute_stream,
+      [&](const ccl::Stream& stream) { state_->comm.AllReduce(send, recv, op, stream); });
 }
 
 std::shared_ptr<Work> ProcessGroup::BroadcastAsync(const DLTensor& send, const DLTensor& recv,
                                                    int root, const ccl::Stream& compute_stream) {
-  const std::string signature = Signature("broadcast", recv, RootText(root));
-  return Run(*state_, "broadcast", BytesOf(recv), &signature, compute_stream,
-             [&](const ccl::Stream& stream) {
-               state_->context->backend()->Broadcast(send, recv, root, state_->comm, stream);
-             });
+  return Run(
+      *state_, "broadcast", BytesOf(recv),
+      [&] { return Signature("broadcast", recv, RootText(root)); }, compute_stream,
+      [&](const ccl::Stream& stream) { state_->comm.Broadcast(send, recv, root, stream); });
 }
 
 std::shared_ptr<Work> ProcessGroup::ReduceAsync(const DLTensor& send, const DLTensor& recv,
                                                 ccl::ReduceOp op, int root,
                                                 const ccl::Stream& compute_stream) {
-  const std::string signature = Signature("reduce", send, OpText(op) + RootText(root));
-  return Run(*state_, "reduce", BytesOf(send), &signature, compute_stream,
-             [&](const ccl::Stream& stream) {
-               state_->context->backend()->Reduce(send, recv, op, root, state_->comm, stream);
-             });
+  return Run(
+      *state_, "reduce", BytesOf(send),
+      [&] { return Signature("reduce", send, OpText(op) + RootText(root)); }, compute_stream,
+      [&](const ccl::Stream& stream) { state_->comm.Reduce(send, recv, op, root, stream); });
 }
 
 std::shared_ptr<Work> ProcessGroup::AllGatherAsync(const DLTensor& send, const DLTensor& recv,
                                                    const ccl::Stream& compute_stream) {
-  const std::string signature = Signature("all_gather", send, "");
-  return Run(*state_, "all_gather", BytesOf(send), &signature, compute_stream,
-             [&](const ccl::Stream& stream) {
-               state_->context->backend()->AllGather(send, recv, state_->comm, stream);
-             });
+  return Run(
+      *state_, "all_gather", BytesOf(send), [&] { return Signature("all_gather", send, ""); },
+      compute_stream,
+      [&](const ccl::Stream& stream) { state_->comm.AllGather(send, recv, stream); });
 }
 
 std::shared_ptr<Work> ProcessGroup::ReduceScatterAsync(const DLTensor& send, const DLTensor& recv,
                                                        ccl::ReduceOp op,
                                                        const ccl::Stream& compute_stream) {
-  const std::string signature = Signature("reduce_scatter", recv, OpText(op));
-  return Run(*state_, "reduce_scatter", BytesOf(send), &signature, compute_stream,
-             [&](const ccl::Stream& stream) {
-               state_->context->backend()->ReduceScatter(send, recv, op, state_->comm, stream);
-             });
+  return Run(
+      *state_, "reduce_scatter", BytesOf(send),
+      [&] { return Signature("reduce_scatter", recv, OpText(op)); }, compute_stream,
+      [&](const ccl::Stream& stream) { state_->comm.ReduceScatter(send, recv, op, stream); });
 }
 
 // Point-to-point calls involve two ranks, not the group: no signature check.
 std::shared_ptr<Work> ProcessGroup::SendAsync(const DLTensor& send, int peer,
                                               const ccl::Stream& compute_stream) {
   return Run(*state_, "send", BytesOf(send), nullptr, compute_stream,
-             [&](const ccl::Stream& stream) {
-               state_->context->backend()->Send(send, peer, state_->comm, stream);
-             });
+             [&](const ccl::Stream& stream) { state_->comm.Send(send, peer, stream); });
 }
 
 std::shared_ptr<Work> ProcessGroup::RecvAsync(const DLTensor& recv, int peer,
                                               const ccl::Stream& compute_stream) {
   return Run(*state_, "recv", BytesOf(recv), nullptr, compute_stream,
-             [&](const ccl::Stream& stream) {
-               state_->context->backend()->Recv(recv, peer, state_->comm, stream);
-             });
+             [&](const ccl::Stream& stream) { state_->comm.Recv(recv, peer, stream); });
 }
 
 std::shared_ptr<Work> ProcessGroup::SendRecvAsync(const DLTensor& send, int send_peer,
@@ -396,10 +425,23 @@ std::shared_ptr<Work> ProcessGroup::SendRecvAsync(const DLTensor& send, int send
   return Run(*state_, "send_recv", BytesOf(send) + BytesOf(recv), nullptr, compute_stream,
              [&](const ccl::Stream& stream) {
                const auto& backend = state_->context->backend();
+               if (!backend->capabilities().group()) {
+                 // No group semantics: even ranks send first, odd ranks
+                 // receive first, so blocking point-to-point calls along a
+                 // ring or a pair always find their partner.
+                 if (state_->group_rank % 2 == 0) {
+                   state_->comm.Send(send, send_peer, stream);
+                   state_->comm.Recv(recv, recv_peer, stream);
+                 } else {
+                   state_->comm.Recv(recv, recv_peer, stream);
+                   state_->comm.Send(send, send_peer, stream);
+                 }
+                 return;
+               }
                backend->GroupStart();
                try {
-                 backend->Send(send, send_peer, state_->comm, stream);
-                 backend->Recv(recv, recv_peer, state_->comm, stream);
+                 state_->comm.Send(send, send_peer, stream);
+                 state_->comm.Recv(recv, recv_peer, stream);
                } catch (...) {
                  try {
                    backend->GroupEnd();
@@ -412,10 +454,9 @@ std::shared_ptr<Work> ProcessGroup::SendRecvAsync(const DLTensor& send, int send
 }
 
 std::shared_ptr<Work> ProcessGroup::BarrierAsync() {
-  const std::string signature = "barrier()";
-  return Run(*state_, "barrier", 0, &signature, ccl::Stream(), [&](const ccl::Stream& stream) {
-    state_->context->backend()->Barrier(state_->comm, stream);
-  });
+  return Run(
+      *state_, "barrier", 0, [] { return std::string("barrier()"); }, ccl::Stream(),
+      [&](const ccl::Stream& stream) { state_->comm.Barrier(stream); });
 }
 
 void ProcessGroup::AllReduce(const DLTensor& send, const DLTensor& recv, ccl::ReduceOp op) {

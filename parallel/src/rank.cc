@@ -50,10 +50,16 @@ int SelectDeviceIndex(const Rank& rank, DLDeviceType device_type, int visible_de
       std::to_string(visible_device_count) + " visible device" +
       (visible_device_count == 1 ? "" : "s") +
       (visible_devices_variable.empty() ? "" : " (" + visible_devices_variable + ")");
+  // The backend names its own visibility variable (CUDA_VISIBLE_DEVICES,
+  // ASCEND_RT_VISIBLE_DEVICES, ...); the caller passes it with its value.
+  const std::string variable_hint = visible_devices_variable.empty()
+                                        ? "the vendor's visibility variable"
+                                        : visible_devices_variable;
   if (visible_device_count < 1) {
     throw ParallelConfigError(
         "the backend sees no device on this node: expected at least 1 "
-        "(check the driver and CUDA_VISIBLE_DEVICES)");
+        "(check the driver and " +
+        variable_hint + ")");
   }
   const int index = rank.local_device_index();
   if (index < visible_device_count) return index;
@@ -64,8 +70,8 @@ int SelectDeviceIndex(const Rank& rank, DLDeviceType device_type, int visible_de
       std::to_string(rank.threads_per_process()) + " + thread_rank " +
       std::to_string(rank.thread_rank()) + ") needs " + std::to_string(rank.local_world_size()) +
       " devices on this node, but there " + (visible_device_count == 1 ? "is " : "are ") + visible +
-      ": start fewer processes or threads per node, make more devices visible "
-      "(CUDA_VISIBLE_DEVICES lists the ones a process may use), or set "
+      ": start fewer processes or threads per node, make more devices visible (" + variable_hint +
+      " lists the ones a process may use), or set "
       "INFINI_CCL_ALLOW_DEVICE_SHARING=1 to share devices on a backend that can");
 }
 

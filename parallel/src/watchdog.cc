@@ -21,9 +21,20 @@ constexpr std::chrono::seconds kAbortGrace{5};
 
 }  // namespace
 
-void WorkState::Enqueued(ccl::Event end_event) {
+WorkState::~WorkState() {
+  if (pool_ == nullptr || !end_event_) return;
+  try {
+    // Reused only when nothing can still be waiting for it.
+    if (done_ && error_ == nullptr) pool_->Return(std::move(*end_event_));
+  } catch (...) {
+    // The event is simply not reused.
+  }
+}
+
+void WorkState::Enqueued(ccl::Event end_event, std::shared_ptr<EventPool> pool) {
   std::lock_guard<std::mutex> lock(mutex_);
   end_event_.emplace(std::move(end_event));
+  pool_ = std::move(pool);
 }
 
 void WorkState::Failed(std::exception_ptr error) {

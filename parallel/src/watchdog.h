@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "event_pool.h"
 #include "infini/ccl/ccl.h"
 
 namespace infini::parallel::internal {
@@ -30,8 +31,10 @@ struct WorkState {
   // The group whose communicator runs it (nullptr: none yet, e.g. init).
   class WatchedGroup* owner = nullptr;
 
-  // Called by the issuing thread once the backend returned.
-  void Enqueued(ccl::Event end_event);
+  ~WorkState();
+  // Called by the issuing thread once the backend returned; `pool` takes the
+  // event back when this state goes away with its work complete.
+  void Enqueued(ccl::Event end_event, std::shared_ptr<EventPool> pool = nullptr);
   void Failed(std::exception_ptr error);
   // Done without a device event (host-side steps such as communicator init).
   void Complete();
@@ -48,6 +51,7 @@ struct WorkState {
  private:
   std::mutex mutex_;
   std::optional<ccl::Event> end_event_;
+  std::shared_ptr<EventPool> pool_;
   bool done_ = false;
   std::exception_ptr error_;
 };

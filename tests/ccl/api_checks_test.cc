@@ -38,16 +38,23 @@ class ApiChecks : public ::testing::Test {
   // Runs `call`, expects Error(InvalidArgument) containing `expected`, and
   // that the plugin was not called.
   template <typename Call>
-  void ExpectRefused(Call call, const std::string& expected) {
+  void ExpectRefused(Call call, const std::string& expected,
+                     infiniCclResult_t code = infiniCclInvalidArgument) {
     const int before = calls_();
     try {
       call();
       ADD_FAILURE() << "call was not refused; expected: " << expected;
     } catch (const Error& error) {
-      EXPECT_EQ(error.code(), infiniCclInvalidArgument);
+      EXPECT_EQ(error.code(), code);
       EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
     }
     EXPECT_EQ(calls_(), before) << "a refused call reached the plugin";
+  }
+
+  template <typename Function>
+  Function Hook(const char* name) {
+    void* handle = dlopen(kMockPath.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    return reinterpret_cast<Function>(dlsym(handle, name));
   }
 
   std::shared_ptr<const Backend> backend_;
@@ -58,7 +65,7 @@ class ApiChecks : public ::testing::Test {
 TEST_F(ApiChecks, ValidCallReachesThePlugin) {
   std::vector<float> send(4), recv(4);
   const int before = calls_();
-  backend_->AllReduce(Cpu(send), Cpu(recv), ReduceOp::kSum, comm_);
+  comm_.AllReduce(Cpu(send), Cpu(recv), ReduceOp::kSum);
   EXPECT_EQ(calls_(), before + 1);
 }
 
@@ -73,33 +80,32 @@ TEST_F(ApiChecks, NonContiguousTensorIsRefused) {
   strided.dtype = dtype::kFloat32;
   strided.shape = shape;
   strided.strides = strides;
-  ExpectRefused([&] { backend_->AllReduce(strided, Cpu(recv), ReduceOp::kSum, comm_); },
+  ExpectRefused([&] { comm_.AllReduce(strided, Cpu(recv), ReduceOp::kSum); },
                 "AllReduce: send tensor is not contiguous");
 }
 
 TEST_F(ApiChecks, MismatchedDtypesAreRefused) {
   std::vector<float> send(4), recv(4);
-  ExpectRefused(
-      [&] { backend_->AllReduce(Cpu(send), Cpu(recv, dtype::kInt32), ReduceOp::kSum, comm_); },
-      "send tensor is float32 but recv tensor is int32");
+  ExpectRefused([&] { comm_.AllReduce(Cpu(send), Cpu(recv, dtype::kInt32), ReduceOp::kSum); },
+                "send tensor is float32 but recv tensor is int32");
 }
 
 TEST_F(ApiChecks, WrongDeviceTypeIsRefused) {
   std::vector<float> send(4), recv(4);
   FlatTensor on_gpu(send.data(), dtype::kFloat32, 4, DLDevice{kDLCUDA, 1});
-  ExpectRefused([&] { backend_->AllReduce(on_gpu, Cpu(recv), ReduceOp::kSum, comm_); },
+  ExpectRefused([&] { comm_.AllReduce(on_gpu, Cpu(recv), ReduceOp::kSum); },
                 "send tensor is on cuda:1, this backend needs cpu:1 memory");
 }
 
 TEST_F(ApiChecks, AllReduceCountMismatchIsRefused) {
   std::vector<float> send(4), recv(3);
-  ExpectRefused([&] { backend_->AllReduce(Cpu(send), Cpu(recv), ReduceOp::kSum, comm_); },
+  ExpectRefused([&] { comm_.AllReduce(Cpu(send), Cpu(recv), ReduceOp::kSum); },
                 "recv tensor has 3 elements, expected the same number as send (4)");
 }
 
 TEST_F(ApiChecks, AllGatherOutputMustBeWorldTimesInput) {
   std::vector<float> send(4), recv(5);
-  ExpectRefused([&] { backend_->AllGather(Cpu(send), Cpu(recv), comm_); },
+  ExpectRefused([&] { comm_.AllGather(Cpu(send), Cpu(recv)); },
                 "AllGather: recv tensor has 5 elements, expected world_size (1) x send elements "
                 "(4) = 4");
 }
@@ -107,24 +113,24 @@ TEST_F(ApiChecks, AllGatherOutputMustBeWorldTimesInput) {
 TEST_F(ApiChecks, ReduceScatterInputMustBeWorldTimesOutput) {
   std::vector<float> send(4), recv(3);
   ExpectRefused(
-      [&] { backend_->ReduceScatter(Cpu(send), Cpu(recv), ReduceOp::kSum, comm_); },
+      [&] { comm_.ReduceScatter(Cpu(send), Cpu(recv), ReduceOp::kSum); },
       "ReduceScatter: send tensor has 4 elements, expected world_size (1) x recv elements (3) = 3");
 }
 
 TEST_F(ApiChecks, RootOutsideTheGroupIsRefused) {
   std::vector<float> send(4), recv(4);
-  ExpectRefused([&] { backend_->Broadcast(Cpu(send), Cpu(recv), 3, comm_); },
+  ExpectRefused([&] { comm_.Broadcast(Cpu(send), Cpu(recv), 3); },
                 "Broadcast: root 3 is outside [0, 1)");
 }
 
 TEST_F(ApiChecks, PeerOutsideTheGroupIsRefused) {
   std::vector<float> send(4);
-  ExpectRefused([&] { backend_->Send(Cpu(send), -1, comm_); }, "Send: peer -1 is outside [0, 1)");
+  ExpectRefused([&] { comm_.Send(Cpu(send), -1); }, "Send: peer -1 is outside [0, 1)");
 }
 
 TEST_F(ApiChecks, PluginFailureCarriesThePluginsText) {
   try {
-    backend_->Barrier(comm_);
+    comm_.Barrier();
     ADD_FAILURE() << "mock barrier should fail";
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), infiniCclInvalidUsage);
@@ -144,14 +150,92 @@ TEST_F(ApiChecks, NonBlockingInitInProgressGivesACommunicator) {
   EXPECT_EQ(comm.world_size(), 1);
 }
 
-TEST_F(ApiChecks, UnsupportedOptionalCallSaysSo) {
+TEST_F(ApiChecks, MissingOptionalEntryIsRefusedNamingBackendAndCall) {
   std::vector<float> send(4), recv(4);
+  ExpectRefused([&] { comm_.AllToAll(Cpu(send), Cpu(recv)); },
+                "backend 'mock' does not implement all_to_all (an optional entry of its plugin)",
+                infiniCclUnsupported);
+  const std::vector<size_t> counts{4}, displacements{0};
+  ExpectRefused(
+      [&] { comm_.AllToAllV(Cpu(send), counts, displacements, Cpu(recv), counts, displacements); },
+      "backend 'mock' does not implement all_to_all_v", infiniCclUnsupported);
+}
+
+TEST_F(ApiChecks, DeclaredUnsupportedReductionIsRefusedBeforeThePlugin) {
+  std::vector<float> send(4), recv(4);
+  ExpectRefused([&] { comm_.AllReduce(Cpu(send), Cpu(recv), ReduceOp::kAvg); },
+                "backend 'mock' does not support all_reduce on float32 with avg",
+                infiniCclUnsupported);
+  ExpectRefused(
+      [&] {
+        comm_.ReduceScatter(Cpu(send, dtype::kBFloat16), Cpu(recv, dtype::kBFloat16),
+                            ReduceOp::kSum);
+      },
+      "does not support reduce_scatter on bfloat16 with sum", infiniCclUnsupported);
+  // Moving bytes of the same type is declared.
+  const int before = calls_();
+  comm_.Broadcast(Cpu(send, dtype::kBFloat16), Cpu(recv, dtype::kBFloat16), 0);
+  EXPECT_EQ(calls_(), before + 1);
+}
+
+TEST_F(ApiChecks, CapabilitiesFollowTheDeclaration) {
+  const auto& capabilities = backend_->capabilities();
+  using infini::ccl::Collective;
+  EXPECT_TRUE(capabilities.Supports(Collective::kAllReduce, dtype::kFloat32, ReduceOp::kMax));
+  EXPECT_FALSE(capabilities.Supports(Collective::kAllReduce, dtype::kFloat32, ReduceOp::kAvg));
+  EXPECT_FALSE(capabilities.Supports(Collective::kAllReduce, dtype::kFloat64, ReduceOp::kSum));
+  EXPECT_TRUE(capabilities.Supports(Collective::kAllGather, dtype::kFloat64));
+  EXPECT_FALSE(capabilities.Implements(Collective::kGather));
+  EXPECT_TRUE(capabilities.nonblocking());
+  EXPECT_FALSE(capabilities.concurrent_init());
+  EXPECT_FALSE(capabilities.multi_device_init());
+}
+
+TEST_F(ApiChecks, UniqueIdOfTheWrongSizeIsRefused) {
+  const auto id = infini::ccl::UniqueId::FromBytes(std::string(128, '\7'));
   try {
-    backend_->AllToAll(Cpu(send), Cpu(recv), comm_);
-    ADD_FAILURE() << "mock has no all_to_all";
+    backend_->CommInitRank(1, id, 0);
+    ADD_FAILURE() << "a 128-byte id was accepted by a 4108-byte backend";
   } catch (const Error& error) {
-    EXPECT_EQ(error.code(), infiniCclUnsupported);
+    EXPECT_EQ(error.code(), infiniCclInvalidArgument);
+    EXPECT_NE(std::string(error.what())
+                  .find("the unique id has 128 bytes, backend 'mock' expects "
+                        "4108"),
+              std::string::npos)
+        << error.what();
   }
+}
+
+TEST_F(ApiChecks, UnsetConfigFieldsReachThePluginAsUndefinedNotZero) {
+  const auto last_blocking = Hook<int (*)()>("mock_plugin_last_blocking");
+  ASSERT_NE(last_blocking, nullptr);
+  backend_->CommInitRank(1, backend_->GetUniqueId(), 0);
+  EXPECT_EQ(last_blocking(), INFINI_CCL_CONFIG_UNDEF_INT);
+  infini::ccl::CommConfig config;
+  config.blocking = false;
+  backend_->CommInitRank(1, backend_->GetUniqueId(), 0, config);
+  EXPECT_EQ(last_blocking(), 0);
+}
+
+TEST_F(ApiChecks, VendorOptionsReachTheirBackendOnly) {
+  const auto last_options = Hook<const char* (*)()>("mock_plugin_last_vendor_options");
+  ASSERT_NE(last_options, nullptr);
+  infini::ccl::CommConfig config;
+  config.vendor_options = {{"nccl", "max_ctas", "16"},
+                           {"mock", "buffer_mb", "200"},
+                           {"hccl", "deterministic", "1"},
+                           {"mock", "mode", "fast"}};
+  backend_->CommInitRank(1, backend_->GetUniqueId(), 0, config);
+  EXPECT_STREQ(last_options(), "buffer_mb=200;mode=fast;");
+}
+
+TEST_F(ApiChecks, AllRanksInOneCallWithoutMultiDeviceInit) {
+  // The mock has neither comm_init_ranks nor concurrent init: one rank is
+  // still possible, as comm_init_rank on that device.
+  const int devices[] = {0};
+  auto communicators = backend_->CommInitAll(devices);
+  ASSERT_EQ(communicators.size(), 1u);
+  EXPECT_EQ(communicators[0].world_size(), 1);
 }
 
 TEST_F(ApiChecks, CaptureOnABackendWithoutGraphsSaysSo) {
@@ -169,7 +253,7 @@ TEST_F(ApiChecks, CollectiveOnDestroyedCommunicatorIsRefused) {
   std::vector<float> send(4), recv(4);
   comm_.Destroy();
   try {
-    backend_->AllReduce(Cpu(send), Cpu(recv), ReduceOp::kSum, comm_);
+    comm_.AllReduce(Cpu(send), Cpu(recv), ReduceOp::kSum);
     ADD_FAILURE() << "destroyed communicator accepted";
   } catch (const Error& error) {
     EXPECT_EQ(error.code(), infiniCclInvalidUsage);

@@ -31,7 +31,8 @@ TEST(CclInfo, PrintsWhatTheBackendIs) {
       RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock.so");
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("backend:      mock"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("abi version:  1"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("abi version:  2"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("unique id:    4108 bytes"), std::string::npos) << result.output;
   EXPECT_NE(result.output.find("devices:      1"), std::string::npos) << result.output;
 }
 
@@ -40,6 +41,27 @@ TEST(CclInfo, PrintsOnlyTheDeviceCountWhenAsked) {
                                    "/libinfini_ccl_mock.so");
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.output, "1\n");
+}
+
+TEST(CclInfo, PrintsTheVisibilityVariableAndCapabilities) {
+  const std::string mock = "--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock.so";
+  Result result = RunCclInfo("--visibility_variable " + mock);
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.output, "MOCK_VISIBLE_DEVICES\n");
+  result = RunCclInfo("--capabilities " + mock);
+  EXPECT_EQ(result.exit_code, 0);
+  // Declared: reductions on float32 and int32 without avg; no all_to_all.
+  EXPECT_NE(result.output.find("all_reduce: int32(sum,prod,max,min) float32(sum,prod,max,min)\n"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("all_to_all: not implemented"), std::string::npos) << result.output;
+}
+
+TEST(CclInfo, VersionOnePluginIsShownAsAdapted) {
+  const Result result =
+      RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock_v1.so");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("abi version:  1, adapted"), std::string::npos) << result.output;
 }
 
 TEST(CclInfo, MissingBackendIsOneLineAndExitOne) {

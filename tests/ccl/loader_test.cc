@@ -33,8 +33,11 @@ std::string LoadErrorText(const std::string& spec) {
 TEST(PluginLoader, LoadsPluginByPathAndReportsWhatItIs) {
   const auto backend = Backend::Load(PluginPath("mock"));
   EXPECT_EQ(backend->info().name, "mock");
-  EXPECT_EQ(backend->info().abi_version, 1u);
+  EXPECT_EQ(backend->info().abi_version, 2u);
   EXPECT_EQ(backend->info().version, "mock 1.0");
+  EXPECT_EQ(backend->info().unique_id_bytes, 4108u);
+  EXPECT_EQ(backend->info().visible_devices_env, "MOCK_VISIBLE_DEVICES");
+  EXPECT_EQ(backend->info().device_kind, "CPU");
   EXPECT_EQ(fs::path(backend->info().library_path), fs::canonical(PluginPath("mock")));
   EXPECT_EQ(backend->DeviceCount(), 1);
 }
@@ -79,22 +82,59 @@ TEST(PluginLoader, UnloadableFileReportsDlerror) {
   EXPECT_NE(text.find("invalid ELF header"), std::string::npos) << text;
 }
 
-TEST(PluginLoader, MissingEntrySymbolIsNamed) {
-  const std::string text = LoadErrorText(PluginPath("mock_no_symbol"));
-  EXPECT_NE(text.find("does not export the symbol 'infiniCclPlugin_v1'"), std::string::npos)
-      << text;
+TEST(PluginLoader, VersionOnePluginLoadsThroughTheAdapter) {
+  const auto backend = Backend::Load(PluginPath("mock_v1"));
+  EXPECT_EQ(backend->info().name, "mock_v1");
+  EXPECT_EQ(backend->info().abi_version, 1u);
+  EXPECT_EQ(backend->info().unique_id_bytes, 128u);
+  // What v1 promised, and the entries it has, become capabilities.
+  const auto& capabilities = backend->capabilities();
+  EXPECT_TRUE(capabilities.concurrent_init());
+  EXPECT_TRUE(capabilities.split());
+  EXPECT_TRUE(capabilities.group());
+  EXPECT_FALSE(capabilities.Implements(infini::ccl::Collective::kAllToAll));
+  EXPECT_FALSE(capabilities.Implements(infini::ccl::Collective::kAllToAllV));
+  // A v1 communicator is made through the trampolines: id, config, rank.
+  const auto id = backend->GetUniqueId();
+  ASSERT_EQ(id.size(), 128u);
+  EXPECT_EQ(id.bytes()[0], 7);
+  auto comm = backend->CommInitRank(1, id, 0);
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.world_size(), 1);
+  std::string message = "unchanged";
+  EXPECT_EQ(comm.GetAsyncError(&message), infiniCclSuccess);
+  EXPECT_EQ(message, "");  // v1 has no text
 }
 
-TEST(PluginLoader, OlderAbiVersionIsRefusedWithBothVersions) {
-  const std::string text = LoadErrorText(PluginPath("mock_old_abi"));
-  EXPECT_NE(text.find("implements plugin ABI version 0, this InfiniCCL supports version 1"),
+TEST(PluginLoader, TableFromANewerHeaderLoads) {
+  const auto backend = Backend::Load(PluginPath("mock_newer_header"));
+  EXPECT_EQ(backend->info().abi_version, 2u);
+  auto comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  EXPECT_TRUE(comm.valid());
+}
+
+TEST(PluginLoader, MissingEntrySymbolIsNamed) {
+  const std::string text = LoadErrorText(PluginPath("mock_no_symbol"));
+  EXPECT_NE(text.find("exports neither 'infiniCclPlugin_v2' nor 'infiniCclPlugin_v1'"),
             std::string::npos)
       << text;
 }
 
-TEST(PluginLoader, NewerAbiVersionIsRefusedWithBothVersions) {
-  const std::string text = LoadErrorText(PluginPath("mock_new_abi"));
-  EXPECT_NE(text.find("implements plugin ABI version 2, this InfiniCCL supports version 1"),
+TEST(PluginLoader, OnlyANewerVersionIsRefusedNamingBoth) {
+  const std::string text = LoadErrorText(PluginPath("mock_v3_only"));
+  EXPECT_NE(text.find("exports only 'infiniCclPlugin_v3' (plugin ABI version 3); this InfiniCCL "
+                      "supports versions 1 and 2"),
+            std::string::npos)
+      << text;
+}
+
+TEST(PluginLoader, TableWhoseVersionDisagreesWithItsSymbolIsRefused) {
+  std::string text = LoadErrorText(PluginPath("mock_wrong_version"));
+  EXPECT_NE(text.find("exports 'infiniCclPlugin_v2' with abi_version 3, expected 2"),
+            std::string::npos)
+      << text;
+  text = LoadErrorText(PluginPath("mock_v1_wrong_version"));
+  EXPECT_NE(text.find("exports 'infiniCclPlugin_v1' with abi_version 2, expected 1"),
             std::string::npos)
       << text;
 }
@@ -103,11 +143,18 @@ TEST(PluginLoader, TooSmallEntryTableIsRefused) {
   const std::string text = LoadErrorText(PluginPath("mock_small_struct"));
   EXPECT_NE(text.find("has an entry table of 64 bytes, expected at least"), std::string::npos)
       << text;
+  EXPECT_NE(text.find("for ABI version 2"), std::string::npos) << text;
 }
 
 TEST(PluginLoader, EmptyRequiredEntryIsNamed) {
-  const std::string text = LoadErrorText(PluginPath("mock_null_barrier"));
-  EXPECT_NE(text.find("leaves the required entry 'barrier'"), std::string::npos) << text;
+  std::string text = LoadErrorText(PluginPath("mock_null_all_reduce"));
+  EXPECT_NE(text.find("leaves the required entry 'all_reduce' of its ABI version 2 table empty"),
+            std::string::npos)
+      << text;
+  text = LoadErrorText(PluginPath("mock_v1_null_barrier"));
+  EXPECT_NE(text.find("leaves the required entry 'barrier' of its ABI version 1 table empty"),
+            std::string::npos)
+      << text;
 }
 
 TEST(PluginLoader, MalformedBackendNameNamesTheVariable) {

@@ -72,8 +72,7 @@ void CheckAllReduce(ccl::Communicator& comm, const TestType& type, ReduceOp op, 
   DeviceBuffer send = Upload(comm, input);
   DeviceBuffer recv(comm.backend(), input.bytes());
   const DeviceBuffer& result = in_place ? send : recv;
-  comm.backend()->AllReduce(send.AsTensor(type.dtype, count), result.AsTensor(type.dtype, count),
-                            op, comm);
+  comm.AllReduce(send.AsTensor(type.dtype, count), result.AsTensor(type.dtype, count), op);
   ExpectValues(
       type, Download(result, type, count),
       [&](size_t i) { return ReferenceValue(type, op, comm.world_size(), i); }, what);
@@ -93,8 +92,7 @@ void CheckReduce(ccl::Communicator& comm, const TestType& type, ReduceOp op, siz
   DeviceBuffer send = Upload(comm, input);
   DeviceBuffer recv = Upload(comm, sentinel);
   const DeviceBuffer& result = in_place ? send : recv;
-  comm.backend()->Reduce(send.AsTensor(type.dtype, count), result.AsTensor(type.dtype, count), op,
-                         root, comm);
+  comm.Reduce(send.AsTensor(type.dtype, count), result.AsTensor(type.dtype, count), op, root);
   if (comm.rank() == root) {
     ExpectValues(
         type, Download(result, type, count),
@@ -120,7 +118,7 @@ void CheckReduceScatter(ccl::Communicator& comm, const TestType& type, ReduceOp 
   // In place (NCCL): recvbuff is block `rank` of sendbuff.
   const ccl::FlatTensor result = in_place ? send.AsTensor(type.dtype, count, comm.rank() * count)
                                           : recv.AsTensor(type.dtype, count);
-  comm.backend()->ReduceScatter(send.AsTensor(type.dtype, total), result, op, comm);
+  comm.ReduceScatter(send.AsTensor(type.dtype, total), result, op);
   HostValues output(type, count);
   if (in_place) {
     send.CopyToHost(output.data(), output.bytes(), comm.rank() * output.bytes());
@@ -141,8 +139,7 @@ void CheckBroadcast(ccl::Communicator& comm, const TestType& type, size_t count,
   DeviceBuffer send = Upload(comm, input);
   DeviceBuffer recv(comm.backend(), input.bytes());
   const DeviceBuffer& result = in_place ? send : recv;
-  comm.backend()->Broadcast(send.AsTensor(type.dtype, count), result.AsTensor(type.dtype, count),
-                            root, comm);
+  comm.Broadcast(send.AsTensor(type.dtype, count), result.AsTensor(type.dtype, count), root);
   ExpectValues(
       type, Download(result, type, count),
       [&](size_t i) { return InputValue(type, ReduceOp::kSum, root, i); }, what);
@@ -159,7 +156,7 @@ void CheckAllGather(ccl::Communicator& comm, const TestType& type, size_t count,
   // In place (NCCL): sendbuff is block `rank` of recvbuff.
   const ccl::FlatTensor source = in_place ? recv.AsTensor(type.dtype, count, comm.rank() * count)
                                           : send.AsTensor(type.dtype, count);
-  comm.backend()->AllGather(source, recv.AsTensor(type.dtype, total), comm);
+  comm.AllGather(source, recv.AsTensor(type.dtype, total));
   ExpectValues(
       type, Download(recv, type, total),
       [&](size_t j) {
@@ -182,8 +179,7 @@ void CheckAllToAll(ccl::Communicator& comm, const TestType& type, size_t count) 
   }
   DeviceBuffer send = Upload(comm, input);
   DeviceBuffer recv(comm.backend(), input.bytes());
-  comm.backend()->AllToAll(send.AsTensor(type.dtype, total), recv.AsTensor(type.dtype, total),
-                           comm);
+  comm.AllToAll(send.AsTensor(type.dtype, total), recv.AsTensor(type.dtype, total));
   ExpectValues(
       type, Download(recv, type, total),
       [&](size_t j) { return AllToAllValue(static_cast<int>(j / count), comm.rank(), j % count); },
@@ -206,7 +202,7 @@ void RunEveryCollective(ccl::Communicator& comm, Launch launch) {
       if (count > 0) CheckAllToAll(comm, type, count);
     }
   }
-  comm.backend()->Barrier(comm);
+  comm.Barrier();
 }
 
 class GlooCollectives : public ::testing::TestWithParam<std::tuple<Launch, int>> {};

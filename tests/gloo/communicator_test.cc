@@ -56,8 +56,8 @@ void RingExchange(ccl::Communicator& comm) {
   DeviceBuffer send = Holding(comm, mine);
   DeviceBuffer recv(backend, count * sizeof(int64_t));
   backend->GroupStart();
-  backend->Send(send.AsTensor(ccl::dtype::kInt64, count), right, comm);
-  backend->Recv(recv.AsTensor(ccl::dtype::kInt64, count), left, comm);
+  comm.Send(send.AsTensor(ccl::dtype::kInt64, count), right);
+  comm.Recv(recv.AsTensor(ccl::dtype::kInt64, count), left);
   backend->GroupEnd();
   const std::vector<int64_t> got = Fetch(recv, count);
   for (size_t i = 0; i < count; ++i) {
@@ -79,13 +79,12 @@ TEST(GlooPointToPoint, UngroupedSendAndRecvPairUp) {
   RunRanks(
       Launch::kThreads, 2,
       [](ccl::Communicator& comm) {
-        const auto& backend = comm.backend();
         DeviceBuffer buffer = Holding(comm, {comm.rank() == 0 ? 42 : 0, 7});
         const ccl::FlatTensor tensor = buffer.AsTensor(ccl::dtype::kInt64, 2);
         if (comm.rank() == 0) {
-          backend->Send(tensor, 1, comm);
+          comm.Send(tensor, 1);
         } else {
-          backend->Recv(tensor, 0, comm);
+          comm.Recv(tensor, 0);
           EXPECT_EQ(Fetch(buffer, 2), (std::vector<int64_t>{42, 7}));
         }
       },
@@ -100,10 +99,10 @@ TEST(GlooPointToPoint, CollectivesInsideAGroupRunAtGroupEnd) {
         DeviceBuffer first = Holding(comm, {comm.rank() + 1});
         DeviceBuffer second = Holding(comm, {10 * (comm.rank() + 1)});
         backend->GroupStart();
-        backend->AllReduce(first.AsTensor(ccl::dtype::kInt64, 1),
-                           first.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum, comm);
-        backend->AllReduce(second.AsTensor(ccl::dtype::kInt64, 1),
-                           second.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kMax, comm);
+        comm.AllReduce(first.AsTensor(ccl::dtype::kInt64, 1), first.AsTensor(ccl::dtype::kInt64, 1),
+                       ccl::ReduceOp::kSum);
+        comm.AllReduce(second.AsTensor(ccl::dtype::kInt64, 1),
+                       second.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kMax);
         backend->GroupEnd();
         EXPECT_EQ(Fetch(first, 1)[0], 6);
         EXPECT_EQ(Fetch(second, 1)[0], 30);
@@ -123,15 +122,15 @@ void SplitEvenOdd(ccl::Communicator& comm) {
   const int highest = (world_size - 1) % 2 == color ? world_size - 1 : world_size - 2;
   EXPECT_EQ(half.rank(), (highest - comm.rank()) / 2);
   DeviceBuffer value = Holding(comm, {comm.rank()});
-  comm.backend()->AllReduce(value.AsTensor(ccl::dtype::kInt64, 1),
-                            value.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum, half);
+  half.AllReduce(value.AsTensor(ccl::dtype::kInt64, 1), value.AsTensor(ccl::dtype::kInt64, 1),
+                 ccl::ReduceOp::kSum);
   int64_t want = 0;
   for (int r = color; r < world_size; r += 2) want += r;
   EXPECT_EQ(Fetch(value, 1)[0], want);
   // The parent still works after the split.
   DeviceBuffer all = Holding(comm, {1});
-  comm.backend()->AllReduce(all.AsTensor(ccl::dtype::kInt64, 1),
-                            all.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum, comm);
+  comm.AllReduce(all.AsTensor(ccl::dtype::kInt64, 1), all.AsTensor(ccl::dtype::kInt64, 1),
+                 ccl::ReduceOp::kSum);
   EXPECT_EQ(Fetch(all, 1)[0], world_size);
 }
 
@@ -155,7 +154,7 @@ TEST(GlooSplit, NegativeColorGivesNoCommunicatorAndOthersStillSplit) {
         }
         ASSERT_TRUE(sub.valid());
         EXPECT_EQ(sub.world_size(), 2);
-        sub.backend()->Barrier(sub);
+        sub.Barrier();
       },
       ConfigWithTimeout(60000));
 }
@@ -174,7 +173,7 @@ TEST(GlooAbort, AbortFromAnotherThreadUnblocksABlockedAllReduceAndItsPeer) {
   std::atomic<bool> peer_failed{false};
   std::thread peer([&] {
     try {
-      backend->Barrier(rank1);
+      rank1.Barrier();
     } catch (const ccl::Error&) {
       peer_failed = true;
     }
@@ -186,8 +185,8 @@ TEST(GlooAbort, AbortFromAnotherThreadUnblocksABlockedAllReduceAndItsPeer) {
   DeviceBuffer buffer = Holding(rank0, {1, 2, 3});
   infiniCclResult_t code = infiniCclSuccess;
   try {
-    backend->AllReduce(buffer.AsTensor(ccl::dtype::kInt64, 3),
-                       buffer.AsTensor(ccl::dtype::kInt64, 3), ccl::ReduceOp::kSum, rank0);
+    rank0.AllReduce(buffer.AsTensor(ccl::dtype::kInt64, 3), buffer.AsTensor(ccl::dtype::kInt64, 3),
+                    ccl::ReduceOp::kSum);
   } catch (const ccl::Error& e) {
     code = e.code();
   }
@@ -196,14 +195,14 @@ TEST(GlooAbort, AbortFromAnotherThreadUnblocksABlockedAllReduceAndItsPeer) {
   EXPECT_EQ(code, infiniCclAborted);
   EXPECT_TRUE(peer_failed) << "the aborted rank's peer must fail, not wait";
   EXPECT_LT(SecondsSince(start), 30.0) << "abort must not wait for the 120 s timeout";
-  EXPECT_NE(backend->GetAsyncError(rank1), infiniCclSuccess);
+  EXPECT_NE(rank1.GetAsyncError(), infiniCclSuccess);
 }
 
 TEST(GlooFailures, DeadPeerProcessMakesTheOtherFailWithRemoteErrorNotHang) {
   RunRanks(
       Launch::kProcesses, 3,
       [](ccl::Communicator& comm) {
-        comm.backend()->Barrier(comm);  // everyone is connected
+        comm.Barrier();  // everyone is connected
         if (comm.rank() == 2) {
           // Dies without a word while the others wait for it in an all-reduce.
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -213,16 +212,15 @@ TEST(GlooFailures, DeadPeerProcessMakesTheOtherFailWithRemoteErrorNotHang) {
         const auto start = Clock::now();
         try {
           for (int i = 0; i < 3; ++i) {
-            comm.backend()->AllReduce(buffer.AsTensor(ccl::dtype::kInt64, 1),
-                                      buffer.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum,
-                                      comm);
+            comm.AllReduce(buffer.AsTensor(ccl::dtype::kInt64, 1),
+                           buffer.AsTensor(ccl::dtype::kInt64, 1), ccl::ReduceOp::kSum);
           }
           ADD_FAILURE() << "all_reduce with a dead peer succeeded";
         } catch (const ccl::Error& e) {
           EXPECT_EQ(e.code(), infiniCclRemoteError) << e.what();
         }
         EXPECT_LT(SecondsSince(start), 30.0) << "must not wait for the 120 s timeout";
-        EXPECT_EQ(comm.backend()->GetAsyncError(comm), infiniCclRemoteError);
+        EXPECT_EQ(comm.GetAsyncError(), infiniCclRemoteError);
       },
       ConfigWithTimeout(120000), 60);
 }
@@ -242,10 +240,11 @@ TEST(GlooFailures, RankWhosePeerNeverJoinsTimesOutWithTimeoutError) {
 
 TEST(GlooUniqueId, ForeignUniqueIdIsRefusedAsInvalidArgument) {
   const auto& backend = GlooBackend();
-  infiniCclUniqueId zeros{};
-  std::string nccl_like(INFINI_CCL_UNIQUE_ID_BYTES, '\0');
+  const size_t id_bytes = backend->info().unique_id_bytes;
+  std::string nccl_like(id_bytes, '\0');
   for (size_t i = 0; i < nccl_like.size(); ++i) nccl_like[i] = static_cast<char>(i * 37 + 1);
-  for (const ccl::UniqueId& foreign : {ccl::UniqueId(zeros), ccl::UniqueId::FromBytes(nccl_like)}) {
+  for (const ccl::UniqueId& foreign :
+       {ccl::UniqueId(std::string(id_bytes, '\0')), ccl::UniqueId::FromBytes(nccl_like)}) {
     try {
       backend->CommInitRank(1, foreign, 0);
       ADD_FAILURE() << "a foreign unique id was accepted";
@@ -279,7 +278,7 @@ TEST(GlooInterface, MissingSocketInterfaceIsRefusedNamingTheVariable) {
 TEST(GlooInterface, LoopbackInterfaceFromTheVariableWorks) {
   setenv("GLOO_SOCKET_IFNAME", "lo", 1);
   RunRanks(
-      Launch::kThreads, 2, [](ccl::Communicator& comm) { comm.backend()->Barrier(comm); },
+      Launch::kThreads, 2, [](ccl::Communicator& comm) { comm.Barrier(); },
       ConfigWithTimeout(60000));
   unsetenv("GLOO_SOCKET_IFNAME");
 }

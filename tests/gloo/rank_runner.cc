@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,7 +17,65 @@
 namespace infini::gloo_test {
 
 const char* LaunchName(Launch launch) {
-  return launch == Launch::kThreads ? "threads" : "processes";
+  switch (launch) {
+    case Launch::kThreads:
+      return "threads";
+    case Launch::kThreadsOverBootstrap:
+      return "threads_over_bootstrap";
+    default:
+      return "processes";
+  }
+}
+
+void MemoryBootstrapStore::Set(const std::string& key, const std::string& value) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    values_[key] = value;
+  }
+  changed_.notify_all();
+}
+
+std::string MemoryBootstrapStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
+  Wait({key}, timeout);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return values_.at(key);
+}
+
+int64_t MemoryBootstrapStore::Add(const std::string& key, int64_t delta) {
+  int64_t value = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = values_.find(key);
+    if (found != values_.end()) value = std::stoll(found->second);
+    value += delta;
+    values_[key] = std::to_string(value);
+  }
+  changed_.notify_all();
+  return value;
+}
+
+void MemoryBootstrapStore::Wait(const std::vector<std::string>& keys,
+                                std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0) timeout = std::chrono::minutes(2);
+  std::unique_lock<std::mutex> lock(mutex_);
+  const bool present = changed_.wait_for(lock, timeout, [&] {
+    for (const std::string& key : keys) {
+      if (values_.count(key) == 0) return false;
+    }
+    return true;
+  });
+  if (!present) {
+    throw ccl::Error(infiniCclTimeout, "memory bootstrap: no key '" +
+                                           (keys.empty() ? std::string() : keys.front()) +
+                                           "' after " + std::to_string(timeout.count()) + " ms");
+  }
+}
+
+std::set<std::string> MemoryBootstrapStore::Keys() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::set<std::string> keys;
+  for (const auto& [key, value] : values_) keys.insert(key);
+  return keys;
 }
 
 const std::shared_ptr<const ccl::Backend>& GlooBackend() {
@@ -28,9 +87,10 @@ namespace {
 
 // One rank's life: join, run, and turn an exception into a failure.
 void RunOneRank(int world_size, int rank, const ccl::UniqueId& id, const RankBody& body,
-                const ccl::CommConfig& config) {
+                const ccl::CommConfig& config,
+                const std::shared_ptr<ccl::BootstrapStore>& bootstrap) {
   try {
-    ccl::Communicator comm = GlooBackend()->CommInitRank(world_size, id, rank, config);
+    ccl::Communicator comm = GlooBackend()->CommInitRank(world_size, id, rank, config, bootstrap);
     body(comm);
   } catch (const std::exception& e) {
     ADD_FAILURE() << "rank " << rank << " of " << world_size << " threw: " << e.what();
@@ -38,11 +98,12 @@ void RunOneRank(int world_size, int rank, const ccl::UniqueId& id, const RankBod
 }
 
 void RunAsThreads(int world_size, const ccl::UniqueId& id, const RankBody& body,
-                  const ccl::CommConfig& config) {
+                  const ccl::CommConfig& config,
+                  const std::shared_ptr<ccl::BootstrapStore>& bootstrap) {
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world_size; ++rank) {
     threads.emplace_back(RunOneRank, world_size, rank, std::cref(id), std::cref(body),
-                         std::cref(config));
+                         std::cref(config), std::cref(bootstrap));
   }
   for (std::thread& thread : threads) thread.join();
 }
@@ -53,13 +114,17 @@ std::string DescribeStatus(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-// A rank process is this test binary run again with a filter for the current
-// test and this variable ("<rank> <world_size> <unique id hex>"): fork alone
-// would leave the child with whatever locks the parent's other threads (the
-// bootstrap store's loop) held at that moment, which under ASan hangs it.
-constexpr char kRankVariable[] = "INFINI_GLOO_TEST_RANK";
+// A child process is this test binary run again with a filter for the
+// current test and this variable (a rank: "<rank> <world_size> <unique id
+// hex>"; a fresh process: "fresh"): fork alone would leave the child with
+// whatever locks the parent's other threads (the bootstrap store's loop)
+// held at that moment, which under ASan hangs it.
+constexpr char kChildVariable[] = "INFINI_GLOO_TEST_RANK";
+constexpr char kFreshProcess[] = "fresh";
 
-void RunAsProcesses(int world_size, const ccl::UniqueId& id, int deadline_seconds) {
+// Starts one child per value of kChildVariable and waits for all, expecting
+// kRankPassedStatus from each; kills those still running at the deadline.
+void RunChildren(const std::vector<std::string>& child_values, int deadline_seconds) {
   const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string filter =
       std::string("--gtest_filter=") + test->test_suite_name() + "." + test->name();
@@ -67,14 +132,13 @@ void RunAsProcesses(int world_size, const ccl::UniqueId& id, int deadline_second
   // async-signal-safe calls until execve.
   std::vector<std::string> inherited;
   for (char** variable = environ; *variable != nullptr; ++variable) {
-    if (std::string(*variable).rfind(std::string(kRankVariable) + "=", 0) != 0) {
+    if (std::string(*variable).rfind(std::string(kChildVariable) + "=", 0) != 0) {
       inherited.emplace_back(*variable);
     }
   }
-  std::vector<std::string> rank_variables;
-  for (int rank = 0; rank < world_size; ++rank) {
-    rank_variables.push_back(std::string(kRankVariable) + "=" + std::to_string(rank) + " " +
-                             std::to_string(world_size) + " " + id.ToHex());
+  std::vector<std::string> child_variables;
+  for (const std::string& value : child_values) {
+    child_variables.push_back(std::string(kChildVariable) + "=" + value);
   }
   const std::string self = "/proc/self/exe";
   std::vector<char*> argv = {const_cast<char*>(self.c_str()), const_cast<char*>(filter.c_str()),
@@ -82,10 +146,10 @@ void RunAsProcesses(int world_size, const ccl::UniqueId& id, int deadline_second
   std::fflush(stdout);
   std::fflush(stderr);
   std::vector<pid_t> children;
-  for (int rank = 0; rank < world_size; ++rank) {
+  for (std::string& child_variable : child_variables) {
     std::vector<char*> envp;
     for (std::string& variable : inherited) envp.push_back(variable.data());
-    envp.push_back(rank_variables[rank].data());
+    envp.push_back(child_variable.data());
     envp.push_back(nullptr);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0) << "fork failed";
@@ -99,24 +163,24 @@ void RunAsProcesses(int world_size, const ccl::UniqueId& id, int deadline_second
   std::vector<bool> done(children.size(), false);
   size_t remaining = children.size();
   while (remaining > 0) {
-    for (size_t rank = 0; rank < children.size(); ++rank) {
-      if (done[rank]) continue;
+    for (size_t index = 0; index < children.size(); ++index) {
+      if (done[index]) continue;
       int status = 0;
-      if (waitpid(children[rank], &status, WNOHANG) == children[rank]) {
-        done[rank] = true;
+      if (waitpid(children[index], &status, WNOHANG) == children[index]) {
+        done[index] = true;
         --remaining;
         EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == kRankPassedStatus)
-            << "rank " << rank << " of " << world_size << " " << DescribeStatus(status);
+            << "child " << index << " (" << child_values[index] << ") " << DescribeStatus(status);
       }
     }
     if (remaining > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (size_t rank = 0; rank < children.size(); ++rank) {
-        if (done[rank]) continue;
-        ADD_FAILURE() << "rank " << rank << " of " << world_size << " still running after "
-                      << deadline_seconds << " s (hang); killing it";
-        kill(children[rank], SIGKILL);
-        waitpid(children[rank], nullptr, 0);
-        done[rank] = true;
+      for (size_t index = 0; index < children.size(); ++index) {
+        if (done[index]) continue;
+        ADD_FAILURE() << "child " << index << " still running after " << deadline_seconds
+                      << " s (hang); killing it";
+        kill(children[index], SIGKILL);
+        waitpid(children[index], nullptr, 0);
+        done[index] = true;
       }
       break;
     }
@@ -124,32 +188,57 @@ void RunAsProcesses(int world_size, const ccl::UniqueId& id, int deadline_second
   }
 }
 
+// In a child process: this process's part, or nullptr in the parent.
+const char* ChildPart() { return std::getenv(kChildVariable); }
+
+[[noreturn]] void ExitChild() {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(::testing::Test::HasFailure() ? 1 : kRankPassedStatus);
+}
+
 }  // namespace
 
 void RunRanks(Launch launch, int world_size, const RankBody& body, const ccl::CommConfig& config,
               int deadline_seconds) {
-  if (const char* rank_spec = std::getenv(kRankVariable);
-      rank_spec != nullptr && launch == Launch::kProcesses) {
+  if (const char* part = ChildPart(); part != nullptr && launch == Launch::kProcesses) {
     // This process is one rank of a parent's RunRanks: run it and report
-    // through the exit status, as a rank process does.
+    // through the exit status.
+    std::istringstream fields(part);
     int rank = -1;
     int parent_world_size = 0;
-    char id_hex[2 * INFINI_CCL_UNIQUE_ID_BYTES + 1] = {};
-    if (std::sscanf(rank_spec, "%d %d %256s", &rank, &parent_world_size, id_hex) != 3) {
-      ADD_FAILURE() << kRankVariable << "='" << rank_spec << "' is malformed";
+    std::string id_hex;
+    if (!(fields >> rank >> parent_world_size >> id_hex)) {
+      ADD_FAILURE() << kChildVariable << "='" << part << "' is malformed";
     } else {
-      RunOneRank(parent_world_size, rank, ccl::UniqueId::FromHex(id_hex), body, config);
+      RunOneRank(parent_world_size, rank, ccl::UniqueId::FromHex(id_hex), body, config, nullptr);
     }
-    std::fflush(stdout);
-    std::fflush(stderr);
-    _exit(::testing::Test::HasFailure() ? 1 : kRankPassedStatus);
+    ExitChild();
   }
-  const ccl::UniqueId id = GlooBackend()->GetUniqueId();
-  if (launch == Launch::kThreads) {
-    RunAsThreads(world_size, id, body, config);
-  } else {
-    RunAsProcesses(world_size, id, deadline_seconds);
+  std::shared_ptr<ccl::BootstrapStore> bootstrap;
+  if (launch == Launch::kThreadsOverBootstrap) bootstrap = std::make_shared<MemoryBootstrapStore>();
+  const ccl::UniqueId id = GlooBackend()->GetUniqueId(bootstrap);
+  if (launch != Launch::kProcesses) {
+    RunAsThreads(world_size, id, body, config, bootstrap);
+    return;
   }
+  std::vector<std::string> parts;
+  for (int rank = 0; rank < world_size; ++rank) {
+    parts.push_back(std::to_string(rank) + " " + std::to_string(world_size) + " " + id.ToHex());
+  }
+  RunChildren(parts, deadline_seconds);
+}
+
+void RunInFreshProcess(const std::function<void()>& body, int deadline_seconds) {
+  if (const char* part = ChildPart(); part != nullptr && std::string(part) == kFreshProcess) {
+    try {
+      body();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the fresh process threw: " << e.what();
+    }
+    ExitChild();
+  }
+  RunChildren({kFreshProcess}, deadline_seconds);
 }
 
 }  // namespace infini::gloo_test

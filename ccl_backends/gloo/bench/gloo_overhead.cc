@@ -116,7 +116,7 @@ std::vector<Row> Measure(int world_size, const std::vector<size_t>& sizes) {
       const infini::ccl::FlatTensor tensor =
           plugin_buffer.AsTensor(infini::ccl::dtype::kFloat32, static_cast<int64_t>(count));
       auto plugin_step = [&] {
-        backend->AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum, comm);
+        comm.AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum);
       };
       auto direct_step = [&] {
         gloo::AllreduceOptions options(context);

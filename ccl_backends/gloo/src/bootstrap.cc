@@ -3,10 +3,10 @@
 #include <unistd.h>
 
 #include <mutex>
-#include <random>
 #include <string>
 
 #include "errors.h"
+#include "host_bootstrap_store.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "network.h"
 
@@ -32,16 +32,14 @@ ProcessStoreServer& StoreServer() {
   return instance;
 }
 
-uint64_t RandomNonce() {
-  std::random_device device;
-  const uint64_t high = device();
-  const uint64_t low = device();
-  return (high << 32) ^ low;
-}
-
-}  // namespace
-
-BootstrapAddress NewBootstrapAddress() {
+// The private server's address, starting the server on first use.
+//
+// RUN TOKEN (the one place for it): once rendezvous offers
+// TcpStoreServerOptions::token and TcpStoreClient::Connect(host, port,
+// timeout, token), start the server with a random token here, carry it in
+// the id's reserved bytes 24..55 (unique_id.h) and pass it to Connect in
+// OpenMeetingStore, so that a stranger who reaches the port is refused.
+GlooUniqueId PrivateStoreId() {
   ProcessStoreServer& holder = StoreServer();
   std::lock_guard<std::mutex> lock(holder.mutex);
   if (holder.server == nullptr || holder.owner_pid != getpid()) {
@@ -54,19 +52,43 @@ BootstrapAddress NewBootstrapAddress() {
     holder.owner_pid = getpid();
     holder.advertised_host = host.numeric;
   }
-  BootstrapAddress address;
-  address.store_host = holder.advertised_host;
-  address.store_port = holder.server->port();
-  address.nonce = RandomNonce();
-  return address;
+  GlooUniqueId id;
+  id.place = MeetingPlace::kPrivateStore;
+  id.store_host = holder.advertised_host;
+  id.store_port = holder.server->port();
+  return id;
 }
 
-std::shared_ptr<rendezvous::Store> ConnectToBootstrapStore(const BootstrapAddress& address,
-                                                           std::chrono::milliseconds timeout) {
-  std::shared_ptr<rendezvous::Store> client =
-      rendezvous::TcpStoreClient::Connect(address.store_host, address.store_port, timeout);
-  client->set_timeout(timeout);
-  return client;
+}  // namespace
+
+GlooUniqueId NewUniqueId(const infiniCclBootstrap_t* bootstrap) {
+  GlooUniqueId id;
+  if (bootstrap == nullptr) id = PrivateStoreId();
+  id.nonce = RandomNonce();
+  return id;
+}
+
+std::shared_ptr<rendezvous::Store> OpenMeetingStore(const GlooUniqueId& id,
+                                                    const infiniCclBootstrap_t* bootstrap,
+                                                    std::chrono::milliseconds timeout) {
+  std::shared_ptr<rendezvous::Store> store;
+  if (id.place == MeetingPlace::kHostBootstrap) {
+    if (bootstrap == nullptr) {
+      throw PluginError(infiniCclInvalidUsage,
+                        "the unique id was made with the host's bootstrap, but this rank got "
+                        "none; every rank of a group passes the bootstrap the root passed to "
+                        "get_unique_id");
+    }
+    store = std::make_shared<HostBootstrapStore>(*bootstrap);
+  } else {
+    store = rendezvous::TcpStoreClient::Connect(id.store_host, id.store_port, timeout);
+  }
+  store->set_timeout(timeout);
+  return store;
+}
+
+std::string GroupKeyPrefix(const GlooUniqueId& id) {
+  return "infini_ccl_gloo/" + NonceHex(id.nonce);
 }
 
 }  // namespace infini::gloo_backend

@@ -1,25 +1,35 @@
-// NCCL-style bootstrap: the root's get_unique_id starts (once per process) a
-// TCP store server and hands out its address plus a fresh nonce; every rank's
-// comm_init_rank connects to that store and meets the others under the
-// nonce's key prefix.
+// Where the ranks of a group meet to exchange gloo's pair addresses.
+//
+// With the host's bootstrap (the run's store, lent by the host at
+// get_unique_id and at init) the id carries only a nonce, and no server is
+// started. Without one (NCCL-style), the root's get_unique_id starts, once
+// per process, a TCP store server and puts its address in the id; every
+// rank's comm_init_rank connects to it. Either way the ranks meet under
+// "infini_ccl_gloo/<nonce>" in that store, seen as a rendezvous::Store.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
 
+#include "infini/ccl/plugin_abi.h"
 #include "infini/rendezvous/store.h"
 #include "unique_id.h"
 
 namespace infini::gloo_backend {
 
-// Starts or reuses this process's store server; returns its reachable
-// address with a new random nonce.
-BootstrapAddress NewBootstrapAddress();
+// A new id: host bootstrap when `bootstrap` is given, else the process's
+// private store server (started or reused).
+GlooUniqueId NewUniqueId(const infiniCclBootstrap_t* bootstrap);
 
-// A client of the store named by `address` (one per call: threads that wait
-// concurrently each need their own connection).
-std::shared_ptr<rendezvous::Store> ConnectToBootstrapStore(const BootstrapAddress& address,
-                                                           std::chrono::milliseconds timeout);
+// The store named by `id`: `bootstrap` (required for a host-bootstrap id)
+// or a new client of the root's private server (one per call: threads that
+// wait concurrently each need their own connection). Waits use `timeout`.
+std::shared_ptr<rendezvous::Store> OpenMeetingStore(const GlooUniqueId& id,
+                                                    const infiniCclBootstrap_t* bootstrap,
+                                                    std::chrono::milliseconds timeout);
+
+// Store keys of the group named by `id`.
+std::string GroupKeyPrefix(const GlooUniqueId& id);
 
 }  // namespace infini::gloo_backend

@@ -28,6 +28,24 @@ void AllGather(Communicator& comm, const void* sendbuff, void* recvbuff, size_t 
 void AllToAll(Communicator& comm, const void* sendbuff, void* recvbuff, size_t count,
               DLDataType dtype);
 void Barrier(Communicator& comm);
+// Root's recvbuff[r*count ..) = rank r's sendbuff; recvbuff matters on the
+// root only.
+void Gather(Communicator& comm, const void* sendbuff, void* recvbuff, size_t count,
+            DLDataType dtype, int root);
+// Rank r's recvbuff = root's sendbuff[r*count ..).
+void Scatter(Communicator& comm, const void* sendbuff, void* recvbuff, size_t count,
+             DLDataType dtype, int root);
+
+// The variable-size collectives. Count and displacement arrays hold one
+// entry per rank, in elements; they are consistent across ranks (checked
+// by the entry points where one rank can see it).
+void AllToAllV(Communicator& comm, const void* sendbuff, const size_t* sendcounts,
+               const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+               const size_t* rdispls, DLDataType dtype);
+void AllGatherV(Communicator& comm, const void* sendbuff, size_t sendcount, void* recvbuff,
+                const size_t* recvcounts, const size_t* rdispls, DLDataType dtype);
+void ReduceScatterV(Communicator& comm, const void* sendbuff, const size_t* sendcounts,
+                    const size_t* sdispls, void* recvbuff, DLDataType dtype, infiniCclRedOp_t op);
 
 // All-gather of `bytes_per_rank` raw bytes (for comm_split's exchange).
 void AllGatherBytes(Communicator& comm, const void* sendbuff, void* recvbuff,

@@ -13,27 +13,6 @@
 
 namespace infini::gloo_backend {
 
-CommOptions ReadConfig(const infiniCclConfig_t* config, const CommOptions& defaults) {
-  CommOptions options = defaults;
-  if (config == nullptr) return options;
-  // Read only the fields that the caller's header had.
-  auto has = [config](size_t field_end) { return config->struct_size >= field_end; };
-  RequireArgument(config->struct_size >= offsetof(infiniCclConfig_t, blocking),
-                  "config->struct_size " + std::to_string(config->struct_size) +
-                      " is too small; set it to sizeof(infiniCclConfig_t)");
-  if (has(offsetof(infiniCclConfig_t, timeout_ms) + sizeof(config->timeout_ms))) {
-    RequireArgument(config->timeout_ms >= 0, "config->timeout_ms " +
-                                                 std::to_string(config->timeout_ms) +
-                                                 " is negative; expected 0 (default) or more");
-    if (config->timeout_ms > 0) options.timeout = std::chrono::milliseconds(config->timeout_ms);
-  }
-  if (has(offsetof(infiniCclConfig_t, comm_name) + sizeof(config->comm_name)) &&
-      config->comm_name != nullptr) {
-    options.name = config->comm_name;
-  }
-  return options;
-}
-
 Communicator::Communicator(int world_size, int rank, std::shared_ptr<rendezvous::Store> store,
                            std::string key_prefix, CommOptions options)
     : world_size_(world_size),
@@ -53,7 +32,8 @@ Communicator* Communicator::Create(int world_size, int rank,
   GlooStoreAdapter adapter(keys, comm->timeout());
   auto context = std::make_shared<GlooContext>(rank, world_size);
   context->setTimeout(comm->timeout());
-  auto device = SharedDevice(ChooseHostAddress());
+  auto device = SharedDevice(
+      ChooseHostAddress(comm->options_.socket_interface, "vendor option gloo:socket_ifname"));
   context->connectFullMesh(adapter, device);
   comm->context_ = std::move(context);
   // Connecting is pairwise: a fast rank may be connected to everyone while a
@@ -89,7 +69,7 @@ Communicator* Communicator::Split(int color, int key, const CommOptions& options
 
 void Communicator::Abort() {
   aborted_.store(true);
-  RecordAsyncError(infiniCclAborted);
+  RecordAsyncError(infiniCclAborted, "the communicator was aborted (comm_abort)");
   if (context_ != nullptr && context_->transport() != nullptr) {
     context_->transport()->Abort("communicator aborted by comm_abort");
   }
@@ -101,9 +81,16 @@ void Communicator::ThrowIfAborted() const {
   }
 }
 
-void Communicator::RecordAsyncError(infiniCclResult_t result) {
-  infiniCclResult_t expected = infiniCclSuccess;
-  async_error_.compare_exchange_strong(expected, result);
+void Communicator::RecordAsyncError(infiniCclResult_t result, const std::string& message) {
+  std::lock_guard<std::mutex> lock(async_error_mutex_);
+  if (async_error_.load() != infiniCclSuccess) return;
+  async_error_message_ = message;
+  async_error_.store(result);
+}
+
+const char* Communicator::async_error_message() const {
+  std::lock_guard<std::mutex> lock(async_error_mutex_);
+  return async_error_message_.c_str();
 }
 
 }  // namespace infini::gloo_backend

@@ -1,6 +1,7 @@
 // One rank's membership in a gloo group: the full-mesh gloo context, the
-// store it met the others through (kept for comm_split), and the state that
-// comm_abort and comm_get_async_error need.
+// store it met the others through (the host's bootstrap or the root's
+// private store; kept for comm_split), and the state that comm_abort and
+// comm_get_async_error need.
 //
 // Lifetime: the handle owns one reference; every call in flight holds one
 // more. comm_destroy/comm_abort drop the handle's reference, so an abort
@@ -13,26 +14,15 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "config.h"
 #include "infini/ccl/plugin_abi.h"
 #include "infini/rendezvous/store.h"
 #include "transport.h"
 
 namespace infini::gloo_backend {
-
-// Without config->timeout_ms: PyTorch's default for its gloo process groups.
-// A peer that dies is noticed at once (its sockets close); the timeout only
-// bounds waits on a peer that is alive but never joins.
-inline constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::minutes(30)};
-
-struct CommOptions {
-  std::chrono::milliseconds timeout = kDefaultTimeout;
-  std::string name;
-};
-
-// Options from an ABI config (NULL or zero fields: `defaults`).
-CommOptions ReadConfig(const infiniCclConfig_t* config, const CommOptions& defaults = {});
 
 class Communicator {
  public:
@@ -49,6 +39,7 @@ class Communicator {
   const std::shared_ptr<GlooContext>& context() const { return context_; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   const std::string& name() const { return options_.name; }
+  const CommOptions& options() const { return options_; }
 
   // Tag of the next collective; every rank calls collectives in the same
   // order, so the tags agree.
@@ -63,10 +54,14 @@ class Communicator {
   // Throws PluginError(infiniCclAborted) once Abort ran.
   void ThrowIfAborted() const;
 
-  // First error that left the communicator unusable (a dead peer, a timeout,
-  // an abort), or infiniCclSuccess.
-  void RecordAsyncError(infiniCclResult_t result);
+  // Keeps the first error that left the communicator unusable (a dead peer,
+  // a timeout, an abort) with its one-line explanation; later ones are
+  // dropped, so the text never changes once set.
+  void RecordAsyncError(infiniCclResult_t result, const std::string& message);
+  // infiniCclSuccess and "" until then.
   infiniCclResult_t async_error() const { return async_error_.load(); }
+  // Valid for the communicator's lifetime.
+  const char* async_error_message() const;
 
   void Acquire() { references_.fetch_add(1); }
   void Release() {
@@ -87,7 +82,9 @@ class Communicator {
   uint32_t next_tag_ = 0;
   uint64_t next_split_index_ = 0;
   std::atomic<bool> aborted_{false};
+  mutable std::mutex async_error_mutex_;
   std::atomic<infiniCclResult_t> async_error_{infiniCclSuccess};
+  std::string async_error_message_;
   std::atomic<int> references_{1};
 };
 

@@ -1,11 +1,15 @@
-// broadcast, all_gather, all_to_all and barrier on gloo's algorithms.
+// broadcast, all_gather, all_to_all, gather, scatter and barrier on gloo's
+// algorithms. They only move bytes, so they serve every movable type.
 #include <gloo/allgather.h>
 #include <gloo/alltoall.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/scatter.h>
 
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "collectives.h"
 #include "element_type.h"
@@ -38,7 +42,7 @@ void AllGatherElements(Communicator& comm, const void* sendbuff, void* recvbuff,
 void Broadcast(Communicator& comm, const void* sendbuff, void* recvbuff, size_t count,
                DLDataType dtype, int root) {
   if (count == 0) return;
-  const size_t element_bytes = ElementBytes(dtype);
+  const size_t element_bytes = MovableElementBytes(dtype);
   const bool is_root = comm.rank() == root;
   if (comm.world_size() == 1) {
     if (recvbuff != sendbuff) std::memmove(recvbuff, sendbuff, count * element_bytes);
@@ -60,7 +64,7 @@ void Broadcast(Communicator& comm, const void* sendbuff, void* recvbuff, size_t 
 
 void AllGather(Communicator& comm, const void* sendbuff, void* recvbuff, size_t sendcount,
                DLDataType dtype) {
-  AllGatherElements(comm, sendbuff, recvbuff, sendcount, ElementBytes(dtype));
+  AllGatherElements(comm, sendbuff, recvbuff, sendcount, MovableElementBytes(dtype));
 }
 
 void AllGatherBytes(Communicator& comm, const void* sendbuff, void* recvbuff,
@@ -71,7 +75,7 @@ void AllGatherBytes(Communicator& comm, const void* sendbuff, void* recvbuff,
 void AllToAll(Communicator& comm, const void* sendbuff, void* recvbuff, size_t count,
               DLDataType dtype) {
   if (count == 0) return;
-  const size_t element_bytes = ElementBytes(dtype);
+  const size_t element_bytes = MovableElementBytes(dtype);
   const size_t total_bytes = count * element_bytes * comm.world_size();
   // gloo reads the input while writing the output: an in-place call works
   // on a copy of the input.
@@ -94,6 +98,54 @@ void AllToAll(Communicator& comm, const void* sendbuff, void* recvbuff, size_t c
     options.setTag(comm.NextCollectiveTag());
     options.setTimeout(comm.timeout());
     ::gloo::alltoall(options);
+  });
+}
+
+void Gather(Communicator& comm, const void* sendbuff, void* recvbuff, size_t count,
+            DLDataType dtype, int root) {
+  if (count == 0) return;
+  const size_t element_bytes = MovableElementBytes(dtype);
+  const size_t block_bytes = count * element_bytes;
+  const bool is_root = comm.rank() == root;
+  if (comm.world_size() == 1) {
+    if (recvbuff != sendbuff) std::memmove(recvbuff, sendbuff, block_bytes);
+    return;
+  }
+  WithOpaqueElement(element_bytes, [&]<class E>() {
+    ::gloo::GatherOptions options(comm.context());
+    // The root's own block is copied by gloo; in place it is already there.
+    options.setInput(const_cast<E*>(static_cast<const E*>(sendbuff)), count);
+    if (is_root) options.setOutput(static_cast<E*>(recvbuff), count * comm.world_size());
+    options.setRoot(root);
+    options.setTag(comm.NextCollectiveTag());
+    options.setTimeout(comm.timeout());
+    ::gloo::gather(options);
+  });
+}
+
+void Scatter(Communicator& comm, const void* sendbuff, void* recvbuff, size_t count,
+             DLDataType dtype, int root) {
+  if (count == 0) return;
+  const size_t element_bytes = MovableElementBytes(dtype);
+  const size_t block_bytes = count * element_bytes;
+  const bool is_root = comm.rank() == root;
+  if (comm.world_size() == 1) {
+    if (recvbuff != sendbuff) std::memmove(recvbuff, sendbuff, block_bytes);
+    return;
+  }
+  WithOpaqueElement(element_bytes, [&]<class E>() {
+    ::gloo::ScatterOptions options(comm.context());
+    if (is_root) {
+      std::vector<E*> blocks;
+      auto* first = const_cast<E*>(static_cast<const E*>(sendbuff));
+      for (int rank = 0; rank < comm.world_size(); ++rank) blocks.push_back(first + rank * count);
+      options.setInputs(blocks, count);
+    }
+    options.setOutput(static_cast<E*>(recvbuff), count);
+    options.setRoot(root);
+    options.setTag(comm.NextCollectiveTag());
+    options.setTimeout(comm.timeout());
+    ::gloo::scatter(options);
   });
 }
 

@@ -28,11 +28,12 @@ std::string NumericHost(const sockaddr* address) {
   return text;
 }
 
-HostAddress AddressOfInterface(const std::string& name) {
+// `source` names where the name came from, for messages ("GLOO_SOCKET_IFNAME").
+HostAddress AddressOfInterface(const std::string& name, const std::string& source) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) {
-    throw PluginError(infiniCclSystemError, "getifaddrs failed while looking up " +
-                                                std::string(kInterfaceVariable) + "=" + name);
+    throw PluginError(infiniCclSystemError,
+                      "getifaddrs failed while looking up " + source + "=" + name);
   }
   HostAddress ipv4;
   HostAddress ipv6;
@@ -54,7 +55,7 @@ HostAddress AddressOfInterface(const std::string& name) {
   std::string names;
   for (const std::string& known_name : known) names += (names.empty() ? "" : ", ") + known_name;
   throw PluginError(infiniCclInvalidUsage,
-                    std::string(kInterfaceVariable) + "=" + name +
+                    source + "=" + name +
                         ": no network interface of that name with an IP address on this host; "
                         "expected one of: " +
                         names);
@@ -96,12 +97,13 @@ HostAddress AddressOfHostName() {
 
 }  // namespace
 
-HostAddress ChooseHostAddress() {
+HostAddress ChooseHostAddress(const std::string& interface_name, const std::string& source) {
+  if (!interface_name.empty()) return AddressOfInterface(interface_name, source);
   const char* value = std::getenv(kInterfaceVariable);
   if (value != nullptr && value[0] != '\0') {
     std::string name(value);
     name = name.substr(0, name.find(','));
-    return AddressOfInterface(name);
+    return AddressOfInterface(name, kInterfaceVariable);
   }
   return AddressOfHostName();
 }

@@ -166,6 +166,15 @@ std::string DataTypeName(DLDataType dtype) {
         return "float" + std::to_string(bits);
       case kDLBfloat:
         return "bfloat" + std::to_string(bits);
+      case INFINI_CCL_DL_BOOL:
+        if (bits == 8) return "bool";
+        break;
+      case INFINI_CCL_DL_FLOAT8_E4M3FN:
+        if (bits == 8) return "float8_e4m3fn";
+        break;
+      case INFINI_CCL_DL_FLOAT8_E5M2:
+        if (bits == 8) return "float8_e5m2";
+        break;
       default:
         break;
     }
@@ -176,6 +185,39 @@ std::string DataTypeName(DLDataType dtype) {
 
 size_t ElementBytes(DLDataType dtype) {
   return VisitType(dtype, []<class T>() { return sizeof(T); });
+}
+
+namespace {
+// One-byte types that collectives move but never reduce.
+bool IsByteOnlyType(DLDataType dtype) {
+  return dtype.lanes == 1 && dtype.bits == 8 &&
+         (dtype.code == INFINI_CCL_DL_BOOL || dtype.code == INFINI_CCL_DL_FLOAT8_E4M3FN ||
+          dtype.code == INFINI_CCL_DL_FLOAT8_E5M2);
+}
+}  // namespace
+
+size_t MovableElementBytes(DLDataType dtype) {
+  if (IsByteOnlyType(dtype)) return 1;
+  try {
+    return ElementBytes(dtype);
+  } catch (const PluginError&) {
+    // Refused below, with the list of movable types.
+  }
+  throw PluginError(infiniCclInvalidArgument,
+                    "data type " + DataTypeName(dtype) +
+                        " is not supported by the gloo backend (expected int8, uint8, int32, "
+                        "uint32, int64, uint64, float16, bfloat16, float32, float64, bool, "
+                        "float8_e4m3fn or float8_e5m2)");
+}
+
+bool SupportsReduction(DLDataType dtype, infiniCclRedOp_t op) {
+  if (op < infiniCclSum || op >= infiniCclNumOps) return false;
+  try {
+    ElementBytes(dtype);
+    return true;
+  } catch (const PluginError&) {
+    return false;
+  }
 }
 
 ReduceFunction FindReduceFunction(DLDataType dtype, infiniCclRedOp_t op) {

@@ -20,6 +20,12 @@ std::string DataTypeName(DLDataType dtype);
 // Bytes of one element; throws PluginError(infiniCclInvalidArgument) naming
 // the type when the plugin does not support it.
 size_t ElementBytes(DLDataType dtype);
+// Bytes of one element for collectives that only move data: the types above
+// plus bool, float8_e4m3fn and float8_e5m2 (one byte each; no arithmetic).
+// Throws PluginError(infiniCclInvalidArgument) naming the type otherwise.
+size_t MovableElementBytes(DLDataType dtype);
+// Whether reductions with `op` are computed for `dtype` (no exception).
+bool SupportsReduction(DLDataType dtype, infiniCclRedOp_t op);
 // The element-wise function for `op` (avg: the sum; see DivideByWorldSize).
 // Throws PluginError(infiniCclInvalidArgument) for an unknown op or dtype.
 ReduceFunction FindReduceFunction(DLDataType dtype, infiniCclRedOp_t op);

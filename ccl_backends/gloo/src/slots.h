@@ -1,5 +1,5 @@
 // gloo matches an unbound send with a recv by (peer, slot). Our own
-// algorithms (reduce-scatter ring, point-to-point) use slot prefixes above
+// algorithms (reduce-scatter ring, point-to-point, v-collectives) use slot prefixes above
 // gloo's collectives (0x01..0x08), so they never consume gloo's messages.
 #pragma once
 
@@ -9,6 +9,8 @@ namespace infini::gloo_backend {
 
 inline constexpr uint8_t kReduceScatterSlotPrefix = 0x40;
 inline constexpr uint8_t kPointToPointSlotPrefix = 0x41;
+inline constexpr uint8_t kAllToAllVSlotPrefix = 0x42;
+inline constexpr uint8_t kAllGatherVSlotPrefix = 0x43;
 
 inline uint64_t MakeSlot(uint8_t prefix, uint32_t tag) {
   return (static_cast<uint64_t>(prefix) << 56) | (static_cast<uint64_t>(tag) << 24);

@@ -1,6 +1,7 @@
 #include "unique_id.h"
 
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "errors.h"
@@ -9,8 +10,12 @@ namespace infini::gloo_backend {
 namespace {
 
 constexpr char kMagic[4] = {'I', 'G', 'L', 'O'};
-constexpr uint8_t kLayoutVersion = 1;
-constexpr size_t kHostOffset = 16;
+constexpr uint8_t kLayoutVersion = 2;
+constexpr size_t kPlaceOffset = 5;
+constexpr size_t kHostLengthOffset = 6;
+constexpr size_t kPortOffset = 8;
+constexpr size_t kNonceOffset = 16;
+constexpr size_t kHostOffset = 56;
 
 void PutBigEndian(unsigned char* out, uint64_t value, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) {
@@ -25,6 +30,13 @@ uint64_t GetBigEndian(const unsigned char* in, int bytes) {
   return value;
 }
 
+bool AllZero(const unsigned char* bytes, size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    if (bytes[i] != 0) return false;
+  }
+  return true;
+}
+
 [[noreturn]] void RefuseId(const std::string& why) {
   throw PluginError(infiniCclInvalidArgument,
                     "unique id was not made by the gloo backend's get_unique_id (" + why +
@@ -33,38 +45,60 @@ uint64_t GetBigEndian(const unsigned char* in, int bytes) {
 
 }  // namespace
 
-infiniCclUniqueId EncodeUniqueId(const BootstrapAddress& address) {
-  RequireArgument(!address.store_host.empty() && address.store_host.size() <= kMaxHostBytes,
-                  "store host '" + address.store_host + "' does not fit in a unique id");
-  infiniCclUniqueId id{};
-  auto* bytes = reinterpret_cast<unsigned char*>(id.internal);
+void EncodeUniqueId(const GlooUniqueId& id, void* out) {
+  const bool private_store = id.place == MeetingPlace::kPrivateStore;
+  if (private_store) {
+    RequireArgument(!id.store_host.empty() && id.store_host.size() <= kMaxHostBytes,
+                    "store host '" + id.store_host + "' does not fit in a unique id");
+  }
+  auto* bytes = static_cast<unsigned char*>(out);
+  std::memset(bytes, 0, kUniqueIdBytes);
   std::memcpy(bytes, kMagic, sizeof(kMagic));
   bytes[4] = kLayoutVersion;
-  bytes[5] = static_cast<unsigned char>(address.store_host.size());
-  PutBigEndian(bytes + 6, address.store_port, 2);
-  PutBigEndian(bytes + 8, address.nonce, 8);
-  std::memcpy(bytes + kHostOffset, address.store_host.data(), address.store_host.size());
-  return id;
+  bytes[kPlaceOffset] = static_cast<unsigned char>(id.place);
+  PutBigEndian(bytes + kNonceOffset, id.nonce, 8);
+  if (private_store) {
+    bytes[kHostLengthOffset] = static_cast<unsigned char>(id.store_host.size());
+    PutBigEndian(bytes + kPortOffset, id.store_port, 2);
+    std::memcpy(bytes + kHostOffset, id.store_host.data(), id.store_host.size());
+  }
 }
 
-BootstrapAddress DecodeUniqueId(const infiniCclUniqueId& id) {
-  const auto* bytes = reinterpret_cast<const unsigned char*>(id.internal);
+GlooUniqueId DecodeUniqueId(const void* in) {
+  const auto* bytes = static_cast<const unsigned char*>(in);
   if (std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0) RefuseId("no 'IGLO' magic");
   if (bytes[4] != kLayoutVersion) {
     RefuseId("layout version " + std::to_string(bytes[4]) + ", expected " +
              std::to_string(kLayoutVersion));
   }
-  const size_t host_bytes = bytes[5];
-  if (host_bytes == 0 || host_bytes > kMaxHostBytes) RefuseId("bad host length");
-  for (size_t i = kHostOffset + host_bytes; i < INFINI_CCL_UNIQUE_ID_BYTES; ++i) {
-    if (bytes[i] != 0) RefuseId("nonzero padding");
+  GlooUniqueId id;
+  id.nonce = GetBigEndian(bytes + kNonceOffset, 8);
+  const size_t host_bytes = bytes[kHostLengthOffset];
+  switch (bytes[kPlaceOffset]) {
+    case static_cast<unsigned char>(MeetingPlace::kHostBootstrap):
+      id.place = MeetingPlace::kHostBootstrap;
+      if (!AllZero(bytes, kHostLengthOffset, kNonceOffset) ||
+          !AllZero(bytes, kNonceOffset + 8, kUniqueIdBytes)) {
+        RefuseId("a host-bootstrap id with address fields");
+      }
+      return id;
+    case static_cast<unsigned char>(MeetingPlace::kPrivateStore):
+      id.place = MeetingPlace::kPrivateStore;
+      break;
+    default:
+      RefuseId("unknown meeting place " + std::to_string(bytes[kPlaceOffset]));
   }
-  BootstrapAddress address;
-  address.store_host.assign(reinterpret_cast<const char*>(bytes + kHostOffset), host_bytes);
-  address.store_port = static_cast<uint16_t>(GetBigEndian(bytes + 6, 2));
-  address.nonce = GetBigEndian(bytes + 8, 8);
-  if (address.store_port == 0) RefuseId("store port 0");
-  return address;
+  if (host_bytes == 0 || host_bytes > kMaxHostBytes) RefuseId("bad host length");
+  if (!AllZero(bytes, kHostLengthOffset + 1, kPortOffset) ||
+      !AllZero(bytes, kPortOffset + 2, kNonceOffset) ||
+      !AllZero(bytes, kNonceOffset + 8, kHostOffset) ||
+      !AllZero(bytes, kHostOffset + host_bytes, kUniqueIdBytes)) {
+    RefuseId("nonzero padding");
+  }
+  id.store_host.assign(reinterpret_cast<const char*>(bytes + kHostOffset), host_bytes);
+  id.store_port = static_cast<uint16_t>(GetBigEndian(bytes + kPortOffset, 2));
+  if (id.store_port == 0) RefuseId("store port 0");
+  return id;
 }
 
 std::string NonceHex(uint64_t nonce) {
@@ -75,6 +109,13 @@ std::string NonceHex(uint64_t nonce) {
     nonce >>= 4;
   }
   return hex;
+}
+
+uint64_t RandomNonce() {
+  std::random_device device;
+  const uint64_t high = device();
+  const uint64_t low = device();
+  return (high << 32) ^ low;
 }
 
 }  // namespace infini::gloo_backend

@@ -1,33 +1,48 @@
-// What a gloo unique id carries, and its packed 128-byte layout:
+// What a gloo unique id carries, and its packed layout (kUniqueIdBytes):
 //
-//   bytes 0..3   magic "IGLO"    (a foreign id — NCCL's, zeros — is refused)
-//   byte  4      layout version  (1)
-//   byte  5      length L of the host text (1..kMaxHostBytes)
-//   bytes 6..7   store port, big-endian
-//   bytes 8..15  nonce, big-endian (random; names the group's keys)
-//   bytes 16..   host text (numeric IPv4/IPv6 address), then zeros
+//   bytes 0..3    magic "IGLO"    (a foreign id — NCCL's, zeros — is refused)
+//   byte  4       layout version  (2)
+//   byte  5       how ranks meet: 1 = the host's bootstrap, 2 = the root's
+//                 private store server
+//   byte  6       length L of the host text (0 with the host's bootstrap)
+//   byte  7       zero
+//   bytes 8..9    store port, big-endian (0 with the host's bootstrap)
+//   bytes 10..15  zero
+//   bytes 16..23  nonce, big-endian (random; names the group's keys)
+//   bytes 24..55  reserved for the private store's run token; zero for now
+//   bytes 56..    host text (numeric IPv4/IPv6 address), then zeros
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "infini/ccl/plugin_abi.h"
-
 namespace infini::gloo_backend {
 
-struct BootstrapAddress {
-  std::string store_host;  // where the root's store server listens
-  uint16_t store_port = 0;
-  uint64_t nonce = 0;  // distinguishes groups that share one store
+inline constexpr size_t kUniqueIdBytes = 128;
+
+enum class MeetingPlace : uint8_t {
+  kHostBootstrap = 1,  // the store the host lends at get_unique_id and init
+  kPrivateStore = 2,   // a TCP store server started by the root's process
 };
 
-inline constexpr size_t kMaxHostBytes = INFINI_CCL_UNIQUE_ID_BYTES - 16;
+struct GlooUniqueId {
+  MeetingPlace place = MeetingPlace::kHostBootstrap;
+  uint64_t nonce = 0;      // distinguishes groups that share one store
+  std::string store_host;  // kPrivateStore: where the root's server listens
+  uint16_t store_port = 0;
+};
 
-infiniCclUniqueId EncodeUniqueId(const BootstrapAddress& address);
-// Throws PluginError(infiniCclInvalidArgument) when `id` was not made by
-// this plugin (wrong magic, version or malformed fields).
-BootstrapAddress DecodeUniqueId(const infiniCclUniqueId& id);
+inline constexpr size_t kMaxHostBytes = kUniqueIdBytes - 56;
+
+// Writes kUniqueIdBytes bytes at `out`.
+void EncodeUniqueId(const GlooUniqueId& id, void* out);
+// Throws PluginError(infiniCclInvalidArgument) when the bytes were not made
+// by this plugin (wrong magic, version or malformed fields).
+GlooUniqueId DecodeUniqueId(const void* bytes);
 // The nonce as 16 lowercase hex digits, for store key prefixes.
 std::string NonceHex(uint64_t nonce);
+// A fresh random nonce.
+uint64_t RandomNonce();
 
 }  // namespace infini::gloo_backend

@@ -7,16 +7,40 @@
 
 #include "infini/ccl/plugin_abi.h"
 
+// Variants: MOCK_V1 builds a version-1 plugin (loaded through the adapter);
+// otherwise a version-2 one. MOCK_ABI_VERSION and MOCK_STRUCT_SIZE lie in
+// the table's header; MOCK_NEWER_HEADER exports a v2 table from a "newer"
+// header with entries after ours; MOCK_V3_ONLY exports only a version the
+// host does not know.
+#ifdef MOCK_V1
+using MockTable = infiniCclPlugin_v1_t;
+#define MOCK_DEFAULT_VERSION INFINI_CCL_PLUGIN_ABI_VERSION_V1
+#else
+// A table from a future header: ours, then entries we do not know.
+struct NewerTable {
+  infiniCclPlugin_v2_t v2;
+  infiniCclResult_t (*future_entry)(void);
+  uint64_t future_flags;
+};
+using MockTable = infiniCclPlugin_v2_t;
+#define MOCK_DEFAULT_VERSION INFINI_CCL_PLUGIN_ABI_VERSION_V2
+#endif
 #ifndef MOCK_ABI_VERSION
-#define MOCK_ABI_VERSION INFINI_CCL_PLUGIN_ABI_VERSION
+#define MOCK_ABI_VERSION MOCK_DEFAULT_VERSION
 #endif
 #ifndef MOCK_STRUCT_SIZE
-#define MOCK_STRUCT_SIZE sizeof(infiniCclPlugin_v1_t)
+#ifdef MOCK_NEWER_HEADER
+#define MOCK_STRUCT_SIZE sizeof(NewerTable)
+#else
+#define MOCK_STRUCT_SIZE sizeof(MockTable)
+#endif
 #endif
 
 namespace {
 
 int g_calls = 0;  // collective calls that reached the plugin
+int g_last_blocking = -1;
+char g_last_vendor_options[256] = "";
 thread_local const char* g_last_error = "";
 
 infiniCclResult_t Fail(const char* why) {
@@ -80,15 +104,58 @@ infiniCclResult_t EventElapsed(infiniCclEvent_t, infiniCclEvent_t, float* ms) {
   *ms = 0;
   return infiniCclSuccess;
 }
-infiniCclResult_t UniqueId(infiniCclUniqueId* id) {
+#ifdef MOCK_V1
+infiniCclResult_t UniqueId(infiniCclUniqueId_v1* id) {
   std::memset(id->internal, 7, sizeof(id->internal));
   return infiniCclSuccess;
 }
-infiniCclResult_t InitRank(infiniCclComm_t* comm, int nranks, infiniCclUniqueId, int rank,
-                           const infiniCclConfig_t* config) {
+infiniCclResult_t InitRank(infiniCclComm_t* comm, int nranks, infiniCclUniqueId_v1, int rank,
+                           const infiniCclConfig_v1_t* config) {
   if (nranks != 1) return Fail("mock plugin supports one rank only");
   *comm = reinterpret_cast<infiniCclComm_t>(new MockComm{rank});
-  // Like a non-blocking NCCL communicator: the handle exists, setup goes on.
+  return config != nullptr && config->blocking == 0 ? infiniCclInProgress : infiniCclSuccess;
+}
+infiniCclResult_t Split(infiniCclComm_t, int, int, infiniCclComm_t* newcomm,
+                        const infiniCclConfig_v1_t*) {
+  *newcomm = nullptr;
+  return infiniCclSuccess;
+}
+infiniCclResult_t AsyncError(infiniCclComm_t, infiniCclResult_t* error) {
+  *error = infiniCclSuccess;
+  return infiniCclSuccess;
+}
+#else
+constexpr size_t kMockIdBytes = 4108;  // as large as HCCL's root info
+infiniCclResult_t UniqueId(void* id, const infiniCclBootstrap_t*) {
+  std::memset(id, 7, kMockIdBytes);
+  return infiniCclSuccess;
+}
+infiniCclResult_t InitRank(infiniCclComm_t* comm, int nranks, const void* id, int rank,
+                           const infiniCclConfig_t* config, const infiniCclBootstrap_t*) {
+  if (nranks != 1) return Fail("mock plugin supports one rank only");
+  const auto* bytes = static_cast<const unsigned char*>(id);
+  if (bytes[0] != 7 || bytes[kMockIdBytes - 1] != 7) return Fail("mock: the id arrived damaged");
+  g_last_blocking = config != nullptr ? config->blocking : -1;
+  g_last_vendor_options[0] = '\0';
+  for (const infiniCclExtension_t* extension = config != nullptr ? config->extensions : nullptr;
+       extension != nullptr; extension = extension->next) {
+    if (extension->type != infiniCclExtensionVendorOptions) continue;
+    const auto* options = reinterpret_cast<const infiniCclVendorOptions_t*>(extension);
+    if (std::strcmp(options->backend, "mock") != 0) continue;
+    for (size_t i = 0; i < options->count; ++i) {
+      std::strncat(g_last_vendor_options, options->keys[i],
+                   sizeof(g_last_vendor_options) - std::strlen(g_last_vendor_options) - 1);
+      std::strncat(g_last_vendor_options, "=",
+                   sizeof(g_last_vendor_options) - std::strlen(g_last_vendor_options) - 1);
+      std::strncat(g_last_vendor_options, options->values[i],
+                   sizeof(g_last_vendor_options) - std::strlen(g_last_vendor_options) - 1);
+      std::strncat(g_last_vendor_options, ";",
+                   sizeof(g_last_vendor_options) - std::strlen(g_last_vendor_options) - 1);
+    }
+  }
+  *comm = reinterpret_cast<infiniCclComm_t>(new MockComm{rank});
+  // Like a non-blocking NCCL communicator: the handle exists, setup goes on;
+  // an unset field is the default (blocking), never "0".
   return config != nullptr && config->blocking == 0 ? infiniCclInProgress : infiniCclSuccess;
 }
 infiniCclResult_t Split(infiniCclComm_t, int, int, infiniCclComm_t* newcomm,
@@ -96,12 +163,25 @@ infiniCclResult_t Split(infiniCclComm_t, int, int, infiniCclComm_t* newcomm,
   *newcomm = nullptr;
   return infiniCclSuccess;
 }
-infiniCclResult_t Destroy(infiniCclComm_t comm) {
-  delete reinterpret_cast<MockComm*>(comm);
+infiniCclResult_t AsyncError(infiniCclComm_t, infiniCclResult_t* error, const char** message) {
+  *error = infiniCclSuccess;
+  if (message != nullptr) *message = "mock: all is well";
   return infiniCclSuccess;
 }
-infiniCclResult_t AsyncError(infiniCclComm_t, infiniCclResult_t* error) {
-  *error = infiniCclSuccess;
+// No average, and nothing but float32 and int32 for reductions: what an
+// HCCL-like library declares.
+int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_t op) {
+  const bool reduction =
+      collective == infiniCclCollAllReduce || collective == infiniCclCollReduce ||
+      collective == infiniCclCollReduceScatter || collective == infiniCclCollReduceScatterV;
+  if (!reduction) return 1;
+  const bool float32 = dtype.code == kDLFloat && dtype.bits == 32;
+  const bool int32 = dtype.code == kDLInt && dtype.bits == 32;
+  return (float32 || int32) && op != infiniCclAvg ? 1 : 0;
+}
+#endif
+infiniCclResult_t Destroy(infiniCclComm_t comm) {
+  delete reinterpret_cast<MockComm*>(comm);
   return infiniCclSuccess;
 }
 infiniCclResult_t Count(infiniCclComm_t, int* nranks) {
@@ -113,8 +193,8 @@ infiniCclResult_t UserRank(infiniCclComm_t comm, int* rank) {
   return infiniCclSuccess;
 }
 infiniCclResult_t Group() { return infiniCclSuccess; }
-infiniCclResult_t AllReduce(const void*, void*, size_t, DLDataType, infiniCclRedOp_t,
-                            infiniCclComm_t, infiniCclStream_t) {
+[[maybe_unused]] infiniCclResult_t AllReduce(const void*, void*, size_t, DLDataType,
+                                             infiniCclRedOp_t, infiniCclComm_t, infiniCclStream_t) {
   ++g_calls;
   return infiniCclSuccess;
 }
@@ -157,18 +237,25 @@ extern "C" {
 
 // Lets a test see how many collective calls reached the plugin.
 __attribute__((visibility("default"))) int mock_plugin_collective_calls() { return g_calls; }
+// The last config's blocking field and this backend's vendor options, as the
+// plugin saw them.
+__attribute__((visibility("default"))) int mock_plugin_last_blocking() { return g_last_blocking; }
+__attribute__((visibility("default"))) const char* mock_plugin_last_vendor_options() {
+  return g_last_vendor_options;
+}
 
 }  // extern "C"
 
-// The no-symbol variant exports its table under a misspelt name.
+#ifdef MOCK_V1
+
 #ifdef MOCK_NO_SYMBOL
-#define MOCK_TABLE_NAME infiniCclPlugin_V1
+#define MOCK_TABLE_NAME infiniCclPlugin_V1  // misspelt on purpose
 #else
 #define MOCK_TABLE_NAME infiniCclPlugin_v1
 #endif
 INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRUCT_SIZE,
                                                                        MOCK_ABI_VERSION,
-                                                                       "mock",
+                                                                       "mock_v1",
                                                                        GetVersion,
                                                                        ErrorString,
                                                                        LastError,
@@ -217,3 +304,49 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRU
                                                                        nullptr,
                                                                        nullptr,
                                                                        nullptr};
+
+#else
+
+#ifdef MOCK_NO_SYMBOL
+#define MOCK_TABLE_NAME infiniCclPlugin_V2  // misspelt on purpose
+#elif defined(MOCK_V3_ONLY)
+#define MOCK_TABLE_NAME infiniCclPlugin_v3
+#else
+#define MOCK_TABLE_NAME infiniCclPlugin_v2
+#endif
+
+#define MOCK_V2_TABLE                                                                              \
+  {                                                                                                \
+    .struct_size = MOCK_STRUCT_SIZE, .abi_version = MOCK_ABI_VERSION, .name = "mock",              \
+    .get_version = GetVersion, .get_error_string = ErrorString, .get_last_error = LastError,       \
+    .features = INFINI_CCL_FEATURE_NONBLOCKING, .supports = Supports, .device_type = kDLCPU,       \
+    .device_vendor = "host", .device_kind = "CPU", .visible_devices_env = "MOCK_VISIBLE_DEVICES",  \
+    .get_device_count = DeviceCount, .set_device = SetDevice, .get_device = GetDevice,             \
+    .mem_alloc = MemAlloc, .mem_free = MemFree, .memcpy_async = Memcpy, .memset_async = Memset,    \
+    .stream_create = StreamCreate, .stream_destroy = StreamOp, .stream_synchronize = StreamOp,     \
+    .stream_wait_event = StreamWait, .event_create = EventCreate, .event_destroy = EventOp,        \
+    .event_record = EventRecord, .event_query = EventQuery, .event_synchronize = EventOp,          \
+    .event_elapsed_ms = EventElapsed, .unique_id_bytes = kMockIdBytes, .get_unique_id = UniqueId,  \
+    .comm_init_rank = InitRank, .comm_init_ranks = nullptr, .comm_split = Split,                   \
+    .comm_destroy = Destroy, .comm_abort = Destroy, .comm_get_async_error = AsyncError,            \
+    .comm_count = Count, .comm_user_rank = UserRank, .group_start = Group, .group_end = Group,     \
+    .all_reduce = MOCK_ALL_REDUCE, .broadcast = Broadcast, .reduce = Reduce, .all_gather = Gather, \
+    .reduce_scatter = ReduceScatter, .send = Send, .recv = Recv, .all_to_all = nullptr,            \
+    .barrier = Barrier, .all_to_all_v = nullptr, .all_gather_v = nullptr,                          \
+    .reduce_scatter_v = nullptr, .gather = nullptr, .scatter = nullptr,                            \
+    .stream_begin_capture = nullptr, .stream_end_capture = nullptr, .graph_launch = nullptr,       \
+    .graph_destroy = nullptr                                                                       \
+  }
+#ifdef MOCK_NULL_ALL_REDUCE
+#define MOCK_ALL_REDUCE nullptr
+#else
+#define MOCK_ALL_REDUCE AllReduce
+#endif
+
+#ifdef MOCK_NEWER_HEADER
+INFINI_CCL_PLUGIN_EXPORT const NewerTable MOCK_TABLE_NAME = {MOCK_V2_TABLE, nullptr, 0};
+#else
+INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t MOCK_TABLE_NAME = MOCK_V2_TABLE;
+#endif
+
+#endif

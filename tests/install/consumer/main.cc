@@ -10,7 +10,7 @@ int main() {
   auto comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
   std::vector<float> data{1, 2, 3};
   infini::ccl::FlatTensor tensor(data.data(), infini::ccl::dtype::kFloat32, 3, DLDevice{kDLCPU, 0});
-  backend->AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum, comm);
+  comm.AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum);
   std::printf("loaded %s; all_reduce over 1 rank left %g\n", backend->info().library_path.c_str(),
               data[2]);
   return data[2] == 3.0f ? 0 : 1;

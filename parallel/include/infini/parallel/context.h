@@ -12,6 +12,8 @@
 // current on that thread.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +61,10 @@ class Context : public std::enable_shared_from_this<Context> {
   // "<run_id>/<restart_count>/".
   rendezvous::Store& store() { return *store_; }
   std::string key_namespace() const;
+  // A new connection to the same store, keys under the same namespace: for
+  // callers that wait concurrently (each waiter needs its own connection),
+  // such as a plugin using the store as its bootstrap.
+  std::shared_ptr<rendezvous::Store> ConnectStore() const;
 
   // Collective over the members: every rank in `global_ranks` calls it with
   // the same name and list (a rank's group rank is its index in the list).
@@ -77,7 +83,10 @@ class Context : public std::enable_shared_from_this<Context> {
   int device_index_ = 0;
   bool shares_device_ = false;
   std::shared_ptr<void> hosted_server_;  // keeps a hosted store alive
-  std::unique_ptr<rendezvous::Store> store_;
+  std::shared_ptr<rendezvous::Store> store_;
+  std::string store_host_;
+  uint16_t store_port_ = 0;
+  std::chrono::milliseconds store_timeout_{0};
 };
 
 }  // namespace infini::parallel
