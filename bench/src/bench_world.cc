@@ -1,11 +1,11 @@
 #include "bench_world.h"
 
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
 
 #include "infini/parallel/errors.h"
-#include "infini/rendezvous/prefix_store.h"
 
 namespace infini::bench {
 namespace {
@@ -31,8 +31,13 @@ void RunOnRankThreads(int threads_per_process, Body body) {
   if (first_failure) std::rethrow_exception(first_failure);
 }
 
-const char* VisibleDevicesVariable(DLDeviceType device_type) {
-  return device_type == kDLCUDA ? "CUDA_VISIBLE_DEVICES" : "";
+// "CUDA_VISIBLE_DEVICES='0,1'", "ASCEND_RT_VISIBLE_DEVICES unset", or "" for
+// a backend without a visibility variable, for device-selection errors.
+std::string VisibleDevicesText(const ccl::BackendInfo& backend) {
+  const std::string& variable = backend.visible_devices_env;
+  if (variable.empty()) return "";
+  const char* value = std::getenv(variable.c_str());
+  return value == nullptr ? variable + " unset" : variable + "='" + value + "'";
 }
 
 }  // namespace
@@ -42,14 +47,14 @@ void RankResources::ActivateDevice() const {
 }
 
 void RankResources::Synchronize() const {
-  backend().Barrier(communicator, stream);
+  communicator.Barrier(stream);
   stream.Synchronize();
 }
 
 double RankResources::ReduceOverRanks(double value, ccl::ReduceOp op) const {
   scalar.CopyFromHost(&value, sizeof(value));
   const ccl::FlatTensor tensor = scalar.AsTensor(ccl::dtype::kFloat64, 1);
-  backend().AllReduce(tensor, tensor, op, communicator, stream);
+  communicator.AllReduce(tensor, tensor, op, stream);
   stream.Synchronize();
   double reduced = 0;
   scalar.CopyToHost(&reduced, sizeof(reduced));
@@ -72,29 +77,21 @@ std::unique_ptr<BenchWorld> BenchWorld::Create(const std::string& backend_spec,
     const parallel::Rank rank(world->topology_, thread_rank, threads_per_process);
     const int device_index = parallel::SelectDeviceIndex(rank, device_type, visible_devices,
                                                          settings.allow_device_sharing,
-                                                         VisibleDevicesVariable(device_type));
+                                                         VisibleDevicesText(backend.info()));
     world->ranks_.push_back(std::make_unique<RankResources>(rank, device_index));
   }
 
   // Global process 0 makes the id; every other process reads it from the
-  // store. One process alone needs no store.
-  const bool is_first_process = world->topology_.global_proc_rank == 0;
-  std::unique_ptr<rendezvous::Store> store;
-  using Kind = parallel::StoreLocation::Kind;
-  if (world->topology_.proc_world_size() > 1 && settings.store.kind != Kind::kInProcess) {
-    if (settings.store.kind == Kind::kMaster && is_first_process) {
-      world->hosted_store_ = rendezvous::TcpStoreServer::Start({"0.0.0.0", settings.store.port});
-    }
-    std::shared_ptr<rendezvous::Store> client = rendezvous::TcpStoreClient::Connect(
-        settings.store.host, settings.store.port, settings.timeout);
-    client->set_timeout(settings.timeout);
-    store = std::make_unique<rendezvous::PrefixStore>(
-        settings.run_id + "/" + std::to_string(settings.restart_count) + "/ccl_bench", client);
-  }
+  // run's store, which is also lent to the plugin as its bootstrap (a plugin
+  // such as oneCCL's needs one even for a single process).
+  world->store_ = std::make_unique<conformance::RunStore>(settings, world->topology_, "ccl_bench");
+  const std::shared_ptr<rendezvous::Store> store = world->store_->Connect();
+  auto bootstrap =
+      std::make_shared<conformance::StoreBootstrap>(*world->store_, "world/bootstrap/");
   ccl::UniqueId unique_id;
-  if (is_first_process) {
-    unique_id = backend.GetUniqueId();
-    if (store) store->Set("world/unique_id", unique_id.ToBytes());
+  if (world->topology_.global_proc_rank == 0) {
+    unique_id = backend.GetUniqueId(bootstrap);
+    store->Set("world/unique_id", unique_id.ToBytes());
   } else {
     unique_id = ccl::UniqueId::FromBytes(store->Get("world/unique_id"));
   }
@@ -104,11 +101,22 @@ std::unique_ptr<BenchWorld> BenchWorld::Create(const std::string& backend_spec,
   config.name = "ccl_bench";
   config.timeout_ms = settings.timeout.count();
   config.allow_device_sharing = settings.allow_device_sharing;
+  // All of this process's ranks in one call: the plugin's multi-device init
+  // where it has one (some libraries cannot init ranks from threads), else
+  // the C++ layer's concurrent or grouped comm_init_rank.
+  std::vector<int> ranks, devices;
+  for (const auto& resources : world->ranks_) {
+    ranks.push_back(resources->rank.global_rank());
+    devices.push_back(resources->device_index);
+  }
+  std::vector<ccl::Communicator> communicators =
+      backend.CommInitRanks(world_size, unique_id, ranks, devices, config, bootstrap);
+  for (size_t index = 0; index < communicators.size(); ++index) {
+    world->ranks_[index]->communicator = std::move(communicators[index]);
+  }
   RunOnRankThreads(threads_per_process, [&](int thread_rank) {
     RankResources& resources = world->rank(thread_rank);
-    if (device_type != kDLCPU) backend.SetDevice(resources.device_index);
-    resources.communicator =
-        backend.CommInitRank(world_size, unique_id, resources.rank.global_rank(), config);
+    resources.ActivateDevice();
     resources.stream = ccl::Stream(world->backend_);
     resources.start = std::make_unique<ccl::Event>(world->backend_);
     resources.stop = std::make_unique<ccl::Event>(world->backend_);

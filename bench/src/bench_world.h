@@ -2,8 +2,8 @@
 // stream and timing events, all created before any timing starts.
 //
 // A thin adapter over parallel/ (topology and Rank from the environment) and
-// rendezvous/ (the store that carries the unique id); when parallel/ offers a
-// process-group factory for thread ranks, CreateThreadRanks can call it.
+// the run's store (conformance/run_store.h), which carries the unique id and
+// is lent to the plugin as its bootstrap.
 #pragma once
 
 #include <memory>
@@ -11,10 +11,9 @@
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/conformance/run_store.h"
 #include "infini/parallel/env_reader.h"
 #include "infini/parallel/rank.h"
-#include "infini/rendezvous/store.h"
-#include "infini/rendezvous/tcp_store.h"
 
 namespace infini::bench {
 
@@ -65,7 +64,7 @@ class BenchWorld {
 
   parallel::ProcessTopology topology_;
   std::shared_ptr<const ccl::Backend> backend_;
-  std::unique_ptr<rendezvous::TcpStoreServer> hosted_store_;  // MASTER_PORT case, process 0
+  std::unique_ptr<conformance::RunStore> store_;  // the unique id's way, the plugin's bootstrap
   std::vector<std::unique_ptr<RankResources>> ranks_;
 };
 

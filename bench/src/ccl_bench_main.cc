@@ -91,7 +91,7 @@ benchmark::Counter PerCase(double value) {
 // when the barrier has released every rank; on a host backend the events
 // record host time around the (synchronous) collective.
 double TimeOneLaunch(const RankResources& rank, const CollectiveCase& one_case) {
-  rank.backend().Barrier(rank.communicator, rank.stream);
+  rank.communicator.Barrier(rank.stream);
   rank.start->Record(rank.stream);
   one_case.Launch();
   rank.stop->Record(rank.stream);
@@ -161,6 +161,48 @@ std::vector<CaseSpec> CasesToRun(const BenchOptions& options, bool report) {
   return cases;
 }
 
+// The plugin entry each of ccl_bench's collectives calls.
+ccl::Collective EntryOf(Collective collective) {
+  switch (collective) {
+    case Collective::kAllReduce:
+      return ccl::Collective::kAllReduce;
+    case Collective::kAllGather:
+      return ccl::Collective::kAllGather;
+    case Collective::kReduceScatter:
+      return ccl::Collective::kReduceScatter;
+    case Collective::kBroadcast:
+      return ccl::Collective::kBroadcast;
+    case Collective::kReduce:
+      return ccl::Collective::kReduce;
+    case Collective::kSendRecv:
+      return ccl::Collective::kSend;
+    case Collective::kAllToAll:
+      return ccl::Collective::kAllToAll;
+  }
+  return ccl::Collective::kAllReduce;
+}
+
+// Drops the cases the backend declares it cannot serve (an optional entry it
+// lacks, a type or operator it does not support), saying so once.
+std::vector<CaseSpec> SupportedCases(const std::vector<CaseSpec>& cases,
+                                     const ccl::Capabilities& capabilities, bool report) {
+  std::vector<CaseSpec> supported;
+  std::string last_skipped;
+  for (const CaseSpec& spec : cases) {
+    if (capabilities.Supports(EntryOf(spec.collective), spec.dtype, spec.op)) {
+      supported.push_back(spec);
+      continue;
+    }
+    const std::string what = std::string(CollectiveName(spec.collective));
+    if (report && what != last_skipped) {
+      std::cerr << "ccl_bench: " << what << " skipped: the backend does not support it on "
+                << ccl::DataTypeName(spec.dtype) << " (ccl_info --capabilities)\n";
+    }
+    last_skipped = what;
+  }
+  return supported;
+}
+
 int Main(int argc, char** argv) {
   if (HasFlag(argc, argv, "--help") || HasFlag(argc, argv, "-h")) {
     std::cout << BenchUsage();
@@ -180,10 +222,11 @@ int Main(int argc, char** argv) {
     throw UsageError("--root=" + std::to_string(options.root) + ": expected a rank below the " +
                      "world size " + std::to_string(world_size));
   }
-  const std::vector<CaseSpec> cases = CasesToRun(options, reports);
+  std::vector<CaseSpec> cases = CasesToRun(options, reports);
 
   std::unique_ptr<BenchWorld> world =
       BenchWorld::Create(options.ccl_backend, options.threads_per_process);
+  cases = SupportedCases(cases, world->backend()->capabilities(), reports);
   std::atomic<int64_t> wrong_elements{0};
   for (const CaseSpec& spec : cases) {
     benchmark::RegisterBenchmark(

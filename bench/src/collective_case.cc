@@ -4,14 +4,47 @@
 #include <iostream>
 #include <vector>
 
-#include "host_reference.h"
+#include "infini/conformance/reference.h"
 
 namespace infini::bench {
 namespace {
 
+namespace reference = infini::conformance;
+
 bool Reduces(Collective collective) {
   return collective == Collective::kAllReduce || collective == Collective::kReduce ||
          collective == Collective::kReduceScatter;
+}
+
+// What the input values are for: the reduction, or data only moved.
+reference::Purpose PurposeOf(const CaseSpec& spec) {
+  return Reduces(spec.collective) ? reference::Purpose(spec.op) : std::nullopt;
+}
+
+// What `rank` must hold in its receive view; empty when the output is
+// unspecified (reduce off the root).
+std::vector<double> ExpectedOutput(const CaseSpec& spec, const BufferPlan& plan, int rank,
+                                   int world_size) {
+  const int64_t chunk = plan.chunk_elements;
+  switch (spec.collective) {
+    case Collective::kAllReduce:
+      return reference::ExpectAllReduce(spec.dtype, spec.op, world_size, plan.recv_elements);
+    case Collective::kReduce:
+      if (rank != spec.root) return {};
+      return reference::ExpectAllReduce(spec.dtype, spec.op, world_size, plan.recv_elements);
+    case Collective::kBroadcast:
+      return reference::ExpectBroadcast(spec.dtype, world_size, spec.root, plan.recv_elements);
+    case Collective::kAllGather:
+      return reference::ExpectAllGather(spec.dtype, world_size, chunk);
+    case Collective::kReduceScatter:
+      return reference::ExpectReduceScatter(spec.dtype, spec.op, world_size, rank, chunk);
+    case Collective::kAllToAll:
+      return reference::ExpectAllToAll(spec.dtype, world_size, rank, chunk);
+    case Collective::kSendRecv:
+      return reference::ExpectReceived(spec.dtype, world_size, (rank + world_size - 1) % world_size,
+                                       plan.recv_elements);
+  }
+  return {};
 }
 
 }  // namespace
@@ -73,60 +106,77 @@ void CollectiveCase::FillInputs() const {
   const size_t element_bytes = ccl::ElementBytes(spec_.dtype);
   for (int64_t first = 0; first < plan_.send_elements; first += kPieceElements) {
     const int64_t count = std::min(kPieceElements, plan_.send_elements - first);
-    const std::vector<unsigned char> encoded = EncodeValues(
-        spec_.dtype, InputValues(spec_.dtype, spec_.op, global_rank_, world_size_, count, first));
+    const std::vector<unsigned char> encoded = reference::Encode(
+        spec_.dtype, reference::InputValues(spec_.dtype, PurposeOf(spec_), global_rank_,
+                                            world_size_, first, count));
     send_.CopyFromHost(encoded.data(), encoded.size(),
                        static_cast<size_t>(SendOffset() + first) * element_bytes);
   }
 }
 
 void CollectiveCase::Launch() const {
-  const ccl::Backend& backend = rank_.backend();
   const ccl::Communicator& comm = rank_.communicator;
   const ccl::Stream& stream = rank_.stream;
   const ccl::FlatTensor send = SendTensor();
   const ccl::FlatTensor recv = RecvTensor();
   switch (spec_.collective) {
     case Collective::kAllReduce:
-      return backend.AllReduce(send, recv, spec_.op, comm, stream);
+      return comm.AllReduce(send, recv, spec_.op, stream);
     case Collective::kAllGather:
-      return backend.AllGather(send, recv, comm, stream);
+      return comm.AllGather(send, recv, stream);
     case Collective::kReduceScatter:
-      return backend.ReduceScatter(send, recv, spec_.op, comm, stream);
+      return comm.ReduceScatter(send, recv, spec_.op, stream);
     case Collective::kBroadcast:
-      return backend.Broadcast(send, recv, spec_.root, comm, stream);
+      return comm.Broadcast(send, recv, spec_.root, stream);
     case Collective::kReduce:
-      return backend.Reduce(send, recv, spec_.op, spec_.root, comm, stream);
+      return comm.Reduce(send, recv, spec_.op, spec_.root, stream);
     case Collective::kAllToAll:
-      return backend.AllToAll(send, recv, comm, stream);
-    case Collective::kSendRecv: {
-      // Ring neighbours: send to the next rank, receive from the previous.
-      backend.GroupStart();
-      backend.Send(send, (global_rank_ + 1) % world_size_, comm, stream);
-      backend.Recv(recv, (global_rank_ + world_size_ - 1) % world_size_, comm, stream);
-      backend.GroupEnd();
-      return;
-    }
+      return comm.AllToAll(send, recv, stream);
+    case Collective::kSendRecv:
+      return SendRecvRing(send, recv);
+  }
+}
+
+void CollectiveCase::SendRecvRing(const ccl::FlatTensor& send, const ccl::FlatTensor& recv) const {
+  // Ring neighbours: send to the next rank, receive from the previous.
+  const ccl::Communicator& comm = rank_.communicator;
+  const ccl::Stream& stream = rank_.stream;
+  const int next = (global_rank_ + 1) % world_size_;
+  const int previous = (global_rank_ + world_size_ - 1) % world_size_;
+  const ccl::Backend& backend = rank_.backend();
+  if (backend.capabilities().group()) {
+    backend.GroupStart();
+    comm.Send(send, next, stream);
+    comm.Recv(recv, previous, stream);
+    backend.GroupEnd();
+    return;
+  }
+  // Without group entries, blocking sends must not all wait at once: even
+  // ranks send first, odd ranks receive first.
+  if (global_rank_ % 2 == 0) {
+    comm.Send(send, next, stream);
+    comm.Recv(recv, previous, stream);
+  } else {
+    comm.Recv(recv, previous, stream);
+    comm.Send(send, next, stream);
   }
 }
 
 int64_t CollectiveCase::CountWrongElements() const {
-  const std::vector<double> expected = ExpectedOutput(
-      spec_.collective, plan_, spec_.dtype, spec_.op, spec_.root, global_rank_, world_size_);
+  const std::vector<double> expected = ExpectedOutput(spec_, plan_, global_rank_, world_size_);
   if (expected.empty()) return 0;  // unspecified output (reduce off the root)
   const size_t element_bytes = ccl::ElementBytes(spec_.dtype);
   const ccl::DeviceBuffer& buffer = spec_.in_place ? send_ : recv_;
   std::vector<unsigned char> host(static_cast<size_t>(plan_.recv_elements) * element_bytes);
   buffer.CopyToHost(host.data(), host.size(), static_cast<size_t>(RecvOffset()) * element_bytes);
-  std::string first_mismatch;
-  const int64_t wrong =
-      CountMismatches(spec_.dtype, expected,
-                      DecodeValues(spec_.dtype, host.data(), plan_.recv_elements), &first_mismatch);
-  if (wrong > 0) {
+  const reference::Comparison comparison = reference::Compare(
+      spec_.dtype, PurposeOf(spec_), expected,
+      reference::Decode(spec_.dtype, host.data(), static_cast<size_t>(plan_.recv_elements)));
+  if (!comparison.ok()) {
     std::cerr << "ccl_bench: --check: " << CaseName(spec_, world_size_) << " on rank "
-              << global_rank_ << ": " << wrong << " wrong elements; " << first_mismatch << "\n";
+              << global_rank_ << ": " << comparison.Describe() << "\n";
   }
-  return wrong;
+  return comparison.wrong;
 }
 
 }  // namespace infini::bench

@@ -45,6 +45,7 @@ class CollectiveCase {
   int64_t RecvOffset() const;
   ccl::FlatTensor SendTensor() const;
   ccl::FlatTensor RecvTensor() const;
+  void SendRecvRing(const ccl::FlatTensor& send, const ccl::FlatTensor& recv) const;
 
   CaseSpec spec_;
   const RankResources& rank_;

@@ -1,0 +1,69 @@
+// The run's store for programs that drive communicators themselves
+// (ccl_conformance, ccl_bench): where it is, connections to it, and the
+// bootstrap a plugin borrows from it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "infini/ccl/ccl.h"
+#include "infini/parallel/env_reader.h"
+#include "infini/rendezvous/store.h"
+
+namespace infini::conformance {
+
+// Connections to the store named by parallel::RuntimeSettings: the
+// launcher's, the one global process 0 hosts at MASTER_PORT, or (one process
+// alone) one hosted in this process. Keys live under
+// "<run_id>/<restart_count>/<program>/".
+class RunStore {
+ public:
+  // Hosts the store when this process must. Throws
+  // parallel::ParallelConfigError (MASTER_PORT taken) or
+  // rendezvous::StoreError.
+  RunStore(const parallel::RuntimeSettings& settings, const parallel::ProcessTopology& topology,
+           const std::string& program);
+  ~RunStore();
+
+  // A new connection (each thread that waits needs its own), with keys
+  // under the run's prefix.
+  std::shared_ptr<rendezvous::Store> Connect() const;
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::shared_ptr<void> hosted_server_;
+  std::string host_;
+  uint16_t port_ = 0;
+  std::chrono::milliseconds timeout_;
+  std::string prefix_;
+};
+
+// The store lent to a plugin as its bootstrap (ccl::BootstrapStore): keys
+// under `prefix`, one connection per calling thread, since a plugin may wait
+// for a key on one thread while another thread of the process sets it.
+// Store failures become ccl::Error with infiniCclTimeout or
+// infiniCclRemoteError.
+class StoreBootstrap : public ccl::BootstrapStore {
+ public:
+  StoreBootstrap(const RunStore& store, std::string prefix);
+
+  void Set(const std::string& key, const std::string& value) override;
+  std::string Get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t Add(const std::string& key, int64_t delta) override;
+  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+
+ private:
+  rendezvous::Store& ThisThreadsStore();
+
+  const RunStore& store_;
+  std::string prefix_;
+  std::mutex mutex_;
+  std::map<std::thread::id, std::shared_ptr<rendezvous::Store>> connections_;
+};
+
+}  // namespace infini::conformance

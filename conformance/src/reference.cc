@@ -1,0 +1,555 @@
+#include "infini/conformance/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "infini/ccl/plugin_abi.h"
+
+namespace infini::conformance {
+namespace {
+
+// A binary floating-point format narrower than float: float16, bfloat16 and
+// the fp8 formats. e4m3fn has no infinity and one NaN pattern per sign.
+struct NarrowFloat {
+  int exponent_bits;
+  int mantissa_bits;
+  bool finite_only;  // e4m3fn
+  int bias() const { return (1 << (exponent_bits - 1)) - 1; }
+  int max_field() const { return (1 << exponent_bits) - 1; }
+};
+
+constexpr NarrowFloat kHalf{5, 10, false};
+constexpr NarrowFloat kBfloat16{8, 7, false};
+constexpr NarrowFloat kE4M3{4, 3, true};
+constexpr NarrowFloat kE5M2{5, 2, false};
+
+uint32_t EncodeNarrow(NarrowFloat format, double value) {
+  const uint32_t sign = (std::signbit(value) ? 1u : 0u)
+                        << (format.exponent_bits + format.mantissa_bits);
+  const uint32_t all_mantissa = (1u << format.mantissa_bits) - 1;
+  if (std::isnan(value)) {
+    return sign | (static_cast<uint32_t>(format.max_field()) << format.mantissa_bits) |
+           all_mantissa;
+  }
+  const double magnitude = std::fabs(value);
+  if (magnitude == 0) return sign;
+  int exponent = 0;
+  const double fraction = std::frexp(magnitude, &exponent);  // in [0.5, 1)
+  int field = exponent - 1 + format.bias();
+  uint32_t mantissa = 0;
+  if (field <= 0) {  // subnormal; nearbyint rounds to nearest even
+    mantissa = static_cast<uint32_t>(
+        std::nearbyint(std::ldexp(magnitude, format.bias() - 1 + format.mantissa_bits)));
+    field = mantissa > all_mantissa ? 1 : 0;
+    mantissa &= all_mantissa;
+  } else {
+    mantissa =
+        static_cast<uint32_t>(std::nearbyint(std::ldexp(2 * fraction - 1, format.mantissa_bits)));
+    if (mantissa > all_mantissa) {
+      mantissa = 0;
+      ++field;
+    }
+  }
+  // Too large: infinity, or e4m3fn's largest finite value (448).
+  const int largest_field = format.finite_only ? format.max_field() : format.max_field() - 1;
+  const bool too_large = field > largest_field ||
+                         (format.finite_only && field == largest_field && mantissa == all_mantissa);
+  if (too_large) {
+    if (format.finite_only) {
+      return sign | (static_cast<uint32_t>(largest_field) << format.mantissa_bits) |
+             (all_mantissa - 1);
+    }
+    return sign | (static_cast<uint32_t>(format.max_field()) << format.mantissa_bits);
+  }
+  return sign | (static_cast<uint32_t>(field) << format.mantissa_bits) | mantissa;
+}
+
+double DecodeNarrow(NarrowFloat format, uint32_t bits) {
+  const uint32_t all_mantissa = (1u << format.mantissa_bits) - 1;
+  const uint32_t mantissa = bits & all_mantissa;
+  const int field =
+      static_cast<int>((bits >> format.mantissa_bits) & static_cast<uint32_t>(format.max_field()));
+  const bool negative = ((bits >> (format.exponent_bits + format.mantissa_bits)) & 1u) != 0;
+  double magnitude = 0;
+  if (format.finite_only && field == format.max_field() && mantissa == all_mantissa) {
+    magnitude = std::numeric_limits<double>::quiet_NaN();
+  } else if (!format.finite_only && field == format.max_field()) {
+    magnitude = mantissa != 0 ? std::numeric_limits<double>::quiet_NaN()
+                              : std::numeric_limits<double>::infinity();
+  } else if (field == 0) {
+    magnitude = std::ldexp(static_cast<double>(mantissa), 1 - format.bias() - format.mantissa_bits);
+  } else {
+    magnitude = std::ldexp(1.0 + std::ldexp(static_cast<double>(mantissa), -format.mantissa_bits),
+                           field - format.bias());
+  }
+  return negative ? -magnitude : magnitude;
+}
+
+template <typename T>
+void Store(T value, void* element) {
+  std::memcpy(element, &value, sizeof(T));
+}
+
+template <typename T>
+T Load(const void* element) {
+  T value;
+  std::memcpy(&value, element, sizeof(T));
+  return value;
+}
+
+bool Is(DLDataType dtype, int code, int bits) {
+  return dtype.code == code && dtype.bits == bits && dtype.lanes == 1;
+}
+
+[[noreturn]] void Unknown(DLDataType dtype) {
+  throw std::invalid_argument("host reference: no encoding for dtype " + ccl::DataTypeName(dtype));
+}
+
+bool IsNarrow(DLDataType dtype) { return dtype.bits == 8; }  // int8, uint8, fp8, bool
+
+// Moved data: distinct per rank and element, within the range `dtype`
+// holds exactly, negative too where the type is signed.
+double MovedValue(DLDataType dtype, int rank, int64_t index) {
+  int64_t modulus = 0;  // values in [0, modulus), shifted down by `offset` when signed
+  if (IsBool(dtype)) {
+    modulus = 2;
+  } else if (Is(dtype, INFINI_CCL_DL_FLOAT8_E4M3FN, 8)) {
+    modulus = 33;  // −16..16
+  } else if (Is(dtype, INFINI_CCL_DL_FLOAT8_E5M2, 8)) {
+    modulus = 17;  // −8..8
+  } else if (dtype.bits == 8) {
+    modulus = 251;
+  } else if (Is(dtype, kDLFloat, 16)) {
+    modulus = 4095;
+  } else if (Is(dtype, kDLBfloat, 16)) {
+    modulus = 511;
+  } else if (dtype.bits == 32) {
+    modulus = (int64_t{1} << 24) - 3;
+  } else {
+    modulus = (int64_t{1} << 40) - 87;
+  }
+  const int64_t position = (int64_t{rank} * 37 + (index % modulus) * 11 + 3) % modulus;
+  const bool shift = IsSigned(dtype) && !IsBool(dtype);
+  return static_cast<double>(shift ? position - modulus / 2 : position);
+}
+
+// Bool inputs for every purpose: a mix of true and false over ranks.
+double BoolValue(int rank, int64_t index) { return (rank + index) % 3 == 0 ? 1.0 : 0.0; }
+
+double SumValue(DLDataType dtype, int rank, int64_t index) {
+  // 8-bit and fp8: 0 or ±1, so sums over up to 8 ranks are exact in e5m2
+  // and sums over up to 127 ranks fit int8. Others: −3..3.
+  const double magnitude =
+      IsNarrow(dtype) ? static_cast<double>((rank + index) % 2) : (rank + 1 + index % 5) % 4;
+  const bool negate = IsSigned(dtype) && (rank + 2 * index) % 3 == 0;
+  return negate ? -magnitude : magnitude;
+}
+
+double ProdValue(DLDataType dtype, int rank, int world_size, int64_t index) {
+  // Exactly one rank gives 2 and, in signed types, one other gives −1: ±2.
+  const int64_t position = (rank + index) % world_size;
+  if (position == 0) return 2;
+  if (position == 1 && IsSigned(dtype)) return -1;
+  return 1;
+}
+
+double MinMaxValue(DLDataType dtype, int rank, int64_t index) {
+  const int64_t spread = (int64_t{rank} * 7 + (index % 11) * 3) % 11;
+  return static_cast<double>(IsSigned(dtype) ? spread - 5 : spread);
+}
+
+double Combine(DLDataType dtype, ReduceOp op, double accumulated, double value) {
+  if (IsBool(dtype)) {
+    const bool any = op == ReduceOp::kSum || op == ReduceOp::kMax;
+    return any ? static_cast<double>(accumulated != 0 || value != 0)
+               : static_cast<double>(accumulated != 0 && value != 0);
+  }
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return accumulated + value;
+    case ReduceOp::kProd:
+      return accumulated * value;
+    case ReduceOp::kMax:
+      return std::max(accumulated, value);
+    case ReduceOp::kMin:
+      return std::min(accumulated, value);
+  }
+  return accumulated;
+}
+
+std::string FormatValue(double value) {
+  if (std::isnan(value)) return "nan";
+  if (value == std::trunc(value) && std::fabs(value) < 1e15) {
+    return std::to_string(static_cast<int64_t>(value));
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
+std::vector<size_t> ReversedDisplacements(const std::vector<size_t>& counts) {
+  std::vector<size_t> displacements(counts.size(), 0);
+  size_t next = 0;
+  for (size_t peer = counts.size(); peer-- > 0;) {
+    displacements[peer] = next;
+    next += counts[peer];
+  }
+  return displacements;
+}
+
+}  // namespace
+
+std::vector<DLDataType> AllDataTypes() {
+  std::vector<DLDataType> types;
+  for (int index = 0; index < ccl::kNumKnownDataTypes; ++index) {
+    types.push_back(ccl::KnownDataType(index));
+  }
+  return types;
+}
+
+std::vector<ReduceOp> AllReduceOps() {
+  return {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg};
+}
+
+bool IsFloatingPoint(DLDataType dtype) {
+  return dtype.code == kDLFloat || dtype.code == kDLBfloat ||
+         dtype.code == INFINI_CCL_DL_FLOAT8_E4M3FN || dtype.code == INFINI_CCL_DL_FLOAT8_E5M2;
+}
+
+bool IsSigned(DLDataType dtype) { return dtype.code == kDLInt || IsFloatingPoint(dtype); }
+
+bool IsBool(DLDataType dtype) { return dtype.code == INFINI_CCL_DL_BOOL; }
+
+void EncodeElement(DLDataType dtype, double value, void* element) {
+  if (IsFloatingPoint(dtype)) {
+    if (Is(dtype, kDLFloat, 32)) return Store(static_cast<float>(value), element);
+    if (Is(dtype, kDLFloat, 64)) return Store(value, element);
+    if (Is(dtype, kDLFloat, 16)) {
+      return Store(static_cast<uint16_t>(EncodeNarrow(kHalf, value)), element);
+    }
+    if (Is(dtype, kDLBfloat, 16)) {
+      return Store(static_cast<uint16_t>(EncodeNarrow(kBfloat16, value)), element);
+    }
+    if (Is(dtype, INFINI_CCL_DL_FLOAT8_E4M3FN, 8)) {
+      return Store(static_cast<uint8_t>(EncodeNarrow(kE4M3, value)), element);
+    }
+    if (Is(dtype, INFINI_CCL_DL_FLOAT8_E5M2, 8)) {
+      return Store(static_cast<uint8_t>(EncodeNarrow(kE5M2, value)), element);
+    }
+    Unknown(dtype);
+  }
+  if (Is(dtype, INFINI_CCL_DL_BOOL, 8)) return Store(static_cast<uint8_t>(value != 0), element);
+  const auto integer = static_cast<int64_t>(value);
+  if (Is(dtype, kDLInt, 8)) return Store(static_cast<int8_t>(integer), element);
+  if (Is(dtype, kDLUInt, 8)) return Store(static_cast<uint8_t>(integer), element);
+  if (Is(dtype, kDLInt, 32)) return Store(static_cast<int32_t>(integer), element);
+  if (Is(dtype, kDLUInt, 32)) return Store(static_cast<uint32_t>(integer), element);
+  if (Is(dtype, kDLInt, 64)) return Store(integer, element);
+  if (Is(dtype, kDLUInt, 64)) return Store(static_cast<uint64_t>(integer), element);
+  Unknown(dtype);
+}
+
+double DecodeElement(DLDataType dtype, const void* element) {
+  if (Is(dtype, kDLFloat, 32)) return Load<float>(element);
+  if (Is(dtype, kDLFloat, 64)) return Load<double>(element);
+  if (Is(dtype, kDLFloat, 16)) return DecodeNarrow(kHalf, Load<uint16_t>(element));
+  if (Is(dtype, kDLBfloat, 16)) return DecodeNarrow(kBfloat16, Load<uint16_t>(element));
+  if (Is(dtype, INFINI_CCL_DL_FLOAT8_E4M3FN, 8)) return DecodeNarrow(kE4M3, Load<uint8_t>(element));
+  if (Is(dtype, INFINI_CCL_DL_FLOAT8_E5M2, 8)) return DecodeNarrow(kE5M2, Load<uint8_t>(element));
+  // Any non-zero byte is true, as C++ and DLPack read a bool.
+  if (Is(dtype, INFINI_CCL_DL_BOOL, 8)) return Load<uint8_t>(element) != 0 ? 1 : 0;
+  if (Is(dtype, kDLInt, 8)) return Load<int8_t>(element);
+  if (Is(dtype, kDLUInt, 8)) return Load<uint8_t>(element);
+  if (Is(dtype, kDLInt, 32)) return Load<int32_t>(element);
+  if (Is(dtype, kDLUInt, 32)) return Load<uint32_t>(element);
+  if (Is(dtype, kDLInt, 64)) return static_cast<double>(Load<int64_t>(element));
+  if (Is(dtype, kDLUInt, 64)) return static_cast<double>(Load<uint64_t>(element));
+  Unknown(dtype);
+}
+
+std::vector<unsigned char> Encode(DLDataType dtype, std::span<const double> values) {
+  const size_t width = ccl::ElementBytes(dtype);
+  std::vector<unsigned char> bytes(values.size() * width);
+  for (size_t index = 0; index < values.size(); ++index) {
+    EncodeElement(dtype, values[index], bytes.data() + index * width);
+  }
+  return bytes;
+}
+
+std::vector<double> Decode(DLDataType dtype, const void* data, size_t count) {
+  const size_t width = ccl::ElementBytes(dtype);
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  std::vector<double> values(count);
+  for (size_t index = 0; index < count; ++index) {
+    values[index] = DecodeElement(dtype, bytes + index * width);
+  }
+  return values;
+}
+
+double RoundTo(DLDataType dtype, double value) {
+  unsigned char element[8];
+  EncodeElement(dtype, value, element);
+  return DecodeElement(dtype, element);
+}
+
+double InputValue(DLDataType dtype, Purpose purpose, int rank, int world_size, int64_t index) {
+  if (!purpose) return MovedValue(dtype, rank, index);
+  if (IsBool(dtype)) return BoolValue(rank, index);
+  switch (*purpose) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return SumValue(dtype, rank, index);
+    case ReduceOp::kProd:
+      return ProdValue(dtype, rank, world_size, index);
+    case ReduceOp::kMax:
+    case ReduceOp::kMin:
+      return MinMaxValue(dtype, rank, index);
+  }
+  return 0;
+}
+
+std::vector<double> InputValues(DLDataType dtype, Purpose purpose, int rank, int world_size,
+                                int64_t first_index, int64_t count) {
+  std::vector<double> values(static_cast<size_t>(std::max<int64_t>(count, 0)));
+  for (size_t offset = 0; offset < values.size(); ++offset) {
+    values[offset] =
+        InputValue(dtype, purpose, rank, world_size, first_index + static_cast<int64_t>(offset));
+  }
+  return values;
+}
+
+bool HasReference(DLDataType dtype, ReduceOp op) {
+  return !(IsBool(dtype) && op == ReduceOp::kAvg);
+}
+
+double ReducedValue(DLDataType dtype, ReduceOp op, int world_size, int64_t index) {
+  if (!HasReference(dtype, op)) {
+    throw std::invalid_argument("host reference: " + std::string(ccl::ReduceOpName(op)) +
+                                " is not defined on " + ccl::DataTypeName(dtype));
+  }
+  double result = InputValue(dtype, op, 0, world_size, index);
+  for (int rank = 1; rank < world_size; ++rank) {
+    result = Combine(dtype, op, result, InputValue(dtype, op, rank, world_size, index));
+  }
+  if (op == ReduceOp::kAvg) {
+    result /= world_size;
+    if (!IsFloatingPoint(dtype)) result = std::trunc(result);
+  }
+  return RoundTo(dtype, result);
+}
+
+std::vector<double> ExpectAllReduce(DLDataType dtype, ReduceOp op, int world_size, int64_t count) {
+  std::vector<double> expected(static_cast<size_t>(count));
+  for (int64_t index = 0; index < count; ++index) {
+    expected[static_cast<size_t>(index)] = ReducedValue(dtype, op, world_size, index);
+  }
+  return expected;
+}
+
+std::vector<double> ExpectReduceScatter(DLDataType dtype, ReduceOp op, int world_size, int rank,
+                                        int64_t recv_count) {
+  std::vector<double> expected(static_cast<size_t>(recv_count));
+  for (int64_t index = 0; index < recv_count; ++index) {
+    expected[static_cast<size_t>(index)] =
+        ReducedValue(dtype, op, world_size, rank * recv_count + index);
+  }
+  return expected;
+}
+
+std::vector<double> ExpectBroadcast(DLDataType dtype, int world_size, int root, int64_t count) {
+  return InputValues(dtype, std::nullopt, root, world_size, 0, count);
+}
+
+std::vector<double> ExpectAllGather(DLDataType dtype, int world_size, int64_t send_count) {
+  std::vector<double> expected;
+  expected.reserve(static_cast<size_t>(send_count * world_size));
+  for (int peer = 0; peer < world_size; ++peer) {
+    const std::vector<double> block =
+        InputValues(dtype, std::nullopt, peer, world_size, 0, send_count);
+    expected.insert(expected.end(), block.begin(), block.end());
+  }
+  return expected;
+}
+
+std::vector<double> ExpectAllToAll(DLDataType dtype, int world_size, int rank, int64_t count) {
+  std::vector<double> expected;
+  expected.reserve(static_cast<size_t>(count * world_size));
+  for (int peer = 0; peer < world_size; ++peer) {
+    const std::vector<double> block =
+        InputValues(dtype, std::nullopt, peer, world_size, rank * count, count);
+    expected.insert(expected.end(), block.begin(), block.end());
+  }
+  return expected;
+}
+
+std::vector<double> ExpectReceived(DLDataType dtype, int world_size, int source, int64_t count) {
+  return InputValues(dtype, std::nullopt, source, world_size, 0, count);
+}
+
+std::vector<double> ExpectScatter(DLDataType dtype, int world_size, int root, int rank,
+                                  int64_t count) {
+  return InputValues(dtype, std::nullopt, root, world_size, rank * count, count);
+}
+
+VariableLayout::VariableLayout(int world_size, size_t base_count)
+    : world_size_(world_size), base_count_(base_count) {}
+
+size_t VariableLayout::Count(int from, int to) const {
+  return base_count_ + static_cast<size_t>((from + 2 * to) % 3);
+}
+
+std::vector<size_t> VariableLayout::SendCounts(int rank) const {
+  std::vector<size_t> counts(static_cast<size_t>(world_size_));
+  for (int peer = 0; peer < world_size_; ++peer)
+    counts[static_cast<size_t>(peer)] = Count(rank, peer);
+  return counts;
+}
+
+std::vector<size_t> VariableLayout::SendDisplacements(int rank) const {
+  std::vector<size_t> displacements(static_cast<size_t>(world_size_), 0);
+  size_t next = 0;
+  for (int peer = 0; peer < world_size_; ++peer) {
+    displacements[static_cast<size_t>(peer)] = next;
+    next += Count(rank, peer);
+  }
+  return displacements;
+}
+
+std::vector<size_t> VariableLayout::RecvCounts(int rank) const {
+  std::vector<size_t> counts(static_cast<size_t>(world_size_));
+  for (int peer = 0; peer < world_size_; ++peer)
+    counts[static_cast<size_t>(peer)] = Count(peer, rank);
+  return counts;
+}
+
+std::vector<size_t> VariableLayout::RecvDisplacements(int rank) const {
+  return ReversedDisplacements(RecvCounts(rank));
+}
+
+size_t VariableLayout::SendTotal(int rank) const {
+  size_t total = 0;
+  for (size_t count : SendCounts(rank)) total += count;
+  return total;
+}
+
+size_t VariableLayout::RecvTotal(int rank) const {
+  size_t total = 0;
+  for (size_t count : RecvCounts(rank)) total += count;
+  return total;
+}
+
+size_t VariableLayout::ShareCount(int rank) const {
+  return base_count_ + static_cast<size_t>((2 * rank + 1) % 3);
+}
+
+std::vector<size_t> VariableLayout::ShareCounts() const {
+  std::vector<size_t> counts(static_cast<size_t>(world_size_));
+  for (int peer = 0; peer < world_size_; ++peer)
+    counts[static_cast<size_t>(peer)] = ShareCount(peer);
+  return counts;
+}
+
+std::vector<size_t> VariableLayout::ShareDisplacements() const {
+  return ReversedDisplacements(ShareCounts());
+}
+
+size_t VariableLayout::ShareTotal() const {
+  size_t total = 0;
+  for (size_t count : ShareCounts()) total += count;
+  return total;
+}
+
+std::vector<double> ExpectAllToAllV(DLDataType dtype, const VariableLayout& layout, int rank) {
+  const int world_size = layout.world_size();
+  std::vector<double> expected(layout.RecvTotal(rank));
+  const std::vector<size_t> displacements = layout.RecvDisplacements(rank);
+  for (int peer = 0; peer < world_size; ++peer) {
+    const size_t first = layout.SendDisplacements(peer)[static_cast<size_t>(rank)];
+    const std::vector<double> block =
+        InputValues(dtype, std::nullopt, peer, world_size, static_cast<int64_t>(first),
+                    static_cast<int64_t>(layout.Count(peer, rank)));
+    std::copy(block.begin(), block.end(),
+              expected.begin() + static_cast<ptrdiff_t>(displacements[static_cast<size_t>(peer)]));
+  }
+  return expected;
+}
+
+std::vector<double> ExpectAllGatherV(DLDataType dtype, const VariableLayout& layout) {
+  const int world_size = layout.world_size();
+  std::vector<double> expected(layout.ShareTotal());
+  const std::vector<size_t> displacements = layout.ShareDisplacements();
+  for (int peer = 0; peer < world_size; ++peer) {
+    const std::vector<double> block = InputValues(dtype, std::nullopt, peer, world_size, 0,
+                                                  static_cast<int64_t>(layout.ShareCount(peer)));
+    std::copy(block.begin(), block.end(),
+              expected.begin() + static_cast<ptrdiff_t>(displacements[static_cast<size_t>(peer)]));
+  }
+  return expected;
+}
+
+std::vector<double> ExpectReduceScatterV(DLDataType dtype, ReduceOp op,
+                                         const VariableLayout& layout, int rank) {
+  const size_t first = layout.ShareDisplacements()[static_cast<size_t>(rank)];
+  std::vector<double> expected(layout.ShareCount(rank));
+  for (size_t index = 0; index < expected.size(); ++index) {
+    expected[index] =
+        ReducedValue(dtype, op, layout.world_size(), static_cast<int64_t>(first + index));
+  }
+  return expected;
+}
+
+double Tolerance(DLDataType dtype, Purpose purpose) {
+  if (!purpose || !IsFloatingPoint(dtype)) return 0;
+  if (Is(dtype, kDLFloat, 64)) return 1e-12;
+  if (Is(dtype, kDLFloat, 32)) return 1e-5;
+  if (Is(dtype, kDLFloat, 16)) return 2e-3;
+  if (Is(dtype, kDLBfloat, 16)) return 2e-2;
+  if (Is(dtype, INFINI_CCL_DL_FLOAT8_E4M3FN, 8)) return 0.13;
+  return 0.26;  // e5m2: two mantissa bits
+}
+
+bool CloseEnough(DLDataType dtype, Purpose purpose, double got, double want) {
+  if (got == want) return true;
+  return std::fabs(got - want) <= Tolerance(dtype, purpose) * std::max(1.0, std::fabs(want));
+}
+
+std::string Comparison::Describe() const {
+  if (ok()) return "";
+  std::string text;
+  if (first_wrong_index >= 0) {
+    text = "element " + std::to_string(first_wrong_index) + " of " + std::to_string(compared) +
+           " is " + FormatValue(first_got) + ", expected " + FormatValue(first_want);
+    if (wrong > 1) text += " (" + std::to_string(wrong) + " wrong)";
+  }
+  if (length_differs) {
+    if (!text.empty()) text += "; ";
+    text += "the received length differs from the expected one";
+  }
+  return text;
+}
+
+Comparison Compare(DLDataType dtype, Purpose purpose, std::span<const double> expected,
+                   std::span<const double> actual) {
+  Comparison result;
+  const size_t common = std::min(expected.size(), actual.size());
+  result.compared = static_cast<int64_t>(expected.size());
+  for (size_t index = 0; index < common; ++index) {
+    if (CloseEnough(dtype, purpose, actual[index], expected[index])) continue;
+    if (result.wrong++ == 0) {
+      result.first_wrong_index = static_cast<int64_t>(index);
+      result.first_got = actual[index];
+      result.first_want = expected[index];
+    }
+  }
+  if (expected.size() != actual.size()) {
+    result.length_differs = true;
+    result.wrong += static_cast<int64_t>(std::max(expected.size(), actual.size()) - common);
+  }
+  return result;
+}
+
+}  // namespace infini::conformance

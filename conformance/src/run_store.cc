@@ -1,0 +1,111 @@
+#include "infini/conformance/run_store.h"
+
+#include <vector>
+
+#include "infini/parallel/errors.h"
+#include "infini/rendezvous/prefix_store.h"
+#include "infini/rendezvous/tcp_store.h"
+
+namespace infini::conformance {
+namespace {
+
+// Store waits outlast a collective's deadline a little, so that the
+// program's own timeout, which names the operation, fires first.
+constexpr std::chrono::seconds kStoreTimeoutMargin{30};
+
+// Store failures become the codes the plugin ABI knows.
+template <typename Body>
+auto Translated(const std::string& key, Body&& body) {
+  try {
+    return body();
+  } catch (const rendezvous::StoreTimeoutError& error) {
+    throw ccl::Error(infiniCclTimeout, "store key '" + key + "': " + error.what());
+  } catch (const rendezvous::StoreError& error) {
+    throw ccl::Error(infiniCclRemoteError, "store key '" + key + "': " + error.what());
+  }
+}
+
+}  // namespace
+
+RunStore::RunStore(const parallel::RuntimeSettings& settings,
+                   const parallel::ProcessTopology& topology, const std::string& program)
+    : host_(settings.store.host),
+      port_(settings.store.port),
+      timeout_(settings.timeout + kStoreTimeoutMargin),
+      prefix_(settings.run_id + "/" + std::to_string(settings.restart_count) + "/" + program) {
+  using Kind = parallel::StoreLocation::Kind;
+  if (settings.store.kind == Kind::kInProcess) {
+    std::shared_ptr<rendezvous::TcpStoreServer> server =
+        rendezvous::TcpStoreServer::Start({"127.0.0.1", 0});
+    host_ = "127.0.0.1";
+    port_ = server->port();
+    hosted_server_ = server;
+  } else if (settings.store.kind == Kind::kMaster && topology.global_proc_rank == 0) {
+    try {
+      hosted_server_ = std::shared_ptr<rendezvous::TcpStoreServer>(
+          rendezvous::TcpStoreServer::Start({"0.0.0.0", port_}));
+    } catch (const rendezvous::StoreError& error) {
+      throw parallel::ParallelConfigError("MASTER_PORT='" + std::to_string(port_) +
+                                          "': could not host the store there (" + error.what() +
+                                          "): expected a free port");
+    }
+    host_ = "127.0.0.1";
+  }
+}
+
+RunStore::~RunStore() = default;
+
+std::shared_ptr<rendezvous::Store> RunStore::Connect() const {
+  std::shared_ptr<rendezvous::Store> client =
+      rendezvous::TcpStoreClient::Connect(host_, port_, timeout_);
+  client->set_timeout(timeout_);
+  auto prefixed = std::make_shared<rendezvous::PrefixStore>(prefix_, client);
+  prefixed->set_timeout(timeout_);
+  return prefixed;
+}
+
+StoreBootstrap::StoreBootstrap(const RunStore& store, std::string prefix)
+    : store_(store), prefix_(std::move(prefix)) {}
+
+rendezvous::Store& StoreBootstrap::ThisThreadsStore() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& connection = connections_[std::this_thread::get_id()];
+  if (connection == nullptr) connection = store_.Connect();
+  return *connection;
+}
+
+void StoreBootstrap::Set(const std::string& key, const std::string& value) {
+  Translated(key, [&] {
+    ThisThreadsStore().Set(prefix_ + key, value);
+    return 0;
+  });
+}
+
+std::string StoreBootstrap::Get(const std::string& key, std::chrono::milliseconds timeout) {
+  return Translated(key, [&] {
+    rendezvous::Store& store = ThisThreadsStore();
+    if (timeout.count() >= 0) store.Wait({prefix_ + key}, timeout);
+    return store.Get(prefix_ + key);
+  });
+}
+
+int64_t StoreBootstrap::Add(const std::string& key, int64_t delta) {
+  return Translated(key, [&] { return ThisThreadsStore().Add(prefix_ + key, delta); });
+}
+
+void StoreBootstrap::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  std::vector<std::string> prefixed;
+  prefixed.reserve(keys.size());
+  for (const auto& key : keys) prefixed.push_back(prefix_ + key);
+  Translated(keys.empty() ? std::string() : keys.front(), [&] {
+    rendezvous::Store& store = ThisThreadsStore();
+    if (timeout.count() < 0) {
+      store.Wait(prefixed);
+    } else {
+      store.Wait(prefixed, timeout);
+    }
+    return 0;
+  });
+}
+
+}  // namespace infini::conformance
