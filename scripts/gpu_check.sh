@@ -1,7 +1,8 @@
 #!/bin/bash
 # Everything that needs GPUs, from an existing build, in one go (~10 min):
-# the GPU tests, the direct-NCCL vs plugin benchmark (thread and process
-# layouts), the collective benchmark, and launch-to-first-all-reduce.
+# the GPU tests, the conformance suite on nccl (2x1 and 1x2), the direct-NCCL
+# vs plugin benchmark (thread and process layouts), the collective benchmark,
+# and launch-to-first-all-reduce.
 #
 # usage: scripts/gpu_check.sh BUILD_DIR [LOG_DIR]
 #   LOG_DIR defaults to $OUT (the device tool's output folder), else
@@ -77,7 +78,19 @@ skip_step() {
 run_step gpus 30 nvidia-smi -L
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 
+run_step ccl_info 30 "$build/bin/ccl_info" --ccl_backend=nccl --capabilities
 run_step ctest_gpu 420 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+
+# The porting kit's verdict on nccl, in both 2-rank layouts.
+infini_run="$build/bin/infini_run"
+if [[ -x "$infini_run" && -x "$build/bin/ccl_conformance" && $gpus -ge 2 ]]; then
+  run_step conformance_nccl_2x1 240 "$infini_run" --ccl_backend=nccl --nproc_per_node=2 -- \
+    "$build/bin/ccl_conformance" --json="$logs/conformance_nccl_2x1.json"
+  run_step conformance_nccl_1x2 240 "$infini_run" --ccl_backend=nccl --nproc_per_node=1 -- \
+    "$build/bin/ccl_conformance" --nthread_per_process=2 --json="$logs/conformance_nccl_1x2.json"
+else
+  skip_step conformance_nccl "needs bin/infini_run, bin/ccl_conformance and 2 GPUs"
+fi
 
 if [[ -x "$build/bin/nccl_overhead_bench" ]]; then
   run_step nccl_overhead_threads 180 "$build/bin/nccl_overhead_bench"
@@ -85,7 +98,6 @@ else
   skip_step nccl_overhead_threads "no $build/bin/nccl_overhead_bench"
 fi
 
-infini_run="$build/bin/infini_run"
 if [[ -x "$infini_run" && -x "$build/bin/nccl_overhead_bench" && $gpus -ge 2 ]]; then
   run_step nccl_overhead_processes 150 "$infini_run" --nproc_per_node="$gpus" -- \
     "$build/bin/nccl_overhead_bench" --collectives=all_reduce --max_bytes=$((256 << 20)) \
@@ -101,7 +113,7 @@ if [[ -x "$infini_run" && -x "$build/bin/ccl_bench" && $gpus -ge 2 ]]; then
     name="ccl_bench_${processes}x${threads}"
     run_step "$name" 150 "$infini_run" --ccl_backend=nccl --nproc_per_node="$processes" -- \
       "$build/bin/ccl_bench" --threads_per_process="$threads" --collectives=all \
-      --min_bytes=8 --max_bytes=1G --iters=20 --warmup=5 --benchmark_out="$logs/$name.json"
+      --min_bytes=8 --max_bytes=256M --iters=20 --warmup=5 --benchmark_out="$logs/$name.json"
     run_step "${name}_check" 90 "$infini_run" --ccl_backend=nccl --nproc_per_node="$processes" -- \
       "$build/bin/ccl_bench" --threads_per_process="$threads" --collectives=all \
       --max_bytes=16M --iters=2 --warmup=1 --check
@@ -135,7 +147,7 @@ if [[ ${#first_times[@]} -gt 0 ]]; then
   echo "launch to first all_reduce (infini_run --ccl_backend=nccl --nproc_per_node=2), s: ${first_times[*]}"
 fi
 if [[ -f "$logs/nccl_overhead_threads.log" ]]; then
-  grep -A4 '^## Host time' "$logs/nccl_overhead_threads.log"
+  grep -A5 '^## Host time' "$logs/nccl_overhead_threads.log"
 fi
 [[ -f "$logs/ctest_gpu.log" ]] && grep -E 'tests passed|tests failed' "$logs/ctest_gpu.log"
 exit $failed
