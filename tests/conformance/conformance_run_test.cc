@@ -207,6 +207,29 @@ TEST(ConformanceRun, HungItemIsAbortedReportedAndTheNextItemsRun) {
   }
 }
 
+#ifdef CCL_BENCH_PATH
+// ccl_bench knows nothing of kvtest's shape: it runs and checks all_reduce.
+void ExpectBenchRunsOnKvtest(const std::string& launcher_flags, const std::string& bench_flags) {
+  const RunResult run =
+      RunCommand(std::string(INFINI_RUN_PATH) + " --ccl_backend=" + KVTEST_PLUGIN_PATH + " " +
+                 launcher_flags + " -- " + CCL_BENCH_PATH +
+                 " --collectives=all_reduce --op=sum --max_bytes=4K --iters=2 "
+                 "--warmup=1 --check " +
+                 bench_flags);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("ccl_bench: backend kvtest, 2 ranks"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("--check passed"), std::string::npos) << run.output;
+}
+
+TEST(ConformanceRun, CclBenchRunsOnKvtestInTwoProcesses) {
+  ExpectBenchRunsOnKvtest("--nproc_per_node=2", "");
+}
+
+TEST(ConformanceRun, CclBenchRunsOnKvtestWithTwoThreadRanks) {
+  ExpectBenchRunsOnKvtest("--nproc_per_node=1", "--threads_per_process=2");
+}
+#endif
+
 TEST(ConformanceRun, BadFlagIsOneLineAndExitCodeTwo) {
   const RunResult run = RunCommand(std::string(CCL_CONFORMANCE_PATH) + " --item_timeout_s=0");
   EXPECT_EQ(run.exit_code, 2) << run.output;
