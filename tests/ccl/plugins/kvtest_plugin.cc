@@ -15,6 +15,10 @@
 // the bootstrap store: each rank sets its contribution under a key of the
 // call's sequence number and reads the others'; the last reader empties the
 // keys (a counter says who is last). Simple and slow; not for performance.
+//
+// KVTEST_FAULT makes it misbehave on purpose, for the tests of the
+// conformance suite itself: "wrong_all_reduce" (float32 sums come back with
+// element 2 off by one), "hang_broadcast" (the root never sends).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,6 +41,11 @@ constexpr int64_t kPollMs = 100;                // a wait checks for abort this 
 constexpr int64_t kDefaultTimeoutMs = 300'000;  // a wait for a peer gives up after this
 
 thread_local std::string t_last_error;
+
+bool Fault(const char* name) {
+  const char* fault = std::getenv("KVTEST_FAULT");
+  return fault != nullptr && std::strcmp(fault, name) == 0;
+}
 thread_local int t_current_device = 0;
 
 infiniCclResult_t Fail(infiniCclResult_t code, std::string why) {
@@ -582,6 +591,10 @@ infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, 
   infiniCclResult_t result = Exchange(comm, sendbuff, bytes, bytes, Everyone, &all);
   if (result != infiniCclSuccess) return result;
   ReduceInto(datatype, op, Pointers(all, 0), count, recvbuff);
+  if (Fault("wrong_all_reduce") && op == infiniCclSum && datatype.code == kDLFloat &&
+      datatype.bits == 32 && count > 2) {
+    static_cast<float*>(recvbuff)[2] += 1;
+  }
   return infiniCclSuccess;
 }
 
@@ -605,6 +618,11 @@ infiniCclResult_t Broadcast(const void* sendbuff, void* recvbuff, size_t count, 
   CommUse use(&comm);
   const size_t bytes = count * WidthOf(datatype);
   std::vector<std::vector<unsigned char>> all;
+  if (Fault("hang_broadcast") && comm.rank == root) {
+    ++comm.sequence;  // as if it had sent; the others wait for ever
+    if (bytes != 0) std::memmove(recvbuff, sendbuff, bytes);
+    return infiniCclSuccess;
+  }
   infiniCclResult_t result = Exchange(
       comm, sendbuff, comm.rank == root ? bytes : 0, bytes, [&](int rank) { return rank == root; },
       &all);

@@ -1,0 +1,449 @@
+// ccl_conformance: judges every entry of a backend plugin against the host
+// reference, under infini_run, in any process × thread layout:
+//
+//   infini_run --nproc_per_node=2 --ccl_backend=gloo -- ccl_conformance
+//   infini_run --nproc_per_node=1 -- ccl_conformance --ccl_backend=/path/libinfini_ccl_x.so
+//       --nthread_per_process=2 --json=report.json
+//
+// Every rank runs the same items in the same order, each bounded by
+// --item_timeout_s (a watchdog aborts the communicators of a rank that
+// passes it, so a hung item is reported and the next one starts on a new
+// communicator). Ranks agree on each verdict through the run's store: an
+// item's verdict is the worst of any rank's. Global rank 0 prints the table;
+// the exit status is 0 only when no item is FAIL or missing.
+#include <gflags/gflags.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "infini/conformance/run_store.h"
+#include "infini/parallel/env_reader.h"
+#include "infini/parallel/errors.h"
+#include "infini/parallel/rank.h"
+#include "suite.h"
+
+DEFINE_string(ccl_backend, "", "Backend: a name or a plugin path (default: $INFINI_CCL_BACKEND)");
+DEFINE_int32(nthread_per_process, 0, "Ranks (threads) in each process (default 1)");
+DEFINE_int32(threads_per_process, 0, "Another name of --nthread_per_process");
+DEFINE_bool(quick, false, "Small counts (0, 1, 13, 1031) and 20 s per item: for CI");
+DEFINE_int64(large_count, 262147, "The largest element count each collective is judged at");
+DEFINE_int32(item_timeout_s, 60, "Seconds an item may take on a rank before it counts as hung");
+DEFINE_string(json, "", "Also write the verdicts to this JSON file (global rank 0)");
+DEFINE_string(filter, "", "Run only the items whose name contains this text");
+
+namespace infini::conformance {
+namespace {
+
+// A user's mistake: one line and exit code 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// How long a rank thread may stay blocked after its communicators were
+// aborted before the suite gives up on the process.
+constexpr std::chrono::seconds kAbortGrace{15};
+
+struct Row {
+  std::string name;
+  Outcome outcome;
+};
+
+// What global rank 0 collects, shared with the watchdog, which prints it
+// when a rank is stuck for good.
+struct Report {
+  std::mutex mutex;
+  std::string header;
+  std::vector<Row> rows;
+  std::string running;  // the item in progress
+};
+
+std::string Escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char code[8];
+      std::snprintf(code, sizeof(code), "\\u%04x", c);
+      out += code;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::map<Verdict, int> Tally(const std::vector<Row>& rows) {
+  std::map<Verdict, int> tally;
+  for (const Row& row : rows) ++tally[row.outcome.verdict];
+  return tally;
+}
+
+std::string SummaryLine(const std::vector<Row>& rows) {
+  std::map<Verdict, int> tally = Tally(rows);
+  return std::to_string(tally[Verdict::kPass]) + " pass, " +
+         std::to_string(tally[Verdict::kUnsupported]) + " unsupported, " +
+         std::to_string(tally[Verdict::kMissing]) + " missing, " +
+         std::to_string(tally[Verdict::kFail]) + " FAIL";
+}
+
+void PrintTable(const Report& report) {
+  size_t width = 4;
+  for (const Row& row : report.rows) width = std::max(width, row.name.size());
+  std::ostringstream out;
+  out << report.header << "\n";
+  out << std::string("ITEM") + std::string(width - 4 + 2, ' ') << "VERDICT      DETAIL\n";
+  for (const Row& row : report.rows) {
+    const std::string verdict(VerdictName(row.outcome.verdict));
+    out << row.name << std::string(width - row.name.size() + 2, ' ') << verdict
+        << std::string(13 - verdict.size(), ' ') << row.outcome.detail << "\n";
+  }
+  out << "summary: " << SummaryLine(report.rows) << "\n";
+  std::cout << out.str() << std::flush;
+}
+
+void WriteJson(const Report& report, const std::string& path, const std::string& backend,
+               int world_size, int processes, int threads) {
+  std::ofstream file(path);
+  if (!file) throw UsageError("--json='" + path + "': cannot open it for writing");
+  std::map<Verdict, int> tally = Tally(report.rows);
+  file << "{\n  \"backend\": \"" << Escape(backend) << "\",\n  \"world_size\": " << world_size
+       << ",\n  \"processes\": " << processes << ",\n  \"threads_per_process\": " << threads
+       << ",\n  \"summary\": {\"pass\": " << tally[Verdict::kPass]
+       << ", \"unsupported\": " << tally[Verdict::kUnsupported]
+       << ", \"missing\": " << tally[Verdict::kMissing] << ", \"fail\": " << tally[Verdict::kFail]
+       << "},\n  \"items\": [\n";
+  for (size_t index = 0; index < report.rows.size(); ++index) {
+    const Row& row = report.rows[index];
+    file << "    {\"name\": \"" << Escape(row.name) << "\", \"verdict\": \""
+         << VerdictName(row.outcome.verdict) << "\", \"detail\": \"" << Escape(row.outcome.detail)
+         << "\"}" << (index + 1 < report.rows.size() ? "," : "") << "\n";
+  }
+  file << "  ]\n}\n";
+}
+
+// ---- Verdicts over ranks ----------------------------------------------------------
+
+Outcome Fail(std::string detail) { return {Verdict::kFail, std::move(detail), false}; }
+
+std::string EncodeOutcome(const Outcome& outcome) {
+  return std::to_string(static_cast<int>(outcome.verdict)) + (outcome.rebuild_world ? "r" : "-") +
+         outcome.detail;
+}
+
+Outcome DecodeOutcome(const std::string& text) {
+  Outcome outcome;
+  if (text.size() < 2) return Fail("a rank sent an unreadable verdict");
+  outcome.verdict = static_cast<Verdict>(text[0] - '0');
+  outcome.rebuild_world = text[1] == 'r';
+  outcome.detail = text.substr(2);
+  return outcome;
+}
+
+// Global rank 0 combines every rank's outcome (the worst wins; its detail
+// names the rank when ranks differ) and publishes it; the others read it.
+Outcome AgreeOnOutcome(RankContext& context, const std::string& key, const Outcome& mine,
+                       std::chrono::milliseconds deadline) {
+  context.store->Set(key + "/" + std::to_string(context.rank), EncodeOutcome(mine));
+  if (context.rank != 0) {
+    context.store->Wait({key + "/all"}, deadline);
+    return DecodeOutcome(context.store->Get(key + "/all"));
+  }
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < context.world_size; ++rank) {
+    keys.push_back(key + "/" + std::to_string(rank));
+  }
+  Outcome combined;
+  try {
+    context.store->Wait(keys, deadline);
+    int worst_rank = -1;
+    bool details_differ = false;
+    std::string first_detail;
+    for (int rank = 0; rank < context.world_size; ++rank) {
+      const Outcome theirs = DecodeOutcome(context.store->Get(keys[static_cast<size_t>(rank)]));
+      if (rank == 0) first_detail = theirs.detail;
+      details_differ = details_differ || theirs.detail != first_detail;
+      combined.rebuild_world = combined.rebuild_world || theirs.rebuild_world;
+      if (worst_rank < 0 || theirs.verdict > combined.verdict) {
+        combined.verdict = theirs.verdict;
+        combined.detail = theirs.detail;
+        worst_rank = rank;
+      }
+    }
+    if (details_differ && combined.verdict == Verdict::kFail) {
+      combined.detail = "rank " + std::to_string(worst_rank) + ": " + combined.detail;
+    }
+  } catch (const rendezvous::StoreError& error) {
+    combined = Fail(std::string("not every rank reported a verdict: ") + error.what());
+    combined.rebuild_world = true;
+  }
+  context.store->Set(key + "/all", EncodeOutcome(combined));
+  return combined;
+}
+
+// ---- One rank's run ---------------------------------------------------------------
+
+Outcome RunItem(RankContext& context, const Item& item) {
+  if (item.needs_world && !context.world.valid()) {
+    return {Verdict::kMissing, "needs the world communicator: " + context.world_problem, false};
+  }
+  try {
+    context.ActivateDevice();
+  } catch (const std::exception&) {
+    // runtime/device_count reports it; items still try.
+  }
+  try {
+    return item.run(context);
+  } catch (const ccl::Error& error) {
+    // A required entry answering "unsupported" is missing, not wrong.
+    const Verdict verdict =
+        error.code() == infiniCclUnsupported ? Verdict::kMissing : Verdict::kFail;
+    return {verdict, error.what(), true};
+  } catch (const std::exception& error) {
+    return {Verdict::kFail, error.what(), true};
+  }
+}
+
+void MakeWorld(RankContext& context) {
+  context.world = ccl::Communicator();
+  try {
+    context.ActivateDevice();
+  } catch (const std::exception&) {
+    // runtime/device_count names the device entries; init may still work.
+  }
+  try {
+    context.world = context.NewCommunicator("world/" + std::to_string(context.world_generation++));
+    context.world_problem.clear();
+    if (!context.stream.handle()) context.stream = ccl::Stream(context.backend);
+  } catch (const std::exception& error) {
+    context.world = ccl::Communicator();
+    context.world_problem = error.what();
+  }
+}
+
+void DropWorld(RankContext& context) {
+  if (!context.world.valid()) return;
+  try {
+    if (context.capabilities().abort()) {
+      context.world.Abort();
+    } else {
+      context.world.Destroy();
+    }
+  } catch (const std::exception&) {
+    // A new world follows either way.
+  }
+  context.world = ccl::Communicator();
+}
+
+void RunRank(RankContext& context, const std::vector<Item>& items, Report* report) {
+  const auto deadline_after = [&] {
+    return std::chrono::steady_clock::now() + context.options.item_timeout;
+  };
+  const auto agree_deadline = context.options.item_timeout * 2 + kAbortGrace;
+  for (size_t index = 0; index < items.size(); ++index) {
+    const Item& item = items[index];
+    if (!FLAGS_filter.empty() && item.name.find(FLAGS_filter) == std::string::npos &&
+        item.name != "init/world") {
+      continue;
+    }
+    if (report != nullptr) {
+      std::lock_guard<std::mutex> lock(report->mutex);
+      report->running = item.name;
+    }
+    context.item_key = "item/" + std::to_string(index);
+    context.watch->Arm(deadline_after());
+    if (item.name == "init/world") MakeWorld(context);
+    Outcome outcome;
+    {
+      Watched watched(*context.watch, context.world);
+      outcome = RunItem(context, item);
+    }
+    context.watch->Disarm();
+    if (context.watch->fired()) {
+      outcome = Fail("did not finish within " +
+                     std::to_string(context.options.item_timeout.count() / 1000) +
+                     " s; its communicators were aborted (" + outcome.detail + ")");
+      outcome.rebuild_world = true;
+    }
+    const Outcome agreed =
+        AgreeOnOutcome(context, context.item_key + "/verdict", outcome, agree_deadline);
+    if (report != nullptr) {
+      std::lock_guard<std::mutex> lock(report->mutex);
+      report->rows.push_back({item.name, agreed});
+      report->running.clear();
+    }
+    if (agreed.rebuild_world && (context.world.valid() || context.world_problem.empty())) {
+      DropWorld(context);
+      context.watch->Arm(deadline_after());
+      MakeWorld(context);
+      context.watch->Disarm();
+    }
+  }
+  DropWorld(context);
+}
+
+// Aborts the communicators of a rank past its item's deadline; ends the
+// process when a rank stays blocked even so (printing what global rank 0
+// has, when it is here).
+void Watchdog(std::vector<std::unique_ptr<HangWatch>>& watches, Report* report,
+              const std::atomic<bool>& done) {
+  while (!done.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto now = std::chrono::steady_clock::now();
+    for (size_t thread = 0; thread < watches.size(); ++thread) {
+      if (watches[thread]->Check(now) < kAbortGrace) continue;
+      std::cout.flush();
+      if (report != nullptr) {
+        std::lock_guard<std::mutex> lock(report->mutex);
+        report->rows.push_back(
+            {report->running,
+             Fail("still blocked " + std::to_string(kAbortGrace.count()) +
+                  " s after its communicators were aborted (or the plugin cannot abort); the "
+                  "suite cannot go on")});
+        PrintTable(*report);
+      }
+      std::cerr << "ccl_conformance: thread rank " << thread
+                << " is stuck in an item even after comm_abort; stopping" << std::endl;
+      std::_Exit(1);
+    }
+  }
+}
+
+int Main(int argc, char** argv) {
+  gflags::SetUsageMessage(
+      "Judges a backend plugin against the host reference; run under infini_run.\n"
+      "  infini_run --nproc_per_node=2 --ccl_backend=gloo -- ccl_conformance --quick");
+  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  if (argc > 1) throw UsageError(std::string("unexpected argument '") + argv[1] + "'");
+  int threads =
+      FLAGS_nthread_per_process > 0 ? FLAGS_nthread_per_process : FLAGS_threads_per_process;
+  if (FLAGS_nthread_per_process < 0 || FLAGS_threads_per_process < 0) {
+    throw UsageError("--nthread_per_process=" + std::to_string(FLAGS_nthread_per_process) +
+                     ": expected a positive number of ranks per process");
+  }
+  if (threads == 0) threads = 1;
+  if (FLAGS_item_timeout_s < 1) {
+    throw UsageError("--item_timeout_s=" + std::to_string(FLAGS_item_timeout_s) +
+                     ": expected at least 1 second");
+  }
+  if (FLAGS_large_count < 2) {
+    throw UsageError("--large_count=" + std::to_string(FLAGS_large_count) +
+                     ": expected at least 2 elements");
+  }
+  SuiteOptions options;
+  const int64_t large =
+      FLAGS_quick ? std::min<int64_t>(FLAGS_large_count, 1031) : FLAGS_large_count;
+  options.counts = {0, 1, 13, large};
+  options.item_timeout =
+      std::chrono::seconds(FLAGS_quick ? std::min(FLAGS_item_timeout_s, 20) : FLAGS_item_timeout_s);
+
+  const parallel::Environment environment = parallel::CurrentEnvironment();
+  const parallel::ProcessTopology topology = parallel::ReadProcessTopology(environment);
+  const parallel::RuntimeSettings settings = parallel::ReadRuntimeSettings(environment, topology);
+  const std::shared_ptr<const ccl::Backend> backend = ccl::Backend::Load(FLAGS_ccl_backend);
+  const RunStore run_store(settings, topology, "ccl_conformance");
+
+  const parallel::Rank first(topology, 0, threads);
+  const int world_size = first.world_size();
+  const std::vector<Item> items = BuildItems(backend->capabilities(), world_size);
+
+  // Devices: as parallel/ chooses them, unless the plugin cannot say how
+  // many it has (a port's first steps); runtime/device_count reports that.
+  int visible = 1;
+  std::string device_problem;
+  try {
+    visible = backend->info().device_type == kDLCPU ? 1 : backend->DeviceCount();
+  } catch (const std::exception& error) {
+    device_problem = error.what();
+    visible = first.local_world_size();
+  }
+
+  ThreadMeeting meeting(threads);
+  std::vector<std::unique_ptr<HangWatch>> watches;
+  std::vector<std::unique_ptr<RankContext>> contexts;
+  for (int thread = 0; thread < threads; ++thread) {
+    const parallel::Rank rank(topology, thread, threads);
+    auto context = std::make_unique<RankContext>();
+    context->backend = backend;
+    context->rank = rank.global_rank();
+    context->world_size = world_size;
+    context->thread_rank = thread;
+    context->threads = threads;
+    context->device_problem = device_problem;
+    try {
+      context->device = parallel::SelectDeviceIndex(rank, backend->info().device_type, visible,
+                                                    settings.allow_device_sharing,
+                                                    backend->info().visible_devices_env);
+    } catch (const parallel::ParallelConfigError& error) {
+      context->device = rank.local_device_index();
+      context->device_problem = error.what();
+    }
+    context->run_store = &run_store;
+    context->store = run_store.Connect();
+    context->meeting = &meeting;
+    watches.push_back(std::make_unique<HangWatch>());
+    context->watch = watches.back().get();
+    context->options = options;
+    contexts.push_back(std::move(context));
+  }
+
+  const bool reports = topology.global_proc_rank == 0;
+  Report report;
+  if (reports) {
+    const auto& info = backend->info();
+    report.header = "ccl_conformance: backend " + info.name + " (" + info.library_path + ", ABI " +
+                    std::to_string(info.abi_version) + ", " + info.version + "), " +
+                    std::to_string(world_size) +
+                    " ranks = " + std::to_string(topology.proc_world_size()) + " processes x " +
+                    std::to_string(threads) + " threads, counts 0 1 13 " + std::to_string(large);
+  }
+  std::atomic<bool> done{false};
+  std::thread watchdog(Watchdog, std::ref(watches), reports ? &report : nullptr, std::cref(done));
+  std::vector<std::thread> rank_threads;
+  for (int thread = 0; thread < threads; ++thread) {
+    rank_threads.emplace_back([&, thread] {
+      RunRank(*contexts[static_cast<size_t>(thread)], items,
+              reports && thread == 0 ? &report : nullptr);
+    });
+  }
+  for (std::thread& thread : rank_threads) thread.join();
+  done = true;
+  watchdog.join();
+
+  if (!reports) return 0;
+  PrintTable(report);
+  if (!FLAGS_json.empty()) {
+    WriteJson(report, FLAGS_json, backend->info().name, world_size, topology.proc_world_size(),
+              threads);
+  }
+  std::map<Verdict, int> tally = Tally(report.rows);
+  return tally[Verdict::kFail] + tally[Verdict::kMissing] > 0 ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace infini::conformance
+
+int main(int argc, char** argv) {
+  try {
+    return infini::conformance::Main(argc, argv);
+  } catch (const infini::conformance::UsageError& error) {
+    std::cerr << "ccl_conformance: " << error.what() << std::endl;
+    return 2;
+  } catch (const infini::parallel::ParallelConfigError& error) {
+    std::cerr << "ccl_conformance: " << error.what() << std::endl;
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << "ccl_conformance: " << error.what() << std::endl;
+    return 1;
+  }
+}

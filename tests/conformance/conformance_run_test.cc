@@ -1,0 +1,240 @@
+// ccl_conformance as a porting engineer runs it: under infini_run, on gloo,
+// on the template plugin and on the kvtest plugin, in several process ×
+// thread layouts, with --quick sizes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` through the shell, bounded so a hang fails the test.
+RunResult RunCommand(const std::string& command) {
+  RunResult result;
+  FILE* pipe = popen(("timeout 120 " + command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer;
+  size_t got = 0;
+  while ((got = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.output.append(buffer.data(), got);
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+RunResult Conformance(const std::string& backend, const std::string& launcher_flags,
+                      const std::string& suite_flags, const std::string& environment = "") {
+  return RunCommand("env " + environment + " " + INFINI_RUN_PATH + " --ccl_backend=" + backend +
+                    " " + launcher_flags + " -- " + CCL_CONFORMANCE_PATH + " --quick " +
+                    suite_flags);
+}
+
+struct Row {
+  std::string name, verdict, detail;
+};
+
+// The table rows global rank 0 printed ("[rank0]:name  verdict  detail").
+std::vector<Row> Rows(const std::string& output) {
+  std::vector<Row> rows;
+  std::istringstream lines(output);
+  bool in_table = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("[rank0]:", 0) != 0) continue;
+    line = line.substr(8);
+    if (line.rfind("ITEM ", 0) == 0) {
+      in_table = true;
+      continue;
+    }
+    if (!in_table || line.rfind("summary:", 0) == 0) {
+      in_table = false;
+      continue;
+    }
+    std::istringstream fields(line);
+    Row row;
+    fields >> row.name >> row.verdict;
+    std::getline(fields, row.detail);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::set<std::string> Named(const std::vector<Row>& rows, const std::string& verdict) {
+  std::set<std::string> names;
+  for (const Row& row : rows) {
+    if (row.verdict == verdict) names.insert(row.name);
+  }
+  return names;
+}
+
+const Row* Find(const std::vector<Row>& rows, const std::string& name) {
+  for (const Row& row : rows) {
+    if (row.name == name) return &row;
+  }
+  return nullptr;
+}
+
+void ExpectEveryRowJudged(const std::vector<Row>& rows, const std::string& output) {
+  ASSERT_GT(rows.size(), 100u) << output;
+  for (const Row& row : rows) {
+    EXPECT_TRUE(row.verdict == "pass" || row.verdict == "unsupported" || row.verdict == "missing" ||
+                row.verdict == "FAIL")
+        << row.name << " " << row.verdict;
+  }
+}
+
+void ExpectGlooPasses(const std::string& launcher_flags, const std::string& suite_flags) {
+  const RunResult run = Conformance("gloo", launcher_flags, suite_flags);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::vector<Row> rows = Rows(run.output);
+  ExpectEveryRowJudged(rows, run.output);
+  EXPECT_TRUE(Named(rows, "FAIL").empty()) << run.output;
+  EXPECT_TRUE(Named(rows, "missing").empty()) << run.output;
+  // The entries gloo has are judged, not skipped.
+  for (const char* name :
+       {"all_reduce/float32/sum", "reduce_scatter/bfloat16/max", "all_to_all_v/int64",
+        "send_recv_ring/float16", "split/even_odd", "abort/unblocks_recv", "barrier"}) {
+    const Row* row = Find(rows, name);
+    ASSERT_NE(row, nullptr) << name << "\n" << run.output;
+    EXPECT_EQ(row->verdict, "pass") << name;
+  }
+  EXPECT_EQ(run.output.find("[rank1]:"), std::string::npos) << "only global rank 0 reports";
+}
+
+TEST(ConformanceRun, GlooPassesInTwoProcesses) { ExpectGlooPasses("--nproc_per_node=2", ""); }
+
+TEST(ConformanceRun, GlooPassesInOneProcessOfTwoThreads) {
+  ExpectGlooPasses("--nproc_per_node=1", "--nthread_per_process=2");
+}
+
+TEST(ConformanceRun, GlooPassesInTwoProcessesOfTwoThreads) {
+  ExpectGlooPasses("--nproc_per_node=2", "--nthread_per_process=2");
+}
+
+TEST(ConformanceRun, TemplateReportsEveryItemAndNamesWhatToImplement) {
+  const RunResult run = Conformance("template", "--nproc_per_node=2", "");
+  EXPECT_EQ(run.exit_code, 1) << run.output;  // items missing; no crash, no hang
+  const std::vector<Row> rows = Rows(run.output);
+  ExpectEveryRowJudged(rows, run.output);
+  EXPECT_TRUE(Named(rows, "pass").empty()) << run.output;
+  EXPECT_TRUE(Named(rows, "FAIL").empty()) << run.output;
+  EXPECT_EQ(Named(rows, "missing").count("init/world"), 1u) << run.output;
+  for (const char* entry :
+       {"implement get_device_count (plugin.cc)", "implement set_device (plugin.cc)",
+        "implement get_unique_id (plugin.cc)", "docs/porting.md step"}) {
+    EXPECT_NE(run.output.find(entry), std::string::npos) << entry << "\n" << run.output;
+  }
+}
+
+// kvtest declares: no average, no all_to_all, no group entries, no capture,
+// not non-blocking. Exactly those are unsupported; everything else passes.
+std::set<std::string> KvtestDeclaredGaps() {
+  std::set<std::string> gaps = {"all_to_all", "group/two_all_reduce", "init/non_blocking",
+                                "capture/replay_all_reduce"};
+  for (const char* collective : {"all_reduce", "reduce", "reduce_scatter", "reduce_scatter_v"}) {
+    for (const char* dtype : {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
+                              "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"}) {
+      gaps.insert(std::string(collective) + "/" + dtype + "/avg");
+    }
+  }
+  return gaps;
+}
+
+void ExpectKvtestShape(const std::string& launcher_flags, const std::string& suite_flags) {
+  const RunResult run = Conformance(KVTEST_PLUGIN_PATH, launcher_flags, suite_flags);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::vector<Row> rows = Rows(run.output);
+  ExpectEveryRowJudged(rows, run.output);
+  EXPECT_EQ(Named(rows, "unsupported"), KvtestDeclaredGaps()) << run.output;
+  EXPECT_TRUE(Named(rows, "FAIL").empty()) << run.output;
+  EXPECT_TRUE(Named(rows, "missing").empty()) << run.output;
+  const Row* id = Find(rows, "init/unique_id_through_store");
+  ASSERT_NE(id, nullptr);
+  EXPECT_NE(id->detail.find("4096 bytes"), std::string::npos) << id->detail;
+  const Row* world = Find(rows, "init/world");
+  ASSERT_NE(world, nullptr);
+  EXPECT_NE(world->detail.find("comm_init_ranks"), std::string::npos) << world->detail;
+}
+
+TEST(ConformanceRun, KvtestReportsExactlyItsDeclaredGapsInTwoProcesses) {
+  ExpectKvtestShape("--nproc_per_node=2", "");
+}
+
+TEST(ConformanceRun, KvtestReportsExactlyItsDeclaredGapsWithTwoThreadRanks) {
+  ExpectKvtestShape("--nproc_per_node=1", "--nthread_per_process=2");
+}
+
+TEST(ConformanceRun, WrongResultIsAFailNamingTheFirstWrongElement) {
+  const RunResult run = Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=2",
+                                    "--filter=all_reduce/float32", "KVTEST_FAULT=wrong_all_reduce");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const std::vector<Row> rows = Rows(run.output);
+  const Row* sum = Find(rows, "all_reduce/float32/sum");
+  ASSERT_NE(sum, nullptr) << run.output;
+  EXPECT_EQ(sum->verdict, "FAIL");
+  EXPECT_NE(sum->detail.find("count 13 out of place: element 2 of 13 is"), std::string::npos)
+      << sum->detail;
+  const Row* max = Find(rows, "all_reduce/float32/max");
+  ASSERT_NE(max, nullptr) << run.output;
+  EXPECT_EQ(max->verdict, "pass");
+}
+
+TEST(ConformanceRun, HungItemIsAbortedReportedAndTheNextItemsRun) {
+  const RunResult run =
+      Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=2", "--filter=float32 --item_timeout_s=3",
+                  "KVTEST_FAULT=hang_broadcast");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const std::vector<Row> rows = Rows(run.output);
+  const Row* broadcast = Find(rows, "broadcast/float32");
+  ASSERT_NE(broadcast, nullptr) << run.output;
+  EXPECT_EQ(broadcast->verdict, "FAIL");
+  EXPECT_NE(broadcast->detail.find("did not finish within 3 s"), std::string::npos)
+      << broadcast->detail;
+  for (const char* after : {"all_gather/float32", "gather/float32", "send_recv_ring/float32"}) {
+    const Row* row = Find(rows, after);
+    ASSERT_NE(row, nullptr) << after << "\n" << run.output;
+    EXPECT_EQ(row->verdict, "pass") << after << ": " << row->detail;
+  }
+}
+
+#ifdef CCL_BENCH_PATH
+// ccl_bench knows nothing of kvtest's shape: it runs and checks all_reduce.
+void ExpectBenchRunsOnKvtest(const std::string& launcher_flags, const std::string& bench_flags) {
+  const RunResult run =
+      RunCommand(std::string(INFINI_RUN_PATH) + " --ccl_backend=" + KVTEST_PLUGIN_PATH + " " +
+                 launcher_flags + " -- " + CCL_BENCH_PATH +
+                 " --collectives=all_reduce --op=sum --max_bytes=4K --iters=2 "
+                 "--warmup=1 --check " +
+                 bench_flags);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("ccl_bench: backend kvtest, 2 ranks"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("--check passed"), std::string::npos) << run.output;
+}
+
+TEST(ConformanceRun, CclBenchRunsOnKvtestInTwoProcesses) {
+  ExpectBenchRunsOnKvtest("--nproc_per_node=2", "");
+}
+
+TEST(ConformanceRun, CclBenchRunsOnKvtestWithTwoThreadRanks) {
+  ExpectBenchRunsOnKvtest("--nproc_per_node=1", "--threads_per_process=2");
+}
+#endif
+
+TEST(ConformanceRun, BadFlagIsOneLineAndExitCodeTwo) {
+  const RunResult run = RunCommand(std::string(CCL_CONFORMANCE_PATH) + " --item_timeout_s=0");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--item_timeout_s=0: expected at least 1 second"), std::string::npos)
+      << run.output;
+}
+
+}  // namespace
