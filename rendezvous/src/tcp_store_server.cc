@@ -338,12 +338,20 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     pumping_ = false;
     ResumeReadingIfMemoryAllows();
     ArmDeadlineTimer();
+    PublishCounters();
+  }
+
+  void PublishCounters() {
     num_keys_.store(table_.num_keys(), std::memory_order_relaxed);
     num_waiters_.store(table_.num_waiters(), std::memory_order_relaxed);
     buffered_bytes_published_.store(buffered_bytes_, std::memory_order_relaxed);
   }
 
   void DeliverCompletions() {
+    if (!table_.HasCompletions()) return;
+    // Counters change before the replies leave (uv_write may send at once),
+    // so a client that got its answer sees them settled.
+    PublishCounters();
     for (Completion& completion : table_.TakeCompletions()) {
       const auto found = connections_.find(completion.client);
       if (found == connections_.end() || found->second->closing) continue;
