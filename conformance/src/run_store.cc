@@ -4,6 +4,7 @@
 
 #include "infini/parallel/errors.h"
 #include "infini/rendezvous/prefix_store.h"
+#include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 
 namespace infini::conformance {
@@ -27,6 +28,19 @@ auto Translated(const std::string& key, Body&& body) {
 
 }  // namespace
 
+namespace {
+
+// Stores of a run prove the launcher's token (INFINI_RUN_TOKEN), when any.
+rendezvous::TcpStoreServerOptions ServerOptions(const std::string& host, uint16_t port) {
+  rendezvous::TcpStoreServerOptions options;
+  options.host = host;
+  options.port = port;
+  options.token = rendezvous::RunTokenFromEnvironment();
+  return options;
+}
+
+}  // namespace
+
 RunStore::RunStore(const parallel::RuntimeSettings& settings,
                    const parallel::ProcessTopology& topology, const std::string& program)
     : host_(settings.store.host),
@@ -36,14 +50,14 @@ RunStore::RunStore(const parallel::RuntimeSettings& settings,
   using Kind = parallel::StoreLocation::Kind;
   if (settings.store.kind == Kind::kInProcess) {
     std::shared_ptr<rendezvous::TcpStoreServer> server =
-        rendezvous::TcpStoreServer::Start({"127.0.0.1", 0});
+        rendezvous::TcpStoreServer::Start(ServerOptions("127.0.0.1", 0));
     host_ = "127.0.0.1";
     port_ = server->port();
     hosted_server_ = server;
   } else if (settings.store.kind == Kind::kMaster && topology.global_proc_rank == 0) {
     try {
       hosted_server_ = std::shared_ptr<rendezvous::TcpStoreServer>(
-          rendezvous::TcpStoreServer::Start({"0.0.0.0", port_}));
+          rendezvous::TcpStoreServer::Start(ServerOptions("0.0.0.0", port_)));
     } catch (const rendezvous::StoreError& error) {
       throw parallel::ParallelConfigError("MASTER_PORT='" + std::to_string(port_) +
                                           "': could not host the store there (" + error.what() +
@@ -56,8 +70,8 @@ RunStore::RunStore(const parallel::RuntimeSettings& settings,
 RunStore::~RunStore() = default;
 
 std::shared_ptr<rendezvous::Store> RunStore::Connect() const {
-  std::shared_ptr<rendezvous::Store> client =
-      rendezvous::TcpStoreClient::Connect(host_, port_, timeout_);
+  std::shared_ptr<rendezvous::Store> client = rendezvous::TcpStoreClient::Connect(
+      host_, port_, timeout_, rendezvous::RunTokenFromEnvironment());
   client->set_timeout(timeout_);
   auto prefixed = std::make_shared<rendezvous::PrefixStore>(prefix_, client);
   prefixed->set_timeout(timeout_);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "infini/ccl/ccl.h"
+#include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 
 namespace {
@@ -45,7 +46,8 @@ int main() {
     auto backend = infini::ccl::Backend::Load();  // INFINI_CCL_BACKEND, or auto
     if (backend->info().device_type != kDLCPU) backend->SetDevice(local_rank);
     auto store = infini::rendezvous::TcpStoreClient::Connect(
-        Env("INFINI_STORE_ADDR"), static_cast<uint16_t>(EnvInt("INFINI_STORE_PORT")));
+        Env("INFINI_STORE_ADDR"), static_cast<uint16_t>(EnvInt("INFINI_STORE_PORT")),
+        infini::rendezvous::Store::kDefaultTimeout, infini::rendezvous::RunTokenFromEnvironment());
     infini::ccl::UniqueId id;
     if (rank == 0) {
       id = backend->GetUniqueId();

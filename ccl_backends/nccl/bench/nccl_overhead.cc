@@ -33,6 +33,7 @@
 
 #include "../communicator.h"  // the plugin's communicator, to call NCCL on the same one
 #include "infini/ccl/ccl.h"
+#include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 
 DEFINE_uint64(min_bytes, 8, "Smallest message size in bytes");
@@ -484,7 +485,8 @@ int RunProcess(const std::shared_ptr<const Backend>& backend) {
   const char* run_id = std::getenv("INFINI_RUN_ID");
   const std::string prefix = std::string(run_id != nullptr ? run_id : "run") + "/nccl_overhead/";
   auto store = rendezvous::TcpStoreClient::Connect(
-      std::getenv("INFINI_STORE_ADDR"), static_cast<uint16_t>(EnvInt("INFINI_STORE_PORT")));
+      std::getenv("INFINI_STORE_ADDR"), static_cast<uint16_t>(EnvInt("INFINI_STORE_PORT")),
+      rendezvous::Store::kDefaultTimeout, rendezvous::RunTokenFromEnvironment());
   ncclUniqueId direct_id;
   UniqueId plugin_id;
   if (r.rank == 0) {
