@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <thread>
 
 #include "infini/conformance/reference.h"
@@ -578,13 +579,18 @@ Outcome BarrierOrders(RankContext& context) {
 }
 
 // A float32 sum all_reduce of `count` on `comm`, checked.
-std::string SumCheck(RankContext& context, const ccl::Communicator& comm, int64_t count) {
+// `settled`, when given, runs between the enqueue and the stream's
+// synchronization: a non-blocking communicator's call may still be in
+// progress (not yet on the stream) when it returns.
+std::string SumCheck(RankContext& context, const ccl::Communicator& comm, int64_t count,
+                     const std::function<void()>& settled = {}) {
   const DLDataType dtype = ccl::dtype::kFloat32;
   const std::vector<double> values =
       InputValues(dtype, ReduceOp::kSum, comm.rank(), comm.world_size(), 0, count);
   ccl::DeviceBuffer buffer = Upload(context, dtype, values);
   comm.AllReduce(buffer.AsTensor(dtype, count), buffer.AsTensor(dtype, count), ReduceOp::kSum,
                  context.stream);
+  if (settled) settled();
   context.stream.Synchronize();
   return Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true},
                ExpectAllReduce(dtype, ReduceOp::kSum, comm.world_size(), count),
@@ -681,9 +687,11 @@ Outcome NonBlockingInit(RankContext& context) {
     return std::string(what) + " ended in " + ccl::ResultName(state) + ": " + message;
   };
   if (std::string bad = settle("init"); !bad.empty()) return Fail(bad);
-  const std::string wrong = SumCheck(context, comm, 5);
+  std::string enqueue_failure;
+  const std::string wrong =
+      SumCheck(context, comm, 5, [&] { enqueue_failure = settle("all_reduce"); });
+  if (!enqueue_failure.empty()) return Fail(enqueue_failure);
   if (!wrong.empty()) return Fail("all_reduce on a non-blocking communicator: " + wrong);
-  if (std::string bad = settle("all_reduce"); !bad.empty()) return Fail(bad);
   comm.Destroy();
   return Pass();
 }
