@@ -13,6 +13,9 @@ DEFINE_string(ccl_backend, "",
               "Backend to load: a name (gloo, nccl, auto) or a path to a plugin library. "
               "Default: $INFINI_CCL_BACKEND, else auto");
 DEFINE_bool(device_count, false, "Print only the number of visible devices");
+DEFINE_bool(accelerator_count, false,
+            "Print only the number of visible accelerator devices: 0 for a host backend "
+            "(gloo), whatever its device count (what --nproc_per_node=gpu counts)");
 DEFINE_bool(visibility_variable, false,
             "Print only the environment variable that restricts the visible devices "
             "(CUDA_VISIBLE_DEVICES, ...), or an empty line when the backend has none");
@@ -91,6 +94,10 @@ int main(int argc, char** argv) {
     const int device_count = backend->DeviceCount();
     if (FLAGS_device_count) {
       std::printf("%d\n", device_count);
+      return 0;
+    }
+    if (FLAGS_accelerator_count) {
+      std::printf("%d\n", info.device_type == kDLCPU ? 0 : device_count);
       return 0;
     }
     std::printf("backend:      %s\n", info.name.c_str());

@@ -91,7 +91,9 @@ int CpuCount() {
 int BackendDeviceCount(const std::string& bin_dir, const std::string& ccl_backend) {
   std::string ccl_info = bin_dir + "/ccl_info";
   if (access(ccl_info.c_str(), X_OK) != 0) throw LaunchError(ccl_info + " not found");
-  std::string output = RunAndCapture({ccl_info, "--ccl_backend=" + ccl_backend, "--device_count"});
+  // Accelerators only: a host backend's one "device" is not a GPU.
+  std::string output =
+      RunAndCapture({ccl_info, "--ccl_backend=" + ccl_backend, "--accelerator_count"});
   char* end = nullptr;
   long count = std::strtol(output.c_str(), &end, 10);
   while (end && (*end == '\n' || *end == ' ')) ++end;
@@ -125,7 +127,9 @@ int ResolveProcessesPerNode(const std::string& value, const std::string& bin_dir
     std::string why;
     try {
       devices = BackendDeviceCount(bin_dir, ccl_backend);
-      if (devices == 0) why = "the backend '" + ccl_backend + "' sees no device";
+      if (devices == 0) {
+        why = "--ccl_backend='" + ccl_backend + "' finds no accelerator device on this machine";
+      }
     } catch (const LaunchError& error) {
       why = error.what();
     }

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -337,6 +338,18 @@ TEST(Launcher, DryRunPrintsEachRankAndStartsNothing) {
   EXPECT_THAT(result.out, HasSubstr("TORCHELASTIC_RUN_ID=dry"));
   EXPECT_THAT(result.out, HasSubstr("command: " + ChildPath()));
   EXPECT_TRUE(RecordedPids(dir.path()).empty());
+}
+
+TEST(Launcher, GpuProcessCountWithoutAcceleratorsIsOneClearError) {
+  // This machine's only backend is gloo, a host backend: "gpu" must not
+  // silently become its one CPU "device".
+  TempDir dir;
+  LauncherResult result = RunLauncher(
+      Concat({"--nproc_per_node=gpu", "--ccl_backend=gloo", "--dry_run"}, ChildCommand(dir)));
+  EXPECT_EQ(result.exit_code, 2) << result.out;
+  EXPECT_THAT(result.err, HasSubstr("--nproc_per_node=gpu: cannot count devices: "
+                                    "--ccl_backend='gloo' finds no accelerator device"));
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
 }
 
 TEST(MultiNodeLauncher, TwoLaunchersFormOneWorld) {
