@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <filesystem>
 #include <string>
 
 namespace {
@@ -14,8 +15,10 @@ struct Result {
   std::string output;
 };
 
-Result RunCclInfo(const std::string& arguments) {
-  const std::string command = std::string(INFINI_CCL_BIN_DIR) + "/ccl_info " + arguments + " 2>&1";
+// Runs ccl_info with `arguments`, after the shell assignments `environment`.
+Result RunCclInfo(const std::string& arguments, const std::string& environment = "") {
+  const std::string command =
+      environment + " " + std::string(INFINI_CCL_BIN_DIR) + "/ccl_info " + arguments + " 2>&1";
   Result result;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
@@ -62,6 +65,25 @@ TEST(CclInfo, VersionOnePluginIsShownAsAdapted) {
       RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock_v1.so");
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_NE(result.output.find("abi version:  1, adapted"), std::string::npos) << result.output;
+}
+
+TEST(CclInfo, AutoPicksTheFirstInstalledAcceleratorThatSeesADevice) {
+  // The test plugins' folder holds host plugins (mock*), broken ones, and
+  // kvtest, an accelerator-shaped plugin (kDLExtDev) with 8 devices: auto
+  // passes over the host and broken ones and takes kvtest.
+  if (!std::filesystem::exists(INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_kvtest.so") ||
+      !std::filesystem::exists(INFINI_CCL_BIN_DIR "/../lib/libinfini_ccl_gloo.so")) {
+    GTEST_SKIP()
+        << "needs the kvtest plugin (conformance layer) and the gloo backend in this build";
+  }
+  const std::string plugin_path = "INFINI_CCL_PLUGIN_PATH=" INFINI_CCL_TEST_PLUGIN_DIR;
+  Result result = RunCclInfo("--ccl_backend=auto", plugin_path);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("backend:      kvtest"), std::string::npos) << result.output;
+  // With no accelerator visible, auto falls back to the host backend.
+  result = RunCclInfo("--ccl_backend=auto", "KVTEST_VISIBLE_DEVICES= " + plugin_path);
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("backend:      gloo"), std::string::npos) << result.output;
 }
 
 TEST(CclInfo, MissingBackendIsOneLineAndExitOne) {
