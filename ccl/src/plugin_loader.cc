@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "infini/ccl/error.h"
 #include "plugin_adapters.h"
@@ -301,7 +303,14 @@ const infiniCclPlugin_v2_t* ValidateV2Table(const infiniCclPlugin_v2_t& plugin,
        Named("stream_end_capture", table.stream_end_capture),
        Named("graph_launch", table.graph_launch), Named("graph_destroy", table.graph_destroy)},
       library_path);
-  return copy.release();  // lives as long as the process, like the library
+  // Kept for the life of the process, like the library itself: static
+  // destructors may still call through it. Held by a never-destroyed list,
+  // so it stays reachable rather than leaked.
+  static std::mutex mutex;
+  static auto* tables = new std::vector<std::unique_ptr<infiniCclPlugin_v2_t>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  tables->push_back(std::move(copy));
+  return tables->back().get();
 }
 
 std::vector<std::string> InstalledBackendNames() {
