@@ -63,10 +63,11 @@ void Stream::WaitEvent(const Event& event) const {
 
 namespace {
 
+// plugin() is the host's own v2 table: entries past a plugin's struct_size,
+// and those a v1 plugin lacks, are NULL there, so NULL is "not provided".
 void RequireCapture(const Backend& backend) {
   const auto& plugin = backend.plugin();
-  if (plugin.struct_size < offsetof(infiniCclPlugin_v1_t, graph_destroy) + sizeof(void*) ||
-      plugin.stream_begin_capture == nullptr || plugin.stream_end_capture == nullptr ||
+  if (plugin.stream_begin_capture == nullptr || plugin.stream_end_capture == nullptr ||
       plugin.graph_launch == nullptr || plugin.graph_destroy == nullptr) {
     throw Error(infiniCclUnsupported,
                 backend.info().name + " backend cannot capture stream work into graphs");

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "host_values.h"
 #include "rank_runner.h"
+#include "reference_buffers.h"
 
 namespace infini::gloo_test {
 namespace {
@@ -15,8 +15,8 @@ namespace {
 using ccl::Collective;
 
 bool IsReducibleType(DLDataType dtype) {
-  for (const TestType& type : AllTestTypes()) {
-    if (ccl::operator==(type.dtype, dtype)) return true;
+  for (DLDataType reducible : ReducibleTypes()) {
+    if (ccl::operator==(reducible, dtype)) return true;
   }
   return false;
 }

@@ -12,7 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include "host_values.h"
 #include "rank_runner.h"
 
 namespace infini::gloo_test {

@@ -1,16 +1,19 @@
 // all_to_all_v, all_gather_v, reduce_scatter_v, gather and scatter of the
-// gloo backend against host values: 2 and 3 ranks as threads, as threads
-// meeting through a host bootstrap, and as processes; uneven counts with
-// zeros, displacements that leave gaps and reverse the rank order, all-zero
-// counts, and the one-byte types that are only moved (bool, fp8).
+// gloo backend against the shared host reference: 2 and 3 ranks as threads,
+// as threads meeting through a host bootstrap, and as processes; uneven
+// counts with zeros, displacements that leave gaps and reverse the rank
+// order, all-zero counts, and the one-byte types that are only moved (bool,
+// fp8).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "host_values.h"
 #include "rank_runner.h"
+#include "reference_buffers.h"
 
 namespace infini::gloo_test {
 namespace {
@@ -20,23 +23,24 @@ using ccl::ReduceOp;
 
 // Types that collectives only move: one of each width, and the one-byte
 // types the backend moves but never reduces.
-const std::vector<TestType>& MovedTypes() {
-  static const std::vector<TestType> types = {
-      AllTestTypes()[0],  // int8
-      AllTestTypes()[6],  // float16
-      AllTestTypes()[8],  // float32
-      AllTestTypes()[9],  // float64
-      {DLDataType{INFINI_CCL_DL_BOOL, 8, 1}, "bool", false, false},
-      {DLDataType{INFINI_CCL_DL_FLOAT8_E4M3FN, 8, 1}, "float8_e4m3fn", false, false},
+const std::vector<DLDataType>& MovedTypes() {
+  static const std::vector<DLDataType> types = {
+      ccl::dtype::kInt8,
+      ccl::dtype::kFloat16,
+      ccl::dtype::kFloat32,
+      ccl::dtype::kFloat64,
+      DLDataType{INFINI_CCL_DL_BOOL, 8, 1},
+      DLDataType{INFINI_CCL_DL_FLOAT8_E4M3FN, 8, 1},
   };
   return types;
 }
 
-// The value rank `from` sends rank `to` at `index` (0/1 for bool).
-double Moved(const TestType& type, int from, int to, size_t index) {
-  const double value = static_cast<double>((from * 3 + to * 5 + index) % 50);
-  return type.dtype.code == INFINI_CCL_DL_BOOL ? static_cast<double>(static_cast<int>(value) % 2)
-                                               : value;
+// The reference's moved value rank `from` sends rank `to` at `index`: the
+// block for each destination starts at its own stride, so blocks differ.
+constexpr int64_t kBlockStride = 64;  // above every PairCount
+double Moved(DLDataType dtype, int world, int from, int to, size_t index) {
+  return reference::InputValue(dtype, std::nullopt, from, world,
+                               to * kBlockStride + static_cast<int64_t>(index));
 }
 
 constexpr double kGapValue = 1;  // what a gap between blocks holds, and keeps
@@ -64,43 +68,13 @@ size_t PairCount(int from, int to, bool zero) {
   return zero ? 0 : static_cast<size_t>((from + 2 * to + 1) % 4);
 }
 
-DeviceBuffer Upload(const ccl::Communicator& comm, const HostValues& values) {
-  DeviceBuffer buffer(comm.backend(), values.bytes());
-  if (values.bytes() > 0) buffer.CopyFromHost(values.data(), values.bytes());
-  return buffer;
-}
-
-HostValues Download(const DeviceBuffer& buffer, const TestType& type, size_t count) {
-  HostValues values(type, count);
-  if (values.bytes() > 0) buffer.CopyToHost(values.data(), values.bytes());
-  return values;
-}
-
-HostValues Filled(const TestType& type, size_t count, double value) {
-  HostValues values(type, count);
-  for (size_t i = 0; i < count; ++i) values.Set(i, value);
-  return values;
-}
-
-// Expects element i of `got` to be want(i); reports the first mismatch.
-template <class Want>
-void ExpectEach(const TestType& type, const HostValues& got, Want want, const std::string& what) {
-  for (size_t i = 0; i < got.count(); ++i) {
-    if (!CloseEnough(type, got.Get(i), want(i))) {
-      ADD_FAILURE() << what << ": element " << i << " is " << got.Get(i) << ", expected "
-                    << want(i);
-      return;
-    }
-  }
-}
-
-std::string Describe(const char* collective, const TestType& type, const ccl::Communicator& comm,
+std::string Describe(const char* collective, DLDataType dtype, const ccl::Communicator& comm,
                      const std::string& detail = "") {
-  return std::string(collective) + " " + type.name + detail + " rank " +
+  return std::string(collective) + " " + ccl::DataTypeName(dtype) + detail + " rank " +
          std::to_string(comm.rank()) + "/" + std::to_string(comm.world_size());
 }
 
-void CheckAllToAllV(ccl::Communicator& comm, const TestType& type, bool zero) {
+void CheckAllToAllV(ccl::Communicator& comm, DLDataType dtype, bool zero) {
   const int world = comm.world_size();
   const int me = comm.rank();
   std::vector<size_t> send_counts, recv_counts;
@@ -115,137 +89,130 @@ void CheckAllToAllV(ccl::Communicator& comm, const TestType& type, bool zero) {
     send.extent += count + 1;
   }
   const Layout recv = ReversedWithGaps(recv_counts);
-  HostValues input = Filled(type, send.extent, kGapValue);
+  std::vector<double> input(send.extent, kGapValue);
   for (int peer = 0; peer < world; ++peer) {
     for (size_t i = 0; i < send_counts[peer]; ++i) {
-      input.Set(send.displacements[peer] + i, Moved(type, me, peer, i));
+      input[send.displacements[peer] + i] = Moved(dtype, world, me, peer, i);
     }
   }
-  HostValues want = Filled(type, recv.extent, kGapValue);
+  std::vector<double> want(recv.extent, kGapValue);
   for (int peer = 0; peer < world; ++peer) {
     for (size_t i = 0; i < recv_counts[peer]; ++i) {
-      want.Set(recv.displacements[peer] + i, Moved(type, peer, me, i));
+      want[recv.displacements[peer] + i] = Moved(dtype, world, peer, me, i);
     }
   }
-  DeviceBuffer send_buffer = Upload(comm, input);
-  DeviceBuffer recv_buffer = Upload(comm, Filled(type, recv.extent, kGapValue));
-  comm.AllToAllV(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(send.extent)), send.counts,
-                 send.displacements,
-                 recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(recv.extent)), recv.counts,
-                 recv.displacements);
-  ExpectEach(
-      type, Download(recv_buffer, type, recv.extent), [&](size_t i) { return want.Get(i); },
-      Describe("all_to_all_v", type, comm, zero ? " zero counts" : ""));
+  DeviceBuffer send_buffer = Upload(comm, dtype, input);
+  DeviceBuffer recv_buffer = Upload(comm, dtype, std::vector<double>(recv.extent, kGapValue));
+  comm.AllToAllV(send_buffer.AsTensor(dtype, static_cast<int64_t>(send.extent)), send.counts,
+                 send.displacements, recv_buffer.AsTensor(dtype, static_cast<int64_t>(recv.extent)),
+                 recv.counts, recv.displacements);
+  ExpectMatches(dtype, std::nullopt, want, Download(recv_buffer, dtype, recv.extent),
+                Describe("all_to_all_v", dtype, comm, zero ? " zero counts" : ""));
 }
 
-void CheckAllGatherV(ccl::Communicator& comm, const TestType& type, bool zero, bool in_place) {
+void CheckAllGatherV(ccl::Communicator& comm, DLDataType dtype, bool zero, bool in_place) {
   const int world = comm.world_size();
   const int me = comm.rank();
   std::vector<size_t> counts;
   for (int peer = 0; peer < world; ++peer) counts.push_back(PairCount(peer, 0, zero));
   const Layout recv = ReversedWithGaps(counts);
-  HostValues mine(type, counts[me]);
-  for (size_t i = 0; i < counts[me]; ++i) mine.Set(i, Moved(type, me, 0, i));
-  HostValues want = Filled(type, recv.extent, kGapValue);
+  const std::vector<double> mine =
+      reference::InputValues(dtype, std::nullopt, me, world, 0, static_cast<int64_t>(counts[me]));
+  std::vector<double> want(recv.extent, kGapValue);
   for (int peer = 0; peer < world; ++peer) {
-    for (size_t i = 0; i < counts[peer]; ++i) {
-      want.Set(recv.displacements[peer] + i, Moved(type, peer, 0, i));
-    }
+    const std::vector<double> block = reference::InputValues(dtype, std::nullopt, peer, world, 0,
+                                                             static_cast<int64_t>(counts[peer]));
+    std::copy(block.begin(), block.end(), want.begin() + recv.displacements[peer]);
   }
-  HostValues initial = Filled(type, recv.extent, kGapValue);
+  std::vector<double> initial(recv.extent, kGapValue);
   // In place: this rank's input already sits at its block of the output.
-  if (in_place) {
-    for (size_t i = 0; i < counts[me]; ++i) initial.Set(recv.displacements[me] + i, mine.Get(i));
-  }
-  DeviceBuffer recv_buffer = Upload(comm, initial);
-  DeviceBuffer send_buffer = Upload(comm, mine);
+  if (in_place) std::copy(mine.begin(), mine.end(), initial.begin() + recv.displacements[me]);
+  DeviceBuffer recv_buffer = Upload(comm, dtype, initial);
+  DeviceBuffer send_buffer = Upload(comm, dtype, mine);
   const ccl::FlatTensor source =
-      in_place ? recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(counts[me]),
+      in_place ? recv_buffer.AsTensor(dtype, static_cast<int64_t>(counts[me]),
                                       static_cast<int64_t>(recv.displacements[me]))
-               : send_buffer.AsTensor(type.dtype, static_cast<int64_t>(counts[me]));
-  comm.AllGatherV(source, recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(recv.extent)),
+               : send_buffer.AsTensor(dtype, static_cast<int64_t>(counts[me]));
+  comm.AllGatherV(source, recv_buffer.AsTensor(dtype, static_cast<int64_t>(recv.extent)),
                   recv.counts, recv.displacements);
-  ExpectEach(
-      type, Download(recv_buffer, type, recv.extent), [&](size_t i) { return want.Get(i); },
-      Describe("all_gather_v", type, comm,
-               std::string(zero ? " zero counts" : "") + (in_place ? " in-place" : "")));
+  ExpectMatches(dtype, std::nullopt, want, Download(recv_buffer, dtype, recv.extent),
+                Describe("all_gather_v", dtype, comm,
+                         std::string(zero ? " zero counts" : "") + (in_place ? " in-place" : "")));
 }
 
-void CheckReduceScatterV(ccl::Communicator& comm, const TestType& type, ReduceOp op, bool zero) {
+void CheckReduceScatterV(ccl::Communicator& comm, DLDataType dtype, ReduceOp op, bool zero) {
   const int world = comm.world_size();
   const int me = comm.rank();
   std::vector<size_t> counts;
   for (int peer = 0; peer < world; ++peer) counts.push_back(PairCount(peer, 1, zero));
   const Layout send = ReversedWithGaps(counts);
-  // Element i of block p stands for global element p*100+i on every rank.
-  HostValues input = Filled(type, send.extent, kGapValue);
+  // Element i of block p stands for the reference's element p*100+i on every rank.
+  std::vector<double> input(send.extent, kGapValue);
   for (int peer = 0; peer < world; ++peer) {
     for (size_t i = 0; i < counts[peer]; ++i) {
-      input.Set(send.displacements[peer] + i, InputValue(type, op, me, peer * 100 + i));
+      input[send.displacements[peer] + i] =
+          reference::InputValue(dtype, op, me, world, peer * 100 + static_cast<int64_t>(i));
     }
   }
-  DeviceBuffer send_buffer = Upload(comm, input);
-  DeviceBuffer recv_buffer(comm.backend(), counts[me] * ccl::ElementBytes(type.dtype));
-  comm.ReduceScatterV(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(send.extent)),
-                      send.counts, send.displacements,
-                      recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(counts[me])), op);
-  ExpectEach(
-      type, Download(recv_buffer, type, counts[me]),
-      [&](size_t i) { return ReferenceValue(type, op, world, me * 100 + i); },
-      Describe("reduce_scatter_v", type, comm,
-               " " + std::string(ccl::ReduceOpName(op)) + (zero ? " zero counts" : "")));
-}
-
-void CheckGather(ccl::Communicator& comm, const TestType& type, size_t count, int root) {
-  const int world = comm.world_size();
-  HostValues mine(type, count);
-  for (size_t i = 0; i < count; ++i) mine.Set(i, Moved(type, comm.rank(), root, i));
-  DeviceBuffer send_buffer = Upload(comm, mine);
-  DeviceBuffer recv_buffer(comm.backend(), mine.bytes() * world);
-  comm.Gather(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(count)),
-              recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(count * world)), root);
-  if (comm.rank() != root) return;
-  ExpectEach(
-      type, Download(recv_buffer, type, count * world),
-      [&](size_t j) { return Moved(type, static_cast<int>(j / count), root, j % count); },
-      Describe("gather", type, comm,
-               " count=" + std::to_string(count) + " root=" + std::to_string(root)));
-}
-
-void CheckScatter(ccl::Communicator& comm, const TestType& type, size_t count, int root) {
-  const int world = comm.world_size();
-  HostValues blocks(type, count * world);
-  for (size_t j = 0; j < count * world; ++j) {
-    blocks.Set(j, Moved(type, root, static_cast<int>(j / count), j % count));
+  std::vector<double> want(counts[me]);
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = reference::ReducedValue(dtype, op, world, me * 100 + static_cast<int64_t>(i));
   }
-  DeviceBuffer send_buffer = Upload(comm, blocks);
-  DeviceBuffer recv_buffer(comm.backend(), count * ccl::ElementBytes(type.dtype));
-  comm.Scatter(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(count * world)),
-               recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(count)), root);
-  ExpectEach(
-      type, Download(recv_buffer, type, count),
-      [&](size_t i) { return Moved(type, root, comm.rank(), i); },
-      Describe("scatter", type, comm,
-               " count=" + std::to_string(count) + " root=" + std::to_string(root)));
+  DeviceBuffer send_buffer = Upload(comm, dtype, input);
+  DeviceBuffer recv_buffer(comm.backend(), counts[me] * ccl::ElementBytes(dtype));
+  comm.ReduceScatterV(send_buffer.AsTensor(dtype, static_cast<int64_t>(send.extent)), send.counts,
+                      send.displacements,
+                      recv_buffer.AsTensor(dtype, static_cast<int64_t>(counts[me])), op);
+  ExpectMatches(dtype, op, want, Download(recv_buffer, dtype, counts[me]),
+                Describe("reduce_scatter_v", dtype, comm,
+                         " " + std::string(ccl::ReduceOpName(op)) + (zero ? " zero counts" : "")));
+}
+
+void CheckGather(ccl::Communicator& comm, DLDataType dtype, size_t count, int root) {
+  const int world = comm.world_size();
+  const auto n = static_cast<int64_t>(count);
+  DeviceBuffer send_buffer =
+      Upload(comm, dtype, reference::InputValues(dtype, std::nullopt, comm.rank(), world, 0, n));
+  DeviceBuffer recv_buffer(comm.backend(), send_buffer.bytes() * world);
+  comm.Gather(send_buffer.AsTensor(dtype, n), recv_buffer.AsTensor(dtype, n * world), root);
+  if (comm.rank() != root) return;
+  ExpectMatches(dtype, std::nullopt, reference::ExpectAllGather(dtype, world, n),
+                Download(recv_buffer, dtype, count * world),
+                Describe("gather", dtype, comm,
+                         " count=" + std::to_string(count) + " root=" + std::to_string(root)));
+}
+
+void CheckScatter(ccl::Communicator& comm, DLDataType dtype, size_t count, int root) {
+  const int world = comm.world_size();
+  const auto n = static_cast<int64_t>(count);
+  // Every rank passes a send buffer; only the root's is read.
+  DeviceBuffer send_buffer = Upload(
+      comm, dtype, reference::InputValues(dtype, std::nullopt, comm.rank(), world, 0, n * world));
+  DeviceBuffer recv_buffer(comm.backend(), count * ccl::ElementBytes(dtype));
+  comm.Scatter(send_buffer.AsTensor(dtype, n * world), recv_buffer.AsTensor(dtype, n), root);
+  ExpectMatches(dtype, std::nullopt, reference::ExpectScatter(dtype, world, root, comm.rank(), n),
+                Download(recv_buffer, dtype, count),
+                Describe("scatter", dtype, comm,
+                         " count=" + std::to_string(count) + " root=" + std::to_string(root)));
 }
 
 // Every case, in the same order on every rank.
 void RunEveryVariableCollective(ccl::Communicator& comm) {
   for (bool zero : {false, true}) {
-    for (const TestType& type : MovedTypes()) {
-      CheckAllToAllV(comm, type, zero);
-      CheckAllGatherV(comm, type, zero, false);
-      CheckAllGatherV(comm, type, zero, true);
+    for (DLDataType dtype : MovedTypes()) {
+      CheckAllToAllV(comm, dtype, zero);
+      CheckAllGatherV(comm, dtype, zero, false);
+      CheckAllGatherV(comm, dtype, zero, true);
     }
-    for (const TestType& type : AllTestTypes()) {
-      for (ReduceOp op : AllReduceOps()) CheckReduceScatterV(comm, type, op, zero);
+    for (DLDataType dtype : ReducibleTypes()) {
+      for (ReduceOp op : reference::AllReduceOps()) CheckReduceScatterV(comm, dtype, op, zero);
     }
   }
-  for (const TestType& type : MovedTypes()) {
+  for (DLDataType dtype : MovedTypes()) {
     for (size_t count : {0, 1, 7}) {
       for (int root : {0, comm.world_size() - 1}) {
-        CheckGather(comm, type, count, root);
-        CheckScatter(comm, type, count, root);
+        CheckGather(comm, dtype, count, root);
+        CheckScatter(comm, dtype, count, root);
       }
     }
   }

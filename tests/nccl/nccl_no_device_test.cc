@@ -11,10 +11,10 @@
 #include <thread>
 #include <vector>
 
-#include "host_values.h"
 #include "infini/ccl/capabilities.h"
 #include "infini/ccl/ccl.h"
 #include "infini/ccl/dtype.h"
+#include "infini/conformance/reference.h"
 
 namespace infini::ccl::nccl_test {
 namespace {
@@ -385,7 +385,8 @@ TEST(NcclWithoutGpu, UnknownReductionOperatorIsRefused) {
   EXPECT_NE(std::string(plugin.get_last_error()).find("17"), std::string::npos);
 }
 
-// The GPU tests' host reference depends on these encodings.
+// The GPU tests judge with the shared host reference; they depend on these
+// encodings.
 TEST(HostReferenceEncoding, SmallFloatsHaveTheirStandardBitPatterns) {
   struct Known {
     DLDataType dtype;
@@ -404,27 +405,27 @@ TEST(HostReferenceEncoding, SmallFloatsHaveTheirStandardBitPatterns) {
   };
   for (const Known& entry : known) {
     unsigned char element[2] = {};
-    Encode(entry.dtype, entry.value, element);
+    conformance::EncodeElement(entry.dtype, entry.value, element);
     const unsigned bits = entry.dtype.bits == 16 ? element[0] | (element[1] << 8) : element[0];
     EXPECT_EQ(bits, entry.bits) << entry.value;
-    EXPECT_EQ(Decode(entry.dtype, element), entry.value);
+    EXPECT_EQ(conformance::DecodeElement(entry.dtype, element), entry.value);
   }
 }
 
 TEST(HostReferenceEncoding, BoolIsOneByteZeroOrOne) {
   unsigned char element[1] = {0xA5};
-  Encode(DLDataType{INFINI_CCL_DL_BOOL, 8, 1}, 3.0, element);
+  conformance::EncodeElement(DLDataType{INFINI_CCL_DL_BOOL, 8, 1}, 3.0, element);
   EXPECT_EQ(element[0], 1);
-  Encode(DLDataType{INFINI_CCL_DL_BOOL, 8, 1}, 0.0, element);
+  conformance::EncodeElement(DLDataType{INFINI_CCL_DL_BOOL, 8, 1}, 0.0, element);
   EXPECT_EQ(element[0], 0);
 }
 
 TEST(HostReferenceEncoding, IntegersWrapLikeTheDevice) {
   unsigned char element[8] = {};
-  Encode(DLDataType{kDLInt, 8, 1}, 256.0, element);
-  EXPECT_EQ(Decode(DLDataType{kDLInt, 8, 1}, element), 0.0);
-  Encode(DLDataType{kDLUInt, 8, 1}, 200.0, element);
-  EXPECT_EQ(Decode(DLDataType{kDLUInt, 8, 1}, element), 200.0);
+  conformance::EncodeElement(DLDataType{kDLInt, 8, 1}, 256.0, element);
+  EXPECT_EQ(conformance::DecodeElement(DLDataType{kDLInt, 8, 1}, element), 0.0);
+  conformance::EncodeElement(DLDataType{kDLUInt, 8, 1}, 200.0, element);
+  EXPECT_EQ(conformance::DecodeElement(DLDataType{kDLUInt, 8, 1}, element), 200.0);
 }
 
 }  // namespace

@@ -5,11 +5,12 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
 
-#include "host_values.h"
+#include "infini/conformance/reference.h"
 
 namespace infini::ccl::nccl_test {
 namespace {
@@ -39,58 +40,13 @@ bool Reduces(Collective collective) {
          collective == Collective::kReduceScatter;
 }
 
-const std::vector<ReduceOp>& AllOps() {
-  static const std::vector<ReduceOp> ops = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax,
-                                            ReduceOp::kMin, ReduceOp::kAvg};
-  return ops;
-}
-
-// Element `index` of rank `rank`'s input: small positive integers, exact in
-// every type (fp8 included), that differ between ranks. Products use 1 and 2
-// only, so that they stay exact for many ranks; bool uses 0 and 1.
-double InputValue(const TypeCase& type, int rank, size_t index, ReduceOp op) {
-  if (IsBool(type)) return static_cast<double>((index + static_cast<size_t>(rank)) % 3 == 0);
-  if (op == ReduceOp::kProd) return 1.0 + static_cast<double>((index + rank) % 2);
-  return 1.0 + static_cast<double>((index * 7 + static_cast<size_t>(rank) * 3) % 4);
-}
-
-// op over ranks of element `index`, as NCCL defines it (integer avg truncates).
-double Reference(const TypeCase& type, ReduceOp op, int world_size, size_t index) {
-  double result = InputValue(type, 0, index, op);
-  for (int rank = 1; rank < world_size; ++rank) {
-    const double value = InputValue(type, rank, index, op);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        result += value;
-        break;
-      case ReduceOp::kProd:
-        result *= value;
-        break;
-      case ReduceOp::kMax:
-        result = std::max(result, value);
-        break;
-      case ReduceOp::kMin:
-        result = std::min(result, value);
-        break;
-    }
-  }
-  if (op == ReduceOp::kAvg) {
-    result /= world_size;
-    if (type.integer) result = std::trunc(result);
-  }
-  return result;
-}
-
-bool Close(const TypeCase& type, double actual, double expected) {
-  if (type.integer) return actual == expected;
-  return std::fabs(actual - expected) <= type.tolerance * std::max(1.0, std::fabs(expected));
-}
+namespace reference = infini::conformance;
+using reference::Purpose;
 
 // One collective call to check.
 struct Case {
   Collective collective;
-  TypeCase type;
+  DLDataType dtype;
   ReduceOp op;
   size_t count;  // per-rank block: see SendCount/RecvCount
   bool in_place;
@@ -101,7 +57,7 @@ struct Case {
 // equivalent chain of operator+.
 std::string Describe(const Case& c) {
   std::string text = Name(c.collective);
-  text.append(" ").append(c.type.name);
+  text.append(" ").append(DataTypeName(c.dtype));
   if (Reduces(c.collective)) text.append(" ").append(ReduceOpName(c.op));
   text.append(" count=").append(std::to_string(c.count));
   text.append(c.in_place ? " in-place" : " out-of-place");
@@ -128,29 +84,34 @@ size_t RecvCount(const Case& c, int world_size) {
   }
 }
 
-// Expected element `index` of `rank`'s receive buffer; false when NCCL
-// leaves it unspecified (reduce on a non-root rank).
+// What the case's inputs are for: its operator, or moved data.
+Purpose PurposeOf(const Case& c) { return Reduces(c.collective) ? Purpose{c.op} : std::nullopt; }
+
+// Expected element `index` of `rank`'s receive buffer, from the shared host
+// reference; false when NCCL leaves it unspecified (reduce on a non-root rank).
 bool Expected(const Case& c, int rank, int world_size, size_t index, double* value) {
-  const size_t block = c.count;
+  const auto block = static_cast<int64_t>(c.count);
+  const auto element = static_cast<int64_t>(index);
   switch (c.collective) {
     case Collective::kAllReduce:
-      *value = Reference(c.type, c.op, world_size, index);
+      *value = reference::ReducedValue(c.dtype, c.op, world_size, element);
       return true;
     case Collective::kReduce:
-      *value = Reference(c.type, c.op, world_size, index);
+      *value = reference::ReducedValue(c.dtype, c.op, world_size, element);
       return rank == c.root;
     case Collective::kBroadcast:
-      *value = InputValue(c.type, c.root, index, c.op);
+      *value = reference::InputValue(c.dtype, std::nullopt, c.root, world_size, element);
       return true;
     case Collective::kAllGather:
-      *value = InputValue(c.type, static_cast<int>(index / block), index % block, c.op);
+      *value = reference::InputValue(c.dtype, std::nullopt, static_cast<int>(element / block),
+                                     world_size, element % block);
       return true;
     case Collective::kReduceScatter:
-      *value = Reference(c.type, c.op, world_size, static_cast<size_t>(rank) * block + index);
+      *value = reference::ReducedValue(c.dtype, c.op, world_size, rank * block + element);
       return true;
     case Collective::kAllToAll:
-      *value = InputValue(c.type, static_cast<int>(index / block),
-                          static_cast<size_t>(rank) * block + index % block, c.op);
+      *value = reference::InputValue(c.dtype, std::nullopt, static_cast<int>(element / block),
+                                     world_size, rank * block + element % block);
       return true;
   }
   return false;
@@ -165,7 +126,7 @@ struct Buffers {
 void Issue(const Case& c, RankContext& context, const Buffers& buffers) {
   const Communicator& comm = *context.comm;
   const Stream& stream = *context.stream;
-  const DLDataType dtype = c.type.dtype;
+  const DLDataType dtype = c.dtype;
   const auto world = static_cast<int64_t>(context.world_size);
   const auto count = static_cast<int64_t>(c.count);
   const auto rank = static_cast<int64_t>(context.rank);
@@ -219,39 +180,36 @@ size_t InputOffset(const Case& c, int rank) {
 void Check(const Case& c, RankContext& context, const Buffers& buffers) {
   const int rank = context.rank;
   const int world = context.world_size;
-  const size_t width = ElementBytes(c.type.dtype);
+  const size_t width = ElementBytes(c.dtype);
   const std::string what = Describe(c);
+  const Purpose purpose = PurposeOf(c);
 
-  HostArray input(c.type.dtype, SendCount(c, world));
-  for (size_t index = 0; index < input.count(); ++index) {
-    input.Set(index, InputValue(c.type, rank, index, c.op));
-  }
+  const std::vector<unsigned char> input =
+      reference::Encode(c.dtype, reference::InputValues(c.dtype, purpose, rank, world, 0,
+                                                        static_cast<int64_t>(SendCount(c, world))));
   const size_t recv_count = RecvCount(c, world);
   const size_t recv_span = std::max(recv_count, SendCount(c, world)) * width;
   std::vector<unsigned char> sentinel(recv_span, 0xA5);
   if (recv_span > 0) buffers.recv.CopyFromHost(sentinel.data(), recv_span);
-  if (input.bytes() > 0) {
+  if (!input.empty()) {
     const DeviceBuffer& target = c.in_place ? buffers.recv : buffers.send;
-    target.CopyFromHost(input.data(), input.bytes(), InputOffset(c, rank) * width);
+    target.CopyFromHost(input.data(), input.size(), InputOffset(c, rank) * width);
   }
 
   Issue(c, context, buffers);
   context.Wait(what);
 
-  HostArray output(c.type.dtype, recv_count);
-  if (output.bytes() > 0) {
-    buffers.recv.CopyToHost(output.data(), output.bytes(), ResultOffset(c, rank) * width);
+  std::vector<unsigned char> output(recv_count * width);
+  if (!output.empty()) {
+    buffers.recv.CopyToHost(output.data(), output.size(), ResultOffset(c, rank) * width);
   }
   for (size_t index = 0; index < recv_count; ++index) {
     double expected = 0;
     if (!Expected(c, rank, world, index, &expected)) return;
-    // The reference as the type stores it (integers wrap like the device).
-    HostArray stored(c.type.dtype, 1);
-    stored.Set(0, expected);
-    if (!Close(c.type, output.Get(index), c.type.integer ? stored.Get(0) : expected)) {
+    const double actual = reference::DecodeElement(c.dtype, output.data() + index * width);
+    if (!reference::CloseEnough(c.dtype, purpose, actual, expected)) {
       context.Expect(false, what + ": element " + std::to_string(index) + " is " +
-                                std::to_string(output.Get(index)) + ", expected " +
-                                std::to_string(expected));
+                                std::to_string(actual) + ", expected " + std::to_string(expected));
       return;
     }
   }
@@ -264,17 +222,16 @@ Buffers MakeBuffers(const RankContext& context, size_t max_count) {
 
 constexpr size_t kCounts[] = {0, 1, 1001};
 
-// Every NCCL type, and bool (moved as bytes, reduced as uint8).
-std::vector<TypeCase> MatrixTypes() {
-  std::vector<TypeCase> types = ReducibleTypes();
-  types.push_back(BoolCase());
-  return types;
-}
+bool IsBool(DLDataType dtype) { return dtype.code == INFINI_CCL_DL_BOOL; }
+
+// Every type of the C++ API: NCCL's twelve, and bool (moved as bytes, reduced
+// as uint8).
+std::vector<DLDataType> MatrixTypes() { return reference::AllDataTypes(); }
 
 // What the plugin reduces each type with (bool: max and min only).
-std::vector<ReduceOp> OpsFor(const TypeCase& type) {
-  if (IsBool(type)) return {ReduceOp::kMax, ReduceOp::kMin};
-  return AllOps();
+std::vector<ReduceOp> OpsFor(DLDataType dtype) {
+  if (IsBool(dtype)) return {ReduceOp::kMax, ReduceOp::kMin};
+  return reference::AllReduceOps();
 }
 
 }  // namespace
@@ -285,16 +242,16 @@ void CollectivesMatchHostReference(RankContext& context) {
   for (Collective collective :
        {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce, Collective::kAllGather,
         Collective::kReduceScatter, Collective::kAllToAll}) {
-    for (const TypeCase& type : MatrixTypes()) {
+    for (DLDataType dtype : MatrixTypes()) {
       const std::vector<ReduceOp> ops =
-          Reduces(collective) ? OpsFor(type) : std::vector<ReduceOp>{ReduceOp::kSum};
+          Reduces(collective) ? OpsFor(dtype) : std::vector<ReduceOp>{ReduceOp::kSum};
       for (ReduceOp op : ops) {
         for (size_t count : kCounts) {
           for (bool in_place : {false, true}) {
             // all_to_all has no in-place form in NCCL (blocks would be
             // overwritten before they are sent).
             if (in_place && collective == Collective::kAllToAll) continue;
-            Check(Case{collective, type, op, count, in_place, root}, context, buffers);
+            Check(Case{collective, dtype, op, count, in_place, root}, context, buffers);
           }
         }
       }
@@ -304,106 +261,99 @@ void CollectivesMatchHostReference(RankContext& context) {
 
 void GroupedCollectivesMatchHostReference(RankContext& context) {
   const Backend& backend = *context.backend;
-  const TypeCase float32 = ReducibleTypes()[8];
-  const TypeCase int32 = ReducibleTypes()[2];
-  const size_t count = 257;
+  const DLDataType f32 = dtype::kFloat32;
+  const DLDataType i32 = dtype::kInt32;
+  const int64_t count = 257;
   const int world = context.world_size;
-  const DLDataType f32 = float32.dtype;
-  const DLDataType i32 = int32.dtype;
-  DeviceBuffer reduce_in(context.backend, count * 4), reduce_out(context.backend, count * 4);
-  DeviceBuffer gather_in(context.backend, count * 4),
-      gather_out(context.backend, count * 4 * static_cast<size_t>(world));
-  DeviceBuffer bcast(context.backend, count * 4);
-  HostArray reduce_input(f32, count), gather_input(i32, count), bcast_input(f32, count);
-  for (size_t index = 0; index < count; ++index) {
-    reduce_input.Set(index, InputValue(float32, context.rank, index, ReduceOp::kSum));
-    gather_input.Set(index, InputValue(int32, context.rank, index, ReduceOp::kSum));
-    bcast_input.Set(index, context.rank == 0 ? InputValue(float32, 0, index, ReduceOp::kSum) : 0.0);
-  }
-  reduce_in.CopyFromHost(reduce_input.data(), reduce_input.bytes());
-  gather_in.CopyFromHost(gather_input.data(), gather_input.bytes());
-  bcast.CopyFromHost(bcast_input.data(), bcast_input.bytes());
+  const size_t bytes = static_cast<size_t>(count) * 4;
+  DeviceBuffer reduce_in(context.backend, bytes), reduce_out(context.backend, bytes);
+  DeviceBuffer gather_in(context.backend, bytes),
+      gather_out(context.backend, bytes * static_cast<size_t>(world));
+  DeviceBuffer bcast(context.backend, bytes);
+  const std::vector<unsigned char> reduce_input = reference::Encode(
+      f32, reference::InputValues(f32, ReduceOp::kSum, context.rank, world, 0, count));
+  const std::vector<unsigned char> gather_input = reference::Encode(
+      i32, reference::InputValues(i32, std::nullopt, context.rank, world, 0, count));
+  // Only the root's data is sent: the others start from zeros.
+  const std::vector<unsigned char> bcast_input =
+      context.rank == 0
+          ? reference::Encode(f32, reference::InputValues(f32, std::nullopt, 0, world, 0, count))
+          : std::vector<unsigned char>(bytes, 0);
+  reduce_in.CopyFromHost(reduce_input.data(), bytes);
+  gather_in.CopyFromHost(gather_input.data(), bytes);
+  bcast.CopyFromHost(bcast_input.data(), bytes);
 
   backend.GroupStart();
   context.comm->AllReduce(reduce_in.AsTensor(f32, count), reduce_out.AsTensor(f32, count),
                           ReduceOp::kSum, *context.stream);
-  context.comm->AllGather(gather_in.AsTensor(i32, count),
-                          gather_out.AsTensor(i32, count * static_cast<size_t>(world)),
+  context.comm->AllGather(gather_in.AsTensor(i32, count), gather_out.AsTensor(i32, count * world),
                           *context.stream);
   context.comm->Broadcast(bcast.AsTensor(f32, count), bcast.AsTensor(f32, count), 0,
                           *context.stream);
   backend.GroupEnd();
   context.Wait("grouped all_reduce + all_gather + broadcast");
 
-  HostArray reduced(f32, count), gathered(i32, count * static_cast<size_t>(world)),
-      broadcast(f32, count);
-  reduce_out.CopyToHost(reduced.data(), reduced.bytes());
-  gather_out.CopyToHost(gathered.data(), gathered.bytes());
-  bcast.CopyToHost(broadcast.data(), broadcast.bytes());
-  for (size_t index = 0; index < count; ++index) {
-    if (reduced.Get(index) != Reference(float32, ReduceOp::kSum, world, index) ||
-        broadcast.Get(index) != InputValue(float32, 0, index, ReduceOp::kSum)) {
-      context.Expect(
-          false, "grouped all_reduce/broadcast: element " + std::to_string(index) + " is wrong");
-      return;
-    }
-  }
-  for (size_t index = 0; index < gathered.count(); ++index) {
-    if (gathered.Get(index) !=
-        InputValue(int32, static_cast<int>(index / count), index % count, ReduceOp::kSum)) {
-      context.Expect(false, "grouped all_gather: element " + std::to_string(index) + " is wrong");
-      return;
-    }
-  }
+  // Small integers: every result is exact, so compared exactly.
+  const auto exactly = [&](const std::string& what, DLDataType dtype, const DeviceBuffer& buffer,
+                           const std::vector<double>& expected) {
+    std::vector<unsigned char> host(buffer.bytes());
+    buffer.CopyToHost(host.data(), host.size());
+    const reference::Comparison comparison = reference::Compare(
+        dtype, std::nullopt, expected, reference::Decode(dtype, host.data(), expected.size()));
+    context.Expect(comparison.ok(), what + ": " + comparison.Describe());
+  };
+  exactly("grouped all_reduce", f32, reduce_out,
+          reference::ExpectAllReduce(f32, ReduceOp::kSum, world, count));
+  exactly("grouped broadcast", f32, bcast, reference::ExpectBroadcast(f32, world, 0, count));
+  exactly("grouped all_gather", i32, gather_out, reference::ExpectAllGather(i32, world, count));
 }
 
 namespace {
 
-// Sends `count` elements of `type` to `to` and receives from `from`; both
+// Sends `count` elements of `dtype` to `to` and receives from `from`; both
 // inside one group when `grouped`, else ordered so that pairs cannot wait on
 // each other (the lower rank sends first).
-void Exchange(RankContext& context, const TypeCase& type, size_t count, int to, int from,
+void Exchange(RankContext& context, DLDataType dtype, size_t count, int to, int from,
               bool grouped) {
   const Backend& backend = *context.backend;
-  const size_t width = ElementBytes(type.dtype);
-  DeviceBuffer out(context.backend, count * width), in(context.backend, count * width);
-  HostArray input(type.dtype, count);
-  for (size_t index = 0; index < count; ++index) {
-    input.Set(index, InputValue(type, context.rank, index, ReduceOp::kSum));
-  }
-  if (input.bytes() > 0) out.CopyFromHost(input.data(), input.bytes());
+  const size_t width = ElementBytes(dtype);
   const auto n = static_cast<int64_t>(count);
+  DeviceBuffer out(context.backend, count * width), in(context.backend, count * width);
+  const std::vector<unsigned char> input = reference::Encode(
+      dtype, reference::InputValues(dtype, std::nullopt, context.rank, context.world_size, 0, n));
+  if (!input.empty()) out.CopyFromHost(input.data(), input.size());
   const std::string what = std::string(grouped ? "grouped" : "ungrouped") + " send/recv " +
-                           type.name + " count=" + std::to_string(count);
+                           DataTypeName(dtype) + " count=" + std::to_string(count);
   if (grouped) {
     backend.GroupStart();
-    context.comm->Send(out.AsTensor(type.dtype, n), to, *context.stream);
-    context.comm->Recv(in.AsTensor(type.dtype, n), from, *context.stream);
+    context.comm->Send(out.AsTensor(dtype, n), to, *context.stream);
+    context.comm->Recv(in.AsTensor(dtype, n), from, *context.stream);
     backend.GroupEnd();
   } else if (context.rank < to) {
-    context.comm->Send(out.AsTensor(type.dtype, n), to, *context.stream);
-    context.comm->Recv(in.AsTensor(type.dtype, n), from, *context.stream);
+    context.comm->Send(out.AsTensor(dtype, n), to, *context.stream);
+    context.comm->Recv(in.AsTensor(dtype, n), from, *context.stream);
   } else {
-    context.comm->Recv(in.AsTensor(type.dtype, n), from, *context.stream);
-    context.comm->Send(out.AsTensor(type.dtype, n), to, *context.stream);
+    context.comm->Recv(in.AsTensor(dtype, n), from, *context.stream);
+    context.comm->Send(out.AsTensor(dtype, n), to, *context.stream);
   }
   context.Wait(what);
-  HostArray received(type.dtype, count);
-  if (received.bytes() > 0) in.CopyToHost(received.data(), received.bytes());
-  for (size_t index = 0; index < count; ++index) {
-    if (received.Get(index) != InputValue(type, from, index, ReduceOp::kSum)) {
-      context.Expect(false, what + ": element " + std::to_string(index) + " is " +
-                                std::to_string(received.Get(index)) + ", expected rank " +
-                                std::to_string(from) + "'s data");
-      return;
-    }
-  }
+  std::vector<unsigned char> received(count * width);
+  if (!received.empty()) in.CopyToHost(received.data(), received.size());
+  const reference::Comparison comparison = reference::Compare(
+      dtype, std::nullopt, reference::ExpectReceived(dtype, context.world_size, from, n),
+      reference::Decode(dtype, received.data(), count));
+  context.Expect(comparison.ok(),
+                 what + " from rank " + std::to_string(from) + ": " + comparison.Describe());
 }
 
-std::vector<TypeCase> P2pTypes() {
-  const auto& types = ReducibleTypes();
+std::vector<DLDataType> P2pTypes() {
   // float32, bfloat16, int8, float64, fp8 e4m3, and bool (moved as bytes).
-  return {types[8], types[7], types[0], types[9], types[10], BoolCase()};
+  return {dtype::kFloat32,
+          dtype::kBFloat16,
+          dtype::kInt8,
+          dtype::kFloat64,
+          DLDataType{INFINI_CCL_DL_FLOAT8_E4M3FN, 8, 1},
+          DLDataType{INFINI_CCL_DL_BOOL, 8, 1}};
 }
 
 }  // namespace
@@ -412,35 +362,32 @@ void P2pRingDeliversNeighbourData(RankContext& context) {
   const int world = context.world_size;
   const int next = (context.rank + 1) % world;
   const int previous = (context.rank + world - 1) % world;
-  for (const TypeCase& type : P2pTypes()) {
-    for (size_t count : kCounts) Exchange(context, type, count, next, previous, true);
+  for (DLDataType dtype : P2pTypes()) {
+    for (size_t count : kCounts) Exchange(context, dtype, count, next, previous, true);
   }
 }
 
 void P2pPairsExchangeOutsideGroups(RankContext& context) {
   const int partner = context.rank ^ 1;
   if (partner >= context.world_size) return;  // odd world: the last rank sits out
-  for (const TypeCase& type : P2pTypes()) Exchange(context, type, 1001, partner, partner, false);
+  for (DLDataType dtype : P2pTypes()) Exchange(context, dtype, 1001, partner, partner, false);
 }
 
 namespace {
 
 // all_gather of each member's old rank over `comm`.
 std::vector<double> GatherOldRanks(RankContext& context, const Communicator& comm) {
-  const DLDataType f32 = ReducibleTypes()[8].dtype;
+  const DLDataType f32 = dtype::kFloat32;
   const auto members = static_cast<size_t>(comm.world_size());
   DeviceBuffer mine(context.backend, 4), all(context.backend, 4 * members);
-  HostArray value(f32, 1);
-  value.Set(0, context.rank);
-  mine.CopyFromHost(value.data(), 4);
+  const auto value = static_cast<float>(context.rank);
+  mine.CopyFromHost(&value, sizeof(value));
   comm.AllGather(mine.AsTensor(f32, 1), all.AsTensor(f32, static_cast<int64_t>(members)),
                  *context.stream);
   context.Wait("all_gather on a split communicator");
-  HostArray gathered(f32, members);
-  all.CopyToHost(gathered.data(), gathered.bytes());
-  std::vector<double> ranks;
-  for (size_t index = 0; index < members; ++index) ranks.push_back(gathered.Get(index));
-  return ranks;
+  std::vector<float> gathered(members);
+  all.CopyToHost(gathered.data(), gathered.size() * sizeof(float));
+  return std::vector<double>(gathered.begin(), gathered.end());
 }
 
 }  // namespace
@@ -508,18 +455,17 @@ void BarrierCompletes(RankContext& context) {
 
 void GraphReplayedAllReduceMatchesHostReference(RankContext& context) {
   const auto& plugin = context.backend->plugin();
-  const DLDataType f32 = ReducibleTypes()[8].dtype;
+  const DLDataType f32 = dtype::kFloat32;
   const size_t count = 64;
   const int replays = 3;
   DeviceBuffer buffer(context.backend, count * 4);
-  HostArray ones(f32, count);
-  for (size_t index = 0; index < count; ++index) ones.Set(index, 1.0);
+  const std::vector<float> ones(count, 1.0f);
   // NCCL connects peers lazily, at a communicator's first collective, and
   // connecting is not allowed while a stream is capturing: run one eagerly.
   context.comm->AllReduce(buffer.AsTensor(f32, count), buffer.AsTensor(f32, count), ReduceOp::kSum,
                           *context.stream);
   context.Wait("eager all_reduce before capture");
-  buffer.CopyFromHost(ones.data(), ones.bytes());
+  buffer.CopyFromHost(ones.data(), count * sizeof(float));
 
   infiniCclStream_t stream = context.stream->handle();
   context.backend->Check(plugin.stream_begin_capture(stream), "stream_begin_capture");
@@ -528,22 +474,22 @@ void GraphReplayedAllReduceMatchesHostReference(RankContext& context) {
   infiniCclGraph_t graph = nullptr;
   context.backend->Check(plugin.stream_end_capture(stream, &graph), "stream_end_capture");
   context.Wait("capture");  // capturing ran nothing: the buffer still holds ones
-  HostArray after_capture(f32, count);
-  buffer.CopyToHost(after_capture.data(), after_capture.bytes());
-  context.Expect(after_capture.Get(0) == 1.0, "capturing an all_reduce ran it");
+  std::vector<float> after_capture(count);
+  buffer.CopyToHost(after_capture.data(), count * sizeof(float));
+  context.Expect(after_capture[0] == 1.0f, "capturing an all_reduce ran it");
 
   for (int replay = 0; replay < replays; ++replay) {
     context.backend->Check(plugin.graph_launch(graph, stream), "graph_launch");
   }
   context.Wait("graph replays");
   context.backend->Check(plugin.graph_destroy(graph), "graph_destroy");
-  HostArray result(f32, count);
-  buffer.CopyToHost(result.data(), result.bytes());
+  std::vector<float> result(count);
+  buffer.CopyToHost(result.data(), count * sizeof(float));
   const double expected = std::pow(context.world_size, replays);
   for (size_t index = 0; index < count; ++index) {
-    if (result.Get(index) != expected) {
+    if (result[index] != expected) {
       context.Expect(false, "graph-replayed all_reduce: element " + std::to_string(index) + " is " +
-                                std::to_string(result.Get(index)) + ", expected " +
+                                std::to_string(result[index]) + ", expected " +
                                 std::to_string(expected));
       return;
     }
@@ -553,7 +499,7 @@ void GraphReplayedAllReduceMatchesHostReference(RankContext& context) {
 void LargeAllReduceMatchesHostReference(RankContext& context) {
   constexpr size_t kBytes = size_t{256} << 20;
   constexpr size_t kCount = kBytes / sizeof(float);
-  const DLDataType f32 = ReducibleTypes()[8].dtype;
+  const DLDataType f32 = dtype::kFloat32;
   std::vector<float> host(kCount);
   for (size_t index = 0; index < kCount; ++index) {
     host[index] = static_cast<float>(index % 13 + static_cast<size_t>(context.rank));
@@ -600,16 +546,17 @@ Blocks MakeBlocks(int world, size_t gap, const std::function<size_t(int)>& count
   return blocks;
 }
 
-// A device buffer of `count` elements of `type`, filled with `fill` (host
+// A device buffer of `count` elements of `dtype`, filled with `fill` (host
 // values, or sentinel bytes where fill is empty).
-DeviceBuffer Upload(const RankContext& context, const TypeCase& type, size_t count,
+DeviceBuffer Upload(const RankContext& context, DLDataType dtype, size_t count,
                     const std::function<double(size_t)>& fill) {
-  const size_t bytes = std::max<size_t>(count * ElementBytes(type.dtype), 8);
+  const size_t width = ElementBytes(dtype);
+  const size_t bytes = std::max<size_t>(count * width, 8);
   DeviceBuffer buffer(context.backend, bytes);
   std::vector<unsigned char> host(bytes, kSentinel);
   if (fill) {
     for (size_t index = 0; index < count; ++index) {
-      Encode(type.dtype, fill(index), host.data() + index * ElementBytes(type.dtype));
+      reference::EncodeElement(dtype, fill(index), host.data() + index * width);
     }
   }
   buffer.CopyFromHost(host.data(), bytes);
@@ -622,17 +569,16 @@ std::vector<unsigned char> Download(const DeviceBuffer& buffer) {
   return host;
 }
 
-// Elements [offset, offset + count) of `bytes` against `expected`; false
+// Elements [offset, offset + count) of `bytes` against `expected`, within
+// the reference's tolerance for `purpose` (exact for moved data); false
 // (with one failure recorded) at the first difference.
-bool ExpectBlock(RankContext& context, const std::string& what, const TypeCase& type,
+bool ExpectBlock(RankContext& context, const std::string& what, DLDataType dtype, Purpose purpose,
                  const std::vector<unsigned char>& bytes, size_t offset, size_t count,
                  const std::function<double(size_t)>& expected) {
-  const size_t width = ElementBytes(type.dtype);
+  const size_t width = ElementBytes(dtype);
   for (size_t index = 0; index < count; ++index) {
-    const double actual = Decode(type.dtype, bytes.data() + (offset + index) * width);
-    HostArray stored(type.dtype, 1);
-    stored.Set(0, expected(index));
-    if (!Close(type, actual, type.integer ? stored.Get(0) : expected(index))) {
+    const double actual = reference::DecodeElement(dtype, bytes.data() + (offset + index) * width);
+    if (!reference::CloseEnough(dtype, purpose, actual, expected(index))) {
       context.Expect(false, what + ": element " + std::to_string(index) + " of the block at " +
                                 std::to_string(offset) + " is " + std::to_string(actual) +
                                 ", expected " + std::to_string(expected(index)));
@@ -643,9 +589,9 @@ bool ExpectBlock(RankContext& context, const std::string& what, const TypeCase& 
 }
 
 // Elements [from, to) still hold the sentinel.
-bool ExpectUntouched(RankContext& context, const std::string& what, const TypeCase& type,
+bool ExpectUntouched(RankContext& context, const std::string& what, DLDataType dtype,
                      const std::vector<unsigned char>& bytes, size_t from, size_t to) {
-  const size_t width = ElementBytes(type.dtype);
+  const size_t width = ElementBytes(dtype);
   for (size_t byte = from * width; byte < to * width; ++byte) {
     if (bytes[byte] != kSentinel) {
       context.Expect(false, what + ": element " + std::to_string(byte / width) +
@@ -656,47 +602,52 @@ bool ExpectUntouched(RankContext& context, const std::string& what, const TypeCa
   return true;
 }
 
-std::vector<TypeCase> VariableMovementTypes() {
-  const auto& types = ReducibleTypes();
+std::vector<DLDataType> VariableMovementTypes() {
   // float32, bfloat16, int8, fp8 e5m2, and bool (moved as bytes).
-  return {types[8], types[7], types[0], types[11], BoolCase()};
+  return {dtype::kFloat32, dtype::kBFloat16, dtype::kInt8,
+          DLDataType{INFINI_CCL_DL_FLOAT8_E5M2, 8, 1}, DLDataType{INFINI_CCL_DL_BOOL, 8, 1}};
+}
+
+// Element `index` of rank `from`'s moved data (the shared reference's).
+double MovedValue(DLDataType dtype, int world, int from, size_t index) {
+  return reference::InputValue(dtype, std::nullopt, from, world, static_cast<int64_t>(index));
 }
 
 // Element `index` of the block rank `from` sends to rank `to`.
-double PairValue(const TypeCase& type, int from, int to, size_t index) {
-  return InputValue(type, from, static_cast<size_t>(to) * 64 + index, ReduceOp::kSum);
+double PairValue(DLDataType dtype, int world, int from, int to, size_t index) {
+  return MovedValue(dtype, world, from, static_cast<size_t>(to) * 64 + index);
 }
 
 // Uneven, some empty: rank p sends ((3p + q) mod 4) x 17 elements to rank q.
 size_t PairCount(int from, int to) { return static_cast<size_t>((3 * from + to) % 4) * 17; }
 
-void CheckAllToAllV(RankContext& context, const TypeCase& type) {
+void CheckAllToAllV(RankContext& context, DLDataType dtype) {
   const int rank = context.rank;
   const int world = context.world_size;
-  const std::string what = "all_to_all_v " + type.name;
+  const std::string what = "all_to_all_v " + DataTypeName(dtype);
   const Blocks send = MakeBlocks(world, 2, [&](int to) { return PairCount(rank, to); });
   const Blocks recv = MakeBlocks(world, 1, [&](int from) { return PairCount(from, rank); });
   std::vector<double> send_values(send.span, 0.0);
   for (int to = 0; to < world; ++to) {
     for (size_t index = 0; index < send.counts[to]; ++index) {
-      send_values[send.displacements[to] + index] = PairValue(type, rank, to, index);
+      send_values[send.displacements[to] + index] = PairValue(dtype, world, rank, to, index);
     }
   }
   const DeviceBuffer send_buffer =
-      Upload(context, type, send.span, [&](size_t index) { return send_values[index]; });
-  const DeviceBuffer recv_buffer = Upload(context, type, recv.span, {});
-  context.comm->AllToAllV(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(send.span)),
-                          send.counts, send.displacements,
-                          recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(recv.span)),
-                          recv.counts, recv.displacements, *context.stream);
+      Upload(context, dtype, send.span, [&](size_t index) { return send_values[index]; });
+  const DeviceBuffer recv_buffer = Upload(context, dtype, recv.span, {});
+  context.comm->AllToAllV(send_buffer.AsTensor(dtype, static_cast<int64_t>(send.span)), send.counts,
+                          send.displacements,
+                          recv_buffer.AsTensor(dtype, static_cast<int64_t>(recv.span)), recv.counts,
+                          recv.displacements, *context.stream);
   context.Wait(what);
   const std::vector<unsigned char> bytes = Download(recv_buffer);
   for (int from = 0; from < world; ++from) {
     const size_t start = recv.displacements[from];
-    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), type, bytes, start,
-                     recv.counts[from],
-                     [&](size_t index) { return PairValue(type, from, rank, index); }) ||
-        !ExpectUntouched(context, what, type, bytes, start + recv.counts[from],
+    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), dtype, std::nullopt,
+                     bytes, start, recv.counts[from],
+                     [&](size_t index) { return PairValue(dtype, world, from, rank, index); }) ||
+        !ExpectUntouched(context, what, dtype, bytes, start + recv.counts[from],
                          start + recv.counts[from] + 1)) {
       return;
     }
@@ -706,43 +657,42 @@ void CheckAllToAllV(RankContext& context, const TypeCase& type) {
 // Rank p contributes (p mod 3) x 19 elements: rank 0 none.
 size_t GatherVCount(int rank) { return static_cast<size_t>(rank % 3) * 19; }
 
-void CheckAllGatherV(RankContext& context, const TypeCase& type, bool in_place) {
+void CheckAllGatherV(RankContext& context, DLDataType dtype, bool in_place) {
   const int rank = context.rank;
   const int world = context.world_size;
-  const std::string what = "all_gather_v " + type.name + (in_place ? " in-place" : " out-of-place");
+  const std::string what =
+      "all_gather_v " + DataTypeName(dtype) + (in_place ? " in-place" : " out-of-place");
   const Blocks recv = MakeBlocks(world, 1, GatherVCount);
   const size_t mine = recv.counts[rank];
-  const auto own_value = [&](size_t index) {
-    return InputValue(type, rank, index, ReduceOp::kSum);
-  };
+  const auto own_value = [&](size_t index) { return MovedValue(dtype, world, rank, index); };
   // In place, this rank's block already sits at its place in recv.
   const DeviceBuffer recv_buffer =
-      Upload(context, type, recv.span,
+      Upload(context, dtype, recv.span,
              in_place ? std::function<double(size_t)>([&](size_t index) {
                const size_t start = recv.displacements[rank];
                return index >= start && index < start + mine ? own_value(index - start)
                                                              : static_cast<double>(kSentinel);
              })
                       : std::function<double(size_t)>());
-  const DeviceBuffer send_buffer = Upload(context, type, mine, own_value);
-  const auto recv_tensor = recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(recv.span));
+  const DeviceBuffer send_buffer = Upload(context, dtype, mine, own_value);
+  const auto recv_tensor = recv_buffer.AsTensor(dtype, static_cast<int64_t>(recv.span));
   const auto send_tensor =
-      in_place ? recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(mine),
+      in_place ? recv_buffer.AsTensor(dtype, static_cast<int64_t>(mine),
                                       static_cast<int64_t>(recv.displacements[rank]))
-               : send_buffer.AsTensor(type.dtype, static_cast<int64_t>(mine));
+               : send_buffer.AsTensor(dtype, static_cast<int64_t>(mine));
   context.comm->AllGatherV(send_tensor, recv_tensor, recv.counts, recv.displacements,
                            *context.stream);
   context.Wait(what);
   const std::vector<unsigned char> bytes = Download(recv_buffer);
   for (int from = 0; from < world; ++from) {
     const size_t start = recv.displacements[from];
-    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), type, bytes, start,
-                     recv.counts[from],
-                     [&](size_t index) { return InputValue(type, from, index, ReduceOp::kSum); })) {
+    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), dtype, std::nullopt,
+                     bytes, start, recv.counts[from],
+                     [&](size_t index) { return MovedValue(dtype, world, from, index); })) {
       return;
     }
     // In place, the gap bytes were encoded from the sentinel value, not raw.
-    if (!in_place && !ExpectUntouched(context, what, type, bytes, start + recv.counts[from],
+    if (!in_place && !ExpectUntouched(context, what, dtype, bytes, start + recv.counts[from],
                                       start + recv.counts[from] + 1)) {
       return;
     }
@@ -752,124 +702,123 @@ void CheckAllGatherV(RankContext& context, const TypeCase& type, bool in_place) 
 // Rank q receives (((q + 1) mod 3) x 23) reduced elements: rank 2 none.
 size_t ScatterVCount(int rank) { return static_cast<size_t>((rank + 1) % 3) * 23; }
 
-void CheckReduceScatterV(RankContext& context, const TypeCase& type, ReduceOp op, bool in_place) {
+void CheckReduceScatterV(RankContext& context, DLDataType dtype, ReduceOp op, bool in_place) {
   const int rank = context.rank;
   const int world = context.world_size;
-  const std::string what = "reduce_scatter_v " + type.name + " " + std::string(ReduceOpName(op)) +
-                           (in_place ? " in-place" : "");
+  const std::string what = "reduce_scatter_v " + DataTypeName(dtype) + " " +
+                           std::string(ReduceOpName(op)) + (in_place ? " in-place" : "");
   const Blocks send = MakeBlocks(world, 1, ScatterVCount);
   // Element i of block q is element q*64 + i of the reference's input.
   std::vector<double> send_values(send.span, 0.0);
   for (int to = 0; to < world; ++to) {
     for (size_t index = 0; index < send.counts[to]; ++index) {
-      send_values[send.displacements[to] + index] =
-          InputValue(type, rank, static_cast<size_t>(to) * 64 + index, op);
+      send_values[send.displacements[to] + index] = reference::InputValue(
+          dtype, op, rank, world, to * int64_t{64} + static_cast<int64_t>(index));
     }
   }
   const DeviceBuffer send_buffer =
-      Upload(context, type, send.span, [&](size_t index) { return send_values[index]; });
+      Upload(context, dtype, send.span, [&](size_t index) { return send_values[index]; });
   const size_t mine = send.counts[rank];
-  const DeviceBuffer recv_buffer = Upload(context, type, mine, {});
+  const DeviceBuffer recv_buffer = Upload(context, dtype, mine, {});
   const auto recv_tensor =
-      in_place ? send_buffer.AsTensor(type.dtype, static_cast<int64_t>(mine),
+      in_place ? send_buffer.AsTensor(dtype, static_cast<int64_t>(mine),
                                       static_cast<int64_t>(send.displacements[rank]))
-               : recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(mine));
-  context.comm->ReduceScatterV(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(send.span)),
+               : recv_buffer.AsTensor(dtype, static_cast<int64_t>(mine));
+  context.comm->ReduceScatterV(send_buffer.AsTensor(dtype, static_cast<int64_t>(send.span)),
                                send.counts, send.displacements, recv_tensor, op, *context.stream);
   context.Wait(what);
   const std::vector<unsigned char> bytes = Download(in_place ? send_buffer : recv_buffer);
-  ExpectBlock(context, what, type, bytes, in_place ? send.displacements[rank] : 0, mine,
+  ExpectBlock(context, what, dtype, op, bytes, in_place ? send.displacements[rank] : 0, mine,
               [&](size_t index) {
-                return Reference(type, op, world, static_cast<size_t>(rank) * 64 + index);
+                return reference::ReducedValue(dtype, op, world,
+                                               rank * int64_t{64} + static_cast<int64_t>(index));
               });
 }
 
-void CheckGather(RankContext& context, const TypeCase& type, size_t count, bool in_place) {
+void CheckGather(RankContext& context, DLDataType dtype, size_t count, bool in_place) {
   const int rank = context.rank;
   const int world = context.world_size;
   const int root = world - 1;
-  const std::string what =
-      "gather " + type.name + " count=" + std::to_string(count) + (in_place ? " in-place" : "");
-  const auto value_of = [&](int from) {
-    return [&type, from](size_t index) { return InputValue(type, from, index, ReduceOp::kSum); };
+  const std::string what = "gather " + DataTypeName(dtype) + " count=" + std::to_string(count) +
+                           (in_place ? " in-place" : "");
+  const auto value_of = [dtype, world](int from) {
+    return [dtype, world, from](size_t index) { return MovedValue(dtype, world, from, index); };
   };
   const size_t total = count * static_cast<size_t>(world);
   const bool root_in_place = in_place && rank == root;
   const DeviceBuffer recv_buffer =
-      Upload(context, type, total,
+      Upload(context, dtype, total,
              root_in_place ? std::function<double(size_t)>([&](size_t index) {
                return index / std::max<size_t>(count, 1) == static_cast<size_t>(root)
                           ? value_of(root)(index % count)
                           : static_cast<double>(kSentinel);
              })
                            : std::function<double(size_t)>());
-  const DeviceBuffer send_buffer = Upload(context, type, count, value_of(rank));
-  const auto send_tensor = root_in_place
-                               ? recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(count),
-                                                      static_cast<int64_t>(count) * root)
-                               : send_buffer.AsTensor(type.dtype, static_cast<int64_t>(count));
-  context.comm->Gather(send_tensor, recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(total)),
-                       root, *context.stream);
+  const DeviceBuffer send_buffer = Upload(context, dtype, count, value_of(rank));
+  const auto send_tensor = root_in_place ? recv_buffer.AsTensor(dtype, static_cast<int64_t>(count),
+                                                                static_cast<int64_t>(count) * root)
+                                         : send_buffer.AsTensor(dtype, static_cast<int64_t>(count));
+  context.comm->Gather(send_tensor, recv_buffer.AsTensor(dtype, static_cast<int64_t>(total)), root,
+                       *context.stream);
   context.Wait(what);
   if (rank != root) return;  // recv matters on the root only
   const std::vector<unsigned char> bytes = Download(recv_buffer);
   for (int from = 0; from < world; ++from) {
-    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), type, bytes,
-                     static_cast<size_t>(from) * count, count, value_of(from))) {
+    if (!ExpectBlock(context, what + " from rank " + std::to_string(from), dtype, std::nullopt,
+                     bytes, static_cast<size_t>(from) * count, count, value_of(from))) {
       return;
     }
   }
 }
 
-void CheckScatter(RankContext& context, const TypeCase& type, size_t count, bool in_place) {
+void CheckScatter(RankContext& context, DLDataType dtype, size_t count, bool in_place) {
   const int rank = context.rank;
   const int world = context.world_size;
   const int root = world - 1;
-  const std::string what =
-      "scatter " + type.name + " count=" + std::to_string(count) + (in_place ? " in-place" : "");
+  const std::string what = "scatter " + DataTypeName(dtype) + " count=" + std::to_string(count) +
+                           (in_place ? " in-place" : "");
   const size_t total = count * static_cast<size_t>(world);
   // The root's block for rank r holds element r*count + i of its input.
-  const DeviceBuffer send_buffer = Upload(context, type, total, [&](size_t index) {
-    return InputValue(type, root, index, ReduceOp::kSum);
-  });
-  const DeviceBuffer recv_buffer = Upload(context, type, count, {});
+  const DeviceBuffer send_buffer = Upload(
+      context, dtype, total, [&](size_t index) { return MovedValue(dtype, world, root, index); });
+  const DeviceBuffer recv_buffer = Upload(context, dtype, count, {});
   const bool root_in_place = in_place && rank == root;
-  const auto recv_tensor = root_in_place
-                               ? send_buffer.AsTensor(type.dtype, static_cast<int64_t>(count),
-                                                      static_cast<int64_t>(count) * root)
-                               : recv_buffer.AsTensor(type.dtype, static_cast<int64_t>(count));
-  context.comm->Scatter(send_buffer.AsTensor(type.dtype, static_cast<int64_t>(total)), recv_tensor,
-                        root, *context.stream);
+  const auto recv_tensor = root_in_place ? send_buffer.AsTensor(dtype, static_cast<int64_t>(count),
+                                                                static_cast<int64_t>(count) * root)
+                                         : recv_buffer.AsTensor(dtype, static_cast<int64_t>(count));
+  context.comm->Scatter(send_buffer.AsTensor(dtype, static_cast<int64_t>(total)), recv_tensor, root,
+                        *context.stream);
   context.Wait(what);
   const std::vector<unsigned char> bytes = Download(root_in_place ? send_buffer : recv_buffer);
-  ExpectBlock(context, what, type, bytes, root_in_place ? count * static_cast<size_t>(root) : 0,
-              count, [&](size_t index) {
-                return InputValue(type, root, static_cast<size_t>(rank) * count + index,
-                                  ReduceOp::kSum);
+  ExpectBlock(context, what, dtype, std::nullopt, bytes,
+              root_in_place ? count * static_cast<size_t>(root) : 0, count, [&](size_t index) {
+                return MovedValue(dtype, world, root, static_cast<size_t>(rank) * count + index);
               });
 }
 
 }  // namespace
 
 void VariableCollectivesMatchHostReference(RankContext& context) {
-  for (const TypeCase& type : VariableMovementTypes()) {
-    CheckAllToAllV(context, type);
+  for (DLDataType dtype : VariableMovementTypes()) {
+    CheckAllToAllV(context, dtype);
     for (bool in_place : {false, true}) {
-      CheckAllGatherV(context, type, in_place);
+      CheckAllGatherV(context, dtype, in_place);
       for (size_t count : kCounts) {
-        CheckGather(context, type, count, in_place);
-        CheckScatter(context, type, count, in_place);
+        CheckGather(context, dtype, count, in_place);
+        CheckScatter(context, dtype, count, in_place);
       }
     }
   }
-  const auto& types = ReducibleTypes();
-  const std::vector<std::pair<TypeCase, ReduceOp>> reductions = {
-      {types[8], ReduceOp::kSum},  {types[8], ReduceOp::kProd}, {types[8], ReduceOp::kMax},
-      {types[8], ReduceOp::kMin},  {types[8], ReduceOp::kAvg},  {types[2], ReduceOp::kSum},
-      {types[7], ReduceOp::kAvg},  {types[10], ReduceOp::kSum}, {BoolCase(), ReduceOp::kMax},
-      {BoolCase(), ReduceOp::kMin}};
-  for (const auto& [type, op] : reductions) {
-    for (bool in_place : {false, true}) CheckReduceScatterV(context, type, op, in_place);
+  const DLDataType e4m3{INFINI_CCL_DL_FLOAT8_E4M3FN, 8, 1};
+  const DLDataType boolean{INFINI_CCL_DL_BOOL, 8, 1};
+  const std::vector<std::pair<DLDataType, ReduceOp>> reductions = {
+      {dtype::kFloat32, ReduceOp::kSum},  {dtype::kFloat32, ReduceOp::kProd},
+      {dtype::kFloat32, ReduceOp::kMax},  {dtype::kFloat32, ReduceOp::kMin},
+      {dtype::kFloat32, ReduceOp::kAvg},  {dtype::kInt32, ReduceOp::kSum},
+      {dtype::kBFloat16, ReduceOp::kAvg}, {e4m3, ReduceOp::kSum},
+      {boolean, ReduceOp::kMax},          {boolean, ReduceOp::kMin}};
+  for (const auto& [dtype, op] : reductions) {
+    for (bool in_place : {false, true}) CheckReduceScatterV(context, dtype, op, in_place);
   }
 }
 
