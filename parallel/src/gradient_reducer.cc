@@ -69,18 +69,20 @@ struct GradientReducer::State {
     }
     return layout.buckets[bucket].gradients.front();
   }
-  // Makes `compute_stream` wait for `bucket`, rethrowing its failure.
+  // Makes `compute_stream` wait for `bucket`, rethrowing its failure. A
+  // bucket not issued is the caller's mistake only while synchronizing.
   void WaitForBucket(size_t bucket, const ccl::Stream& compute_stream, const char* call) const {
-    if (bucket >= next_bucket_to_issue) {
+    if (const auto& work = works[bucket]) {
+      work->WaitOnStream(compute_stream);
+      if (auto error = work->error()) std::rethrow_exception(error);
+      return;
+    }
+    if (synchronize && bucket >= next_bucket_to_issue) {
       throw ParallelUsageError(std::string("GradientReducer::") + call + ": " +
                                Name(FirstUnmarked(bucket)) +
                                " was not marked ready this step: every gradient of a bucket must "
                                "be marked before its result is waited for");
     }
-    const auto& work = works[bucket];
-    if (!work) return;  // empty bucket
-    work->WaitOnStream(compute_stream);
-    if (auto error = work->error()) std::rethrow_exception(error);
   }
 };
 
@@ -195,29 +197,29 @@ void GradientReducer::WaitFor(size_t index, const ccl::Stream& compute_stream) {
   State& state = *state_;
   state.RequireIndex(index, "WaitFor");
   std::lock_guard lock(state.mutex);
-  if (!state.synchronize) return;
+  // Buckets completed while synchronization was off go out now.
+  if (state.synchronize) state.IssueReadyBuckets(compute_stream);
   state.WaitForBucket(state.layout.gradients[index].bucket, compute_stream, "WaitFor");
 }
 
 void GradientReducer::WaitAll(const ccl::Stream& compute_stream) {
   State& state = *state_;
   std::lock_guard lock(state.mutex);
-  if (state.synchronize) {
-    std::exception_ptr first_error;
-    for (size_t bucket = 0; bucket < state.layout.buckets.size(); ++bucket) {
-      try {
-        state.WaitForBucket(bucket, compute_stream, "WaitAll");
-      } catch (const ParallelUsageError&) {
-        throw;  // the step stays open: the caller may still mark the rest
-      } catch (...) {
-        if (!first_error) first_error = std::current_exception();
-      }
+  if (state.synchronize) state.IssueReadyBuckets(compute_stream);
+  // Every issued bucket is waited for, also in a step whose synchronization
+  // was switched off midway: the next step writes into the same storage.
+  std::exception_ptr first_error;
+  for (size_t bucket = 0; bucket < state.layout.buckets.size(); ++bucket) {
+    try {
+      state.WaitForBucket(bucket, compute_stream, "WaitAll");
+    } catch (const ParallelUsageError&) {
+      throw;  // the step stays open: the caller may still mark the rest
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
     }
-    state.ResetStep();
-    if (first_error) std::rethrow_exception(first_error);
-    return;
   }
   state.ResetStep();
+  if (first_error) std::rethrow_exception(first_error);
 }
 
 }  // namespace infini::parallel
