@@ -146,6 +146,20 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
         [](auto flag, auto value, BenchOptions* o) {
           o->threads_per_process = static_cast<int>(ParseInteger(flag, value, 1, 1024));
         }}},
+      {"timing",
+       {false,
+        "back_to_back (nccl-tests: a barrier, then --iters launches timed together, the "
+        "average per launch) or per_iteration (a barrier and events around each launch, max "
+        "over ranks) (default back_to_back)",
+        [](auto flag, auto value, BenchOptions* o) {
+          if (value == "back_to_back") {
+            o->timing = Timing::kBackToBack;
+          } else if (value == "per_iteration") {
+            o->timing = Timing::kPerIteration;
+          } else {
+            Refuse(flag, value, "back_to_back or per_iteration");
+          }
+        }}},
       {"root",
        {false, "root rank of broadcast and reduce (default 0)",
         [](auto flag, auto value, BenchOptions* o) {
@@ -171,6 +185,10 @@ const std::vector<Collective>& AllCollectives() {
     return collectives;
   }();
   return *all;
+}
+
+std::string_view TimingName(Timing timing) {
+  return timing == Timing::kBackToBack ? "back_to_back" : "per_iteration";
 }
 
 bool HasInPlaceForm(Collective collective) {
@@ -224,7 +242,8 @@ std::string BenchUsage() {
   std::ostringstream usage;
   usage << "usage: infini_run [launcher flags] -- ccl_bench [flags] [--benchmark_* flags]\n"
            "Times collectives with every rank running the same fixed iterations; rank 0\n"
-           "reports time_us, algbw_GBps and busbw_GBps (nccl-tests' definitions).\n\n";
+           "prints a table in nccl-tests' columns (size, count, type, redop, root, time,\n"
+           "algbw, busbw, #wrong); the JSON counters are time_us, algbw_GBps, busbw_GBps.\n\n";
   for (const auto& [name, spec] : FlagTable()) {
     usage << "  --" << name << (spec.is_bool ? "" : "=VALUE") << "\n      " << spec.help << "\n";
   }

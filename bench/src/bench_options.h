@@ -38,6 +38,14 @@ const std::vector<Collective>& AllCollectives();
 // True for the collectives that have an in-place form.
 bool HasInPlaceForm(Collective collective);
 
+// How a case's time is measured (both: backend events on the rank's stream).
+//   kBackToBack (nccl-tests'): a barrier, then --iters launches one after
+//     another, timed as a whole; the time per launch is the average.
+//   kPerIteration: a barrier before every launch, each launch timed alone
+//     and maxed over ranks; adds the barrier's tail to small messages.
+enum class Timing { kBackToBack, kPerIteration };
+std::string_view TimingName(Timing timing);  // "back_to_back", "per_iteration"
+
 struct BenchOptions {
   std::string ccl_backend;  // empty: INFINI_CCL_BACKEND, else "auto"
   std::vector<Collective> collectives{Collective::kAllReduce};
@@ -52,6 +60,7 @@ struct BenchOptions {
   int64_t warmup_iterations = 5;
   int threads_per_process = 1;
   int root = 0;  // of broadcast and reduce
+  Timing timing = Timing::kBackToBack;
 };
 
 // Parses what is left of argv after benchmark::Initialize. Returns false

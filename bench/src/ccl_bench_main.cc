@@ -3,9 +3,15 @@
 // Google Benchmark thread is one rank with its own communicator, made before
 // timing. Every rank runs exactly --warmup + --iters launches per case (a
 // fixed Iterations count, never the adaptive one, which would differ between
-// ranks and deadlock them). An iteration's time is the backend event time
-// from a barrier to the end of the collective, maxed over ranks, so the
-// reported time is the collective's. Only global rank 0 reports.
+// ranks and deadlock them).
+//
+// Timing (--timing): back_to_back, nccl-tests' method and the default: a
+// barrier, then the --iters launches one after another on the rank's stream
+// between two events; the time per launch is that span / iters, averaged over
+// ranks. per_iteration: a barrier and events around every launch, the
+// iteration's time maxed over ranks. Only global rank 0 reports: a table in
+// nccl-tests' columns on the console, Google Benchmark's JSON in
+// --benchmark_out.
 //
 //   infini_run --nproc_per_node=4 -- ccl_bench --threads_per_process=2
 //       --collectives=all --max_bytes=16M --check --benchmark_out=bench.json
@@ -16,6 +22,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +32,7 @@
 #include "bench_world.h"
 #include "collective_case.h"
 #include "infini/parallel/errors.h"
+#include "nccl_tests_table.h"
 
 namespace infini::bench {
 namespace {
@@ -86,10 +95,10 @@ benchmark::Counter PerCase(double value) {
   return benchmark::Counter(value, benchmark::Counter::kAvgThreads);
 }
 
-// One iteration: barrier, start event, collective, stop event. The barrier
-// and both events are on the rank's stream, so on a device the time starts
-// when the barrier has released every rank; on a host backend the events
-// record host time around the (synchronous) collective.
+// One iteration of --timing=per_iteration: barrier, start event, collective,
+// stop event. The barrier and both events are on the rank's stream, so on a
+// device the time starts when the barrier has released every rank; on a host
+// backend the events record host time around the (synchronous) collective.
 double TimeOneLaunch(const RankResources& rank, const CollectiveCase& one_case) {
   rank.communicator.Barrier(rank.stream);
   rank.start->Record(rank.stream);
@@ -97,6 +106,41 @@ double TimeOneLaunch(const RankResources& rank, const CollectiveCase& one_case) 
   rank.stop->Record(rank.stream);
   rank.stop->Synchronize();
   return rank.stop->ElapsedMsSince(*rank.start) / 1e3;
+}
+
+// --timing=back_to_back (nccl-tests): barrier, start event, `launches`
+// collectives queued one after another, stop event; seconds per launch.
+double TimeBackToBack(const RankResources& rank, const CollectiveCase& one_case, int64_t launches) {
+  rank.communicator.Barrier(rank.stream);
+  rank.start->Record(rank.stream);
+  for (int64_t launch = 0; launch < launches; ++launch) one_case.Launch();
+  rank.stop->Record(rank.stream);
+  rank.stop->Synchronize();
+  return rank.stop->ElapsedMsSince(*rank.start) / 1e3 / static_cast<double>(launches);
+}
+
+// Seconds per launch of the case, the same value on every rank.
+double TimeCase(benchmark::State& state, const RankResources& rank, const CollectiveCase& one_case,
+                const BenchOptions& options) {
+  double total_seconds = 0;
+  int64_t measurements = 0;
+  for (auto _ : state) {
+    double seconds = 0;
+    if (options.timing == Timing::kBackToBack) {
+      // One Google Benchmark iteration holds all --iters launches.
+      seconds = rank.ReduceOverRanks(TimeBackToBack(rank, one_case, options.iterations),
+                                     ccl::ReduceOp::kSum) /
+                rank.rank.world_size();
+    } else {
+      seconds = rank.ReduceOverRanks(TimeOneLaunch(rank, one_case), ccl::ReduceOp::kMax);
+    }
+    // Google Benchmark divides manual time by iterations × threads; scaled
+    // by threads, its Time column is the collective's time, as time_us.
+    state.SetIterationTime(seconds * state.threads());
+    total_seconds += seconds;
+    ++measurements;
+  }
+  return total_seconds / static_cast<double>(measurements);
 }
 
 void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& options,
@@ -108,22 +152,13 @@ void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& 
     for (int64_t warmup = 0; warmup < options.warmup_iterations; ++warmup) one_case.Launch();
     rank.stream.Synchronize();
 
-    double total_seconds = 0;
-    for (auto _ : state) {
-      const double seconds =
-          rank.ReduceOverRanks(TimeOneLaunch(rank, one_case), ccl::ReduceOp::kMax);
-      // Google Benchmark divides manual time by iterations × threads; scaled
-      // by threads, its Time column is the collective's time, as time_us.
-      state.SetIterationTime(seconds * state.threads());
-      total_seconds += seconds;
-    }
-
+    const double seconds_per_launch = TimeCase(state, rank, one_case, options);
     const int world_size = world.world_size();
     const double bytes = static_cast<double>(one_case.plan().bytes);
-    const double seconds_per_launch = total_seconds / static_cast<double>(state.iterations());
     const double algbw = bytes / seconds_per_launch / 1e9;
     state.counters["bytes"] = PerCase(bytes);
     state.counters["ranks"] = PerCase(world_size);
+    state.counters["launches"] = PerCase(static_cast<double>(options.iterations));
     state.counters["time_us"] = PerCase(seconds_per_launch * 1e6);
     state.counters["algbw_GBps"] = PerCase(algbw);
     state.counters["busbw_GBps"] = PerCase(algbw * BusBandwidthFactor(spec.collective, world_size));
@@ -212,6 +247,9 @@ int Main(int argc, char** argv) {
       parallel::ReadProcessTopology(parallel::CurrentEnvironment());
   const bool reports = topology.global_proc_rank == 0;
   RefuseRankDivergingFlags(argc, argv);
+  // --benchmark_format=console|json|csv asks for Google Benchmark's own
+  // console output instead of the table.
+  const bool wants_benchmark_console = HasFlag(argc, argv, "--benchmark_format");
   if (!reports) DropFileOutputFlags(&argc, argv);
   benchmark::Initialize(&argc, argv);
 
@@ -228,23 +266,37 @@ int Main(int argc, char** argv) {
       BenchWorld::Create(options.ccl_backend, options.threads_per_process);
   cases = SupportedCases(cases, world->backend()->capabilities(), reports);
   std::atomic<int64_t> wrong_elements{0};
+  std::map<std::string, TableCase> table_cases;
+  const size_t element_bytes = ccl::ElementBytes(options.dtype);
   for (const CaseSpec& spec : cases) {
+    const std::string name = CaseName(spec, world_size);
+    const BufferPlan plan =
+        PlanBuffers(spec.collective, spec.requested_bytes, element_bytes, world_size);
+    table_cases[name] = TableCase{spec, plan.total_elements};
     benchmark::RegisterBenchmark(
-        CaseName(spec, world_size).c_str(),
+        name.c_str(),
         [spec, &options, &world, &wrong_elements](benchmark::State& state) {
           RunCase(state, spec, options, *world, &wrong_elements);
         })
         ->Threads(options.threads_per_process)
-        ->Iterations(options.iterations)
+        ->Iterations(options.timing == Timing::kBackToBack ? 1 : options.iterations)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   }
   if (reports) {
-    std::cout << "ccl_bench: backend " << world->backend()->info().name << ", " << world_size
-              << " ranks = " << topology.proc_world_size() << " processes x "
-              << options.threads_per_process << " threads, " << options.iterations
-              << " iterations (+" << options.warmup_iterations << " warm-up) per case" << std::endl;
-    benchmark::RunSpecifiedBenchmarks();
+    std::ostringstream title;
+    title << "ccl_bench: backend " << world->backend()->info().name << ", " << world_size
+          << " ranks = " << topology.proc_world_size() << " processes x "
+          << options.threads_per_process << " threads, timing " << TimingName(options.timing)
+          << ", " << options.iterations << " launches (+" << options.warmup_iterations
+          << " warm-up) per case";
+    if (wants_benchmark_console) {
+      std::cout << title.str() << std::endl;
+      benchmark::RunSpecifiedBenchmarks();
+    } else {
+      NcclTestsTableReporter table(std::move(table_cases), title.str(), options.check);
+      benchmark::RunSpecifiedBenchmarks(&table);
+    }
   } else {
     NullReporter silent;
     benchmark::RunSpecifiedBenchmarks(&silent);
@@ -266,7 +318,9 @@ int Main(int argc, char** argv) {
                 << std::endl;
     }
   }
-  return wrong_elements > 0 ? 1 : 0;
+  // The verdict is global rank 0's: were the other ranks to fail too, the
+  // launcher could stop rank 0 before it has printed what was wrong.
+  return reports && wrong_elements > 0 ? 1 : 0;
 }
 
 }  // namespace

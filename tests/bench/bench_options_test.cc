@@ -90,5 +90,14 @@ TEST(BenchOptions, BadValuesAreRefused) {
   EXPECT_THROW(Parse({"--iters"}, &options), UsageError);
 }
 
+TEST(BenchOptions, TimingDefaultsToNcclTestsBackToBack) {
+  BenchOptions options;
+  ASSERT_TRUE(Parse({}, &options));
+  EXPECT_EQ(options.timing, Timing::kBackToBack);
+  ASSERT_TRUE(Parse({"--timing=per_iteration"}, &options));
+  EXPECT_EQ(options.timing, Timing::kPerIteration);
+  EXPECT_THROW(Parse({"--timing=events"}, &options), UsageError);
+}
+
 }  // namespace
 }  // namespace infini::bench

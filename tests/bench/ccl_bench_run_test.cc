@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -39,6 +41,28 @@ std::string Bench(const std::string& launcher_flags, const std::string& bench_fl
          CCL_BENCH_PATH + " --iters=2 --warmup=1 " + bench_flags;
 }
 
+// A row of rank 0's table: "[rank0]:  8  2  float32  sum  -1  13.90  0.00  0.00  0".
+struct TableRow {
+  std::string rank_prefix;          // "[rank0]:"
+  std::vector<std::string> fields;  // size count type redop root time algbw busbw #wrong
+};
+
+std::vector<TableRow> TableRows(const std::string& output) {
+  std::vector<TableRow> rows;
+  std::istringstream stream(output);
+  for (std::string line; std::getline(stream, line);) {
+    const size_t colon = line.find("]:");
+    if (line.rfind("[rank", 0) != 0 || colon == std::string::npos) continue;
+    TableRow row{line.substr(0, colon + 2), {}};
+    std::istringstream words(line.substr(colon + 2));
+    for (std::string word; words >> word;) row.fields.push_back(word);
+    if (row.fields.size() == 9 && std::isdigit(static_cast<unsigned char>(row.fields[0][0]))) {
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
 std::vector<std::string> LinesContaining(const std::string& text, const std::string& needle) {
   std::vector<std::string> lines;
   std::istringstream stream(text);
@@ -53,14 +77,18 @@ TEST(CclBenchRun, ReportsEachCaseOnceFromGlobalRankZeroWithThreadRanks) {
                                          "--threads_per_process=2 --collectives=all_reduce "
                                          "--min_bytes=8 --max_bytes=512 --check"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const std::vector<std::string> rows = LinesContaining(run.output, "busbw_GBps=");
+  const std::vector<TableRow> rows = TableRows(run.output);
   ASSERT_EQ(rows.size(), 4u) << run.output;  // 8, 32, 128, 512 bytes
-  for (const std::string& row : rows) {
-    EXPECT_EQ(row.rfind("[rank0]:all_reduce/float32/sum/out_of_place/bytes:", 0), 0u) << row;
-    EXPECT_NE(row.find("ranks=4 "), std::string::npos) << row;
-    EXPECT_NE(row.find("threads:2"), std::string::npos) << row;
-    EXPECT_NE(row.find("wrong=0"), std::string::npos) << row;
+  const std::vector<std::string> sizes = {"8", "32", "128", "512"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].rank_prefix, "[rank0]:") << run.output;
+    EXPECT_EQ(rows[i].fields[0], sizes[i]) << run.output;
+    EXPECT_EQ(rows[i].fields[2], "float32") << run.output;
+    EXPECT_EQ(rows[i].fields[3], "sum") << run.output;
+    EXPECT_EQ(rows[i].fields[8], "0") << run.output;  // #wrong
   }
+  EXPECT_EQ(LinesContaining(run.output, "4 ranks = 2 processes x 2 threads").size(), 1u)
+      << run.output;
   EXPECT_TRUE(LinesContaining(run.output, "[rank1]").empty()) << run.output;
   EXPECT_EQ(LinesContaining(run.output, "--check passed").size(), 1u) << run.output;
 }
@@ -70,7 +98,7 @@ TEST(CclBenchRun, CheckPassesForEveryCollectiveOutOfPlace) {
                                          "--collectives=all --min_bytes=8 --max_bytes=200 "
                                          "--step_factor=5 --check"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  EXPECT_EQ(LinesContaining(run.output, "busbw_GBps=").size(), 7u * 3u) << run.output;
+  EXPECT_EQ(TableRows(run.output).size(), 7u * 3u) << run.output;
   EXPECT_EQ(LinesContaining(run.output, "--check passed").size(), 1u) << run.output;
 }
 
@@ -81,9 +109,83 @@ TEST(CclBenchRun, CheckPassesInPlaceWithBfloat16Max) {
                                          "--check"));
   ASSERT_EQ(run.exit_code, 0) << run.output;
   // sendrecv and all_to_all have no in-place form and are skipped, saying so.
-  EXPECT_EQ(LinesContaining(run.output, "busbw_GBps=").size(), 5u) << run.output;
+  EXPECT_EQ(TableRows(run.output).size(), 5u) << run.output;
   EXPECT_EQ(LinesContaining(run.output, "has no in-place form").size(), 2u) << run.output;
   EXPECT_EQ(LinesContaining(run.output, "--check passed").size(), 1u) << run.output;
+}
+
+// The default: nccl-tests' timing and columns, bandwidths as plain GB/s.
+TEST(CclBenchRun, DefaultTableHasNcclTestsColumnsInPlainNumbers) {
+  const RunResult run = RunCommand(Bench("--nproc_per_node=2",
+                                         "--collectives=all_reduce,broadcast,all_gather "
+                                         "--min_bytes=8 --max_bytes=4K --step_factor=8"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(LinesContaining(run.output, "timing back_to_back, 2 launches").size(), 1u)
+      << run.output;
+  const std::vector<std::string> headers = LinesContaining(run.output, "#wrong");
+  ASSERT_EQ(headers.size(), 3u) << run.output;  // one per collective
+  for (const char* column : {"size", "count", "type", "redop", "root", "time", "algbw", "busbw"}) {
+    EXPECT_NE(headers[0].find(column), std::string::npos) << column << ": " << headers[0];
+  }
+  const std::regex two_decimals("[0-9]+\\.[0-9][0-9]");
+  const std::vector<TableRow> rows = TableRows(run.output);
+  ASSERT_EQ(rows.size(), 3u * 4u) << run.output;  // 8, 64, 512, 4096 bytes
+  for (const TableRow& row : rows) {
+    for (size_t column : {5u, 6u, 7u}) {  // time, algbw, busbw
+      EXPECT_TRUE(std::regex_match(row.fields[column], two_decimals))
+          << row.fields[column] << " in " << run.output;
+    }
+    EXPECT_EQ(row.fields[8], "N/A") << "#wrong without --check";
+  }
+  // all_reduce: 8 B is 2 float32 elements, sum, no root; broadcast: root 0.
+  EXPECT_EQ(rows[0].fields[1], "2");
+  EXPECT_EQ(rows[0].fields[4], "-1");
+  EXPECT_EQ(LinesContaining(run.output, "busbw_GBps=").size(), 0u) << run.output;
+}
+
+TEST(CclBenchRun, PerIterationTimingStaysAvailable) {
+  const RunResult run = RunCommand(
+      Bench("--nproc_per_node=2", "--timing=per_iteration --max_bytes=64 --step_factor=8 --check"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(LinesContaining(run.output, "timing per_iteration, 2 launches").size(), 1u)
+      << run.output;
+  EXPECT_EQ(TableRows(run.output).size(), 2u) << run.output;
+  EXPECT_EQ(LinesContaining(run.output, "--check passed").size(), 1u) << run.output;
+}
+
+#ifdef KVTEST_PLUGIN_PATH
+// kvtest's KVTEST_FAULT=wrong_all_reduce corrupts one element of every
+// all_reduce (element 2): --check must say so in the table and in the exit code.
+TEST(CclBenchRun, CheckCatchesAWrongAllReduce) {
+  const RunResult run = RunCommand(
+      "env KVTEST_FAULT=wrong_all_reduce " + std::string(INFINI_RUN_PATH) +
+      " --ccl_backend=" + KVTEST_PLUGIN_PATH + " --nproc_per_node=2 -- " + CCL_BENCH_PATH +
+      " --iters=2 --warmup=1 --collectives=all_reduce --min_bytes=64 --max_bytes=512 "
+      "--step_factor=8 --check");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const std::vector<TableRow> rows = TableRows(run.output);
+  ASSERT_EQ(rows.size(), 2u) << run.output;  // 64 and 512 bytes
+  for (const TableRow& row : rows) {
+    EXPECT_EQ(row.fields[8], "2") << run.output;  // one wrong element per rank
+  }
+  // Rank 0's own line (infini_run's failure summary quotes it again, indented).
+  const std::vector<std::string> verdicts = LinesContaining(run.output, "--check failed");
+  EXPECT_EQ(std::count_if(verdicts.begin(), verdicts.end(),
+                          [](const std::string& line) {
+                            return line.rfind("[rank0]:ccl_bench: --check failed: 4 wrong", 0) == 0;
+                          }),
+            1)
+      << run.output;
+}
+#endif
+
+TEST(CclBenchRun, BadTimingIsOneLineAndExitCodeTwo) {
+  const RunResult run = RunCommand(std::string(CCL_BENCH_PATH) + " --timing=fast");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  EXPECT_NE(run.output.find("--timing='fast': expected back_to_back or per_iteration"),
+            std::string::npos)
+      << run.output;
 }
 
 TEST(CclBenchRun, WritesJsonOnGlobalRankZeroOnly) {

@@ -106,6 +106,7 @@ class ProcessGroup {
 
  private:
   friend class Context;
+  friend class GradientReducer;  // allocates on the group's backend
   explicit ProcessGroup(std::unique_ptr<internal::GroupState> state);
   std::unique_ptr<internal::GroupState> state_;
 };

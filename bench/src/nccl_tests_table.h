@@ -1,0 +1,56 @@
+// Rank 0's console output: one table per collective in nccl-tests' columns
+// (size, count, type, redop, root, time, algbw, busbw, #wrong), in plain
+// numbers (Google Benchmark's console would print 0.79 mGB/s as "791.39u").
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "collective_case.h"
+
+namespace infini::bench {
+
+// What a row says beyond the measured counters.
+struct TableCase {
+  CaseSpec spec;
+  int64_t count = 0;  // elements of S (collective_plan.h)
+};
+
+// One formatted row; exposed for tests.
+struct TableRow {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  std::string type;
+  std::string redop;  // "none" for collectives that do not reduce
+  int root = -1;      // -1 for collectives without a root
+  double time_us = 0;
+  double algbw_GBps = 0;
+  double busbw_GBps = 0;
+  int64_t wrong = -1;  // -1: not checked ("N/A")
+};
+std::string FormatTableHeader();  // two '#' lines: names, then units
+std::string FormatTableRow(const TableRow& row);
+
+class NcclTestsTableReporter : public benchmark::BenchmarkReporter {
+ public:
+  // `cases` by Google Benchmark name; `title` is the first line printed.
+  NcclTestsTableReporter(std::map<std::string, TableCase> cases, std::string title, bool checked);
+
+  bool ReportContext(const Context& context) override;
+  void ReportRuns(const std::vector<Run>& runs) override;
+
+ private:
+  void PrintRun(const Run& run);
+
+  std::map<std::string, TableCase> cases_;
+  std::string title_;
+  bool checked_;
+  std::string current_collective_;
+};
+
+}  // namespace infini::bench
