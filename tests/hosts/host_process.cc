@@ -26,7 +26,11 @@ constexpr auto kPollInterval = std::chrono::milliseconds(20);
 std::vector<std::string> EnvironmentWith(const std::vector<std::string>& extra) {
   std::vector<std::string> all;
   for (char** entry = environ; *entry != nullptr; ++entry) all.emplace_back(*entry);
-  all.push_back("HOSTS_TEST_MARK=" + TestMark());
+  // A process may be given a mark of its own (long-lived daemons a test
+  // starts once and whose leftovers are checked separately).
+  bool marked = false;
+  for (const std::string& entry : extra) marked |= entry.rfind("HOSTS_TEST_MARK=", 0) == 0;
+  if (!marked) all.push_back("HOSTS_TEST_MARK=" + TestMark());
   all.insert(all.end(), extra.begin(), extra.end());
   return all;
 }
