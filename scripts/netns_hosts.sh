@@ -6,7 +6,13 @@
 #   netns_hosts.sh probe             exit 0 when namespaces and veth pairs can be made here
 #   netns_hosts.sh up PREFIX N       make PREFIXsw (the bridge) and hosts PREFIX0..PREFIX<N-1>
 #   netns_hosts.sh cut PREFIX I      take host I's link down (its bridge port), as a cable cut
-#   netns_hosts.sh down PREFIX       end the processes left in those namespaces and delete them
+#   netns_hosts.sh name PREFIX I 'ADDRESS NAME'
+#                                    host I's /etc/hosts gets that line (ip netns exec
+#                                    mounts /etc/netns/<namespace>/hosts over /etc/hosts)
+#   netns_hosts.sh reap STEM         "down" for every STEM<pid>* set whose test process
+#                                    <pid> is gone (a test killed before its cleanup)
+#   netns_hosts.sh down PREFIX       end the processes left in those namespaces, delete
+#                                    them and their /etc/netns folders
 set -u
 
 prefix_valid() {
@@ -49,15 +55,33 @@ case "${1:-}" in
     prefix_valid "${2:-}"
     ip -n "${2}sw" link set "p${3:-1}" down
     ;;
+  name)
+    prefix_valid "${2:-}"
+    [[ "${3:-}" =~ ^[0-9]$ ]] || { echo "netns_hosts.sh: I='${3:-}': expected 0..9" >&2; exit 2; }
+    mkdir -p "/etc/netns/$2$3"
+    printf '127.0.0.1 localhost\n%s\n' "${4:-}" > "/etc/netns/$2$3/hosts"
+    ;;
+  reap)
+    prefix_valid "${2:-}"
+    for prefix in $(ip netns list 2>/dev/null | awk '{print $1}' |
+                    sed -nE "s/^($2[0-9]+)([0-9]|sw)$/\1/p" | sort -u); do
+      pid=${prefix#"$2"}
+      kill -0 "$pid" 2>/dev/null || "$0" down "$prefix"
+    done
+    ;;
   down)
     prefix_valid "${2:-}"
     for name in $(namespaces_of "$2"); do
       for pid in $(ip netns pids "$name" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
       ip netns del "$name" 2>/dev/null || true
     done
+    for folder in /etc/netns/"$2"*; do
+      [[ -d "$folder" && "$(basename "$folder")" =~ ^$2(sw|[0-9]+)$ ]] && rm -r "$folder"
+    done
+    rmdir /etc/netns 2>/dev/null || true
     ;;
   *)
-    sed -n '2,10p' "$0" >&2
+    sed -n '2,16p' "$0" >&2
     exit 2
     ;;
 esac

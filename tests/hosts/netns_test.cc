@@ -38,6 +38,8 @@ class HostsInNamespaces : public ::testing::Test {
       GTEST_SKIP() << "network namespaces are not permitted here: " << why;
     }
     std::string output;
+    // Namespaces of an earlier run that was killed before its TearDown.
+    EXPECT_EQ(RunCommand({kScript, "reap", "ih"}, 60s, &output), 0) << output;
     ASSERT_EQ(RunCommand({kScript, "up", prefix_, "3"}, 30s, &output), 0) << output;
     token_file_ = scratch_.path() + "/token";
     infini::hosts_testing::WriteFile(token_file_, std::string(64, 'a') + "\n");
@@ -195,6 +197,42 @@ TEST_F(HostsInNamespaces, GlooRefusesALoopbackRouteToARemoteMasterNamingTheVaria
   const ExitReport chosen_report = chosen.Wait(60s);
   ASSERT_TRUE(chosen_report.exited) << chosen.Output();
   EXPECT_EQ(chosen_report.exit_code, 0) << chosen.Output();
+}
+
+// The case: the master's host name resolves to loopback on this
+// host (Debian's /etc/hosts maps the host's own name to 127.0.1.1) while the
+// run spans hosts (WORLD_SIZE > LOCAL_WORLD_SIZE). Before, gloo advertised
+// 127.0.1.1 and the other hosts hung until the watchdog; now every rank fails
+// at init with one line naming the variable and GLOO_SOCKET_IFNAME.
+TEST_F(HostsInNamespaces, GlooRefusesAMasterNameThatResolvesToLoopbackWhenTheRunSpansHosts) {
+  std::string output;
+  ASSERT_EQ(RunCommand({kScript, "name", prefix_, "0", "127.0.1.1 node0.test"}, 10s, &output), 0)
+      << output;
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    // Two "nodes" of one rank each, as torchrun would describe them.
+    ranks.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{
+            "ip", "netns", "exec", Namespace(0), "env", "RANK=" + std::to_string(rank),
+            "GROUP_RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=0",
+            "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=node0.test", "MASTER_PORT=29500",
+            kBinDir + "/parallel_check", "--ccl_backend=gloo", "--tensor_parallel=1",
+            "--pipeline_parallel=1"},
+        std::vector<std::string>{"GLOO_SOCKET_IFNAME="},
+        scratch_.path() + "/rank" + std::to_string(rank) + ".log"));
+  }
+  // Rank 0 (it hosts the store) refuses at init; rank 1 refuses too, or
+  // loses the store when rank 0 exits first: either way it stops, no hang.
+  for (auto& rank : ranks) {
+    const ExitReport report = rank->Wait(60s);
+    ASSERT_TRUE(report.exited) << rank->Output();
+    EXPECT_NE(report.exit_code, 0) << rank->Output();
+  }
+  for (const char* part : {"gloo would use the loopback address 127.", "MASTER_ADDR=node0.test",
+                           "WORLD_SIZE=2 > LOCAL_WORLD_SIZE=1", "set GLOO_SOCKET_IFNAME"}) {
+    EXPECT_NE(ranks[0]->Output().find(part), std::string::npos) << part << "\n"
+                                                                << ranks[0]->Output();
+  }
 }
 
 }  // namespace

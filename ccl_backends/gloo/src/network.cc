@@ -236,6 +236,8 @@ std::string EvidenceOfOtherHosts() {
 // master when one is known, else the host name's address.
 HostAddress AddressTowardsMaster(const MasterAddress& master) {
   const std::vector<std::string> targets = ResolvedAddresses(master.value);
+  // An unresolvable master fails later, where the store connects, naming it.
+  if (targets.empty()) return AddressOfHostName();
   std::optional<HostAddress> chosen;
   for (const std::string& target : targets) {
     chosen = RouteSourceAddress(target);
@@ -243,7 +245,7 @@ HostAddress AddressTowardsMaster(const MasterAddress& master) {
   }
   if (!chosen.has_value()) chosen = AddressOfHostName();
   if (!IsLoopbackAddress(chosen->numeric)) return *chosen;
-  bool master_is_loopback = !targets.empty();
+  bool master_is_loopback = true;
   for (const std::string& target : targets) master_is_loopback &= IsLoopbackAddress(target);
   if (!master_is_loopback) {
     RefuseLoopback(chosen->numeric, master, master.variable + " is not a loopback address");
