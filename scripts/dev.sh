@@ -4,6 +4,8 @@
 #   scripts/dev.sh test   install what is missing, build, run every test that
 #                         needs no GPU (GPU tests: scripts/gpu_check.sh)
 #   scripts/dev.sh build  install and build only
+#   scripts/dev.sh ci     as test, plus the packages only CI needs (the
+#                         scheduler tests of tests/hosts: mpirun and Slurm)
 # Environment: BUILD_DIR (default build), BUILD_TYPE (default RelWithDebInfo),
 # JOBS (default: CPU count), CMAKE_ARGS (extra configure arguments).
 set -euo pipefail
@@ -18,6 +20,9 @@ jobs=${JOBS:-$(nproc)}
 packages=(build-essential cmake ninja-build pkg-config git
           libdlpack-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
           libbenchmark-dev libgloo-dev libuv1-dev libssl-dev python3)
+# Only for CI (tests/hosts/scheduler_test.cc; about 10 MB to download): the
+# tests skip, naming the package, where these are missing.
+ci_packages=(openmpi-bin slurm-wlm iproute2)
 
 install_missing() {
   local missing=()
@@ -58,5 +63,6 @@ case "${1:-}" in
   demo) install_missing; build; run_demo ;;
   test) install_missing; build; run_tests ;;
   build) install_missing; build ;;
-  *) echo "usage: scripts/dev.sh demo|test|build" >&2; exit 2 ;;
+  ci) packages+=("${ci_packages[@]}"); install_missing; build; run_tests ;;
+  *) echo "usage: scripts/dev.sh demo|test|build|ci" >&2; exit 2 ;;
 esac

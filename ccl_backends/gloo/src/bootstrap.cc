@@ -7,6 +7,7 @@
 
 #include "errors.h"
 #include "host_bootstrap_store.h"
+#include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "network.h"
 
@@ -21,6 +22,7 @@ struct ProcessStoreServer {
   pid_t owner_pid = 0;
   std::unique_ptr<rendezvous::TcpStoreServer> server;
   std::string advertised_host;
+  std::string token;  // what the server's clients prove
 
   ~ProcessStoreServer() {
     if (owner_pid != getpid()) (void)server.release();
@@ -32,13 +34,11 @@ ProcessStoreServer& StoreServer() {
   return instance;
 }
 
-// The private server's address, starting the server on first use.
-//
-// RUN TOKEN (the one place for it): once rendezvous offers
-// TcpStoreServerOptions::token and TcpStoreClient::Connect(host, port,
-// timeout, token), start the server with a random token here, carry it in
-// the id's reserved bytes 24..55 (unique_id.h) and pass it to Connect in
-// OpenMeetingStore, so that a stranger who reaches the port is refused.
+// The private server's address, starting the server on first use. It
+// listens only on the address gloo will use (the one that routes to the
+// master, network.h), never on every interface, and asks its clients for a
+// fresh random token that only the unique id carries: a stranger who reaches
+// the port is refused without learning or changing anything.
 GlooUniqueId PrivateStoreId() {
   ProcessStoreServer& holder = StoreServer();
   std::lock_guard<std::mutex> lock(holder.mutex);
@@ -46,16 +46,19 @@ GlooUniqueId PrivateStoreId() {
     (void)holder.server.release();
     const HostAddress host = ChooseHostAddress();
     rendezvous::TcpStoreServerOptions options;
-    options.host = host.is_ipv6 ? "::" : "0.0.0.0";
+    options.host = host.numeric;
     options.port = 0;
+    options.token = rendezvous::NewRunToken();
     holder.server = rendezvous::TcpStoreServer::Start(options);
     holder.owner_pid = getpid();
     holder.advertised_host = host.numeric;
+    holder.token = options.token;
   }
   GlooUniqueId id;
   id.place = MeetingPlace::kPrivateStore;
   id.store_host = holder.advertised_host;
   id.store_port = holder.server->port();
+  id.store_token = holder.token;
   return id;
 }
 
@@ -81,7 +84,8 @@ std::shared_ptr<rendezvous::Store> OpenMeetingStore(const GlooUniqueId& id,
     }
     store = std::make_shared<HostBootstrapStore>(*bootstrap);
   } else {
-    store = rendezvous::TcpStoreClient::Connect(id.store_host, id.store_port, timeout);
+    store =
+        rendezvous::TcpStoreClient::Connect(id.store_host, id.store_port, timeout, id.store_token);
   }
   store->set_timeout(timeout);
   return store;

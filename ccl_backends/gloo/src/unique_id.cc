@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "errors.h"
@@ -15,7 +16,10 @@ constexpr size_t kPlaceOffset = 5;
 constexpr size_t kHostLengthOffset = 6;
 constexpr size_t kPortOffset = 8;
 constexpr size_t kNonceOffset = 16;
+constexpr size_t kTokenOffset = 24;
 constexpr size_t kHostOffset = 56;
+static_assert(kTokenOffset == kNonceOffset + 8 && kTokenOffset + kRunTokenBytes == kHostOffset,
+              "the token fills the bytes between the nonce and the host text");
 
 void PutBigEndian(unsigned char* out, uint64_t value, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) {
@@ -43,6 +47,34 @@ bool AllZero(const unsigned char* bytes, size_t from, size_t to) {
                         "); pass the bytes the root's get_unique_id returned, unchanged");
 }
 
+int HexValue(char digit) {
+  if (digit >= '0' && digit <= '9') return digit - '0';
+  if (digit >= 'a' && digit <= 'f') return digit - 'a' + 10;
+  return -1;
+}
+
+void PutToken(const std::string& hex, unsigned char* out) {
+  bool valid = hex.size() == kRunTokenHexDigits;
+  for (size_t i = 0; valid && i < kRunTokenBytes; ++i) {
+    const int high = HexValue(hex[2 * i]);
+    const int low = HexValue(hex[2 * i + 1]);
+    valid = high >= 0 && low >= 0;
+    if (valid) out[i] = static_cast<unsigned char>(high * 16 + low);
+  }
+  // The token is made by the plugin itself (never by a user): a bad one is a bug.
+  if (!valid) throw std::logic_error("gloo unique id: the store token is not 64 hex digits");
+}
+
+std::string TokenHex(const unsigned char* in) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (size_t i = 0; i < kRunTokenBytes; ++i) {
+    hex += kDigits[in[i] >> 4];
+    hex += kDigits[in[i] & 0xfu];
+  }
+  return hex;
+}
+
 }  // namespace
 
 void EncodeUniqueId(const GlooUniqueId& id, void* out) {
@@ -61,6 +93,7 @@ void EncodeUniqueId(const GlooUniqueId& id, void* out) {
     bytes[kHostLengthOffset] = static_cast<unsigned char>(id.store_host.size());
     PutBigEndian(bytes + kPortOffset, id.store_port, 2);
     std::memcpy(bytes + kHostOffset, id.store_host.data(), id.store_host.size());
+    if (!id.store_token.empty()) PutToken(id.store_token, bytes + kTokenOffset);
   }
 }
 
@@ -91,13 +124,15 @@ GlooUniqueId DecodeUniqueId(const void* in) {
   if (host_bytes == 0 || host_bytes > kMaxHostBytes) RefuseId("bad host length");
   if (!AllZero(bytes, kHostLengthOffset + 1, kPortOffset) ||
       !AllZero(bytes, kPortOffset + 2, kNonceOffset) ||
-      !AllZero(bytes, kNonceOffset + 8, kHostOffset) ||
       !AllZero(bytes, kHostOffset + host_bytes, kUniqueIdBytes)) {
     RefuseId("nonzero padding");
   }
   id.store_host.assign(reinterpret_cast<const char*>(bytes + kHostOffset), host_bytes);
   id.store_port = static_cast<uint16_t>(GetBigEndian(bytes + kPortOffset, 2));
   if (id.store_port == 0) RefuseId("store port 0");
+  if (!AllZero(bytes, kTokenOffset, kTokenOffset + kRunTokenBytes)) {
+    id.store_token = TokenHex(bytes + kTokenOffset);
+  }
   return id;
 }
 

@@ -9,7 +9,8 @@
 //   bytes 8..9    store port, big-endian (0 with the host's bootstrap)
 //   bytes 10..15  zero
 //   bytes 16..23  nonce, big-endian (random; names the group's keys)
-//   bytes 24..55  reserved for the private store's run token; zero for now
+//   bytes 24..55  the private store's run token (32 random bytes; the
+//                 server's clients prove it), zero with the host's bootstrap
 //   bytes 56..    host text (numeric IPv4/IPv6 address), then zeros
 #pragma once
 
@@ -31,7 +32,13 @@ struct GlooUniqueId {
   uint64_t nonce = 0;      // distinguishes groups that share one store
   std::string store_host;  // kPrivateStore: where the root's server listens
   uint16_t store_port = 0;
+  // kPrivateStore: the server's token as kRunTokenHexDigits lowercase hex
+  // digits (what TcpStoreClient::Connect proves); "" = none.
+  std::string store_token;
 };
+
+inline constexpr size_t kRunTokenBytes = 32;
+inline constexpr size_t kRunTokenHexDigits = 2 * kRunTokenBytes;
 
 inline constexpr size_t kMaxHostBytes = kUniqueIdBytes - 56;
 
