@@ -22,7 +22,7 @@ packages=(build-essential cmake ninja-build pkg-config git
           libbenchmark-dev libgloo-dev libuv1-dev libssl-dev python3)
 # Only for CI (tests/hosts/scheduler_test.cc; about 10 MB to download): the
 # tests skip, naming the package, where these are missing.
-ci_packages=(openmpi-bin slurm-wlm iproute2)
+ci_packages=(openmpi-bin slurm-wlm iproute2 clang clang-format)
 
 install_missing() {
   local missing=()
@@ -63,6 +63,6 @@ case "${1:-}" in
   demo) install_missing; build; run_demo ;;
   test) install_missing; build; run_tests ;;
   build) install_missing; build ;;
-  ci) packages+=("${ci_packages[@]}"); install_missing; build; run_tests ;;
-  *) echo "usage: scripts/dev.sh demo|test|build|ci" >&2; exit 2 ;;
+  ci-deps) packages=("${ci_packages[@]}"); install_missing ;;
+  *) echo "usage: scripts/dev.sh demo|test|build|ci-deps" >&2; exit 2 ;;
 esac
