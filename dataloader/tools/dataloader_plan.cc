@@ -11,6 +11,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 
 #include "infini/data/error.h"
@@ -36,6 +37,55 @@ namespace {
 using infini::data::BatchSampler;
 using infini::data::InvalidArgumentError;
 
+// The plan holds one global batch of indices, and a shuffled epoch holds
+// one index per sample: bounds that keep both within a few hundred MiB.
+constexpr int64_t kMaxGlobalBatch = int64_t{1} << 24;
+constexpr int64_t kMaxShuffledSamples = int64_t{1} << 26;
+constexpr int64_t kMaxSequenceLength = int64_t{1} << 30;
+
+std::string Flag(const char* name, int64_t value) {
+  return std::string("--") + name + "=" + std::to_string(value);
+}
+
+void RequireInRange(const char* name, int64_t value, int64_t low, int64_t high) {
+  if (value < low || value > high) {
+    throw InvalidArgumentError(Flag(name, value) + ": expected a number in [" +
+                               std::to_string(low) + ", " + std::to_string(high) + "]");
+  }
+}
+
+// micro_batch_size × dp_size × gradient_accumulation_steps, overflow
+// included, at most kMaxGlobalBatch.
+int64_t CheckedGlobalBatch() {
+  int64_t product = 0;
+  const std::string text = Flag("micro_batch_size", FLAGS_micro_batch_size) + " x " +
+                           Flag("dp_size", FLAGS_dp_size) + " x " +
+                           Flag("gradient_accumulation_steps", FLAGS_gradient_accumulation_steps);
+  if (__builtin_mul_overflow(FLAGS_micro_batch_size, FLAGS_dp_size, &product) ||
+      __builtin_mul_overflow(product, FLAGS_gradient_accumulation_steps, &product) ||
+      product > kMaxGlobalBatch) {
+    throw InvalidArgumentError(text + ": expected a global batch of at most " +
+                               std::to_string(kMaxGlobalBatch) + " samples");
+  }
+  return product;
+}
+
+// Each step advances the state by at most one epoch plus one global batch,
+// and the sampler looks one epoch further: its arithmetic must stay within
+// int64 for every step printed.
+void RequireNoOverflowOverSteps(int64_t num_samples, int64_t global_batch) {
+  int64_t per_step = 0;
+  int64_t end = 0;
+  if (__builtin_add_overflow(num_samples, global_batch, &per_step) ||
+      __builtin_mul_overflow(FLAGS_steps + 2, per_step, &end) ||
+      __builtin_add_overflow(end, FLAGS_consumed_samples, &end)) {
+    throw InvalidArgumentError(Flag("consumed_samples", FLAGS_consumed_samples) + " with " +
+                               Flag("steps", FLAGS_steps) + " and " + std::to_string(num_samples) +
+                               " samples: the sample count after the last step overflows a "
+                               "64-bit integer; expected smaller values");
+  }
+}
+
 int64_t ResolveNumSamples() {
   if (FLAGS_data_file.empty()) {
     if (FLAGS_num_samples <= 0) {
@@ -44,6 +94,7 @@ int64_t ResolveNumSamples() {
     }
     return FLAGS_num_samples;
   }
+  RequireInRange("sequence_length", FLAGS_sequence_length, 1, kMaxSequenceLength);
   if (FLAGS_num_samples != 0) {
     throw InvalidArgumentError("--num_samples=" + std::to_string(FLAGS_num_samples) +
                                " and --data_file=" + FLAGS_data_file +
@@ -63,22 +114,29 @@ std::string FormatStep(int64_t step, const infini::data::StepPlan& plan, int64_t
 }
 
 void PrintPlan() {
-  if (FLAGS_steps < 0) {
-    throw InvalidArgumentError("--steps=" + std::to_string(FLAGS_steps) +
-                               ": expected a number >= 0");
-  }
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   // The library names its own fields; the flags are spelled differently.
-  if (FLAGS_dp_size <= 0) {
-    throw InvalidArgumentError("--dp_size=" + std::to_string(FLAGS_dp_size) +
-                               ": expected a positive number");
-  }
+  RequireInRange("steps", FLAGS_steps, 0, kMax - 2);
+  RequireInRange("consumed_samples", FLAGS_consumed_samples, 0, kMax);
+  RequireInRange("micro_batch_size", FLAGS_micro_batch_size, 1, kMaxGlobalBatch);
+  RequireInRange("dp_size", FLAGS_dp_size, 1, kMaxGlobalBatch);
+  RequireInRange("gradient_accumulation_steps", FLAGS_gradient_accumulation_steps, 1,
+                 kMaxGlobalBatch);
   if (FLAGS_dp_rank < 0 || FLAGS_dp_rank >= FLAGS_dp_size) {
     throw InvalidArgumentError(
         "--dp_rank=" + std::to_string(FLAGS_dp_rank) +
         ": expected a rank in [0, --dp_size=" + std::to_string(FLAGS_dp_size) + ")");
   }
+  const int64_t global_batch = CheckedGlobalBatch();
+  const int64_t num_samples = ResolveNumSamples();
+  if (FLAGS_shuffle && num_samples > kMaxShuffledSamples) {
+    throw InvalidArgumentError("--shuffle with " + std::to_string(num_samples) +
+                               " samples: expected at most " + std::to_string(kMaxShuffledSamples) +
+                               " (a shuffled epoch holds one index per sample)");
+  }
+  RequireNoOverflowOverSteps(num_samples, global_batch);
   infini::data::SamplerOptions options;
-  options.num_samples = ResolveNumSamples();
+  options.num_samples = num_samples;
   options.micro_batch_size = FLAGS_micro_batch_size;
   options.data_parallel_size = FLAGS_dp_size;
   options.data_parallel_rank = FLAGS_dp_rank;

@@ -1,5 +1,6 @@
 #include "infini/launch/failure_summary.h"
 
+#include <optional>
 #include <sstream>
 
 namespace infini::launch {
@@ -10,6 +11,37 @@ std::string RankName(const RankExit& rank) {
          std::to_string(rank.local_rank) + ", pid " + std::to_string(rank.pid) + ")";
 }
 
+// What a rank's watchdog found through the flight recorder (parallel/):
+// "infini_ccl flight recorder: behind: process rank N (...) on group ...".
+struct StuckFinding {
+  int process_rank = -1;
+  std::string finding;  // the text after "behind: "
+  int reported_by = -1;
+};
+
+constexpr const char* kBehindMarker = "infini_ccl flight recorder: behind: process rank ";
+
+std::optional<StuckFinding> FindStuckRank(const AttemptResult& result) {
+  for (const RankExit& rank : result.ranks) {
+    for (const std::string& line : rank.tail) {
+      const size_t at = line.find(kBehindMarker);
+      if (at == std::string::npos) continue;
+      const std::string rest = line.substr(at + std::string(kBehindMarker).size());
+      size_t digits = 0;
+      while (digits < rest.size() && digits < 9 && rest[digits] >= '0' && rest[digits] <= '9') {
+        ++digits;
+      }
+      if (digits == 0) continue;
+      StuckFinding finding;
+      finding.process_rank = std::stoi(rest.substr(0, digits));
+      finding.finding = "process rank " + rest;
+      finding.reported_by = rank.global_rank;
+      return finding;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string FormatFailureSummary(const AttemptResult& result, const SummaryContext& context) {
@@ -18,6 +50,18 @@ std::string FormatFailureSummary(const AttemptResult& result, const SummaryConte
   text << lead << "==== failure summary: run " << context.run_id << ", node " << context.node_rank
        << " (" << context.host_name << "), attempt " << context.attempt
        << " (--max_restarts=" << context.max_restarts << ") ====\n";
+  if (const auto stuck = FindStuckRank(result)) {
+    // A hang: the first watchdog to fire is a victim; name the rank behind.
+    const RankExit* here = nullptr;
+    for (const RankExit& rank : result.ranks) {
+      if (rank.global_rank == stuck->process_rank) here = &rank;
+    }
+    text << lead << "stuck rank: "
+         << (here != nullptr ? RankName(*here) + ": " + here->Describe() +
+                                   (here->stopped_by_launcher ? " (stopped by infini_run)" : "")
+                             : "rank " + std::to_string(stuck->process_rank) + " (another node)")
+         << "; flight recorder of rank " << stuck->reported_by << ": " << stuck->finding << "\n";
+  }
   if (result.outcome == AttemptOutcome::kRankFailed) {
     const RankExit& root = result.first_failure;
     text << lead << "first failure: " << RankName(root) << ": " << root.Describe() << "\n";

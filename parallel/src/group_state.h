@@ -22,6 +22,7 @@ class GroupState : public WatchedGroup {
   std::string WatchName() const override { return name; }
   infiniCclResult_t AsyncError() override;
   void AbortFromWatchdog() override;
+  void ReportHang(const std::function<void(const std::string&)>& print) override;
   // Abort from any thread, at most once.
   void AbortOnce();
 
@@ -35,6 +36,7 @@ class GroupState : public WatchedGroup {
   std::optional<ccl::Stream> comm_stream;
   std::optional<ccl::Event> ready_event;
   std::shared_ptr<EventPool> events;
+  uint32_t flight_group = 0;     // id in the flight recorder
   uint64_t next_sequence = 0;    // every operation
   uint64_t next_collective = 0;  // collectives compared in debug mode
   std::atomic<bool> aborted{false};

@@ -7,6 +7,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "flight_recorder.h"
 #include "group_bootstrap.h"
 #include "group_state.h"
 #include "infini/ccl/dtype.h"
@@ -139,6 +140,19 @@ infiniCclResult_t GroupState::AsyncError() {
 
 void GroupState::AbortFromWatchdog() { AbortOnce(); }
 
+void GroupState::ReportHang(const std::function<void(const std::string&)>& print) {
+  HangScene scene;
+  scene.store_key = store_key;
+  scene.name = name;
+  scene.members = members;
+  scene.threads_per_process = context->rank().threads_per_process();
+  scene.proc_rank = context->rank().global_proc_rank();
+  // Its own connection: the rank's may be inside a call on another thread.
+  std::shared_ptr<rendezvous::Store> store = context->ConnectStore();
+  store->set_timeout(kFlightGatherWindow);
+  GatherHangReport(*store, scene, kFlightGatherWindow, print);
+}
+
 void GroupState::AbortOnce() {
   std::lock_guard<std::mutex> lock(abort_mutex);
   aborted = true;
@@ -159,6 +173,8 @@ std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const 
 
   const std::string key = name + "." + MembersDigest(group->members);
   group->store_key = "pg/" + key + "/" + std::to_string(NextGeneration(global_rank, key));
+  group->flight_group =
+      FlightRecorder::Instance().RegisterGroup(group->store_key, name, group->members);
 
   // Joining waits for every member; the watchdog sees that wait too.
   auto init = std::make_shared<WorkState>();
@@ -223,10 +239,6 @@ std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const 
 
 namespace {
 
-size_t BytesOf(const DLTensor& tensor) {
-  return ccl::ElementBytes(tensor.dtype) * static_cast<size_t>(ccl::NumElements(tensor));
-}
-
 // "all_reduce(dtype=float32, count=16, op=sum)": what every rank must agree on.
 std::string Signature(const std::string& op, const DLTensor& tensor, const std::string& extra) {
   return op + "(dtype=" + ccl::DataTypeName(tensor.dtype) +
@@ -270,19 +282,34 @@ void CompareSignatures(internal::GroupState& group, const std::string& signature
   }
 }
 
-// `signature` is called only in debug mode: strings stay off the hot path.
+// What the flight recorder keeps of an operation's buffer.
+struct Payload {
+  size_t bytes = 0;
+  DLDataType dtype{};
+  int64_t count = 0;
+};
+
+Payload PayloadOf(const DLTensor& tensor) {
+  const int64_t count = ccl::NumElements(tensor);
+  return {ccl::ElementBytes(tensor.dtype) * static_cast<size_t>(count), tensor.dtype, count};
+}
+
+// `op` is a static string. `signature` is called only in debug mode:
+// strings stay off the hot path.
 template <typename Signature, typename Issue>
-std::shared_ptr<Work> Run(internal::GroupState& group, const char* op, size_t bytes,
+std::shared_ptr<Work> Run(internal::GroupState& group, const char* op, Payload payload,
                           Signature signature, const ccl::Stream& compute_stream, Issue issue) {
   RequireMember(group, op);
   auto work = std::make_shared<internal::WorkState>();
   work->op = op;
-  work->bytes = bytes;
+  work->bytes = payload.bytes;
   work->group = group.name;
   work->sequence = group.next_sequence++;
   work->global_rank = group.context->rank().global_rank();
   work->timeout = group.context->settings().timeout;
   work->owner = &group;
+  work->flight_id = internal::FlightRecorder::Instance().Record(
+      group.flight_group, work->sequence, op, payload.dtype, payload.count, work->global_rank);
   // Registered before the backend is called: host backends block inside it.
   internal::Watchdog::Instance().AddWork(work);
   try {
@@ -293,6 +320,7 @@ std::shared_ptr<Work> Run(internal::GroupState& group, const char* op, size_t by
     }
     group.ready_event->Record(compute_stream);
     group.comm_stream->WaitEvent(*group.ready_event);
+    work->Started();
     issue(*group.comm_stream);
     ccl::Event end = group.events->Take();
     end.Record(*group.comm_stream);
@@ -367,7 +395,7 @@ std::shared_ptr<Work> ProcessGroup::AllReduceAsync(const DLTensor& send, const D
                                                    ccl::ReduceOp op,
                                                    const ccl::Stream& compute_stream) {
   return Run(
-      *state_, "all_reduce", BytesOf(send),
+      *state_, "all_reduce", PayloadOf(send),
       [&] { return Signature("all_reduce", send, OpText(op)); }, compute_stream,
       [&](const ccl::Stream& stream) { state_->comm.AllReduce(send, recv, op, stream); });
 }
@@ -375,7 +403,7 @@ std::shared_ptr<Work> ProcessGroup::AllReduceAsync(const DLTensor& send, const D
 std::shared_ptr<Work> ProcessGroup::BroadcastAsync(const DLTensor& send, const DLTensor& recv,
                                                    int root, const ccl::Stream& compute_stream) {
   return Run(
-      *state_, "broadcast", BytesOf(recv),
+      *state_, "broadcast", PayloadOf(recv),
       [&] { return Signature("broadcast", recv, RootText(root)); }, compute_stream,
       [&](const ccl::Stream& stream) { state_->comm.Broadcast(send, recv, root, stream); });
 }
@@ -384,7 +412,7 @@ std::shared_ptr<Work> ProcessGroup::ReduceAsync(const DLTensor& send, const DLTe
                                                 ccl::ReduceOp op, int root,
                                                 const ccl::Stream& compute_stream) {
   return Run(
-      *state_, "reduce", BytesOf(send),
+      *state_, "reduce", PayloadOf(send),
       [&] { return Signature("reduce", send, OpText(op) + RootText(root)); }, compute_stream,
       [&](const ccl::Stream& stream) { state_->comm.Reduce(send, recv, op, root, stream); });
 }
@@ -392,7 +420,7 @@ std::shared_ptr<Work> ProcessGroup::ReduceAsync(const DLTensor& send, const DLTe
 std::shared_ptr<Work> ProcessGroup::AllGatherAsync(const DLTensor& send, const DLTensor& recv,
                                                    const ccl::Stream& compute_stream) {
   return Run(
-      *state_, "all_gather", BytesOf(send), [&] { return Signature("all_gather", send, ""); },
+      *state_, "all_gather", PayloadOf(send), [&] { return Signature("all_gather", send, ""); },
       compute_stream,
       [&](const ccl::Stream& stream) { state_->comm.AllGather(send, recv, stream); });
 }
@@ -401,7 +429,7 @@ std::shared_ptr<Work> ProcessGroup::ReduceScatterAsync(const DLTensor& send, con
                                                        ccl::ReduceOp op,
                                                        const ccl::Stream& compute_stream) {
   return Run(
-      *state_, "reduce_scatter", BytesOf(send),
+      *state_, "reduce_scatter", PayloadOf(send),
       [&] { return Signature("reduce_scatter", recv, OpText(op)); }, compute_stream,
       [&](const ccl::Stream& stream) { state_->comm.ReduceScatter(send, recv, op, stream); });
 }
@@ -409,20 +437,22 @@ std::shared_ptr<Work> ProcessGroup::ReduceScatterAsync(const DLTensor& send, con
 // Point-to-point calls involve two ranks, not the group: no signature check.
 std::shared_ptr<Work> ProcessGroup::SendAsync(const DLTensor& send, int peer,
                                               const ccl::Stream& compute_stream) {
-  return Run(*state_, "send", BytesOf(send), nullptr, compute_stream,
+  return Run(*state_, "send", PayloadOf(send), nullptr, compute_stream,
              [&](const ccl::Stream& stream) { state_->comm.Send(send, peer, stream); });
 }
 
 std::shared_ptr<Work> ProcessGroup::RecvAsync(const DLTensor& recv, int peer,
                                               const ccl::Stream& compute_stream) {
-  return Run(*state_, "recv", BytesOf(recv), nullptr, compute_stream,
+  return Run(*state_, "recv", PayloadOf(recv), nullptr, compute_stream,
              [&](const ccl::Stream& stream) { state_->comm.Recv(recv, peer, stream); });
 }
 
 std::shared_ptr<Work> ProcessGroup::SendRecvAsync(const DLTensor& send, int send_peer,
                                                   const DLTensor& recv, int recv_peer,
                                                   const ccl::Stream& compute_stream) {
-  return Run(*state_, "send_recv", BytesOf(send) + BytesOf(recv), nullptr, compute_stream,
+  Payload payload = PayloadOf(send);
+  payload.bytes += PayloadOf(recv).bytes;
+  return Run(*state_, "send_recv", payload, nullptr, compute_stream,
              [&](const ccl::Stream& stream) {
                const auto& backend = state_->context->backend();
                if (!backend->capabilities().group()) {
@@ -455,7 +485,7 @@ std::shared_ptr<Work> ProcessGroup::SendRecvAsync(const DLTensor& send, int send
 
 std::shared_ptr<Work> ProcessGroup::BarrierAsync() {
   return Run(
-      *state_, "barrier", 0, [] { return std::string("barrier()"); }, ccl::Stream(),
+      *state_, "barrier", Payload{}, [] { return std::string("barrier()"); }, ccl::Stream(),
       [&](const ccl::Stream& stream) { state_->comm.Barrier(stream); });
 }
 

@@ -8,6 +8,7 @@
 #include <future>
 #include <set>
 
+#include "flight_recorder.h"
 #include "infini/ccl/error.h"
 #include "infini/parallel/process_group.h"
 
@@ -18,6 +19,40 @@ constexpr std::chrono::milliseconds kPollInterval{100};
 // Aborting a communicator should be quick; a backend stuck even there must
 // not keep the process alive.
 constexpr std::chrono::seconds kAbortGrace{5};
+// Beyond the flight recorder's gathering window: connecting, publishing,
+// and a non-reporter's wait for the reporter.
+constexpr std::chrono::seconds kReportMargin{7};
+
+// The store may be unreachable: the report runs on its own thread, which
+// is left behind (the process ends right after) when it takes too long.
+void ReportHangWithin(WatchedGroup& group, std::chrono::seconds limit) {
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable finished_changed;
+    bool finished = false;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::thread([&group, shared] {
+    try {
+      group.ReportHang([](const std::string& line) {
+        std::fprintf(stderr, "%s\n", line.c_str());
+        std::fflush(stderr);
+      });
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "infini_ccl flight recorder: no report (%s)\n", error.what());
+      std::fflush(stderr);
+    }
+    std::lock_guard<std::mutex> lock(shared->mutex);
+    shared->finished = true;
+    shared->finished_changed.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(shared->mutex);
+  if (!shared->finished_changed.wait_for(lock, limit, [&] { return shared->finished; })) {
+    std::fprintf(stderr, "infini_ccl flight recorder: no report within %d s\n",
+                 static_cast<int>(limit.count()));
+    std::fflush(stderr);
+  }
+}
 
 }  // namespace
 
@@ -37,26 +72,36 @@ void WorkState::Enqueued(ccl::Event end_event, std::shared_ptr<EventPool> pool) 
   pool_ = std::move(pool);
 }
 
+void WorkState::SetDone() {
+  if (!done_) {
+    FlightRecorder::Instance().Update(flight_id,
+                                      error_ ? FlightState::kFailed : FlightState::kDone);
+  }
+  done_ = true;
+}
+
 void WorkState::Failed(std::exception_ptr error) {
   std::lock_guard<std::mutex> lock(mutex_);
   error_ = std::move(error);
-  done_ = true;
+  SetDone();
 }
 
 void WorkState::Complete() {
   std::lock_guard<std::mutex> lock(mutex_);
-  done_ = true;
+  SetDone();
 }
+
+void WorkState::Started() { FlightRecorder::Instance().Update(flight_id, FlightState::kStarted); }
 
 bool WorkState::Poll() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (done_) return true;
   if (!end_event_) return false;
   try {
-    done_ = end_event_->Query();
+    if (end_event_->Query()) SetDone();
   } catch (...) {
     error_ = std::current_exception();
-    done_ = true;
+    SetDone();
   }
   return done_;
 }
@@ -75,7 +120,7 @@ void WorkState::Synchronize() {
     error_ = std::current_exception();
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  done_ = true;
+  SetDone();
 }
 
 std::exception_ptr WorkState::error() {
@@ -153,9 +198,10 @@ void Watchdog::Loop() {
       }
       if (now - work.start > work.timeout) {
         const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(work.timeout);
-        Fire(work.Describe() +
-             " did not complete within INFINI_CCL_TIMEOUT_S=" + std::to_string(seconds.count()) +
-             " s (a rank skipped it, called another collective, or died)");
+        Fire(work.Describe() + " did not complete within INFINI_CCL_TIMEOUT_S=" +
+                 std::to_string(seconds.count()) +
+                 " s (a rank skipped it, called another collective, or died)",
+             work.owner);
       }
       if (work.owner != nullptr) busy.insert(work.owner);
       ++i;
@@ -177,11 +223,12 @@ void Watchdog::Loop() {
   }
 }
 
-void Watchdog::Fire(const std::string& line) {
+void Watchdog::Fire(const std::string& line, WatchedGroup* hung) {
   std::fprintf(stderr,
                "infini_ccl watchdog (pid %d): %s; aborting communicators and exiting with %d\n",
                static_cast<int>(getpid()), line.c_str(), kWatchdogExitCode);
   std::fflush(stderr);
+  if (hung != nullptr) ReportHangWithin(*hung, kFlightGatherWindow + kReportMargin);
   std::vector<WatchedGroup*> groups = groups_;  // the caller holds mutex_
   auto aborted = std::async(std::launch::async, [groups] {
     for (WatchedGroup* group : groups) {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +31,8 @@ struct WorkState {
   std::chrono::milliseconds timeout{0};
   // The group whose communicator runs it (nullptr: none yet, e.g. init).
   class WatchedGroup* owner = nullptr;
+  // Its entry in the flight recorder (0: not recorded), set before AddWork.
+  uint64_t flight_id = 0;
 
   ~WorkState();
   // Called by the issuing thread once the backend returned; `pool` takes the
@@ -40,6 +43,8 @@ struct WorkState {
   void Complete();
   // Done or failed; queries the end event.
   bool Poll();
+  // Handed to the backend (recorded as "started").
+  void Started();
   std::exception_ptr error();
   std::string Describe() const;
   // Blocks the host on the end event (no polling delay); the watchdog still
@@ -51,6 +56,9 @@ struct WorkState {
  private:
   std::mutex mutex_;
   std::optional<ccl::Event> end_event_;
+  // Called with mutex_ held when the work becomes done or failed.
+  void SetDone();
+
   std::shared_ptr<EventPool> pool_;
   bool done_ = false;
   std::exception_ptr error_;
@@ -65,6 +73,10 @@ class WatchedGroup {
   virtual infiniCclResult_t AsyncError() = 0;
   // Aborts the communicator; called from the monitor thread.
   virtual void AbortFromWatchdog() = 0;
+  // Publishes and gathers flight records, prints the hang report (see
+  // flight_recorder.h) through `print`; called from a helper thread that the
+  // watchdog stops waiting for after a deadline.
+  virtual void ReportHang(const std::function<void(const std::string&)>& print) = 0;
 };
 
 class Watchdog {
@@ -83,7 +95,9 @@ class Watchdog {
   Watchdog();
   void Loop();
   // Overdue or failed asynchronously: report, abort everything, exit.
-  [[noreturn]] void Fire(const std::string& line);
+  // `hung`, when not null, is the group whose operation is overdue: its
+  // hang report comes first.
+  [[noreturn]] void Fire(const std::string& line, WatchedGroup* hung = nullptr);
 
   std::mutex mutex_;
   std::condition_variable wake_;

@@ -132,6 +132,51 @@ TEST(DataloaderPlan, RejectsMissingNumSamplesWithOneLine) {
   ExpectOneLineUsageError(Plan("--dp_size=2"), "--num_samples=0");
 }
 
+// Huge values: one line naming the flag, exit 2 (no bad_alloc, no product
+// that overflows to 0 or to a negative size).
+TEST(DataloaderPlan, RejectsAHugeMicroBatchWithOneLineNamingTheFlag) {
+  ExpectOneLineUsageError(Plan("--num_samples=100 --micro_batch_size=1000000000000"),
+                          "--micro_batch_size=1000000000000: expected a number in [1, 16777216]");
+}
+
+TEST(DataloaderPlan, RejectsAProductOfFlagsThatWouldOverflowWithOneLine) {
+  // 2^16 x 2^16 x 2^32 is 2^64: 0 in 64-bit arithmetic.
+  ExpectOneLineUsageError(
+      Plan("--num_samples=100 --micro_batch_size=65536 --dp_size=65536 "
+           "--gradient_accumulation_steps=4096"),
+      "--micro_batch_size=65536 x --dp_size=65536 x --gradient_accumulation_steps=4096: expected "
+      "a global batch of at most 16777216 samples");
+}
+
+TEST(DataloaderPlan, RejectsAShuffledEpochTooLargeToHoldWithOneLine) {
+  ExpectOneLineUsageError(Plan("--num_samples=9223372036854775807 --shuffle"),
+                          "--shuffle with 9223372036854775807 samples: expected at most");
+}
+
+TEST(DataloaderPlan, RejectsConsumedSamplesThatOverflowOverTheStepsWithOneLine) {
+  ExpectOneLineUsageError(Plan("--num_samples=100 --consumed_samples=9223372036854775000"),
+                          "--consumed_samples=9223372036854775000 with --steps=10 and 100 "
+                          "samples: the sample count after the last step overflows");
+}
+
+TEST(DataloaderPlan, RejectsNegativeAndHugeStepsAndSequenceLengthsWithOneLine) {
+  ExpectOneLineUsageError(Plan("--num_samples=100 --steps=-1"), "--steps=-1: expected a number");
+  ExpectOneLineUsageError(Plan("--num_samples=100 --steps=9223372036854775807"),
+                          "--steps=9223372036854775807: expected a number");
+  ExpectOneLineUsageError(Plan("--num_samples=100 --dp_size=-4"),
+                          "--dp_size=-4: expected a number in [1, 16777216]");
+  ExpectOneLineUsageError(Plan("--data_file=/nonexistent --sequence_length=99999999999"),
+                          "--sequence_length=99999999999: expected a number in [1, 1073741824]");
+}
+
+TEST(DataloaderPlan, LargestAcceptedGlobalBatchStillPlans) {
+  const ProgramResult result =
+      Plan("--num_samples=16777216 --micro_batch_size=4096 --dp_size=4096 --steps=1");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  ASSERT_EQ(Lines(result.out).size(), 1u);
+  EXPECT_EQ(SamplesOf(Lines(result.out)[0]).size(), 4096u);
+}
+
 TEST(MakeTokenBin, ConvertsTextToATokenFileThePlanToolReads) {
   TemporaryDirectory directory;
   const std::string text_path = directory.File("corpus.txt");

@@ -230,6 +230,45 @@ TEST(GlooFailures, DeadPeerProcessMakesTheOtherFailWithRemoteErrorNotHang) {
       ConfigWithTimeout(120000), 60);
 }
 
+// Ranks that disagree on a collective's size (two gpt2 ranks with different
+// model shapes) get an error each, never a SIGABRT from an exception that
+// escapes gloo (RunRanks fails a rank that ends by a signal).
+//
+// DISABLED: today the receiving rank aborts. Debian's libgloo checks the
+// incoming length on its transport's event-loop thread
+// ("[enforce fail at ./gloo/transport/tcp/pair.cc:510] op.preamble.length <=
+// op.nbytes. 600000 vs 2000"); the gloo::EnforceNotMet escapes that thread,
+// outside any ABI entry, so CommCall cannot catch it. Enable these once the
+// plugin agrees on the sizes before handing a collective to gloo.
+void AllReduceOfDifferentCountsFailsOnEveryRank(int64_t small, int64_t large) {
+  RunRanks(
+      Launch::kProcesses, 2,
+      [small, large](ccl::Communicator& comm) {
+        comm.Barrier();  // both connected
+        const int64_t count = comm.rank() == 0 ? small : large;
+        DeviceBuffer buffer = Holding(comm, std::vector<int64_t>(static_cast<size_t>(count), 1));
+        const auto start = Clock::now();
+        try {
+          comm.AllReduce(buffer.AsTensor(ccl::dtype::kInt64, count),
+                         buffer.AsTensor(ccl::dtype::kInt64, count), ccl::ReduceOp::kSum);
+          ADD_FAILURE() << "all_reduce of " << count << " elements against a peer's other size "
+                        << "succeeded";
+        } catch (const ccl::Error& e) {
+          EXPECT_NE(std::string(e.what()).find("all_reduce"), std::string::npos) << e.what();
+        }
+        EXPECT_LT(SecondsSince(start), 30.0) << "must end by the 5 s timeout at the latest";
+      },
+      ConfigWithTimeout(5000), 60);
+}
+
+TEST(GlooFailures, DISABLED_AllReduceOfDifferentSmallCountsIsAnErrorOnEveryRankNotAnAbort) {
+  AllReduceOfDifferentCountsFailsOnEveryRank(4, 7);
+}
+
+TEST(GlooFailures, DISABLED_AllReduceOfDifferentLargeCountsIsAnErrorOnEveryRankNotAnAbort) {
+  AllReduceOfDifferentCountsFailsOnEveryRank(1000, 300000);
+}
+
 TEST(GlooFailures, HealthyCommunicatorHasNoAsyncErrorAndNoText) {
   RunRanks(
       Launch::kThreads, 2,

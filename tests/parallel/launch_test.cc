@@ -210,17 +210,95 @@ TEST(ParallelLaunchTest, RanksStartedWithTorchrunVariablesMeetAtMasterPort) {
   ExpectEightRanksPassed(both);
 }
 
+// Processes whose environment holds `mark` (a /proc scan: descendants,
+// daemons and ranks in the launcher's PID namespace included).
+std::vector<pid_t> ProcessesMarked(const std::string& mark) {
+  std::vector<pid_t> found;
+  const Outcome listing =
+      RunProgram({"/bin/sh", "-c", "grep -l -a -s -F '" + mark + "' /proc/[0-9]*/environ || true"});
+  size_t start = 0;
+  for (size_t end; (end = listing.output.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string path = listing.output.substr(start, end - start);
+    if (path.rfind("/proc/", 0) == 0) found.push_back(std::atoi(path.c_str() + 6));
+  }
+  return found;
+}
+
+bool NoProcessMarked(const std::string& mark, std::chrono::seconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (!ProcessesMarked(mark).empty()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+std::string UniqueMark() {
+  return "PARALLEL_TEST_MARK_" + std::to_string(getpid()) + "_" +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// Lines a rank printed ("[rankN]:..." as infini_run prefixes them) that
+// hold `text`.
+int RankLinesContaining(const std::string& output, const std::string& text) {
+  int count = 0;
+  size_t start = 0;
+  for (size_t end; (end = output.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string line = output.substr(start, end - start);
+    if (line.rfind("[rank", 0) == 0 && line.find(text) != std::string::npos) ++count;
+  }
+  return count;
+}
+
+// Rank 3 (process 1, whose other thread rank 2 waits) skips all_reduce #1:
+// the report and the launcher's summary name it, not the first watchdog.
 TEST(ParallelLaunchTest, WatchdogEndsARunWhereOneRankSkipsACollective) {
   REQUIRE_LAUNCHER();
   const int timeout_s = 5;
   const Outcome outcome = RunLocal(4, 2, {{"INFINI_CCL_TIMEOUT_S", std::to_string(timeout_s)}},
                                    {"--mode=hang", "--faulty_rank=3"});
   EXPECT_FALSE(outcome.timed_out) << outcome.output;
-  EXPECT_NE(outcome.exit_code, 0);
+  EXPECT_EQ(outcome.exit_code, 124) << outcome.output;
   EXPECT_LT(outcome.seconds, timeout_s + 30.0) << outcome.output;
-  EXPECT_THAT(outcome.output, AllOf(HasSubstr("all_reduce #1 on group 'world'"),
-                                    HasSubstr("did not complete within INFINI_CCL_TIMEOUT_S=5"),
-                                    HasSubstr("exiting with 124")));
+  EXPECT_THAT(outcome.output,
+              AllOf(HasSubstr("all_reduce #1 on group 'world'"),
+                    HasSubstr("did not complete within INFINI_CCL_TIMEOUT_S=5"),
+                    HasSubstr("exiting with 124"),
+                    HasSubstr("infini_ccl flight recorder: behind: process rank 1 (global rank 3) "
+                              "on group 'world': last on this group: all_reduce #0 (float32 x 4, "
+                              "done); the others are at #1"),
+                    HasSubstr("infini_run: stuck rank: rank 1 (local rank 1")))
+      << outcome.output;
+  // One report for the run (the summary may quote it again).
+  EXPECT_EQ(RankLinesContaining(outcome.output, "infini_ccl flight recorder: behind:"), 1)
+      << outcome.output;
+}
+
+// Rank 1 of 3 is stopped (SIGSTOP) between two all_reduces: ranks 0 and 2
+// time out; it publishes nothing, so the report names it as the one behind.
+TEST(ParallelLaunchTest, FlightRecorderNamesAStoppedRankAndSoDoesTheLauncher) {
+  REQUIRE_LAUNCHER();
+  const std::string mark = UniqueMark();
+  const Outcome outcome = RunLocal(3, 1, {{"INFINI_CCL_TIMEOUT_S", "2"}, {mark, "1"}},
+                                   {"--mode=stop", "--faulty_rank=1"});
+  std::printf("FLIGHT stopped rank: exit %d after %.2f s\n", outcome.exit_code, outcome.seconds);
+  EXPECT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 124) << outcome.output;
+  EXPECT_LT(outcome.seconds, 30.0) << outcome.output;
+  EXPECT_THAT(
+      outcome.output,
+      AllOf(HasSubstr("infini_ccl flight recorder: group 'world' (global ranks 0, 1, 2): records "
+                      "of process ranks 0, 2 gathered, none from global ranks 1"),
+            HasSubstr("infini_ccl flight recorder: waiting: global ranks 0, 2 in all_reduce #1 "
+                      "(float32 x 4, started"),
+            HasSubstr("infini_ccl flight recorder: behind: process rank 1 (global rank 1) on "
+                      "group 'world': no record"),
+            HasSubstr("infini_run: stuck rank: rank 1 (local rank 1"),
+            Not(HasSubstr("terminate called"))))
+      << outcome.output;
+  EXPECT_EQ(RankLinesContaining(outcome.output, "infini_ccl flight recorder: behind:"), 1)
+      << outcome.output;
+  EXPECT_TRUE(NoProcessMarked(mark, std::chrono::seconds(10)));
 }
 
 TEST(ParallelLaunchTest, DebugModeStopsRanksThatCallDifferentCollectives) {

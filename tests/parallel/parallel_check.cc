@@ -4,12 +4,14 @@
 //   infini_run --nproc_per_node=4 --ccl_backend=gloo bin/parallel_check --threads_per_process=2
 // Modes for tests of failure handling:
 //   --mode=hang     --faulty_rank=R: rank R skips a collective (the watchdog must end the run)
+//   --mode=stop     --faulty_rank=R: rank R stops itself (SIGSTOP) before the next all_reduce
 //   --mode=mismatch --faulty_rank=R: rank R calls all_gather where the others call all_reduce
 #include <gflags/gflags.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -27,7 +29,7 @@ DEFINE_int32(nthread_per_process, 0, "InfiniTrain's name of --threads_per_proces
 DEFINE_int32(tensor_parallel, 2, "TP size of the layout whose groups are checked");
 DEFINE_int32(pipeline_parallel, 2, "PP size of the layout whose groups are checked");
 DEFINE_string(ccl_backend, "", "Backend (default: INFINI_CCL_BACKEND, else auto)");
-DEFINE_string(mode, "check", "check | hang | mismatch");
+DEFINE_string(mode, "check", "check | hang | stop | mismatch");
 DEFINE_int32(faulty_rank, 1, "Global rank that misbehaves in --mode=hang/mismatch");
 
 namespace {
@@ -197,7 +199,15 @@ void Misbehave(const std::shared_ptr<infini::parallel::Context>& context) {
   auto one = buffer.AsTensor(infini::ccl::dtype::kFloat32, kCount);
   auto all = buffer.AsTensor(infini::ccl::dtype::kFloat32, kCount * context->rank().world_size());
   world->AllReduce(one, one, ReduceOp::kSum);  // everyone takes part once
-  if (FLAGS_mode == "hang") {
+  if (FLAGS_mode == "stop") {
+    if (faulty) {
+      std::printf("parallel_check: rank %d stops itself before the next all_reduce\n",
+                  FLAGS_faulty_rank);
+      std::fflush(stdout);
+      raise(SIGSTOP);
+    }
+    world->AllReduce(one, one, ReduceOp::kSum);
+  } else if (FLAGS_mode == "hang") {
     if (faulty) {
       std::printf("parallel_check: rank %d skips the next all_reduce\n", FLAGS_faulty_rank);
       std::fflush(stdout);
@@ -218,8 +228,9 @@ int main(int argc, char** argv) {
   gflags::SetUsageMessage("checks collectives over the world, DP and TP groups of every rank");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_nthread_per_process > 0) FLAGS_threads_per_process = FLAGS_nthread_per_process;
-  if (FLAGS_mode != "check" && FLAGS_mode != "hang" && FLAGS_mode != "mismatch") {
-    std::fprintf(stderr, "parallel_check: --mode=%s: expected check, hang or mismatch\n",
+  if (FLAGS_mode != "check" && FLAGS_mode != "hang" && FLAGS_mode != "stop" &&
+      FLAGS_mode != "mismatch") {
+    std::fprintf(stderr, "parallel_check: --mode=%s: expected check, hang, stop or mismatch\n",
                  FLAGS_mode.c_str());
     return 2;
   }

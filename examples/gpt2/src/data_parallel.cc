@@ -3,6 +3,9 @@
 // the other ranks through the store and watches every collective.
 #include "data_parallel.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "infini/ccl/ccl.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/env_reader.h"
@@ -51,11 +54,35 @@ class WorldGroup : public DataParallelGroup {
  private:
   const ccl::Backend& backend() const { return *context_->backend(); }
 
+  // Runs `operation` in place on `bytes` once every rank has the same count.
+  template <typename Operation>
+  void Collective(std::span<std::byte> bytes, DLDataType dtype, Operation operation) {
+    RequireSameCountOnEveryRank(static_cast<int64_t>(bytes.size() / ccl::ElementBytes(dtype)));
+    InPlace(bytes, dtype, operation);
+  }
+
+  // Ranks whose model shapes differ would call a collective with different
+  // sizes, which a backend may not survive (gloo aborts): one small max
+  // all-reduce of (count, -count) first turns that into an error.
+  void RequireSameCountOnEveryRank(int64_t count) {
+    int64_t bounds[2] = {count, -count};
+    InPlace(
+        std::as_writable_bytes(std::span<int64_t>(bounds)), ccl::dtype::kInt64,
+        [&](const DLTensor& tensor) { world_->AllReduce(tensor, tensor, ccl::ReduceOp::kMax); });
+    if (bounds[0] != count || -bounds[1] != count) {
+      throw std::runtime_error("ranks disagree on a collective's size: rank " +
+                               std::to_string(rank()) + " has " + std::to_string(count) +
+                               " elements, the ranks have between " + std::to_string(-bounds[1]) +
+                               " and " + std::to_string(bounds[0]) +
+                               " (do all ranks build the same model shapes?)");
+    }
+  }
+
   // Runs `operation` in place on `bytes`: directly on host backends, through
   // a device buffer (copied in and out) on the others, so the trainer never
   // knows where the backend's memory lives.
   template <typename Operation>
-  void Collective(std::span<std::byte> bytes, DLDataType dtype, Operation operation) {
+  void InPlace(std::span<std::byte> bytes, DLDataType dtype, Operation operation) {
     if (bytes.empty()) return;
     const int64_t count = static_cast<int64_t>(bytes.size() / ccl::ElementBytes(dtype));
     if (on_host_) {
