@@ -490,6 +490,9 @@ DeviceModel::DeviceModel(const ModelConfig& config, DeviceDtype dtype, int64_t m
   s.sum_of_squares = DeviceArray<float>(1);
   Check(cudaMemset(s.loss_accumulator.get(), 0, sizeof(float)), "memset");
   Check(cudaMemset(s.sum_of_squares.get(), 0, sizeof(float)), "memset");
+  // cudaMemset runs on the legacy default stream, which does not order
+  // itself with our non-blocking `stream`: finish it before any work there.
+  Check(cudaDeviceSynchronize(), "synchronize");
 }
 
 DeviceModel::~DeviceModel() {

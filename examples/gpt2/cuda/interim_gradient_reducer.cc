@@ -45,7 +45,8 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<GradientSpec> 
     total += spec.count * ccl::ElementBytes(spec.dtype);
   }
   if (cudaMalloc(&s.storage, total > 0 ? total : 1) != cudaSuccess ||
-      cudaMemset(s.storage, 0, total) != cudaSuccess) {
+      cudaMemset(s.storage, 0, total) != cudaSuccess ||
+      cudaDeviceSynchronize() != cudaSuccess) {  // the legacy stream orders nothing else
     throw std::runtime_error("cannot allocate " + std::to_string(total >> 20) +
                              " MiB of gradients on the GPU");
   }
