@@ -107,6 +107,21 @@ TEST(Gpt2Program, TwoRanksOnGlooTrainLikeOneRankWithTwiceTheMicroBatch) {
   ExpectSameLosses(StepLosses(one.output), StepLosses(two.output), two.output);
 }
 
+TEST(Gpt2Program, TwoThreadRanksOnGlooTrainLikeOneRankWithTwiceTheMicroBatch) {
+  if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
+  const Result one = RunCommand(kGpt2 + " --num_iteration=4 --batch_size=4" + kSmallModel);
+  const Result two =
+      RunCommand(kInfiniRun + " --ccl_backend=gloo --nproc_per_node=1 " + kGpt2 +
+                 " --nthread_per_process=2 --num_iteration=4 --batch_size=2" + kSmallModel);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("2 ranks, backend gloo"), std::string::npos) << two.output;
+  const ThroughputLine line = ParseThroughput(two.output);
+  EXPECT_EQ(line.ranks, 2) << two.output;
+  EXPECT_EQ(line.fields.at("grad_sync"), "after_backward") << two.output;
+  ExpectSameLosses(StepLosses(one.output), StepLosses(two.output), two.output);
+}
+
 TEST(Gpt2Program, CheckpointOfOneRankResumesOnTwoRanksWhereItStopped) {
   if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
   const Result uninterrupted = RunCommand(kGpt2 + " --steps=6 --micro_batch_size=4" + kSmallModel);

@@ -162,6 +162,16 @@ Throughput MeasureThroughput(const std::vector<double>& step_seconds, int64_t sk
   return result;
 }
 
+// What a run does: one rank communicates nothing, and the host path always
+// all-reduces after backward.
+GradientSync EffectiveGradientSync(const TrainOptions& options, const DataParallelGroup& group,
+                                   bool on_device) {
+  if (group.world_size() == 1 || options.gradient_sync == GradientSync::kNone) {
+    return GradientSync::kNone;
+  }
+  return on_device ? options.gradient_sync : GradientSync::kAfterBackward;
+}
+
 const char* GradientSyncName(GradientSync sync) {
   switch (sync) {
     case GradientSync::kOverlap:
@@ -353,13 +363,13 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     // One parseable line (scripts/gpt2_gpu_bench.sh reads it).
     const Throughput throughput =
         MeasureThroughput(step_seconds, options.throughput_skip_steps, tokens_per_step);
-    say(Format(
-        "throughput: tokens_per_s=%.0f per_gpu=%.0f step_ms=%.2f ranks=%d dtype=%s "
-        "grad_sync=%s place=%s steps=%lld",
-        throughput.tokens_per_s, throughput.tokens_per_s / group.world_size(), throughput.step_ms,
-        group.world_size(), DtypeName(options.dtype),
-        GradientSyncName(group.world_size() == 1 ? GradientSync::kNone : options.gradient_sync),
-        device ? "gpu" : "host", static_cast<long long>(throughput.steps)));
+    say(
+        Format("throughput: tokens_per_s=%.0f per_gpu=%.0f step_ms=%.2f ranks=%d dtype=%s "
+               "grad_sync=%s place=%s steps=%lld",
+               throughput.tokens_per_s, throughput.tokens_per_s / group.world_size(),
+               throughput.step_ms, group.world_size(), DtypeName(options.dtype),
+               GradientSyncName(EffectiveGradientSync(options, group, device != nullptr)),
+               device ? "gpu" : "host", static_cast<long long>(throughput.steps)));
   }
   if (!summary.step_losses.empty()) {
     say(Format("done: steps %lld..%lld in %.2f s, train loss %.4f -> %.4f",
