@@ -33,7 +33,7 @@ SamplerOptions ToSamplerOptions(const LoaderOptions& options, int64_t num_sample
 // the loader state once it has been delivered.
 struct PreparedMicroBatch {
   MicroBatchInfo info;
-  std::vector<uint16_t> windows;
+  std::vector<uint32_t> windows;
   int64_t state_after = 0;
 };
 
@@ -57,9 +57,10 @@ class MicroBatchCursor {
       batch.info.sample_indices.push_back(index);
       batch.info.valid.push_back(index == kPaddingIndex ? 0 : 1);
       if (index == kPaddingIndex) continue;
-      const std::span<const uint16_t> window = source_.Window(index);
-      std::copy(window.begin(), window.end(),
-                batch.windows.begin() + static_cast<std::ptrdiff_t>(row * window_tokens));
+      const TokenSpan window = source_.Window(index);
+      uint32_t* destination = batch.windows.data() + row * window_tokens;
+      const size_t count = std::min(window.size(), static_cast<size_t>(window_tokens));
+      for (size_t t = 0; t < count; ++t) destination[t] = window[t];
     }
     if (++micro_step_ == sampler_.options().gradient_accumulation_steps) {
       step_start_ = sampler_.NextConsumed(step_start_);
@@ -160,7 +161,7 @@ void FillRows(const PreparedMicroBatch& batch, int64_t sequence_length, int64_t 
       std::fill(target_row, target_row + sequence_length, static_cast<Token>(padding_target));
       continue;
     }
-    const uint16_t* window = batch.windows.data() + row * window_tokens;
+    const uint32_t* window = batch.windows.data() + row * window_tokens;
     for (int64_t t = 0; t < sequence_length; ++t) {
       input_row[t] = static_cast<Token>(window[t]);
       target_row[t] = static_cast<Token>(window[t + 1]);

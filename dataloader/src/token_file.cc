@@ -46,17 +46,17 @@ void WriteAll(int fd, const void* data, size_t bytes, const std::string& path) {
   }
 }
 
-}  // namespace
-
-void WriteTokenFile(const std::string& path, std::span<const uint16_t> tokens) {
-  if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    throw InvalidArgumentError("token count " + std::to_string(tokens.size()) + " for '" + path +
+// Writes the header for `magic`/`version`, then `token_bytes` of tokens.
+void WriteTokenFileBytes(const std::string& path, int32_t magic, int32_t version, size_t num_tokens,
+                         const void* tokens, size_t token_bytes) {
+  if (num_tokens > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw InvalidArgumentError("token count " + std::to_string(num_tokens) + " for '" + path +
                                "': the llm.c header holds at most 2147483647 tokens");
   }
   std::array<int32_t, kTokenFileHeaderInts> header{};
-  header[0] = kTokenFileMagic;
-  header[1] = kTokenFileVersion;
-  header[2] = static_cast<int32_t>(tokens.size());
+  header[0] = magic;
+  header[1] = version;
+  header[2] = static_cast<int32_t>(num_tokens);
 
   const std::string temporary_path = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -66,7 +66,7 @@ void WriteTokenFile(const std::string& path, std::span<const uint16_t> tokens) {
   try {
     FdCloser closer(fd);
     WriteAll(fd, header.data(), kTokenFileHeaderBytes, temporary_path);
-    WriteAll(fd, tokens.data(), tokens.size_bytes(), temporary_path);
+    WriteAll(fd, tokens, token_bytes, temporary_path);
     if (::fsync(fd) != 0) {
       throw FileFormatError("cannot flush token file '" + temporary_path + "': " + SystemError());
     }
@@ -79,6 +79,18 @@ void WriteTokenFile(const std::string& path, std::span<const uint16_t> tokens) {
     ::unlink(temporary_path.c_str());
     throw FileFormatError("cannot rename '" + temporary_path + "' to '" + path + "': " + reason);
   }
+}
+
+}  // namespace
+
+void WriteTokenFile(const std::string& path, std::span<const uint16_t> tokens) {
+  WriteTokenFileBytes(path, kTokenFileMagic, kTokenFileVersion, tokens.size(), tokens.data(),
+                      tokens.size_bytes());
+}
+
+void WriteLlama3TokenFile(const std::string& path, std::span<const uint32_t> tokens) {
+  WriteTokenFileBytes(path, kLlama3TokenFileMagic, kLlama3TokenFileVersion, tokens.size(),
+                      tokens.data(), tokens.size_bytes());
 }
 
 TokenFile::TokenFile(const std::string& path) : path_(path) {
@@ -107,22 +119,34 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   try {
     std::array<int32_t, kTokenFileHeaderInts> header{};
     std::memcpy(header.data(), mapping_, kTokenFileHeaderBytes);
-    if (header[0] != kTokenFileMagic) {
+    int32_t expected_version = 0;
+    const char* format = "";
+    if (header[0] == kTokenFileMagic) {
+      expected_version = kTokenFileVersion;
+      token_bytes_ = 2;
+      format = "GPT-2, uint16 tokens";
+    } else if (header[0] == kLlama3TokenFileMagic) {
+      expected_version = kLlama3TokenFileVersion;
+      token_bytes_ = 4;
+      format = "LLaMA-3, uint32 tokens";
+    } else {
       throw FileFormatError("token file '" + path + "' has magic " + std::to_string(header[0]) +
-                            ": expected " + std::to_string(kTokenFileMagic) +
-                            " (an llm.c .bin token file)");
+                            ": expected " + std::to_string(kTokenFileMagic) + " (GPT-2) or " +
+                            std::to_string(kLlama3TokenFileMagic) +
+                            " (LLaMA-3), an llm.c .bin token file");
     }
-    if (header[1] != kTokenFileVersion) {
+    if (header[1] != expected_version) {
       throw FileFormatError("token file '" + path + "' has version " + std::to_string(header[1]) +
-                            ": expected " + std::to_string(kTokenFileVersion) + " (uint16 tokens)");
+                            ": expected " + std::to_string(expected_version) + " for magic " +
+                            std::to_string(header[0]) + " (" + format + ")");
     }
     if (header[2] < 0) {
       throw FileFormatError("token file '" + path + "' has token count " +
                             std::to_string(header[2]) + ": expected a number >= 0");
     }
     num_tokens_ = header[2];
-    const uint64_t expected_bytes =
-        kTokenFileHeaderBytes + static_cast<uint64_t>(num_tokens_) * sizeof(uint16_t);
+    const uint64_t expected_bytes = kTokenFileHeaderBytes + static_cast<uint64_t>(num_tokens_) *
+                                                                static_cast<uint64_t>(token_bytes_);
     if (file_bytes != expected_bytes) {
       throw FileFormatError("token file '" + path + "' has " + std::to_string(file_bytes) +
                             " bytes: its header announces " + std::to_string(num_tokens_) +
@@ -140,9 +164,13 @@ TokenFile::~TokenFile() {
   if (mapping_ != nullptr) ::munmap(mapping_, mapping_bytes_);
 }
 
-std::span<const uint16_t> TokenFile::tokens() const {
+TokenSpan TokenFile::tokens() const {
   const auto* base = static_cast<const char*>(mapping_) + kTokenFileHeaderBytes;
-  return {reinterpret_cast<const uint16_t*>(base), static_cast<size_t>(num_tokens_)};
+  const auto count = static_cast<size_t>(num_tokens_);
+  if (token_bytes_ == 4) {
+    return std::span<const uint32_t>(reinterpret_cast<const uint32_t*>(base), count);
+  }
+  return std::span<const uint16_t>(reinterpret_cast<const uint16_t*>(base), count);
 }
 
 TokenDataset::TokenDataset(const std::string& path, int64_t sequence_length)
@@ -160,7 +188,7 @@ TokenDataset::TokenDataset(const std::string& path, int64_t sequence_length)
   num_samples_ = (file_.num_tokens() - 1) / sequence_length;
 }
 
-std::span<const uint16_t> TokenDataset::Window(int64_t sample_index) const {
+TokenSpan TokenDataset::Window(int64_t sample_index) const {
   if (sample_index < 0 || sample_index >= num_samples_) {
     throw InvalidArgumentError("sample index " + std::to_string(sample_index) + " of '" +
                                file_.path() + "': expected [0, " + std::to_string(num_samples_) +

@@ -33,7 +33,7 @@ class SyntheticSource : public SampleSource {
   }
   int64_t num_samples() const override { return num_samples_; }
   int64_t sequence_length() const override { return sequence_length_; }
-  std::span<const uint16_t> Window(int64_t sample_index) const override {
+  TokenSpan Window(int64_t sample_index) const override {
     if (sample_index == failing_sample_) {
       throw std::runtime_error("disk read failed for sample " + std::to_string(sample_index));
     }
@@ -205,7 +205,7 @@ TEST(DataLoader, PropagatesAReadErrorWithoutPrefetch) {
 class StalledSource : public SyntheticSource {
  public:
   explicit StalledSource(std::chrono::milliseconds delay) : SyntheticSource(10, 2), delay_(delay) {}
-  std::span<const uint16_t> Window(int64_t sample_index) const override {
+  TokenSpan Window(int64_t sample_index) const override {
     std::this_thread::sleep_for(delay_);
     return SyntheticSource::Window(sample_index);
   }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "infini/data/token_file.h"
+
 namespace infini::data::testing {
 
 // A fresh directory removed when the test ends.
@@ -42,6 +44,13 @@ inline std::vector<char> TokenFileBytes(int32_t magic, int32_t version, int32_t 
                           reinterpret_cast<const char*>(header.data()) + 1024);
   for (size_t i = 0; i < token_bytes; ++i) bytes.push_back(static_cast<char>(i * 7));
   return bytes;
+}
+
+// The tokens of `tokens` as uint32, for comparisons.
+inline std::vector<uint32_t> ToVector(TokenSpan tokens) {
+  std::vector<uint32_t> values(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) values[i] = tokens[i];
+  return values;
 }
 
 }  // namespace infini::data::testing

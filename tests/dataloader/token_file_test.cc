@@ -42,8 +42,43 @@ TEST(TokenFile, RoundTripsTokensThroughTheWriter) {
   WriteTokenFile(path, tokens);
   TokenFile file(path);
   EXPECT_EQ(file.num_tokens(), 5000);
-  const auto read = file.tokens();
-  EXPECT_EQ(std::vector<uint16_t>(read.begin(), read.end()), tokens);
+  EXPECT_EQ(file.token_bytes(), 2);
+  EXPECT_EQ(testing::ToVector(file.tokens()), std::vector<uint32_t>(tokens.begin(), tokens.end()));
+}
+
+TEST(TokenFile, ReadsLlama3FilesOfUint32TokensChosenByTheHeader) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("llama3.bin");
+  // LLaMA-3's vocabulary (128256) needs more than 16 bits.
+  const std::vector<uint32_t> tokens = {128000, 9906, 65536, 0, 128255};
+  WriteLlama3TokenFile(path, tokens);
+  std::ifstream stream(path, std::ios::binary);
+  std::vector<int32_t> header(256);
+  stream.read(reinterpret_cast<char*>(header.data()), 1024);
+  EXPECT_EQ(header[0], 20240801);
+  EXPECT_EQ(header[1], 7);
+  EXPECT_EQ(header[2], 5);
+  EXPECT_EQ(std::filesystem::file_size(path), 1024u + 5u * 4u);
+
+  TokenFile file(path);
+  EXPECT_EQ(file.num_tokens(), 5);
+  EXPECT_EQ(file.token_bytes(), 4);
+  EXPECT_EQ(testing::ToVector(file.tokens()), tokens);
+}
+
+TEST(TokenFile, RejectsALlama3HeaderWithAGpt2Version) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("llama3_v1.bin");
+  WriteBytes(path, TokenFileBytes(20240801, 1, 2, 8));
+  ExpectFileFormatError(path, "has version 1: expected 7 for magic 20240801");
+}
+
+TEST(TokenFile, SizesLlama3TokensAtFourBytes) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("llama3_short.bin");
+  // Ten tokens in twenty bytes is a whole GPT-2 file but half a LLaMA-3 one.
+  WriteBytes(path, TokenFileBytes(20240801, 7, 10, 20));
+  ExpectFileFormatError(path, "truncated");
 }
 
 TEST(TokenFile, WritesTheLlmCHeader) {
@@ -112,7 +147,7 @@ TEST(TokenFile, RejectsAForeignFileByItsMagic) {
   const std::string path = directory.File("foreign.bin");
   std::vector<char> text(2000, 'x');
   WriteBytes(path, text);
-  ExpectFileFormatError(path, "expected 20240520");
+  ExpectFileFormatError(path, "expected 20240520 (GPT-2) or 20240801 (LLaMA-3)");
   // llm.c's model checkpoint magic
   WriteBytes(path, TokenFileBytes(20240326, 1, 0, 0));
   ExpectFileFormatError(path, "has magic 20240326");
@@ -130,6 +165,19 @@ TEST(TokenFile, RejectsANegativeTokenCount) {
   const std::string path = directory.File("negative.bin");
   WriteBytes(path, TokenFileBytes(20240520, 1, -5, 0));
   ExpectFileFormatError(path, "token count -5");
+}
+
+TEST(TokenDataset, ServesLlama3WindowsWithTokensAbove65535) {
+  TemporaryDirectory directory;
+  const std::string path = directory.File("llama3.bin");
+  std::vector<uint32_t> tokens(17);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = 100000 + static_cast<uint32_t>(i);
+  WriteLlama3TokenFile(path, tokens);
+  TokenDataset dataset(path, 4);
+  EXPECT_EQ(dataset.num_samples(), 4);  // (17 - 1) / 4
+  const TokenSpan window = dataset.Window(3);
+  ASSERT_EQ(window.size(), 5u);
+  for (size_t t = 0; t < 5; ++t) EXPECT_EQ(window[t], 100012u + t);
 }
 
 TEST(TokenDataset, ServesWindowsOfSequenceLengthPlusOneTokens) {

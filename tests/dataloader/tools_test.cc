@@ -187,8 +187,8 @@ TEST(MakeTokenBin, ConvertsTextToATokenFileThePlanToolReads) {
   ASSERT_EQ(made.exit_code, 0) << made.err;
   TokenFile file(bin_path);
   ASSERT_EQ(file.num_tokens(), 14);
-  EXPECT_EQ(file.tokens()[0], 'h');
-  EXPECT_EQ(file.tokens()[13], '!');
+  EXPECT_EQ(file.tokens()[0], uint32_t{'h'});
+  EXPECT_EQ(file.tokens()[13], uint32_t{'!'});
 
   // 14 tokens, sequence_length 4: (14 - 1) / 4 = 3 samples.
   const ProgramResult plan =
@@ -209,9 +209,7 @@ TEST(MakeTokenBin, ConvertsWhitespaceSeparatedIds) {
       MAKE_TOKEN_BIN_PATH, "--input=" + ids_path + " --output=" + bin_path + " --input_format=ids");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   TokenFile file(bin_path);
-  const auto tokens = file.tokens();
-  EXPECT_EQ(std::vector<uint16_t>(tokens.begin(), tokens.end()),
-            (std::vector<uint16_t>{50256, 15496, 11, 0, 65535}));
+  EXPECT_EQ(testing::ToVector(file.tokens()), (std::vector<uint32_t>{50256, 15496, 11, 0, 65535}));
 }
 
 TEST(MakeTokenBin, RejectsAnIdOutOfRangeWithOneLineNamingTheLine) {

@@ -190,6 +190,47 @@ TEST(Gpt2Options, ParsesBothFlagSpellings) {
   EXPECT_FALSE(options.shuffle);
 }
 
+TEST(Gpt2Options, TakesInfiniTrainsFlagNames) {
+  const TrainOptions options = ParseTrainOptions(
+      {"--input_bin=/data/train.bin", "--input_val_bin=/data/val.bin", "--batch_size=8",
+       "--sequence_length=128", "--total_batch_size=4096", "--num_iteration=7", "--dtype=bfloat16",
+       "--learning_rate=6e-4", "--val_loss_every=5", "--nthread_per_process=2"});
+  EXPECT_EQ(options.train_data, "/data/train.bin");
+  EXPECT_EQ(options.val_data, "/data/val.bin");
+  EXPECT_EQ(options.micro_batch_size, 8);
+  EXPECT_EQ(options.sequence_length, 128);
+  EXPECT_EQ(options.model.max_sequence_length, 128);
+  EXPECT_EQ(options.total_batch_size, 4096);
+  EXPECT_EQ(options.steps, 7);
+  EXPECT_EQ(options.dtype, TrainDtype::kBFloat16);
+  EXPECT_FLOAT_EQ(options.learning_rate, 6e-4f);
+  EXPECT_EQ(options.val_every, 5);
+  EXPECT_EQ(options.nthread_per_process, 2);
+  EXPECT_EQ(options.gradient_sync, GradientSync::kOverlap);
+  // 4096 tokens = 8 × 128 × 2 ranks × 2 micro-steps.
+  EXPECT_EQ(AccumulationSteps(options, 2), 2);
+  EXPECT_THROW(AccumulationSteps(options, 3), UsageError);
+}
+
+TEST(Gpt2Options, D12IsGpt2Small) {
+  const TrainOptions options = ParseTrainOptions({"--model=d12", "--sequence_length=1024"});
+  EXPECT_EQ(options.model.num_layers, 12);
+  EXPECT_EQ(options.model.num_heads, 12);
+  EXPECT_EQ(options.model.channels, 768);
+  EXPECT_EQ(options.model.vocab_size, 50257);
+  EXPECT_EQ(options.model.max_sequence_length, 1024);
+  // GPT-2 small's 124M parameters (its 50257-token embedding, unpadded).
+  const Model model(options.model);
+  EXPECT_EQ(model.num_parameters(), 124439808);
+}
+
+TEST(Gpt2Options, GradientSyncFlags) {
+  EXPECT_EQ(ParseTrainOptions({"--overlap=false"}).gradient_sync, GradientSync::kAfterBackward);
+  EXPECT_EQ(ParseTrainOptions({"--no_grad_sync"}).gradient_sync, GradientSync::kNone);
+  EXPECT_EQ(ParseTrainOptions({"--no_grad_sync", "--overlap=false"}).gradient_sync,
+            GradientSync::kNone);
+}
+
 TEST(Gpt2Options, EachBadValueNamesItsFlag) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
       {{"--steps=-1"}, "--steps='-1'"},
@@ -202,6 +243,17 @@ TEST(Gpt2Options, EachBadValueNamesItsFlag) {
       {{"--resume"}, "--resume needs --checkpoint_dir"},
       {{"--shuffle=maybe"}, "--shuffle='maybe'"},
       {{"stray"}, "'stray'"},
+      {{"--batch_size=0"}, "--batch_size='0'"},
+      {{"--num_iteration=x"}, "--num_iteration='x'"},
+      {{"--dtype=fp16"}, "--dtype='fp16'"},
+      {{"--model=d13"}, "--model='d13'"},
+      {{"--model=d12", "--num_layers=2"}, "--num_layers sizes --model=tiny only"},
+      {{"--model=d12", "--sequence_length=2048"}, "--sequence_length=2048"},
+      {{"--total_batch_size=-1"}, "--total_batch_size='-1'"},
+      {{"--total_batch_size=512", "--gradient_accumulation_steps=2"}, "--total_batch_size and"},
+      {{"--nthread_per_process=0"}, "--nthread_per_process='0'"},
+      {{"--overlap=sometimes"}, "--overlap='sometimes'"},
+      {{"--val_loss_every=-2"}, "--val_loss_every='-2'"},
   };
   for (const auto& [arguments, expected] : cases) {
     try {

@@ -63,6 +63,40 @@ TEST(Gpt2Program, GradientAccumulationMatchesALargerMicroBatch) {
   ExpectSameLosses(StepLosses(large.output), StepLosses(accumulated.output), accumulated.output);
 }
 
+TEST(Gpt2Program, TotalBatchSizeSetsTheAccumulation) {
+  // 256 tokens per step = 4 samples × 32 tokens × 2 micro-steps.
+  const Result accumulated = RunCommand(
+      kGpt2 + " --num_iteration=4 --batch_size=4 --gradient_accumulation_steps=2" + kSmallModel);
+  const Result total =
+      RunCommand(kGpt2 + " --num_iteration=4 --batch_size=4 --total_batch_size=256" + kSmallModel);
+  ASSERT_EQ(accumulated.exit_code, 0) << accumulated.output;
+  ASSERT_EQ(total.exit_code, 0) << total.output;
+  EXPECT_NE(total.output.find("x 2 accumulation"), std::string::npos) << total.output;
+  ExpectSameLosses(StepLosses(accumulated.output), StepLosses(total.output), total.output);
+}
+
+TEST(Gpt2Program, ReportsThroughputInOneParseableLine) {
+  const Result result =
+      RunCommand(kGpt2 + " --num_iteration=4 --throughput_skip_steps=1" + kSmallModel);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const ThroughputLine line = ParseThroughput(result.output);
+  EXPECT_GT(line.tokens_per_s, 0.0) << result.output;
+  EXPECT_EQ(line.tokens_per_s, line.per_gpu) << result.output;
+  EXPECT_GT(line.step_ms, 0.0) << result.output;
+  EXPECT_EQ(line.ranks, 1) << result.output;
+  EXPECT_EQ(line.fields.at("dtype"), "float32");
+  EXPECT_EQ(line.fields.at("place"), "host");
+  EXPECT_EQ(line.fields.at("steps"), "3");  // 4 steps, the first left out
+}
+
+TEST(Gpt2Program, Bfloat16OnTheHostIsABadFlag) {
+  const Result result = RunCommand(kGpt2 + " --dtype=bfloat16 --num_iteration=1" + kSmallModel);
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("--dtype=bfloat16: expected a GPU backend"), std::string::npos)
+      << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+}
+
 TEST(Gpt2Program, TwoRanksOnGlooTrainLikeOneRankWithTwiceTheMicroBatch) {
   if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
   const Result one = RunCommand(kGpt2 + " --steps=5 --micro_batch_size=4" + kSmallModel);
@@ -70,6 +104,21 @@ TEST(Gpt2Program, TwoRanksOnGlooTrainLikeOneRankWithTwiceTheMicroBatch) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_NE(two.output.find("2 ranks, backend gloo"), std::string::npos) << two.output;
+  ExpectSameLosses(StepLosses(one.output), StepLosses(two.output), two.output);
+}
+
+TEST(Gpt2Program, TwoThreadRanksOnGlooTrainLikeOneRankWithTwiceTheMicroBatch) {
+  if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
+  const Result one = RunCommand(kGpt2 + " --num_iteration=4 --batch_size=4" + kSmallModel);
+  const Result two =
+      RunCommand(kInfiniRun + " --ccl_backend=gloo --nproc_per_node=1 " + kGpt2 +
+                 " --nthread_per_process=2 --num_iteration=4 --batch_size=2" + kSmallModel);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("2 ranks, backend gloo"), std::string::npos) << two.output;
+  const ThroughputLine line = ParseThroughput(two.output);
+  EXPECT_EQ(line.ranks, 2) << two.output;
+  EXPECT_EQ(line.fields.at("grad_sync"), "after_backward") << two.output;
   ExpectSameLosses(StepLosses(one.output), StepLosses(two.output), two.output);
 }
 

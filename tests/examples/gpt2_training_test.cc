@@ -71,6 +71,7 @@ TrainOptions SmallOptions() {
   TrainOptions options = CorpusOptions();
   options.model.channels = 32;
   options.model.max_sequence_length = 32;
+  options.sequence_length = 32;
   options.micro_batch_size = 2;
   options.val_batches = 1;
   return options;

@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -52,13 +54,39 @@ inline std::vector<double> StepLosses(const std::string& output) {
   return losses;
 }
 
+// Printed with 4 decimals; summation order differs between layouts.
 inline void ExpectSameLosses(const std::vector<double>& expected, const std::vector<double>& actual,
-                             const std::string& context) {
+                             const std::string& context, double tolerance = 2e-3) {
   ASSERT_EQ(expected.size(), actual.size()) << context;
   for (size_t i = 0; i < expected.size(); ++i) {
-    // Printed with 4 decimals; summation order differs between layouts.
-    EXPECT_NEAR(expected[i], actual[i], 2e-3) << "step " << i + 1 << "\n" << context;
+    EXPECT_NEAR(expected[i], actual[i], tolerance) << "step " << i + 1 << "\n" << context;
   }
+}
+
+// The last "throughput: key=value ..." line of rank 0.
+struct ThroughputLine {
+  std::map<std::string, std::string> fields;
+  double tokens_per_s = -1.0, per_gpu = -1.0, step_ms = -1.0;
+  int ranks = 0;
+};
+inline ThroughputLine ParseThroughput(const std::string& output) {
+  ThroughputLine line;
+  const size_t at = output.rfind("throughput: ");
+  if (at == std::string::npos) return line;
+  std::istringstream words(output.substr(at + 12, output.find('\n', at) - at - 12));
+  std::string word;
+  while (words >> word) {
+    const size_t equals = word.find('=');
+    if (equals != std::string::npos) line.fields[word.substr(0, equals)] = word.substr(equals + 1);
+  }
+  const auto number = [&](const char* key) {
+    return line.fields.count(key) ? std::stod(line.fields.at(key)) : -1.0;
+  };
+  line.tokens_per_s = number("tokens_per_s");
+  line.per_gpu = number("per_gpu");
+  line.step_ms = number("step_ms");
+  line.ranks = static_cast<int>(number("ranks"));
+  return line;
 }
 
 class TemporaryDirectory {

@@ -3,6 +3,7 @@
 // the other ranks through the store and watches every collective.
 #include "data_parallel.h"
 
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -25,9 +26,11 @@ class SingleRank : public DataParallelGroup {
 
 class WorldGroup : public DataParallelGroup {
  public:
-  explicit WorldGroup(const std::string& backend_spec) {
+  WorldGroup(const std::string& backend_spec, int thread_rank, int threads_per_process) {
     parallel::ContextOptions options;
     options.backend = backend_spec;
+    options.thread_rank = thread_rank;
+    options.threads_per_process = threads_per_process;
     context_ = parallel::Context::Create(options);
     world_ = context_->NewWorldGroup();
     on_host_ = backend().info().device_type == kDLCPU;
@@ -50,6 +53,10 @@ class WorldGroup : public DataParallelGroup {
     Collective(bytes, ccl::dtype::kUInt8,
                [&](const DLTensor& tensor) { world_->Broadcast(tensor, tensor, 0); });
   }
+
+  bool on_cuda_device() const override { return backend().info().device_type == kDLCUDA; }
+  std::shared_ptr<parallel::Context> context() const override { return context_; }
+  parallel::ProcessGroup* process_group() override { return world_.get(); }
 
  private:
   const ccl::Backend& backend() const { return *context_->backend(); }
@@ -106,12 +113,19 @@ class WorldGroup : public DataParallelGroup {
 
 }  // namespace
 
-std::unique_ptr<DataParallelGroup> DataParallelGroup::Create(const std::string& backend_spec) {
-  // A direct run is one rank: it needs no backend at all.
+std::unique_ptr<DataParallelGroup> DataParallelGroup::Create(const std::string& backend_spec,
+                                                             int thread_rank,
+                                                             int threads_per_process) {
+  // A direct run is one rank: it needs no backend unless one is named.
   const parallel::ProcessTopology topology =
       parallel::ReadProcessTopology(parallel::CurrentEnvironment());
-  if (topology.proc_world_size() == 1) return std::make_unique<SingleRank>();
-  return std::make_unique<WorldGroup>(backend_spec);
+  const char* backend_variable = std::getenv("INFINI_CCL_BACKEND");
+  const bool backend_named =
+      !backend_spec.empty() || (backend_variable != nullptr && *backend_variable != '\0');
+  if (topology.proc_world_size() == 1 && threads_per_process == 1 && !backend_named) {
+    return std::make_unique<SingleRank>();
+  }
+  return std::make_unique<WorldGroup>(backend_spec, thread_rank, threads_per_process);
 }
 
 }  // namespace infini::examples::gpt2

@@ -8,6 +8,11 @@
 #include <span>
 #include <string>
 
+namespace infini::parallel {
+class Context;
+class ProcessGroup;
+}  // namespace infini::parallel
+
 namespace infini::examples::gpt2 {
 
 class DataParallelGroup {
@@ -15,11 +20,16 @@ class DataParallelGroup {
   virtual ~DataParallelGroup() = default;
 
   // The group of every rank of this run, from the launcher's environment
-  // (infini_run, torchrun, or none: one rank). `backend_spec` names the
-  // collective backend ("" = INFINI_CCL_BACKEND, else auto); a single rank
-  // loads none. Throws std::runtime_error with one line on a bad environment,
-  // a backend that does not load or peers that never show up.
-  static std::unique_ptr<DataParallelGroup> Create(const std::string& backend_spec);
+  // (infini_run, torchrun, or none: one rank) and this process's thread
+  // ranks (`thread_rank` of `threads_per_process`: one rank per thread and
+  // device). `backend_spec` names the collective backend ("" =
+  // INFINI_CCL_BACKEND, else auto); a run of one rank loads none unless a
+  // backend is named (flag or variable), so `gpt2 --ccl_backend=nccl` alone
+  // trains on one GPU. Throws std::runtime_error with one line on a bad
+  // environment, a backend that does not load or peers that never show up.
+  static std::unique_ptr<DataParallelGroup> Create(const std::string& backend_spec,
+                                                   int thread_rank = 0,
+                                                   int threads_per_process = 1);
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
@@ -31,6 +41,14 @@ class DataParallelGroup {
   virtual void AllReduceAverage(std::span<float> values) = 0;
   // Every rank ends with rank 0's `bytes`.
   virtual void BroadcastFromMain(std::span<std::byte> bytes) = 0;
+
+  // Whether the backend's memory is a CUDA device's: the model then
+  // computes there (device_training.h).
+  virtual bool on_cuda_device() const { return false; }
+  // The rank's runtime and its world group, for device training's gradient
+  // reducer; null for a single rank without a backend.
+  virtual std::shared_ptr<parallel::Context> context() const { return nullptr; }
+  virtual parallel::ProcessGroup* process_group() { return nullptr; }
 };
 
 }  // namespace infini::examples::gpt2

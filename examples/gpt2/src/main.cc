@@ -2,15 +2,21 @@
 //
 //   gpt2 --steps=20                                             one process
 //   infini_run --ccl_backend=gloo --nproc_per_node=2 gpt2       two ranks on the CPU
-//   infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2       gradients all-reduced by NCCL
+//   gpt2 --ccl_backend=nccl --model=d12 --dtype=bfloat16        one GPU
+//   infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2       eight GPUs, one process each
+//   infini_run --ccl_backend=nccl --nproc_per_node=1 gpt2 --nthread_per_process=8
+//                                                               eight GPUs, one thread each
 //
 // Exit codes: 0 done, 2 a bad flag, 1 anything else (one line on stderr).
 #include <unistd.h>
 
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data_parallel.h"
@@ -65,14 +71,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpt2: %s\n", error.what());
     return 2;
   }
-  std::string where = "gpt2";
-  try {
-    std::unique_ptr<DataParallelGroup> group = DataParallelGroup::Create(options.ccl_backend);
-    if (group->world_size() > 1) where += " rank " + std::to_string(group->rank());
-    infini::examples::gpt2::Train(options, *group, std::cout);
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s: %s\n", where.c_str(), error.what());
-    return 1;
+  // One rank per thread (--nthread_per_process); the first failure decides
+  // the exit code, and every failing rank says why on one line.
+  std::mutex failure_mutex;
+  int exit_code = 0;
+  const auto run_rank = [&](int thread_rank) {
+    std::string where = "gpt2";
+    int code = 0;
+    try {
+      std::unique_ptr<DataParallelGroup> group =
+          DataParallelGroup::Create(options.ccl_backend, thread_rank, options.nthread_per_process);
+      if (group->world_size() > 1) where += " rank " + std::to_string(group->rank());
+      infini::examples::gpt2::Train(options, *group, std::cout);
+      return;
+    } catch (const infini::examples::gpt2::UsageError& error) {
+      std::fprintf(stderr, "%s: %s\n", where.c_str(), error.what());
+      code = 2;
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "%s: %s\n", where.c_str(), error.what());
+      code = 1;
+    }
+    const std::lock_guard<std::mutex> lock(failure_mutex);
+    if (exit_code == 0) exit_code = code;
+  };
+  if (options.nthread_per_process == 1) {
+    run_rank(0);
+    return exit_code;
   }
-  return 0;
+  std::vector<std::thread> ranks;
+  for (int thread_rank = 0; thread_rank < options.nthread_per_process; ++thread_rank) {
+    ranks.emplace_back(run_rank, thread_rank);
+  }
+  for (std::thread& rank : ranks) rank.join();
+  return exit_code;
 }

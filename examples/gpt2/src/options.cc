@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -59,21 +60,53 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
     return [=](const std::string& value) { *field = ParseInteger(name, value, minimum, maximum); };
   };
   constexpr int64_t kMax = int64_t{1} << 40;
+  const auto set_dtype = [o](const std::string& v) {
+    if (v == "float32") {
+      o->dtype = TrainDtype::kFloat32;
+    } else if (v == "bfloat16") {
+      o->dtype = TrainDtype::kBFloat16;
+    } else {
+      throw UsageError(Quoted("dtype", v) + ": expected float32 or bfloat16");
+    }
+  };
+  const auto set_model = [o](const std::string& v) {
+    if (v != "tiny" && v != "d12") {
+      throw UsageError(Quoted("model", v) +
+                       ": expected tiny (sized by --num_layers, --num_heads, --channels) or d12 "
+                       "(GPT-2 124M)");
+    }
+    o->model_name = v;
+  };
+  const auto text = [](std::string* field) {
+    return [field](const std::string& v) { *field = v; };
+  };
   return {
-      {"num_layers", "transformer blocks (default 2)", false,
+      {"model", "tiny (default, sized by the next three flags) or d12 (GPT-2 124M)", false,
+       set_model},
+      {"num_layers", "transformer blocks of --model=tiny (default 2)", false,
        integer(&o->model.num_layers, "num_layers", 1, 256)},
-      {"num_heads", "attention heads, a divisor of --channels (default 4)", false,
+      {"num_heads", "attention heads of --model=tiny, a divisor of --channels (default 4)", false,
        integer(&o->model.num_heads, "num_heads", 1, 16384)},
-      {"channels", "model width (default 64)", false,
+      {"channels", "model width of --model=tiny (default 64)", false,
        integer(&o->model.channels, "channels", 1, 16384)},
-      {"sequence_length", "tokens per sample (default 64)", false,
-       integer(&o->model.max_sequence_length, "sequence_length", 1, 8192)},
-      {"micro_batch_size", "samples per rank per micro-step (default 4)", false,
+      {"sequence_length", "tokens per sample (default 64; d12 allows up to 1024)", false,
+       integer(&o->sequence_length, "sequence_length", 1, 8192)},
+      {"batch_size", "samples per rank per micro-step (default 4; alias --micro_batch_size)", false,
+       integer(&o->micro_batch_size, "batch_size", 1, 1 << 20)},
+      {"micro_batch_size", "", false,
        integer(&o->micro_batch_size, "micro_batch_size", 1, 1 << 20)},
       {"gradient_accumulation_steps", "micro-steps per optimizer step (default 1)", false,
        integer(&o->gradient_accumulation_steps, "gradient_accumulation_steps", 1, 1 << 20)},
-      {"steps", "optimizer steps to take, in total across resumes (default 20)", false,
-       integer(&o->steps, "steps", 0, kMax)},
+      {"total_batch_size",
+       "tokens per optimizer step over all ranks; sets the accumulation (default: from it)", false,
+       integer(&o->total_batch_size, "total_batch_size", 0, kMax)},
+      {"num_iteration",
+       "optimizer steps to take, in total across resumes (default 20; alias "
+       "--steps)",
+       false, integer(&o->steps, "num_iteration", 0, kMax)},
+      {"steps", "", false, integer(&o->steps, "steps", 0, kMax)},
+      {"dtype", "float32 (default) or bfloat16 (GPU only; float32 master weights)", false,
+       set_dtype},
       {"learning_rate", "AdamW learning rate (default 3e-3)", false,
        [o](const std::string& v) {
          o->learning_rate = ParsePositiveOrZero("learning_rate", v, false);
@@ -90,22 +123,53 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
        }},
       {"shuffle", "shuffle samples each epoch, seeded by --seed (default true)", true,
        [o](const std::string& v) { o->shuffle = ParseBool("shuffle", v); }},
-      {"train_data", "llm.c .bin token file (default: the bundled tiny corpus)", false,
-       [o](const std::string& v) { o->train_data = v; }},
-      {"val_data", "llm.c .bin token file for validation (default: bundled held-out text)", false,
-       [o](const std::string& v) { o->val_data = v; }},
-      {"val_every", "steps between validation losses; 0: after the last step only", false,
-       integer(&o->val_every, "val_every", 0, kMax)},
+      {"input_bin",
+       "llm.c .bin token file, GPT-2 or LLaMA-3 (default: the bundled tiny corpus; "
+       "alias --train_data)",
+       false, text(&o->train_data)},
+      {"train_data", "", false, text(&o->train_data)},
+      {"input_val_bin",
+       "token file for validation (default: bundled held-out text; alias "
+       "--val_data)",
+       false, text(&o->val_data)},
+      {"val_data", "", false, text(&o->val_data)},
+      {"val_loss_every",
+       "steps between validation losses; 0: after the last step only (alias "
+       "--val_every)",
+       false, integer(&o->val_every, "val_loss_every", 0, kMax)},
+      {"val_every", "", false, integer(&o->val_every, "val_every", 0, kMax)},
       {"val_batches", "micro-batches per rank per validation; 0 disables (default 4)", false,
        integer(&o->val_batches, "val_batches", 0, 1 << 20)},
       {"checkpoint_dir", "save weights, optimizer and data position here", false,
-       [o](const std::string& v) { o->checkpoint_dir = v; }},
+       text(&o->checkpoint_dir)},
       {"checkpoint_every", "steps between checkpoints; 0: after the last step only", false,
        integer(&o->checkpoint_every, "checkpoint_every", 0, kMax)},
       {"resume", "continue from the latest checkpoint in --checkpoint_dir, if any", true,
        [o](const std::string& v) { o->resume = ParseBool("resume", v); }},
       {"ccl_backend", "collective backend (default $INFINI_CCL_BACKEND, else auto)", false,
-       [o](const std::string& v) { o->ccl_backend = v; }},
+       text(&o->ccl_backend)},
+      {"nthread_per_process", "ranks per process, one thread and device each (default 1)", false,
+       [o](const std::string& v) {
+         o->nthread_per_process = static_cast<int>(ParseInteger("nthread_per_process", v, 1, 64));
+       }},
+      {"overlap",
+       "all-reduce gradient buckets during backward (default true); false: one "
+       "all-reduce after backward",
+       true,
+       [o](const std::string& v) {
+         if (o->gradient_sync != GradientSync::kNone) {
+           o->gradient_sync =
+               ParseBool("overlap", v) ? GradientSync::kOverlap : GradientSync::kAfterBackward;
+         }
+       }},
+      {"no_grad_sync", "skip gradient communication (ranks drift apart; for measuring only)", true,
+       [o](const std::string& v) {
+         if (ParseBool("no_grad_sync", v)) o->gradient_sync = GradientSync::kNone;
+       }},
+      {"bucket_size_mb", "gradient bucket size of --overlap in MiB (default 25, as torch DDP)",
+       false, integer(&o->bucket_size_mb, "bucket_size_mb", 1, 1 << 14)},
+      {"throughput_skip_steps", "first steps left out of the throughput average (default 2)", false,
+       integer(&o->throughput_skip_steps, "throughput_skip_steps", 0, kMax)},
       {"log_every", "steps between progress lines (default 1)", false,
        integer(&o->log_every, "log_every", 1, kMax)},
   };
@@ -116,11 +180,14 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
 std::string TrainUsage() {
   TrainOptions unused;
   std::ostringstream text;
-  text << "gpt2: data-parallel training of a small GPT-2 on the host (byte-level tokens).\n"
-          "  gpt2 [flags]                                   one process\n"
+  text << "gpt2: data-parallel training of GPT-2, on the host (gloo) or the GPUs (nccl).\n"
+          "  gpt2 [flags]                                   one process on the host\n"
+          "  gpt2 --ccl_backend=nccl [flags]                one GPU\n"
           "  infini_run --ccl_backend=gloo --nproc_per_node=2 gpt2 [flags]\n"
+          "  infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2 --model=d12 --dtype=bfloat16\n"
           "Flags (--name=value or --name value):\n";
   for (const Flag& flag : MakeFlags(&unused)) {
+    if (flag.help.empty()) continue;  // an alias, named in its flag's help
     text << "  --" << flag.name
          << std::string(flag.name.size() < 28 ? 28 - flag.name.size() : 1, ' ') << flag.help
          << "\n";
@@ -131,6 +198,7 @@ std::string TrainUsage() {
 TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
   TrainOptions options;
   const std::vector<Flag> flags = MakeFlags(&options);
+  std::vector<std::string> seen;
   for (size_t i = 0; i < arguments.size(); ++i) {
     std::string argument = arguments[i];
     if (argument == "--help" || argument == "-help" || argument == "-h") {
@@ -165,6 +233,35 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
       throw UsageError("--" + name + " needs a value");
     }
     flag->set(value);
+    seen.push_back(name);
+  }
+  const auto given = [&](const char* name) {
+    return std::find(seen.begin(), seen.end(), name) != seen.end();
+  };
+  if (options.model_name == "d12") {
+    for (const char* name : {"num_layers", "num_heads", "channels"}) {
+      if (given(name)) {
+        throw UsageError("--" + std::string(name) +
+                         " sizes --model=tiny only: --model=d12 is 12 layers, 12 heads, 768 "
+                         "channels");
+      }
+    }
+    options.model.num_layers = 12;
+    options.model.num_heads = 12;
+    options.model.channels = 768;
+    options.model.vocab_size = 50257;
+    options.model.max_sequence_length = 1024;
+    if (options.sequence_length > 1024) {
+      throw UsageError("--sequence_length=" + std::to_string(options.sequence_length) +
+                       ": expected at most 1024 with --model=d12");
+    }
+  } else {
+    options.model.max_sequence_length = options.sequence_length;
+  }
+  if (options.total_batch_size > 0 && given("gradient_accumulation_steps")) {
+    throw UsageError(
+        "--total_batch_size and --gradient_accumulation_steps both set the accumulation: give "
+        "one");
   }
   if (options.model.channels % options.model.num_heads != 0) {
     throw UsageError(
@@ -175,6 +272,24 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
     throw UsageError("--resume needs --checkpoint_dir=DIR to resume from");
   }
   return options;
+}
+
+int64_t AccumulationSteps(const TrainOptions& options, int64_t data_parallel_size) {
+  if (options.total_batch_size == 0) return options.gradient_accumulation_steps;
+  const int64_t tokens_per_micro_step =
+      options.micro_batch_size * options.sequence_length * data_parallel_size;
+  if (options.total_batch_size % tokens_per_micro_step != 0) {
+    throw UsageError(
+        "--total_batch_size=" + std::to_string(options.total_batch_size) +
+        ": expected a multiple of --batch_size x --sequence_length x ranks = " +
+        std::to_string(options.micro_batch_size) + " x " + std::to_string(options.sequence_length) +
+        " x " + std::to_string(data_parallel_size) + " = " + std::to_string(tokens_per_micro_step));
+  }
+  return options.total_batch_size / tokens_per_micro_step;
+}
+
+const char* DtypeName(TrainDtype dtype) {
+  return dtype == TrainDtype::kBFloat16 ? "bfloat16" : "float32";
 }
 
 }  // namespace infini::examples::gpt2

@@ -16,10 +16,27 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How the gradients of data-parallel ranks meet (device training).
+enum class GradientSync {
+  kOverlap,        // GradientReducer: buckets all-reduced during backward (default)
+  kAfterBackward,  // one all-reduce of every gradient after backward (--overlap=false)
+  kNone,           // none (--no_grad_sync: measures the exposed communication)
+};
+
+enum class TrainDtype { kFloat32, kBFloat16 };
+
 struct TrainOptions {
-  ModelConfig model;  // vocab 256 (bytes), the rest from flags
+  std::string model_name = "tiny";  // tiny: vocab 256 (bytes), the rest from flags; d12: GPT-2 124M
+  ModelConfig model;
+  int64_t sequence_length = 64;  // tokens per sample; <= model.max_sequence_length
   int64_t micro_batch_size = 4;
   int64_t gradient_accumulation_steps = 1;
+  int64_t total_batch_size = 0;  // tokens per step over all ranks; 0: from the accumulation
+  TrainDtype dtype = TrainDtype::kFloat32;
+  int nthread_per_process = 1;
+  GradientSync gradient_sync = GradientSync::kOverlap;
+  int64_t bucket_size_mb = 25;
+  int64_t throughput_skip_steps = 2;  // steps left out of the throughput average
   int64_t steps = 20;
   float learning_rate = 3e-3f;
   float weight_decay = 0.0f;
@@ -43,10 +60,19 @@ struct TrainOptions {
 
 // Parses argv (--name=value or --name value; --flag alone for booleans).
 // Throws UsageError for an unknown flag, a missing or malformed value or a
-// value out of range.
+// value out of range. Flags carry InfiniTrain's gpt2 names where the meaning
+// is the same (--input_bin, --batch_size, --num_iteration, ...); the older
+// names stay as aliases.
 TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments);
 
 // The --help text.
 std::string TrainUsage();
+
+// The gradient-accumulation steps that make --total_batch_size tokens per
+// step with `data_parallel_size` ranks (options.gradient_accumulation_steps
+// when total_batch_size is 0). Throws UsageError when it does not divide.
+int64_t AccumulationSteps(const TrainOptions& options, int64_t data_parallel_size);
+
+const char* DtypeName(TrainDtype dtype);
 
 }  // namespace infini::examples::gpt2

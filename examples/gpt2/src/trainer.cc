@@ -4,10 +4,13 @@
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
+#include <functional>
+#include <numeric>
 #include <ostream>
 
 #include "adamw.h"
 #include "checkpoint.h"
+#include "device_training.h"
 #include "infini/data/error.h"
 #include "infini/data/loader.h"
 #include "infini/data/token_file.h"
@@ -73,8 +76,7 @@ class Validator {
  public:
   Validator(const TrainOptions& options, const DataParallelGroup& group) {
     if (options.val_data.empty() || options.val_batches == 0) return;
-    auto source =
-        std::make_shared<data::TokenDataset>(options.val_data, options.model.max_sequence_length);
+    auto source = std::make_shared<data::TokenDataset>(options.val_data, options.sequence_length);
     // Small held-out sets get smaller micro-batches rather than none.
     const int64_t micro_batch_size =
         std::min(options.micro_batch_size, source->num_samples() / group.world_size());
@@ -83,7 +85,7 @@ class Validator {
           "validation skipped: %s has %lld samples of %lld tokens, fewer "
           "than the %d ranks",
           options.val_data.c_str(), static_cast<long long>(source->num_samples()),
-          static_cast<long long>(options.model.max_sequence_length), group.world_size());
+          static_cast<long long>(options.sequence_length), group.world_size());
       return;
     }
     loader_options_.micro_batch_size = micro_batch_size;
@@ -99,13 +101,16 @@ class Validator {
   bool enabled() const { return source_ != nullptr; }
   const std::string& skipped_reason() const { return skipped_reason_; }
 
-  float Evaluate(Model& model, DataParallelGroup& group) {
+  // `forward` returns the mean loss of (inputs, targets, batch, sequence).
+  using Forward =
+      std::function<float(std::span<const int32_t>, std::span<const int32_t>, int64_t, int64_t)>;
+  float Evaluate(const Forward& forward, DataParallelGroup& group) {
     data::DataLoader loader(source_, loader_options_);
     float loss_sum = 0.0f;
     for (int64_t batch = 0; batch < batches_; ++batch) {
       loader.Next(std::span<int32_t>(inputs_), std::span<int32_t>(targets_));
-      loss_sum += model.Forward(inputs_, targets_, loader_options_.micro_batch_size,
-                                source_->sequence_length());
+      loss_sum +=
+          forward(inputs_, targets_, loader_options_.micro_batch_size, source_->sequence_length());
     }
     float mean = loss_sum / static_cast<float>(batches_);
     group.AllReduceAverage(std::span<float>(&mean, 1));
@@ -120,6 +125,65 @@ class Validator {
   std::string skipped_reason_;
 };
 
+// Rejects what the device path cannot do yet, and bfloat16 on the host.
+void CheckOptionsForPlace(const TrainOptions& options, bool on_device) {
+  if (on_device) {
+    if (!options.checkpoint_dir.empty()) {
+      throw UsageError("--checkpoint_dir='" + options.checkpoint_dir +
+                       "': checkpoints are written by the host path only (--ccl_backend=gloo)");
+    }
+    return;
+  }
+  if (options.dtype == TrainDtype::kBFloat16) {
+    throw UsageError(
+        "--dtype=bfloat16: expected a GPU backend (--ccl_backend=nccl); the host path computes "
+        "in float32");
+  }
+}
+
+// Tokens per second over the steps after the first `skip` (they pay for
+// warm-up), or over all of them when there are no others.
+struct Throughput {
+  double tokens_per_s = 0.0;
+  double step_ms = 0.0;
+  int64_t steps = 0;
+};
+Throughput MeasureThroughput(const std::vector<double>& step_seconds, int64_t skip,
+                             double tokens_per_step) {
+  const size_t first =
+      step_seconds.size() > static_cast<size_t>(skip) ? static_cast<size_t>(skip) : 0;
+  const double seconds = std::accumulate(step_seconds.begin() + static_cast<std::ptrdiff_t>(first),
+                                         step_seconds.end(), 0.0);
+  Throughput result;
+  result.steps = static_cast<int64_t>(step_seconds.size() - first);
+  if (result.steps == 0 || seconds <= 0.0) return result;
+  result.step_ms = seconds * 1e3 / static_cast<double>(result.steps);
+  result.tokens_per_s = tokens_per_step * static_cast<double>(result.steps) / seconds;
+  return result;
+}
+
+// What a run does: one rank communicates nothing, and the host path always
+// all-reduces after backward.
+GradientSync EffectiveGradientSync(const TrainOptions& options, const DataParallelGroup& group,
+                                   bool on_device) {
+  if (group.world_size() == 1 || options.gradient_sync == GradientSync::kNone) {
+    return GradientSync::kNone;
+  }
+  return on_device ? options.gradient_sync : GradientSync::kAfterBackward;
+}
+
+const char* GradientSyncName(GradientSync sync) {
+  switch (sync) {
+    case GradientSync::kOverlap:
+      return "overlap";
+    case GradientSync::kAfterBackward:
+      return "after_backward";
+    case GradientSync::kNone:
+      return "none";
+  }
+  return "?";
+}
+
 }  // namespace
 
 TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std::ostream& log) {
@@ -127,9 +191,15 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     if (group.is_main()) log << line << "\n" << std::flush;
   };
   const Clock::time_point start = Clock::now();
-  const int64_t T = options.model.max_sequence_length;
+  const int64_t T = options.sequence_length;
   const int64_t B = options.micro_batch_size;
-  const int64_t accumulation = options.gradient_accumulation_steps;
+  const int64_t accumulation = AccumulationSteps(options, group.world_size());
+  const bool on_device = group.on_cuda_device();
+  CheckOptionsForPlace(options, on_device);
+  if (T > options.model.max_sequence_length) {
+    throw UsageError("--sequence_length=" + std::to_string(T) + ": expected at most the model's " +
+                     std::to_string(options.model.max_sequence_length));
+  }
 
   std::shared_ptr<const data::SampleSource> train_source;
   std::unique_ptr<data::DataLoader> loader;
@@ -158,9 +228,27 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   adamw.learning_rate = options.learning_rate;
   adamw.weight_decay = options.weight_decay;
   AdamW optimizer(model.tensors(), model.num_parameters(), adamw);
+  std::unique_ptr<DeviceTraining> device;
+  if (on_device) {
+    DeviceTrainingOptions device_options;
+    device_options.model = options.model;
+    device_options.dtype = options.dtype;
+    device_options.max_batch_size = B;
+    device_options.gradient_sync = options.gradient_sync;
+    device_options.bucket_bytes = static_cast<size_t>(options.bucket_size_mb) << 20;
+    device_options.adamw = adamw;
+    device_options.grad_clip = options.grad_clip;
+    device = CreateDeviceTraining(device_options, model, group);
+  }
 
   say(Format("gpt2: %d rank%s, backend %s", group.world_size(), group.world_size() > 1 ? "s" : "",
              group.description().c_str()));
+  say(device
+          ? "compute: " + device->description()
+          : Format("compute: host, float32, gradients %s",
+                   group.world_size() == 1                        ? "local"
+                   : options.gradient_sync == GradientSync::kNone ? "not communicated"
+                                                                  : "all-reduced after backward"));
   say(
       Format("model: %lld layers, %lld heads, %lld channels, sequence %lld, vocab %lld, "
              "%.3fM parameters",
@@ -206,28 +294,52 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     }
     say("checkpoint: " + CheckpointPath(options.checkpoint_dir, steps_done));
   };
+  const Validator::Forward forward = [&](std::span<const int32_t> tokens,
+                                         std::span<const int32_t> next_tokens, int64_t rows,
+                                         int64_t length) {
+    return device ? device->Evaluate(tokens, next_tokens, rows, length)
+                  : model.Forward(tokens, next_tokens, rows, length);
+  };
   const auto validate = [&](int64_t steps_done) {
     if (!validator.enabled()) return;
-    summary.validation_loss = validator.Evaluate(model, group);
+    summary.validation_loss = validator.Evaluate(forward, group);
     say(Format("val loss %.4f (after step %lld)", summary.validation_loss,
                static_cast<long long>(steps_done)));
   };
 
-  for (int64_t step = progress.steps_done; step < options.steps; ++step) {
-    const Clock::time_point step_start = Clock::now();
+  const float micro_weight = 1.0f / static_cast<float>(accumulation);
+  // One optimizer step on the host: every rank ends with the same averaged
+  // gradient, so the same update. Returns the loss and the gradient norm.
+  const auto host_step = [&]() -> std::pair<float, float> {
     model.ZeroGradients();
     float loss = 0.0f;
     for (int64_t micro_step = 0; micro_step < accumulation; ++micro_step) {
       loader->Next(std::span<int32_t>(inputs), std::span<int32_t>(targets));
-      loss += model.Forward(inputs, targets, B, T) / static_cast<float>(accumulation);
-      model.Backward(1.0f / static_cast<float>(accumulation));
+      loss += model.Forward(inputs, targets, B, T) * micro_weight;
+      model.Backward(micro_weight);
     }
-    // Every rank ends with the same averaged gradient, so the same update.
-    group.AllReduceAverage(model.gradients());
+    if (options.gradient_sync != GradientSync::kNone) group.AllReduceAverage(model.gradients());
     const float norm = ClipGradientNorm(model.gradients(), options.grad_clip);
     optimizer.Step(model.parameters(), model.gradients());
+    return {loss, norm};
+  };
+  const auto device_step = [&](int64_t step_number) -> std::pair<float, float> {
+    for (int64_t micro_step = 0; micro_step < accumulation; ++micro_step) {
+      loader->Next(std::span<int32_t>(inputs), std::span<int32_t>(targets));
+      device->MicroStep(inputs, targets, B, T, micro_weight, micro_step + 1 == accumulation);
+    }
+    device->OptimizerStep(step_number);
+    const float loss = device->ReadLoss();
+    return {loss, device->ReadGradientNorm()};
+  };
+
+  std::vector<double> step_seconds;
+  for (int64_t step = progress.steps_done; step < options.steps; ++step) {
+    const Clock::time_point step_start = Clock::now();
+    auto [loss, norm] = device ? device_step(step + 1) : host_step();
     group.AllReduceAverage(std::span<float>(&loss, 1));
     const double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
+    step_seconds.push_back(seconds);
 
     summary.step_losses.push_back(loss);
     summary.steps_done = step + 1;
@@ -247,6 +359,18 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   if (summary.steps_done > progress.steps_done) save(summary.steps_done);
 
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!step_seconds.empty()) {
+    // One parseable line (scripts/gpt2_gpu_bench.sh reads it).
+    const Throughput throughput =
+        MeasureThroughput(step_seconds, options.throughput_skip_steps, tokens_per_step);
+    say(
+        Format("throughput: tokens_per_s=%.0f per_gpu=%.0f step_ms=%.2f ranks=%d dtype=%s "
+               "grad_sync=%s place=%s steps=%lld",
+               throughput.tokens_per_s, throughput.tokens_per_s / group.world_size(),
+               throughput.step_ms, group.world_size(), DtypeName(options.dtype),
+               GradientSyncName(EffectiveGradientSync(options, group, device != nullptr)),
+               device ? "gpu" : "host", static_cast<long long>(throughput.steps)));
+  }
   if (!summary.step_losses.empty()) {
     say(Format("done: steps %lld..%lld in %.2f s, train loss %.4f -> %.4f",
                static_cast<long long>(summary.first_step + 1),

@@ -7,22 +7,60 @@
 
 namespace infini::data {
 
-// llm.c token file: a header of 256 little-endian int32 (magic 20240520,
-// version 1, token count, the rest zero) followed by the tokens as uint16.
+// llm.c token files: a header of 256 little-endian int32 (magic, version,
+// token count, the rest zero) followed by the tokens. The header says which
+// of llm.c's two formats a file is:
+//   GPT-2:    magic 20240520, version 1, tokens as uint16
+//   LLaMA-3:  magic 20240801, version 7, tokens as uint32
 inline constexpr int32_t kTokenFileMagic = 20240520;
 inline constexpr int32_t kTokenFileVersion = 1;
+inline constexpr int32_t kLlama3TokenFileMagic = 20240801;
+inline constexpr int32_t kLlama3TokenFileVersion = 7;
 inline constexpr size_t kTokenFileHeaderInts = 256;
 inline constexpr size_t kTokenFileHeaderBytes = kTokenFileHeaderInts * sizeof(int32_t);
 
-// Writes `tokens` as a token file. The file appears whole or not at all
-// (written beside it, then renamed). Throws FileFormatError naming the path
-// when it cannot be written, InvalidArgumentError for more tokens than the
-// header's int32 count can hold.
-void WriteTokenFile(const std::string& path, std::span<const uint16_t> tokens);
+// Tokens of either width, read as uint32 (a view; the owner keeps the
+// memory alive).
+class TokenSpan {
+ public:
+  TokenSpan() = default;
+  TokenSpan(std::span<const uint16_t> tokens)  // NOLINT(google-explicit-constructor)
+      : data_(tokens.data()), size_(tokens.size()), token_bytes_(2) {}
+  TokenSpan(std::span<const uint32_t> tokens)  // NOLINT(google-explicit-constructor)
+      : data_(tokens.data()), size_(tokens.size()), token_bytes_(4) {}
 
-// A token file mapped read-only. Throws FileFormatError naming the path for
-// a missing or unreadable file, a short header, a wrong magic or version, or
-// a size that does not match the header's token count.
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int token_bytes() const { return token_bytes_; }  // 2 (GPT-2) or 4 (LLaMA-3)
+  uint32_t operator[](size_t index) const {
+    return token_bytes_ == 2 ? static_cast<const uint16_t*>(data_)[index]
+                             : static_cast<const uint32_t*>(data_)[index];
+  }
+  TokenSpan subspan(size_t offset, size_t count) const {
+    TokenSpan part = *this;
+    part.data_ = static_cast<const char*>(data_) + offset * static_cast<size_t>(token_bytes_);
+    part.size_ = count;
+    return part;
+  }
+
+ private:
+  const void* data_ = nullptr;
+  size_t size_ = 0;
+  int token_bytes_ = 2;
+};
+
+// Writes `tokens` as a token file in GPT-2's format (WriteTokenFile) or
+// LLaMA-3's (WriteLlama3TokenFile). The file appears whole or not at all (written beside
+// it, then renamed). Throws FileFormatError naming the path when it cannot be
+// written, InvalidArgumentError for more tokens than the header's int32 count
+// can hold.
+void WriteTokenFile(const std::string& path, std::span<const uint16_t> tokens);
+void WriteLlama3TokenFile(const std::string& path, std::span<const uint32_t> tokens);
+
+// A token file of either format, mapped read-only. Throws FileFormatError
+// naming the path for a missing or unreadable file, a short header, an
+// unknown magic, a version that does not match the magic, or a size that
+// does not match the header's token count.
 class TokenFile {
  public:
   explicit TokenFile(const std::string& path);
@@ -32,11 +70,13 @@ class TokenFile {
 
   const std::string& path() const { return path_; }
   int64_t num_tokens() const { return num_tokens_; }
-  std::span<const uint16_t> tokens() const;
+  int token_bytes() const { return token_bytes_; }  // 2 (GPT-2) or 4 (LLaMA-3)
+  TokenSpan tokens() const;
 
  private:
   std::string path_;
   int64_t num_tokens_ = 0;
+  int token_bytes_ = 2;
   void* mapping_ = nullptr;
   size_t mapping_bytes_ = 0;
 };
@@ -50,7 +90,7 @@ class SampleSource {
   virtual int64_t num_samples() const = 0;
   virtual int64_t sequence_length() const = 0;
   // The sequence_length() + 1 tokens of sample `sample_index`.
-  virtual std::span<const uint16_t> Window(int64_t sample_index) const = 0;
+  virtual TokenSpan Window(int64_t sample_index) const = 0;
 };
 
 // A token file served as samples: sample i is tokens [i·T, i·T + T + 1), so
@@ -65,7 +105,7 @@ class TokenDataset : public SampleSource {
   const TokenFile& file() const { return file_; }
   int64_t num_samples() const override { return num_samples_; }
   int64_t sequence_length() const override { return sequence_length_; }
-  std::span<const uint16_t> Window(int64_t sample_index) const override;
+  TokenSpan Window(int64_t sample_index) const override;
 
  private:
   TokenFile file_;
