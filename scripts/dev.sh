@@ -15,9 +15,10 @@ jobs=${JOBS:-$(nproc)}
 
 # Debian packages the build needs. CUDA and NCCL are not among them: the NCCL
 # backend is built when /usr/local/cuda has them, and skipped otherwise.
+# libcurl: the launcher's etcd client (rendezvous/etcd/).
 packages=(build-essential cmake ninja-build pkg-config git
           libdlpack-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libgloo-dev libuv1-dev libssl-dev python3)
+          libbenchmark-dev libgloo-dev libuv1-dev libssl-dev libcurl4-openssl-dev python3)
 
 install_missing() {
   local missing=()

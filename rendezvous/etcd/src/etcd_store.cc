@@ -29,6 +29,12 @@ std::string Field(const std::string& name, const std::string& value) {
   return JsonQuote(name) + ":" + JsonQuote(value);
 }
 
+// The start of the range of keys under `prefix` ("\0" for every key: etcd
+// refuses an empty key).
+std::string RangeStart(const std::string& prefix) {
+  return prefix.empty() ? std::string(1, '\0') : prefix;
+}
+
 // The first key-value of a range reply, if any.
 const JsonValue* FirstKv(const JsonValue& range_reply) {
   const auto& kvs = range_reply["kvs"].items();
@@ -151,7 +157,8 @@ struct EtcdStore::State {
     };
     auto keep_going = [this] { return !stopping.load(); };
     while (!stopping) {
-      const std::string body = "{\"create_request\":{" + Field("key", Base64Encode(prefix)) + "," +
+      const std::string body = "{\"create_request\":{" +
+                               Field("key", Base64Encode(RangeStart(prefix))) + "," +
                                Field("range_end", Base64Encode(PrefixRangeEnd(prefix))) + "," +
                                Field("start_revision", std::to_string(next_revision)) + "}}";
       try {
@@ -184,7 +191,8 @@ std::unique_ptr<EtcdStore> EtcdStore::Connect(const EtcdStoreOptions& options) {
     if (state->lease_id == 0) throw StoreError("etcd granted no lease: " + reply["error"].text());
     state->keeper = std::thread([raw = state.get()] { raw->KeepLeaseAlive(); });
   } else {
-    state->Call("/v3/kv/range", "{" + state->KeyField("") + ",\"count_only\":true}");
+    state->Call("/v3/kv/range", "{" + Field("key", Base64Encode(RangeStart(options.key_prefix))) +
+                                    ",\"count_only\":true}");
   }
   return std::unique_ptr<EtcdStore>(new EtcdStore(std::move(state)));
 }
@@ -295,7 +303,7 @@ void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
 std::vector<std::pair<std::string, std::string>> EtcdStore::List(const std::string& sub_prefix) {
   const std::string prefix = state_->FullKey(sub_prefix);
   const JsonValue reply = state_->Call(
-      "/v3/kv/range", "{" + Field("key", Base64Encode(prefix)) + "," +
+      "/v3/kv/range", "{" + Field("key", Base64Encode(RangeStart(prefix))) + "," +
                           Field("range_end", Base64Encode(PrefixRangeEnd(prefix))) + "}");
   std::vector<std::pair<std::string, std::string>> entries;
   for (const JsonValue& kv : reply["kvs"].items()) {
@@ -307,7 +315,7 @@ std::vector<std::pair<std::string, std::string>> EtcdStore::List(const std::stri
 
 void EtcdStore::DeleteAll() {
   const std::string& prefix = state_->options.key_prefix;
-  state_->Call("/v3/kv/deleterange", "{" + Field("key", Base64Encode(prefix)) + "," +
+  state_->Call("/v3/kv/deleterange", "{" + Field("key", Base64Encode(RangeStart(prefix))) + "," +
                                          Field("range_end", Base64Encode(PrefixRangeEnd(prefix))) +
                                          "}");
 }
@@ -316,8 +324,9 @@ void EtcdStore::Watch(const std::string& sub_prefix,
                       std::function<void(const EtcdEvent&)> on_event) {
   if (state_->watcher.joinable()) throw StoreError("EtcdStore::Watch: one watch per store");
   // Changes after now: the revision the cluster is at.
-  const JsonValue reply =
-      state_->Call("/v3/kv/range", "{" + state_->KeyField(sub_prefix) + ",\"count_only\":true}");
+  const JsonValue reply = state_->Call(
+      "/v3/kv/range", "{" + Field("key", Base64Encode(RangeStart(state_->FullKey(sub_prefix)))) +
+                          ",\"count_only\":true}");
   const int64_t start = reply["header"]["revision"].AsInt() + 1;
   state_->watcher =
       std::thread([raw = state_.get(), prefix = state_->FullKey(sub_prefix), start,
