@@ -212,9 +212,12 @@ void EtcdStore::Set(const std::string& key, const std::string& value) {
 }
 
 std::string EtcdStore::Get(const std::string& key) {
-  Wait({key}, timeout_);
-  const JsonValue reply = state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + "}");
-  if (const JsonValue* kv = FirstKv(reply)) return Base64Decode((*kv)["value"].text());
+  // One request when the key is there; a watch only when it is not yet.
+  for (int round = 0; round < 2; ++round) {
+    const JsonValue reply = state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + "}");
+    if (const JsonValue* kv = FirstKv(reply)) return Base64Decode((*kv)["value"].text());
+    if (round == 0) Wait({key}, timeout_);
+  }
   throw StoreError("etcd key '" + key + "' was deleted while it was read");
 }
 
