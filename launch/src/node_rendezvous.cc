@@ -64,6 +64,8 @@ constexpr milliseconds kWaitStep{20};
 // On etcd the link thread reads when its watch reports a change; this is only
 // the period of a read that no change prompted.
 constexpr milliseconds kEtcdQuietReadPeriod{2000};
+// How long the launcher's end waits for the link thread's last etcd request.
+constexpr milliseconds kEtcdLinkStopBound{6000};
 
 std::string Key(const std::string& name) { return kPrefix + name; }
 std::string AttemptKey(int attempt, const std::string& name) {
@@ -167,6 +169,8 @@ struct StoreLink {
   std::set<std::string> left_owners;
   std::set<int> expired_nodes;  // leases expired, failure not yet published
   bool run_removed = false;     // host: the run's keys are being removed
+  bool started = false;         // StartLink ran: a thread runs Run
+  bool finished = false;        // Run returned
 
   void Post(std::function<void(Store&)> write) {
     {
@@ -177,6 +181,15 @@ struct StoreLink {
   }
 
   void Run() {
+    RunUntilStopped();
+    {
+      std::lock_guard lock(mutex);
+      finished = true;
+    }
+    wake.notify_all();
+  }
+
+  void RunUntilStopped() {
     std::map<int, std::pair<int64_t, Clock::time_point>> heartbeats;  // host: last value, when
     const milliseconds heartbeat_interval =
         std::max(milliseconds(50), std::min(heartbeat_timeout / 4, milliseconds(5000)));
@@ -609,6 +622,7 @@ void NodeRendezvous::StartLink() {
     // The watch's thread belongs to the store, which the link outlives.
     link_->etcd->Watch("", [link = link_.get()](const EtcdEvent& event) { link->Observe(event); });
   }
+  link_->started = true;
   std::thread([link = link_] { link->Run(); }).detach();
 }
 
@@ -640,6 +654,20 @@ NodeRendezvous::~NodeRendezvous() {
     link_->stop = true;
   }
   link_->wake.notify_all();
+  if (link_->etcd) StopEtcdThreads();
+}
+
+// No thread may be inside libcurl when the process exits (its and OpenSSL's
+// exit-time cleanup would pull the ground from under it): the link thread
+// ends (bounded by one request's timeout), then the store's lease and watch
+// threads.
+void NodeRendezvous::StopEtcdThreads() {
+  {
+    std::unique_lock lock(link_->mutex);
+    link_->wake.wait_for(lock, kEtcdLinkStopBound,
+                         [&] { return !link_->started || link_->finished; });
+  }
+  link_->etcd->StopBackground();
 }
 
 // Node 0 on etcd, last: the run's keys go (the others have left, or their

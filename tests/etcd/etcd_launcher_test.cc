@@ -139,6 +139,80 @@ TEST(EtcdLauncher, StalledNodeIsNamedLostWhenItsLeaseExpires) {
   ExpectOthersNameTheLostNode(SIGSTOP);
 }
 
+// Polls etcd (bounded) until a key ending in `suffix` exists.
+bool WaitForKeyEnding(const EtcdCluster& cluster, const std::string& suffix, seconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const std::string& key : cluster.AllKeys()) {
+      if (key.size() >= suffix.size() &&
+          key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        return true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// Node ranks given, so that the test knows which launcher is which node.
+std::vector<std::string> WithNodeRank(int node_rank, std::vector<std::string> flags) {
+  flags.insert(flags.begin(), "--node_rank=" + std::to_string(node_rank));
+  return flags;
+}
+
+TEST(EtcdLauncher, ARankFailureOnOneNodeRestartsBothNodes) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  // Rank 3 (node 1) fails in attempts 0 and 1; attempt 2 succeeds everywhere.
+  auto flags =
+      NodeFlags(cluster.endpoints(), "restart", dir,
+                {"--fail_rank=3", "--fail_attempts=2", "--exit_code=4", "--fail_after_ms=100"});
+  flags.insert(flags.begin(), "--max_restarts=2");
+  LauncherProcess node0(WithNodeRank(0, flags));
+  LauncherProcess node1(WithNodeRank(1, flags));
+  LauncherResult result0 = node0.Wait(seconds(90));
+  LauncherResult result1 = node1.Wait(seconds(90));
+  EXPECT_EQ(result0.exit_code, 0) << result0.err;
+  EXPECT_EQ(result1.exit_code, 0) << result1.err;
+  // Node 0's ranks, which never failed, were restarted with node 1's.
+  EXPECT_EQ(RecordedEnvironment(dir.path(), 0, 2)["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(EtcdLauncher, ARankFailureWithoutRestartsStopsTheOtherNode) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  auto flags = NodeFlags(cluster.endpoints(), "stop", dir,
+                         {"--fail_rank=3", "--exit_code=5", "--long_from=0", "--sleep_ms=60000"});
+  LauncherProcess node0(WithNodeRank(0, flags));
+  LauncherProcess node1(WithNodeRank(1, flags));
+  LauncherResult result0 = node0.Wait(seconds(60));
+  LauncherResult result1 = node1.Wait(seconds(60));
+  EXPECT_EQ(result1.exit_code, 5) << result1.err;
+  EXPECT_NE(result0.exit_code, 0) << result0.err;
+  EXPECT_THAT(result0.err, HasSubstr("node 1"));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(EtcdLauncher, NodesThatDisagreeOnTheConfigStopWithOneLine) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  LauncherProcess node0(
+      WithNodeRank(0, NodeFlags(cluster.endpoints(), "disagree", dir, {"--sleep_ms=60000"})));
+  auto other = NodeFlags(cluster.endpoints(), "disagree", dir, {"--sleep_ms=60000"});
+  *std::find(other.begin(), other.end(), std::string("--nproc_per_node=2")) = "--nproc_per_node=3";
+  // Node 1 comes second: node 0's configuration is the run's.
+  ASSERT_TRUE(WaitForKeyEnding(cluster, "/infini_run/config", seconds(20)));
+  LauncherResult result1 = RunLauncher(WithNodeRank(1, other), seconds(60));
+  LauncherResult result0 = node0.Wait(seconds(60));
+  EXPECT_NE(result1.exit_code, 0);
+  EXPECT_THAT(result1.err, HasSubstr("node 1 disagrees with the run on --nproc_per_node: the "
+                                     "first node has '2', node 1 has '3'"));
+  EXPECT_NE(result0.exit_code, 0) << "node 0 is told and stops";
+  EXPECT_THAT(result0.err, HasSubstr("disagrees"));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
 TEST(EtcdLauncher, UnreachableEtcdIsOneClearLine) {
   TempDir dir;
   const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());

@@ -2,6 +2,8 @@
 
 #include <curl/curl.h>
 #include <openssl/evp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <mutex>
 
@@ -78,12 +80,53 @@ EtcdHttp::EtcdHttp(std::vector<std::string> endpoints, std::chrono::milliseconds
   if (!curl_) throw StoreError("libcurl could not start a connection");
 }
 
+namespace {
+
+curl_socket_t OpenRecordedSocket(void* self, curlsocktype /*purpose*/, curl_sockaddr* address) {
+  const int fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+  if (fd < 0) return CURL_SOCKET_BAD;
+  static_cast<EtcdHttp*>(self)->RecordSocket(fd);
+  return fd;
+}
+
+int CloseRecordedSocket(void* self, curl_socket_t fd) {
+  // Forgotten first, so that Interrupt never shuts down a reused number.
+  static_cast<EtcdHttp*>(self)->ForgetSocket(fd);
+  return close(fd);
+}
+
+// Every request of one EtcdHttp goes through these, so that Interrupt can
+// reach its socket.
+void UseRecordedSockets(CURL* curl, EtcdHttp* self) {
+  curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, OpenRecordedSocket);
+  curl_easy_setopt(curl, CURLOPT_OPENSOCKETDATA, self);
+  curl_easy_setopt(curl, CURLOPT_CLOSESOCKETFUNCTION, CloseRecordedSocket);
+  curl_easy_setopt(curl, CURLOPT_CLOSESOCKETDATA, self);
+}
+
+}  // namespace
+
 EtcdHttp::~EtcdHttp() { curl_easy_cleanup(static_cast<CURL*>(curl_)); }
 
 std::string EtcdHttp::endpoints_text() const {
   std::string text;
   for (const std::string& endpoint : endpoints_) text += (text.empty() ? "" : ",") + endpoint;
   return text;
+}
+
+void EtcdHttp::RecordSocket(int socket_fd) {
+  std::lock_guard lock(socket_mutex_);
+  socket_fd_ = socket_fd;
+}
+
+void EtcdHttp::ForgetSocket(int socket_fd) {
+  std::lock_guard lock(socket_mutex_);
+  if (socket_fd_ == socket_fd) socket_fd_ = -1;
+}
+
+void EtcdHttp::Interrupt() {
+  std::lock_guard lock(socket_mutex_);
+  if (socket_fd_ >= 0) shutdown(socket_fd_, SHUT_RDWR);
 }
 
 void EtcdHttp::NextMember() { current_ = (current_ + 1) % endpoints_.size(); }
@@ -95,6 +138,7 @@ JsonValue EtcdHttp::Call(const std::string& path, const std::string& body) {
     const std::string url = "http://" + endpoints_[current_] + path;
     std::string reply;
     curl_easy_reset(curl);
+    UseRecordedSockets(curl, this);
     curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
@@ -152,6 +196,7 @@ bool EtcdHttp::Stream(const std::string& path, const std::string& body,
   const std::string url = "http://" + endpoints_[current_] + path;
   StreamState state{"", &on_message, &keep_going, deadline, counters_.get(), false, ""};
   curl_easy_reset(curl);
+  UseRecordedSockets(curl, this);
   curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,17 @@ class EtcdHttp {
               std::chrono::steady_clock::time_point deadline);
   void NextMember();
   std::string endpoints_text() const;
+  // Ends a Stream in progress at once (from any thread) by shutting its
+  // socket down; later Streams are not affected.
+  void Interrupt();
+  // For libcurl's socket callbacks: the connection's socket opened, closed.
+  void RecordSocket(int socket_fd);
+  void ForgetSocket(int socket_fd);
 
  private:
   void* curl_ = nullptr;  // CURL*
+  std::mutex socket_mutex_;
+  int socket_fd_ = -1;  // the connection's socket, guarded by socket_mutex_
   std::vector<std::string> endpoints_;
   size_t current_ = 0;
   std::chrono::milliseconds request_timeout_;

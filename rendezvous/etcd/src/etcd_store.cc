@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "etcd_http.h"
@@ -70,6 +71,37 @@ struct EtcdStore::State {
   std::atomic<bool> stopping{false};
   std::thread keeper;
   std::thread watcher;
+  std::mutex streams_mutex;
+  std::set<EtcdHttp*> streams;  // watches in progress, ended by Stop
+
+  // Registers a watch's connection for the lifetime of the object.
+  struct StreamRegistration {
+    State* state;
+    EtcdHttp* http;
+    StreamRegistration(State* s, EtcdHttp* h) : state(s), http(h) {
+      std::lock_guard lock(state->streams_mutex);
+      state->streams.insert(http);
+      if (state->stopping) http->Interrupt();
+    }
+    ~StreamRegistration() {
+      std::lock_guard lock(state->streams_mutex);
+      state->streams.erase(http);
+    }
+  };
+
+  void Stop() {
+    {
+      std::lock_guard lock(stop_mutex);
+      stopping = true;
+    }
+    stop_wake.notify_all();
+    {
+      std::lock_guard lock(streams_mutex);
+      for (EtcdHttp* stream : streams) stream->Interrupt();
+    }
+    if (keeper.joinable()) keeper.join();
+    if (watcher.joinable()) watcher.join();
+  }
 
   std::unique_ptr<EtcdHttp> NewHttp() const {
     auto connection =
@@ -121,6 +153,7 @@ struct EtcdStore::State {
   // Waits (a watch) until `key` is put after `revision`, or `deadline`.
   void WatchForPut(const std::string& key, int64_t revision, Clock::time_point deadline) {
     auto connection = NewHttp();
+    StreamRegistration registration(this, connection.get());
     const std::string body = "{\"create_request\":{" + KeyField(key) + "," +
                              Field("start_revision", std::to_string(revision + 1)) + "}}";
     auto put_seen = [](const JsonValue& message) {
@@ -142,6 +175,7 @@ struct EtcdStore::State {
   void FollowPrefix(const std::string& prefix, int64_t start_revision,
                     const std::function<void(const EtcdEvent&)>& on_event) {
     auto connection = NewHttp();
+    StreamRegistration registration(this, connection.get());
     int64_t next_revision = start_revision;
     auto deliver = [&](const JsonValue& message) {
       for (const JsonValue& event : message["result"]["events"].items()) {
@@ -197,15 +231,9 @@ std::unique_ptr<EtcdStore> EtcdStore::Connect(const EtcdStoreOptions& options) {
   return std::unique_ptr<EtcdStore>(new EtcdStore(std::move(state)));
 }
 
-EtcdStore::~EtcdStore() {
-  {
-    std::lock_guard lock(state_->stop_mutex);
-    state_->stopping = true;
-  }
-  state_->stop_wake.notify_all();
-  if (state_->keeper.joinable()) state_->keeper.join();
-  if (state_->watcher.joinable()) state_->watcher.join();
-}
+EtcdStore::~EtcdStore() { state_->Stop(); }
+
+void EtcdStore::StopBackground() { state_->Stop(); }
 
 void EtcdStore::Set(const std::string& key, const std::string& value) {
   state_->Call("/v3/kv/put", state_->PutBody(key, value));
@@ -294,6 +322,9 @@ void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
       const JsonValue reply =
           state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + ",\"count_only\":true}");
       if (reply["count"].AsInt() > 0) break;
+      if (state_->stopping) {
+        throw StoreError("etcd store stopped while waiting for key '" + key + "'");
+      }
       if (Clock::now() >= deadline) {
         throw StoreTimeoutError("timed out after " + std::to_string(timeout.count()) +
                                 " ms waiting for etcd key '" + key + "'");

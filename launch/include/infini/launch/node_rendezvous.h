@@ -85,6 +85,7 @@ class NodeRendezvous {
   void AgreeOnEtcd(const LaunchOptions& options);
   void HostRanksStore(const LaunchOptions& options);
   void RemoveRunFromEtcd();
+  void StopEtcdThreads();
   std::string EtcdEndpointsText() const;
   void ClaimNodeRank(const LaunchOptions& options);
   void PublishDirect(int attempt, bool restart, int exit_status, const std::string& message);

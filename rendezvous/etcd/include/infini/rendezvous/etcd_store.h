@@ -57,8 +57,12 @@ class EtcdStore : public Store {
   // Reaches a member (and grants the lease). Throws StoreError naming every
   // endpoint tried when none answers.
   static std::unique_ptr<EtcdStore> Connect(const EtcdStoreOptions& options);
-  // Stops the lease's keep-alive and the watches (bounded: about a second).
+  // Stops the lease's keep-alive and the watches (StopBackground).
   ~EtcdStore() override;
+  // Ends the lease's keep-alive and the watch now and joins their threads
+  // (promptly: a watch's socket is shut down). The lease then expires; calls
+  // other than watches still work. Call before the process exits.
+  void StopBackground();
 
   void Set(const std::string& key, const std::string& value) override;
   std::string Get(const std::string& key) override;
