@@ -17,12 +17,14 @@ jobs=${JOBS:-$(nproc)}
 
 # Debian packages the build needs. CUDA and NCCL are not among them: the NCCL
 # backend is built when /usr/local/cuda has them, and skipped otherwise.
+# libcurl: the launcher's etcd client (rendezvous/etcd/).
 packages=(build-essential cmake ninja-build pkg-config git
           libdlpack-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libgloo-dev libuv1-dev libssl-dev python3)
-# Only for CI (tests/hosts/scheduler_test.cc; about 10 MB to download): the
-# tests skip, naming the package, where these are missing.
-ci_packages=(openmpi-bin slurm-wlm iproute2 clang clang-format)
+          libbenchmark-dev libgloo-dev libuv1-dev libssl-dev libcurl4-openssl-dev python3)
+# Only for CI: schedulers and namespaces (tests/hosts), a real etcd
+# (tests/etcd), clang for fuzzing and formatting. The tests skip, naming what
+# is missing, where these are not installed.
+ci_packages=(openmpi-bin slurm-wlm iproute2 etcd-server clang clang-format)
 
 install_missing() {
   local missing=()

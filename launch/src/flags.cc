@@ -39,13 +39,15 @@ DEFINE_string(master_port, "",
               "Port of --master_addr (default 29500). Example: --master_port=29500");
 DEFINE_string(rdzv_endpoint, "",
               "HOST[:PORT] where node 0's launcher hosts the rendezvous store (default port "
-              "29400). Example: --rdzv_endpoint=10.0.0.1:29400");
+              "29400); with --rdzv_backend=etcd, the etcd members HOST[:PORT],... (default port "
+              "2379). Example: --rdzv_endpoint=10.0.0.1:29400");
 DEFINE_string(rdzv_id, "",
               "Run id, the same on every node; required when --nnodes > 1; generated for a "
               "single node. Names log folders and store keys. Example: --rdzv_id=job42");
 DEFINE_string(rdzv_backend, "c10d",
-              "Accepted for torchrun compatibility: 'c10d' or 'static' (both use infini_run's "
-              "TCP store). Example: --rdzv_backend=c10d");
+              "'c10d' or 'static' (both: node 0's launcher hosts infini_run's TCP store), or "
+              "'etcd' (also 'etcd-v2'): the launchers meet through the etcd cluster at "
+              "--rdzv_endpoint (v3 API). Example: --rdzv_backend=etcd");
 DEFINE_string(rdzv_conf, "",
               "KEY=VALUE,... rendezvous settings: join_timeout=S (as --rdzv_timeout), "
               "heartbeat_timeout=S (a node silent this long is lost; default 15), "
@@ -492,9 +494,32 @@ void ParseRendezvousConf(LaunchOptions* options) {
   }
 }
 
+// --rdzv_backend=etcd: HOST[:PORT],... (etcd's client port 2379 by default).
+void ParseEtcdEndpoints(LaunchOptions* options) {
+  if (FLAGS_rdzv_endpoint.empty()) {
+    throw UsageError("--rdzv_backend=" + FLAGS_rdzv_backend +
+                     " needs --rdzv_endpoint=HOST:2379[,HOST:2379...], the etcd members");
+  }
+  for (const std::string& member : SplitList(FLAGS_rdzv_endpoint, ',')) {
+    std::string host;
+    uint16_t port = 0;
+    ParseEndpoint("rdzv_endpoint", member, 2379, &host, &port);
+    const bool bracket = host.find(':') != std::string::npos;
+    options->etcd_endpoints.push_back((bracket ? "[" + host + "]" : host) + ":" +
+                                      std::to_string(port));
+    if (options->etcd_endpoints.size() == 1) {
+      options->rendezvous_host = host;  // named in messages
+      options->rendezvous_port = port;
+    }
+  }
+}
+
 void ValidateRendezvous(LaunchOptions* options) {
-  if (FLAGS_rdzv_backend != "c10d" && FLAGS_rdzv_backend != "static") {
-    throw UsageError(Quoted("rdzv_backend", FLAGS_rdzv_backend) + ": expected c10d or static");
+  options->rendezvous_on_etcd = FLAGS_rdzv_backend == "etcd" || FLAGS_rdzv_backend == "etcd-v2";
+  if (FLAGS_rdzv_backend != "c10d" && FLAGS_rdzv_backend != "static" &&
+      !options->rendezvous_on_etcd) {
+    throw UsageError(Quoted("rdzv_backend", FLAGS_rdzv_backend) +
+                     ": expected c10d, static or etcd (etcd-v2)");
   }
   options->rendezvous_timeout = ParseSecondsFlag("rdzv_timeout", FLAGS_rdzv_timeout, false);
   ParseRendezvousConf(options);
@@ -505,7 +530,9 @@ void ValidateRendezvous(LaunchOptions* options) {
     }
     return;  // a free local port, whatever else was given (as torchrun)
   }
-  if (!FLAGS_rdzv_endpoint.empty()) {
+  if (options->rendezvous_on_etcd) {
+    ParseEtcdEndpoints(options);
+  } else if (!FLAGS_rdzv_endpoint.empty()) {
     ParseEndpoint("rdzv_endpoint", FLAGS_rdzv_endpoint, 29400, &options->rendezvous_host,
                   &options->rendezvous_port);
   } else if (!FLAGS_master_addr.empty() || !FLAGS_master_port.empty()) {

@@ -219,9 +219,8 @@ class Launcher {
       case AttemptOutcome::kStoppedByPeer:
         if (peer_failure_) return ReportPeerFailure(*peer_failure_);
         if (!lost_store_.empty()) {
-          Say("lost the rendezvous store at " + node_->store_addr() + ":" +
-              std::to_string(node_->store_port()) + " (node 0's infini_run died or stalled): " +
-              lost_store_ + "; stopped this node's ranks");
+          Say("lost " + node_->StoreDescription() + ": " + lost_store_ +
+              "; stopped this node's ranks");
           return kLauncherErrorExitCode;
         }
         Say("another node's rank failed in attempt " + std::to_string(attempt) +

@@ -10,6 +10,15 @@
 //   attempt/<k>/done/<r>    node r's ranks all succeeded in attempt k
 //   failure                 "status\nnode\nmessage": the run stops
 //   left/<host:pid>         that node is about to exit (the host waits for it)
+// On etcd (--rdzv_backend=etcd) the same keys live under the run's prefix
+// (EtcdRunPrefix: run id and a hash of the run's secret), each written with
+// its writer's lease, and also:
+//   alive/<r>               "host:pid" of node r, on node r's lease: its
+//                           deletion (lease expired) is how the others learn
+//                           that node r died or stalled
+//   store_addr, store_port  the ranks' store, still hosted by node 0
+// Heartbeat counters are not used there; the link thread reads when its
+// watch on the run's prefix reports a change.
 #include "infini/launch/node_rendezvous.h"
 
 #include <poll.h>
@@ -27,12 +36,16 @@
 
 #include "infini/launch/net_util.h"
 #include "infini/launch/signal_watcher.h"
+#include "infini/rendezvous/etcd_store.h"
 #include "infini/rendezvous/tcp_store.h"
 
 namespace infini::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using rendezvous::EtcdEvent;
+using rendezvous::EtcdStore;
+using rendezvous::EtcdStoreOptions;
 using rendezvous::Store;
 using rendezvous::StoreError;
 using rendezvous::TcpStoreClient;
@@ -48,6 +61,11 @@ constexpr milliseconds kWriteFlushBound{2000};
 // Poll step of the supervising thread's waits: signals are seen at once
 // (the signal pipe wakes the poll), snapshots within this.
 constexpr milliseconds kWaitStep{20};
+// On etcd the link thread reads when its watch reports a change; this is only
+// the period of a read that no change prompted.
+constexpr milliseconds kEtcdQuietReadPeriod{2000};
+// How long the launcher's end waits for the link thread's last etcd request.
+constexpr milliseconds kEtcdLinkStopBound{6000};
 
 std::string Key(const std::string& name) { return kPrefix + name; }
 std::string AttemptKey(int attempt, const std::string& name) {
@@ -121,6 +139,7 @@ std::string Seconds(milliseconds duration) {
 struct StoreLink {
   // Set before the thread starts, then read-only.
   std::unique_ptr<Store> store;
+  EtcdStore* etcd = nullptr;  // the same store, when it is etcd
   int nnodes = 1;
   int node_rank = 0;
   bool is_host = false;
@@ -144,6 +163,14 @@ struct StoreLink {
   std::string missing_ready;  // node ranks, for the timeout message
   std::string lost;           // the store failed: why
   std::set<int> lost_nodes;   // host: nodes that stopped heartbeating
+  // etcd: what the watch saw.
+  uint64_t changes_seen = 0;
+  std::map<int, std::string> alive_owner;  // node rank -> host:pid
+  std::set<std::string> left_owners;
+  std::set<int> expired_nodes;  // leases expired, failure not yet published
+  bool run_removed = false;     // host: the run's keys are being removed
+  bool started = false;         // StartLink ran: a thread runs Run
+  bool finished = false;        // Run returned
 
   void Post(std::function<void(Store&)> write) {
     {
@@ -154,6 +181,15 @@ struct StoreLink {
   }
 
   void Run() {
+    RunUntilStopped();
+    {
+      std::lock_guard lock(mutex);
+      finished = true;
+    }
+    wake.notify_all();
+  }
+
+  void RunUntilStopped() {
     std::map<int, std::pair<int64_t, Clock::time_point>> heartbeats;  // host: last value, when
     const milliseconds heartbeat_interval =
         std::max(milliseconds(50), std::min(heartbeat_timeout / 4, milliseconds(5000)));
@@ -168,14 +204,24 @@ struct StoreLink {
         }
         RunWrites();
         const Clock::time_point now = Clock::now();
-        if (now >= next_heartbeat) {
+        if (etcd) {
+          PublishExpiredNodes();
+        } else if (now >= next_heartbeat) {
           store->Add(NodeKeys("heartbeat", node_rank), 1);
           if (is_host) CheckHeartbeats(&heartbeats);
           next_heartbeat = now + heartbeat_interval;
         }
+        uint64_t changes_read;
+        {
+          std::lock_guard lock(mutex);
+          changes_read = changes_seen;
+        }
         ReadPeers(attempt);
         std::unique_lock lock(mutex);
-        wake.wait_for(lock, monitor_interval, [&] { return stop || !writes.empty(); });
+        wake.wait_for(lock, etcd ? kEtcdQuietReadPeriod : monitor_interval, [&] {
+          return stop || !writes.empty() || changes_seen != changes_read ||
+                 !expired_nodes.empty() || watched_attempt != attempt;
+        });
       }
     } catch (const StoreError& error) {
       std::lock_guard lock(mutex);
@@ -241,6 +287,54 @@ struct StoreLink {
     all_left = every_left;
   }
 
+  // etcd: the watch's view of the run's keys (called on the watch's thread).
+  void Observe(const EtcdEvent& event) {
+    {
+      std::lock_guard lock(mutex);
+      if (run_removed) return;  // the host's own removal of every key
+      ++changes_seen;
+      if (event.key.rfind(Key("left/"), 0) == 0 && !event.deleted) {
+        left_owners.insert(event.key.substr(Key("left/").size()));
+      } else if (event.key.rfind("alive/", 0) == 0) {
+        const int node = std::atoi(event.key.c_str() + 6);
+        if (!event.deleted) {
+          alive_owner[node] = event.value;
+        } else if (!left_owners.count(alive_owner[node]) && !lost_nodes.count(node)) {
+          expired_nodes.insert(node);  // its lease ran out before it said goodbye
+        }
+      }
+    }
+    wake.notify_all();
+  }
+
+  // etcd: tells every node about the nodes whose lease expired; first, this
+  // node's own lease (it stalled longer than the lease lives).
+  void PublishExpiredNodes() {
+    if (!etcd->lease_alive()) {
+      throw rendezvous::StoreError(
+          "this node's etcd lease expired (its infini_run stalled for "
+          "longer than --rdzv_conf=heartbeat_timeout=" +
+          Seconds(heartbeat_timeout) + ")");
+    }
+    std::set<int> expired;
+    std::map<int, std::string> owners;
+    {
+      std::lock_guard lock(mutex);
+      expired.swap(expired_nodes);
+      lost_nodes.insert(expired.begin(), expired.end());
+      owners = alive_owner;
+    }
+    for (int node : expired) {
+      store->CompareSet(
+          Key("failure"), "",
+          EncodeFailure(1, node,
+                        "node " + std::to_string(node) + " lost: its infini_run (" + owners[node] +
+                            ") let its etcd lease expire: no keep-alive for " +
+                            Seconds(heartbeat_timeout) +
+                            " (it died or stalled; --rdzv_conf=heartbeat_timeout)"));
+    }
+  }
+
   // Host only: a node whose counter did not move for heartbeat_timeout is
   // lost; the host tells every node through the failure key.
   void CheckHeartbeats(std::map<int, std::pair<int64_t, Clock::time_point>>* heartbeats) {
@@ -302,6 +396,10 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
   }
 
   node->link_ = std::make_shared<StoreLink>();
+  if (options.rendezvous_on_etcd) {
+    node->MeetOnEtcd(options);
+    return node;
+  }
   if (options.node_rank < 0 && IsLocalHost(options.rendezvous_host)) {
     // Whoever binds the endpoint first hosts it (torchrun's c10d style).
     try {
@@ -321,6 +419,105 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
   node->master_addr_ = store.Get(Key("master_addr"));
   node->master_port_ = static_cast<uint16_t>(std::stoi(store.Get(Key("master_port"))));
   return node;
+}
+
+void NodeRendezvous::MeetOnEtcd(const LaunchOptions& options) {
+  EtcdStoreOptions etcd_options;
+  etcd_options.endpoints = options.etcd_endpoints;
+  etcd_options.key_prefix = rendezvous::EtcdRunPrefix(options.run_id, options.run_token);
+  etcd_options.lease_ttl = options.heartbeat_timeout;
+  etcd_options.request_timeout =
+      std::min(milliseconds(5000), std::max(milliseconds(500), options.heartbeat_timeout / 2));
+  const char* user = getenv("INFINI_ETCD_USER");
+  const char* password = getenv("INFINI_ETCD_PASSWORD");
+  etcd_options.user = user ? user : "";
+  etcd_options.password = password ? password : "";
+  std::unique_ptr<EtcdStore> etcd;
+  try {
+    etcd = EtcdStore::Connect(etcd_options);
+  } catch (const StoreError& error) {
+    throw LaunchError("cannot reach etcd at " + EtcdEndpointsText() +
+                      " (--rdzv_endpoint, --rdzv_backend=etcd): " + error.what());
+  }
+  link_->etcd = etcd.get();
+  link_->store = std::move(etcd);
+  Store& store = *link_->store;
+  // Waits for node 0 are bounded by the join timeout; the link's by the
+  // heartbeat timeout (set in StartLink).
+  store.set_timeout(options.rendezvous_timeout);
+  try {
+    AgreeOnEtcd(options);
+    ClaimNodeRank(options);
+    if (node_rank_ == 0) HostRanksStore(options);
+    store.Set("alive/" + std::to_string(node_rank_), my_identity_);
+    store.Set(NodeKeys("node", node_rank_) + "/host", HostName());
+    store_addr_ = store.Get(Key("store_addr"));
+    store_port_ = static_cast<uint16_t>(std::stoi(store.Get(Key("store_port"))));
+    master_addr_ = store.Get(Key("master_addr"));
+    master_port_ = static_cast<uint16_t>(std::stoi(store.Get(Key("master_port"))));
+  } catch (const rendezvous::StoreTimeoutError& error) {
+    throw LaunchError("timed out after " + Seconds(options.rendezvous_timeout) +
+                      " waiting for node 0 on etcd at " + EtcdEndpointsText() +
+                      " (--rdzv_timeout); is node 0's infini_run running? (" + error.what() + ")");
+  } catch (const StoreError& error) {
+    throw LaunchError("lost etcd at " + EtcdEndpointsText() +
+                      " (--rdzv_endpoint) while joining the run: " + error.what());
+  }
+}
+
+// The first node to arrive writes the run's configuration (a transaction:
+// only one can); every other node compares its own with it.
+void NodeRendezvous::AgreeOnEtcd(const LaunchOptions& options) {
+  const std::string mine = EncodeConfig(options);
+  const std::string agreed = link_->store->CompareSet(Key("config"), "", mine);
+  if (agreed == mine) return;
+  const std::string me = options.node_rank >= 0 ? "node " + std::to_string(options.node_rank)
+                                                : "the node " + my_identity_;
+  for (const auto& [name, value] : ConfigFields(options)) {
+    const std::string theirs = FieldOf(agreed, name);
+    if (theirs == value) continue;
+    const std::string message = me + " disagrees with the run on --" + name +
+                                ": the first node has '" + theirs + "', " + me + " has '" + value +
+                                "'";
+    PublishDirect(0, false, 1, message);
+    throw LaunchError(message);
+  }
+}
+
+// Node 0 on etcd: the ranks' store stays on node 0's launcher, so that etcd
+// carries the launchers' traffic only.
+void NodeRendezvous::HostRanksStore(const LaunchOptions& options) {
+  const std::string bind_addr = options.local_addr.empty() ? "0.0.0.0" : options.local_addr;
+  const std::string published = options.local_addr.empty() ? HostName() : options.local_addr;
+  TcpStoreServerOptions server_options;
+  server_options.host = bind_addr;
+  server_options.port = 0;
+  server_options.token = options.run_token;
+  try {
+    server_ = TcpStoreServer::Start(server_options);
+  } catch (const StoreError& error) {
+    throw LaunchError("node 0 cannot host the ranks' store on " + bind_addr +
+                      " (--local_addr): " + error.what());
+  }
+  Store& store = *link_->store;
+  store.Set(Key("store_addr"), published);
+  store.Set(Key("store_port"), std::to_string(server_->port()));
+  store.Set(Key("master_addr"), published);
+  store.Set(Key("master_port"), std::to_string(PickFreePort(bind_addr)));
+}
+
+std::string NodeRendezvous::EtcdEndpointsText() const {
+  std::string text;
+  for (const std::string& endpoint : options_.etcd_endpoints) {
+    text += (text.empty() ? "" : ",") + endpoint;
+  }
+  return text;
+}
+
+std::string NodeRendezvous::StoreDescription() const {
+  if (options_.rendezvous_on_etcd) return "etcd at " + EtcdEndpointsText() + " (--rdzv_endpoint)";
+  return "the rendezvous store at " + store_addr_ + ":" + std::to_string(store_port_) +
+         " (node 0's infini_run died or stalled)";
 }
 
 void NodeRendezvous::Host(const LaunchOptions& options) {
@@ -390,7 +587,8 @@ void NodeRendezvous::ClaimNodeRank(const LaunchOptions& options) {
   } else if (server_) {
     node_rank_ = 0;  // the host is node 0: MASTER_ADDR is the endpoint host
   } else {
-    node_rank_ = static_cast<int>(store.Add(Key("joined"), 1));
+    // On etcd nobody hosts: the first to join is node 0.
+    node_rank_ = static_cast<int>(store.Add(Key("joined"), 1)) - (link_->etcd ? 1 : 0);
     if (node_rank_ >= options.nnodes) {
       std::string message = "the node " + my_identity_ + " joined as node " +
                             std::to_string(node_rank_ + 1) +
@@ -407,8 +605,8 @@ void NodeRendezvous::ClaimNodeRank(const LaunchOptions& options) {
     PublishDirect(0, false, 1, message);
     throw LaunchError(message);
   }
-  // From here the host watches this node's heartbeat.
-  store.Add(NodeKeys("heartbeat", node_rank_), 1);
+  // From here the host watches this node's heartbeat (on etcd: its lease).
+  if (!link_->etcd) store.Add(NodeKeys("heartbeat", node_rank_), 1);
 }
 
 void NodeRendezvous::StartLink() {
@@ -419,6 +617,12 @@ void NodeRendezvous::StartLink() {
   link_->monitor_interval = options_.monitor_interval;
   link_->heartbeat_timeout = options_.heartbeat_timeout;
   link_->endpoint = store_addr_ + ":" + std::to_string(store_port_);
+  if (link_->etcd) {
+    link_->store->set_timeout(options_.heartbeat_timeout);
+    // The watch's thread belongs to the store, which the link outlives.
+    link_->etcd->Watch("", [link = link_.get()](const EtcdEvent& event) { link->Observe(event); });
+  }
+  link_->started = true;
   std::thread([link = link_] { link->Run(); }).detach();
 }
 
@@ -444,16 +648,51 @@ NodeRendezvous::~NodeRendezvous() {
     }
   } catch (const Interrupted&) {
   }
+  if (server_ && link_->etcd) RemoveRunFromEtcd();
   {
     std::lock_guard lock(link_->mutex);
     link_->stop = true;
   }
   link_->wake.notify_all();
+  if (link_->etcd) StopEtcdThreads();
+}
+
+// No thread may be inside libcurl when the process exits (its and OpenSSL's
+// exit-time cleanup would pull the ground from under it): the link thread
+// ends (bounded by one request's timeout), then the store's lease and watch
+// threads.
+void NodeRendezvous::StopEtcdThreads() {
+  {
+    std::unique_lock lock(link_->mutex);
+    link_->wake.wait_for(lock, kEtcdLinkStopBound,
+                         [&] { return !link_->started || link_->finished; });
+  }
+  link_->etcd->StopBackground();
+}
+
+// Node 0 on etcd, last: the run's keys go (the others have left, or their
+// keys expire with their leases).
+void NodeRendezvous::RemoveRunFromEtcd() {
+  {
+    std::lock_guard lock(link_->mutex);
+    link_->run_removed = true;
+  }
+  link_->Post([](Store& store) { static_cast<EtcdStore&>(store).DeleteAll(); });
+  const auto deadline = Clock::now() + kWriteFlushBound;
+  try {
+    while (Clock::now() < deadline) {
+      {
+        std::lock_guard lock(link_->mutex);
+        if (!link_->lost.empty() || (link_->writes.empty() && link_->writes_in_flight == 0)) return;
+      }
+      SleepUnlessSignalled(kWaitStep);
+    }
+  } catch (const Interrupted&) {
+  }
 }
 
 std::string NodeRendezvous::LostMessage(const std::string& while_doing) {
-  return "lost the rendezvous store at " + store_addr_ + ":" + std::to_string(store_port_) +
-         " while " + while_doing + " (node 0's infini_run died or stalled): " + StoreLost();
+  return "lost " + StoreDescription() + " while " + while_doing + ": " + StoreLost();
 }
 
 void NodeRendezvous::WaitAllNodesReady(int attempt) {

@@ -61,6 +61,9 @@ class NodeRendezvous {
   bool RestartRequested(int attempt);
   // Why the store became unusable (node 0 died or stalled); empty while fine.
   std::string StoreLost();
+  // The store the launchers meet through, for messages: node 0's store, or
+  // etcd's members.
+  std::string StoreDescription() const;
 
   // Queues the news that this node's ranks failed: with `restart` every node
   // restarts, else every node stops.
@@ -76,6 +79,14 @@ class NodeRendezvous {
   void Host(const LaunchOptions& options);
   void Join(const LaunchOptions& options);
   void AgreeWithHost(const LaunchOptions& options);
+  // --rdzv_backend=etcd: the launchers meet through etcd; node 0 still hosts
+  // the ranks' store.
+  void MeetOnEtcd(const LaunchOptions& options);
+  void AgreeOnEtcd(const LaunchOptions& options);
+  void HostRanksStore(const LaunchOptions& options);
+  void RemoveRunFromEtcd();
+  void StopEtcdThreads();
+  std::string EtcdEndpointsText() const;
   void ClaimNodeRank(const LaunchOptions& options);
   void PublishDirect(int attempt, bool restart, int exit_status, const std::string& message);
   std::string LostMessage(const std::string& while_doing);

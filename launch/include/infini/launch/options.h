@@ -49,6 +49,10 @@ struct LaunchOptions {
   // Where the launchers meet. Port 0 (single node only): a free port.
   std::string rendezvous_host = "127.0.0.1";
   uint16_t rendezvous_port = 0;
+  // --rdzv_backend=etcd: the launchers meet through these etcd members
+  // (host:port each) instead of a store on node 0.
+  bool rendezvous_on_etcd = false;
+  std::vector<std::string> etcd_endpoints;
   std::string run_id;
   bool run_id_given = false;
   std::chrono::milliseconds rendezvous_timeout{std::chrono::seconds(300)};

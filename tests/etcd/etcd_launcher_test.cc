@@ -1,0 +1,240 @@
+// infini_run --rdzv_backend=etcd with a real etcd cluster: real launchers,
+// real ranks (launch_test_child), real etcd members killed mid-run.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <set>
+#include <thread>
+
+#include "etcd_cluster.h"
+#include "infini/rendezvous/etcd_store.h"
+#include "launcher_harness.h"
+
+namespace infini::etcd_testing {
+namespace {
+
+using launch::testing::ChildPath;
+using launch::testing::FreePort;
+using launch::testing::LauncherProcess;
+using launch::testing::LauncherResult;
+using launch::testing::Lines;
+using launch::testing::NoProcessLeft;
+using launch::testing::RecordedEnvironment;
+using launch::testing::RunLauncher;
+using launch::testing::TempDir;
+using launch::testing::WaitForPidFiles;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+std::vector<std::string> NodeFlags(const std::string& endpoints, const std::string& run_id,
+                                   const TempDir& dir, const std::vector<std::string>& child = {},
+                                   const std::string& backend = "etcd") {
+  std::vector<std::string> flags = {"--nnodes=2",
+                                    "--nproc_per_node=2",
+                                    "--rdzv_backend=" + backend,
+                                    "--rdzv_endpoint=" + endpoints,
+                                    "--rdzv_id=" + run_id,
+                                    "--rdzv_timeout=30",
+                                    "--rdzv_conf=heartbeat_timeout=2",
+                                    "--local_addr=127.0.0.1",
+                                    "--term_timeout=2",
+                                    "--",
+                                    ChildPath(),
+                                    "--dir=" + dir.path()};
+  flags.insert(flags.end(), child.begin(), child.end());
+  return flags;
+}
+
+// The infini_run lines of a launcher's stderr.
+std::vector<std::string> LauncherLines(const std::string& err) {
+  std::vector<std::string> lines;
+  for (const std::string& line : Lines(err)) {
+    if (line.rfind("infini_run", 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+TEST(EtcdLauncher, TwoNodesMeetThroughEtcdAndLeaveNoKeys) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  // torchrun's spelling on one node, ours on the other: both are etcd.
+  LauncherProcess node_a(NodeFlags(cluster.endpoints(), "meet", dir, {}, "etcd-v2"));
+  LauncherProcess node_b(NodeFlags(cluster.endpoints(), "meet", dir));
+  LauncherResult a = node_a.Wait(seconds(60));
+  LauncherResult b = node_b.Wait(seconds(60));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  std::set<std::string> ranks, store_addresses, master_addresses;
+  for (int rank = 0; rank < 4; ++rank) {
+    auto environment = RecordedEnvironment(dir.path(), rank);
+    ranks.insert(environment["RANK"]);
+    EXPECT_EQ(environment["WORLD_SIZE"], "4");
+    store_addresses.insert(environment["INFINI_STORE_ADDR"] + ":" +
+                           environment["INFINI_STORE_PORT"]);
+    master_addresses.insert(environment["MASTER_ADDR"] + ":" + environment["MASTER_PORT"]);
+  }
+  EXPECT_EQ(ranks.size(), 4u) << "each rank once";
+  // One ranks' store (node 0's launcher), never etcd itself.
+  ASSERT_EQ(store_addresses.size(), 1u);
+  EXPECT_THAT(*store_addresses.begin(), ::testing::StartsWith("127.0.0.1:"));
+  EXPECT_NE(*store_addresses.begin(), cluster.endpoint(0));
+  EXPECT_EQ(master_addresses.size(), 1u);
+  // The run's keys are gone: removed by node 0, or expired with the leases.
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (!cluster.AllKeys().empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_THAT(cluster.AllKeys(), ::testing::IsEmpty());
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(EtcdLauncher, RunGoesOnWhenOneOfThreeEtcdMembersDies) {
+  EtcdCluster cluster(3);
+  TempDir dir;
+  const auto child = std::vector<std::string>{"--sleep_ms=6000"};
+  LauncherProcess node_a(NodeFlags(cluster.endpoints(), "member_lost", dir, child));
+  LauncherProcess node_b(NodeFlags(cluster.endpoints(), "member_lost", dir, child));
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 4));
+  cluster.Kill(0);  // the first member: every launcher talks to it first
+  LauncherResult a = node_a.Wait(seconds(60));
+  LauncherResult b = node_b.Wait(seconds(60));
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+void ExpectOthersNameTheLostNode(int signal_number) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  const auto child = std::vector<std::string>{"--sleep_ms=60000"};
+  const std::string run_id = "lease_" + std::to_string(signal_number);
+  // Node ranks given, so that the test knows whom it stops.
+  auto flags0 = NodeFlags(cluster.endpoints(), run_id, dir, child);
+  auto flags1 = flags0;
+  flags0.insert(flags0.begin(), "--node_rank=0");
+  flags1.insert(flags1.begin(), "--node_rank=1");
+  LauncherProcess node0(flags0);
+  LauncherProcess node1(flags1);
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 4));
+  kill(node1.pid(), signal_number);
+  // heartbeat_timeout=2: the lease runs out within about 2 s; 30 s catches a hang.
+  LauncherResult result = node0.Wait(seconds(30));
+  if (signal_number == SIGSTOP) kill(node1.pid(), SIGCONT);
+  LauncherResult stopped = node1.Wait(seconds(30));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("node 1 lost"));
+  EXPECT_THAT(result.err, HasSubstr("etcd lease"));
+  if (signal_number == SIGSTOP) {
+    EXPECT_NE(stopped.exit_code, 0) << "the stalled node, continued, must stop too";
+  }
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(EtcdLauncher, KilledNodeIsNamedLostWhenItsLeaseExpires) {
+  ExpectOthersNameTheLostNode(SIGKILL);
+}
+
+TEST(EtcdLauncher, StalledNodeIsNamedLostWhenItsLeaseExpires) {
+  ExpectOthersNameTheLostNode(SIGSTOP);
+}
+
+// Polls etcd (bounded) until a key ending in `suffix` exists.
+bool WaitForKeyEnding(const EtcdCluster& cluster, const std::string& suffix, seconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (const std::string& key : cluster.AllKeys()) {
+      if (key.size() >= suffix.size() &&
+          key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        return true;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// Node ranks given, so that the test knows which launcher is which node.
+std::vector<std::string> WithNodeRank(int node_rank, std::vector<std::string> flags) {
+  flags.insert(flags.begin(), "--node_rank=" + std::to_string(node_rank));
+  return flags;
+}
+
+TEST(EtcdLauncher, ARankFailureOnOneNodeRestartsBothNodes) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  // Rank 3 (node 1) fails in attempts 0 and 1; attempt 2 succeeds everywhere.
+  auto flags =
+      NodeFlags(cluster.endpoints(), "restart", dir,
+                {"--fail_rank=3", "--fail_attempts=2", "--exit_code=4", "--fail_after_ms=100"});
+  flags.insert(flags.begin(), "--max_restarts=2");
+  LauncherProcess node0(WithNodeRank(0, flags));
+  LauncherProcess node1(WithNodeRank(1, flags));
+  LauncherResult result0 = node0.Wait(seconds(90));
+  LauncherResult result1 = node1.Wait(seconds(90));
+  EXPECT_EQ(result0.exit_code, 0) << result0.err;
+  EXPECT_EQ(result1.exit_code, 0) << result1.err;
+  // Node 0's ranks, which never failed, were restarted with node 1's.
+  EXPECT_EQ(RecordedEnvironment(dir.path(), 0, 2)["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(EtcdLauncher, ARankFailureWithoutRestartsStopsTheOtherNode) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  auto flags = NodeFlags(cluster.endpoints(), "stop", dir,
+                         {"--fail_rank=3", "--exit_code=5", "--long_from=0", "--sleep_ms=60000"});
+  LauncherProcess node0(WithNodeRank(0, flags));
+  LauncherProcess node1(WithNodeRank(1, flags));
+  LauncherResult result0 = node0.Wait(seconds(60));
+  LauncherResult result1 = node1.Wait(seconds(60));
+  EXPECT_EQ(result1.exit_code, 5) << result1.err;
+  EXPECT_NE(result0.exit_code, 0) << result0.err;
+  EXPECT_THAT(result0.err, HasSubstr("node 1"));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(EtcdLauncher, NodesThatDisagreeOnTheConfigStopWithOneLine) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  LauncherProcess node0(
+      WithNodeRank(0, NodeFlags(cluster.endpoints(), "disagree", dir, {"--sleep_ms=60000"})));
+  auto other = NodeFlags(cluster.endpoints(), "disagree", dir, {"--sleep_ms=60000"});
+  *std::find(other.begin(), other.end(), std::string("--nproc_per_node=2")) = "--nproc_per_node=3";
+  // Node 1 comes second: node 0's configuration is the run's.
+  ASSERT_TRUE(WaitForKeyEnding(cluster, "/infini_run/config", seconds(20)));
+  LauncherResult result1 = RunLauncher(WithNodeRank(1, other), seconds(60));
+  LauncherResult result0 = node0.Wait(seconds(60));
+  EXPECT_NE(result1.exit_code, 0);
+  EXPECT_THAT(result1.err, HasSubstr("node 1 disagrees with the run on --nproc_per_node: the "
+                                     "first node has '2', node 1 has '3'"));
+  EXPECT_NE(result0.exit_code, 0) << "node 0 is told and stops";
+  EXPECT_THAT(result0.err, HasSubstr("disagrees"));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(EtcdLauncher, UnreachableEtcdIsOneClearLine) {
+  TempDir dir;
+  const std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
+  LauncherResult result = RunLauncher(NodeFlags(endpoint, "nobody", dir), seconds(60));
+  EXPECT_NE(result.exit_code, 0);
+  EXPECT_NE(result.exit_code, -1) << "hung";
+  const auto lines = LauncherLines(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_THAT(lines[0], HasSubstr("cannot reach etcd at " + endpoint));
+  EXPECT_THAT(lines[0], HasSubstr("--rdzv_endpoint"));
+}
+
+TEST(EtcdLauncher, EtcdWithoutEndpointIsOneClearLine) {
+  TempDir dir;
+  auto flags = NodeFlags("", "noendpoint", dir);
+  flags.erase(std::find(flags.begin(), flags.end(), "--rdzv_endpoint="));
+  LauncherResult result = RunLauncher(flags, seconds(30));
+  EXPECT_NE(result.exit_code, 0);
+  const auto lines = LauncherLines(result.err);
+  ASSERT_EQ(lines.size(), 1u) << result.err;
+  EXPECT_THAT(lines[0], HasSubstr("--rdzv_endpoint"));
+}
+
+}  // namespace
+}  // namespace infini::etcd_testing
