@@ -439,7 +439,8 @@ TEST(FaultMatrix, AStrangerWithoutTheTokenIsRefused) {
                            WithoutToken());
   ASSERT_TRUE(WaitForPidFiles(dir.path(), 1));
   auto env = RecordedEnvironment(dir.path(), 0);
-  EXPECT_EQ(env["INFINI_RUN_TOKEN"].size(), 64u) << "a fresh secret per run: 32 random bytes in hex";
+  EXPECT_EQ(env["INFINI_RUN_TOKEN"].size(), 64u)
+      << "a fresh secret per run: 32 random bytes in hex";
   const auto port = static_cast<uint16_t>(std::stoi(env["INFINI_STORE_PORT"]));
   bool refused = false;
   try {
