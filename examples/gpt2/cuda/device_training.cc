@@ -110,6 +110,9 @@ class CudaTraining : public DeviceTraining {
     if (sync_ == GradientSync::kOverlap) {
       reducer_->SetSynchronize(last_micro_step);
       model_->Backward(loss_weight, [&](size_t g) { reducer_->MarkReady(g, compute_); });
+      // An accumulation micro-step ends like a step (nothing was sent): the
+      // next backward marks every gradient again.
+      if (!last_micro_step) reducer_->WaitAll(compute_);
     } else {
       model_->Backward(loss_weight);
     }

@@ -17,7 +17,8 @@
 //   reducer.WaitAll(compute);  // then the optimizer step on `compute`
 //
 // Gradient accumulation: SetSynchronize(false) for every micro-step but the
-// last; MarkReady then only counts, nothing is sent.
+// last; MarkReady then only counts, nothing is sent, and WaitAll ends the
+// micro-step like a step (each gradient is marked once between WaitAlls).
 #pragma once
 
 #include <dlpack/dlpack.h>
