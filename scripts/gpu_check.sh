@@ -129,7 +129,7 @@ if [[ -x "$infini_run" && -x "$build/bin/first_allreduce" && $gpus -ge 2 ]]; the
   for attempt in 1 2 3; do
     started=$(now_ns)
     run_step "first_allreduce_$attempt" 90 "$infini_run" --ccl_backend=nccl --nproc_per_node=2 \
-      -- "$build/bin/first_allreduce"
+      -- "$build/bin/first_allreduce" --launched_at_ns="$started" --phases
     first_times+=("$(seconds_since "$started")")
   done
 else
