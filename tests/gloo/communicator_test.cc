@@ -261,11 +261,11 @@ void AllReduceOfDifferentCountsFailsOnEveryRank(int64_t small, int64_t large) {
       ConfigWithTimeout(5000), 60);
 }
 
-TEST(GlooFailures, DISABLED_AllReduceOfDifferentSmallCountsIsAnErrorOnEveryRankNotAnAbort) {
+TEST(GlooFailures, AllReduceOfDifferentSmallCountsIsAnErrorOnEveryRankNotAnAbort) {
   AllReduceOfDifferentCountsFailsOnEveryRank(4, 7);
 }
 
-TEST(GlooFailures, DISABLED_AllReduceOfDifferentLargeCountsIsAnErrorOnEveryRankNotAnAbort) {
+TEST(GlooFailures, AllReduceOfDifferentLargeCountsIsAnErrorOnEveryRankNotAnAbort) {
   AllReduceOfDifferentCountsFailsOnEveryRank(1000, 300000);
 }
 

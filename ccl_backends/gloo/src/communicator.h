@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,9 +42,29 @@ class Communicator {
   const std::string& name() const { return options_.name; }
   const CommOptions& options() const { return options_; }
 
-  // Tag of the next collective; every rank calls collectives in the same
-  // order, so the tags agree.
-  uint32_t NextCollectiveTag() { return next_tag_++; }
+  // Tag of the next collective: its sequence number (every rank calls
+  // collectives in the same order) in the low 16 bits, and 16 bits of what
+  // every rank must pass alike (`agreed`: Agreement(kind, sizes, root)) in
+  // the high ones. Ranks that disagree on a size then use different slots:
+  // gloo never delivers a message larger than the buffer posted for it
+  // (which aborts the process on gloo's transport thread), and the mismatch
+  // ends as the communicator's timeout, an error on every rank.
+  uint32_t NextCollectiveTag(uint64_t agreed = 0) {
+    const uint32_t folded =
+        static_cast<uint32_t>(agreed ^ (agreed >> 16) ^ (agreed >> 32) ^ (agreed >> 48)) & 0xFFFFu;
+    return (next_tag_++ & 0xFFFFu) | (folded << 16);
+  }
+  // FNV-1a over the values every rank of a collective passes alike.
+  static uint64_t Agreement(std::initializer_list<uint64_t> values) {
+    uint64_t hash = 1469598103934665603ULL;
+    for (uint64_t value : values) {
+      for (int byte = 0; byte < 8; ++byte) {
+        hash ^= (value >> (8 * byte)) & 0xFF;
+        hash *= 1099511628211ULL;
+      }
+    }
+    return hash;
+  }
 
   // Collective (ncclCommSplit): nullptr for color < 0.
   Communicator* Split(int color, int key, const CommOptions& options);

@@ -31,7 +31,8 @@ void AllGatherElements(Communicator& comm, const void* sendbuff, void* recvbuff,
   WithOpaqueElement(element_bytes, [&]<class E>() {
     ::gloo::AllgatherOptions options(comm.context());
     options.setOutput(static_cast<E*>(recvbuff), sendcount * comm.world_size());
-    options.setTag(comm.NextCollectiveTag());
+    options.setTag(comm.NextCollectiveTag(
+        Communicator::Agreement({infiniCclCollAllGather, sendcount * element_bytes})));
     options.setTimeout(comm.timeout());
     ::gloo::allgather(options);
   });
@@ -56,7 +57,8 @@ void Broadcast(Communicator& comm, const void* sendbuff, void* recvbuff, size_t 
     }
     options.setOutput(static_cast<E*>(recvbuff), count);
     options.setRoot(root);
-    options.setTag(comm.NextCollectiveTag());
+    options.setTag(comm.NextCollectiveTag(Communicator::Agreement(
+        {infiniCclCollBroadcast, count * element_bytes, static_cast<uint64_t>(root)})));
     options.setTimeout(comm.timeout());
     ::gloo::broadcast(options);
   });
@@ -95,7 +97,8 @@ void AllToAll(Communicator& comm, const void* sendbuff, void* recvbuff, size_t c
     const size_t elements = count * comm.world_size();
     options.setInput(const_cast<E*>(static_cast<const E*>(input)), elements);
     options.setOutput(static_cast<E*>(recvbuff), elements);
-    options.setTag(comm.NextCollectiveTag());
+    options.setTag(comm.NextCollectiveTag(
+        Communicator::Agreement({infiniCclCollAllToAll, count * element_bytes})));
     options.setTimeout(comm.timeout());
     ::gloo::alltoall(options);
   });
@@ -117,7 +120,8 @@ void Gather(Communicator& comm, const void* sendbuff, void* recvbuff, size_t cou
     options.setInput(const_cast<E*>(static_cast<const E*>(sendbuff)), count);
     if (is_root) options.setOutput(static_cast<E*>(recvbuff), count * comm.world_size());
     options.setRoot(root);
-    options.setTag(comm.NextCollectiveTag());
+    options.setTag(comm.NextCollectiveTag(
+        Communicator::Agreement({infiniCclCollGather, block_bytes, static_cast<uint64_t>(root)})));
     options.setTimeout(comm.timeout());
     ::gloo::gather(options);
   });
@@ -143,7 +147,8 @@ void Scatter(Communicator& comm, const void* sendbuff, void* recvbuff, size_t co
     }
     options.setOutput(static_cast<E*>(recvbuff), count);
     options.setRoot(root);
-    options.setTag(comm.NextCollectiveTag());
+    options.setTag(comm.NextCollectiveTag(
+        Communicator::Agreement({infiniCclCollScatter, block_bytes, static_cast<uint64_t>(root)})));
     options.setTimeout(comm.timeout());
     ::gloo::scatter(options);
   });
@@ -152,7 +157,7 @@ void Scatter(Communicator& comm, const void* sendbuff, void* recvbuff, size_t co
 void Barrier(Communicator& comm) {
   if (comm.world_size() == 1) return;
   ::gloo::BarrierOptions options(comm.context());
-  options.setTag(comm.NextCollectiveTag());
+  options.setTag(comm.NextCollectiveTag(Communicator::Agreement({infiniCclCollBarrier})));
   options.setTimeout(comm.timeout());
   ::gloo::barrier(options);
 }

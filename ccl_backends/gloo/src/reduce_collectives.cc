@@ -48,7 +48,8 @@ void AllReduce(Communicator& comm, const void* sendbuff, void* recvbuff, size_t 
         options.setInput(const_cast<E*>(static_cast<const E*>(sendbuff)), count);
       options.setOutput(static_cast<E*>(recvbuff), count);
       options.setReduceFunction(reduce);
-      options.setTag(comm.NextCollectiveTag());
+      options.setTag(comm.NextCollectiveTag(Communicator::Agreement(
+          {infiniCclCollAllReduce, count, element_bytes, static_cast<uint64_t>(op)})));
       options.setTimeout(comm.timeout());
       ::gloo::allreduce(options);
     });
@@ -81,7 +82,9 @@ void Reduce(Communicator& comm, const void* sendbuff, void* recvbuff, size_t cou
       options.setOutput(static_cast<E*>(output), count);
       options.setRoot(root);
       options.setReduceFunction(reduce);
-      options.setTag(comm.NextCollectiveTag());
+      options.setTag(comm.NextCollectiveTag(
+          Communicator::Agreement({infiniCclCollReduce, count, element_bytes,
+                                   static_cast<uint64_t>(op), static_cast<uint64_t>(root)})));
       options.setTimeout(comm.timeout());
       ::gloo::reduce(options);
     });
@@ -135,7 +138,11 @@ void RingReduceScatter(Communicator& comm, const void* sendbuff, const std::vect
   auto incoming = context->createUnboundBuffer(incoming_memory, largest_bytes);
   auto partial = context->createUnboundBuffer(partial_memory, 2 * largest_bytes);
   auto whole_input = context->createUnboundBuffer(const_cast<unsigned char*>(input), input_extent);
-  const uint64_t slot = MakeSlot(kReduceScatterSlotPrefix, comm.NextCollectiveTag());
+  // Every rank knows every block's size: they must agree (see NextCollectiveTag).
+  uint64_t agreed = Communicator::Agreement(
+      {infiniCclCollReduceScatter, element_bytes, static_cast<uint64_t>(op)});
+  for (const Block& b : blocks) agreed = Communicator::Agreement({agreed, b.count});
+  const uint64_t slot = MakeSlot(kReduceScatterSlotPrefix, comm.NextCollectiveTag(agreed));
   const int right = (rank + 1) % world_size;
   const int left = (rank + world_size - 1) % world_size;
 
