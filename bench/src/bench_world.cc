@@ -86,8 +86,7 @@ std::unique_ptr<BenchWorld> BenchWorld::Create(const std::string& backend_spec,
   // such as oneCCL's needs one even for a single process).
   world->store_ = std::make_unique<conformance::RunStore>(settings, world->topology_, "ccl_bench");
   const std::shared_ptr<rendezvous::Store> store = world->store_->Connect();
-  auto bootstrap =
-      std::make_shared<conformance::StoreBootstrap>(*world->store_, "world/bootstrap/");
+  auto bootstrap = conformance::MakeBootstrap(*world->store_, "world/bootstrap/");
   ccl::UniqueId unique_id;
   if (world->topology_.global_proc_rank == 0) {
     unique_id = backend.GetUniqueId(bootstrap);

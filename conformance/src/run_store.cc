@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "infini/parallel/errors.h"
+#include "infini/parallel/store_bootstrap.h"
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
@@ -13,22 +14,6 @@ namespace {
 // Store waits outlast a collective's deadline a little, so that the
 // program's own timeout, which names the operation, fires first.
 constexpr std::chrono::seconds kStoreTimeoutMargin{30};
-
-// Store failures become the codes the plugin ABI knows.
-template <typename Body>
-auto Translated(const std::string& key, Body&& body) {
-  try {
-    return body();
-  } catch (const rendezvous::StoreTimeoutError& error) {
-    throw ccl::Error(infiniCclTimeout, "store key '" + key + "': " + error.what());
-  } catch (const rendezvous::StoreError& error) {
-    throw ccl::Error(infiniCclRemoteError, "store key '" + key + "': " + error.what());
-  }
-}
-
-}  // namespace
-
-namespace {
 
 // Stores of a run prove the launcher's token (INFINI_RUN_TOKEN), when any.
 rendezvous::TcpStoreServerOptions ServerOptions(const std::string& host, uint16_t port) {
@@ -78,48 +63,9 @@ std::shared_ptr<rendezvous::Store> RunStore::Connect() const {
   return prefixed;
 }
 
-StoreBootstrap::StoreBootstrap(const RunStore& store, std::string prefix)
-    : store_(store), prefix_(std::move(prefix)) {}
-
-rendezvous::Store& StoreBootstrap::ThisThreadsStore() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto& connection = connections_[std::this_thread::get_id()];
-  if (connection == nullptr) connection = store_.Connect();
-  return *connection;
-}
-
-void StoreBootstrap::Set(const std::string& key, const std::string& value) {
-  Translated(key, [&] {
-    ThisThreadsStore().Set(prefix_ + key, value);
-    return 0;
-  });
-}
-
-std::string StoreBootstrap::Get(const std::string& key, std::chrono::milliseconds timeout) {
-  return Translated(key, [&] {
-    rendezvous::Store& store = ThisThreadsStore();
-    if (timeout.count() >= 0) store.Wait({prefix_ + key}, timeout);
-    return store.Get(prefix_ + key);
-  });
-}
-
-int64_t StoreBootstrap::Add(const std::string& key, int64_t delta) {
-  return Translated(key, [&] { return ThisThreadsStore().Add(prefix_ + key, delta); });
-}
-
-void StoreBootstrap::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  std::vector<std::string> prefixed;
-  prefixed.reserve(keys.size());
-  for (const auto& key : keys) prefixed.push_back(prefix_ + key);
-  Translated(keys.empty() ? std::string() : keys.front(), [&] {
-    rendezvous::Store& store = ThisThreadsStore();
-    if (timeout.count() < 0) {
-      store.Wait(prefixed);
-    } else {
-      store.Wait(prefixed, timeout);
-    }
-    return 0;
-  });
+std::shared_ptr<ccl::BootstrapStore> MakeBootstrap(const RunStore& store, std::string prefix) {
+  return std::make_shared<parallel::StoreBootstrap>(std::move(prefix),
+                                                    [&store] { return store.Connect(); });
 }
 
 }  // namespace infini::conformance

@@ -158,7 +158,7 @@ ccl::UniqueId RankContext::ShareUniqueId(const std::string& key,
 
 ccl::Communicator RankContext::NewCommunicator(const std::string& key,
                                                const ccl::CommConfig& config) {
-  auto bootstrap = std::make_shared<StoreBootstrap>(*run_store, key + "/bootstrap/");
+  auto bootstrap = MakeBootstrap(*run_store, key + "/bootstrap/");
   const ccl::UniqueId id = ShareUniqueId(key, bootstrap);
   return NewCommunicatorOnePerThread(key, id, config, bootstrap);
 }
@@ -516,8 +516,7 @@ Outcome StreamsAndEvents(RankContext& context) {
 
 Outcome UniqueIdThroughStore(RankContext& context) {
   const size_t declared = context.backend->info().unique_id_bytes;
-  auto bootstrap =
-      std::make_shared<StoreBootstrap>(*context.run_store, context.item_key + "/bootstrap/");
+  auto bootstrap = MakeBootstrap(*context.run_store, context.item_key + "/bootstrap/");
   const std::string bytes = context.ShareUniqueId(context.item_key, bootstrap).ToBytes();
   if (bytes.size() != declared) {
     return Fail("the id has " + std::to_string(bytes.size()) + " bytes, the plugin declares " +
@@ -645,8 +644,7 @@ Outcome SplitHalves(RankContext& context) {
 }
 
 Outcome MultiDeviceInit(RankContext& context) {
-  const auto bootstrap =
-      std::make_shared<StoreBootstrap>(*context.run_store, context.item_key + "/bootstrap/");
+  const auto bootstrap = MakeBootstrap(*context.run_store, context.item_key + "/bootstrap/");
   const ccl::UniqueId id = context.ShareUniqueId(context.item_key, bootstrap);
   const int first_rank = context.rank - context.thread_rank;
   const int first_device = context.device - context.thread_rank;

@@ -8,11 +8,11 @@
 #include <type_traits>
 
 #include "flight_recorder.h"
-#include "group_bootstrap.h"
 #include "group_state.h"
 #include "infini/ccl/dtype.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
+#include "infini/parallel/store_bootstrap.h"
 #include "infini/rendezvous/store.h"
 #include "local_init.h"
 
@@ -186,7 +186,7 @@ std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const 
   try {
     // The plugin may use the run's store under the group's own prefix.
     std::weak_ptr<Context> weak_context = context;
-    auto bootstrap = std::make_shared<GroupBootstrap>(
+    auto bootstrap = std::make_shared<StoreBootstrap>(
         context->key_namespace() + "/" + group->store_key + "/plugin/", [weak_context] {
           auto owner = weak_context.lock();
           if (owner == nullptr) {

@@ -5,11 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "infini/ccl/ccl.h"
 #include "infini/parallel/env_reader.h"
@@ -43,27 +40,8 @@ class RunStore {
   std::string prefix_;
 };
 
-// The store lent to a plugin as its bootstrap (ccl::BootstrapStore): keys
-// under `prefix`, one connection per calling thread, since a plugin may wait
-// for a key on one thread while another thread of the process sets it.
-// Store failures become ccl::Error with infiniCclTimeout or
-// infiniCclRemoteError.
-class StoreBootstrap : public ccl::BootstrapStore {
- public:
-  StoreBootstrap(const RunStore& store, std::string prefix);
-
-  void Set(const std::string& key, const std::string& value) override;
-  std::string Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  int64_t Add(const std::string& key, int64_t delta) override;
-  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
-
- private:
-  rendezvous::Store& ThisThreadsStore();
-
-  const RunStore& store_;
-  std::string prefix_;
-  std::mutex mutex_;
-  std::map<std::thread::id, std::shared_ptr<rendezvous::Store>> connections_;
-};
+// The run's store lent to a plugin as its bootstrap, keys under `prefix`
+// (parallel::StoreBootstrap over this run's connections).
+std::shared_ptr<ccl::BootstrapStore> MakeBootstrap(const RunStore& store, std::string prefix);
 
 }  // namespace infini::conformance

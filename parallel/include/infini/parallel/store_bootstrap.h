@@ -1,7 +1,9 @@
-// The run's store, lent to a backend plugin as its bootstrap (ABI v2): keys
-// under the group's own prefix, and a connection per calling thread, since a
-// plugin may wait on one key in one thread while another thread of the same
-// process sets it.
+// A run's store, lent to a backend plugin as its bootstrap (ABI v2): keys
+// under a prefix of the lender's choosing (a group's own), and a connection
+// per calling thread, since a plugin may wait on one key in one thread while
+// another thread of the same process sets it. Store failures become
+// ccl::Error with infiniCclTimeout or infiniCclRemoteError. Process groups
+// use it; so can any host that makes communicators itself.
 #pragma once
 
 #include <functional>
@@ -14,13 +16,13 @@
 #include "infini/ccl/ccl.h"
 #include "infini/rendezvous/store.h"
 
-namespace infini::parallel::internal {
+namespace infini::parallel {
 
-class GroupBootstrap : public ccl::BootstrapStore {
+class StoreBootstrap : public ccl::BootstrapStore {
  public:
   using Connect = std::function<std::shared_ptr<rendezvous::Store>()>;
-  // `prefix` ends with '/'.
-  GroupBootstrap(std::string prefix, Connect connect)
+  // `connect` makes a new connection to the store; `prefix` ends with '/'.
+  StoreBootstrap(std::string prefix, Connect connect)
       : prefix_(std::move(prefix)), connect_(std::move(connect)) {}
 
   void Set(const std::string& key, const std::string& value) override;
@@ -37,4 +39,4 @@ class GroupBootstrap : public ccl::BootstrapStore {
   std::map<std::thread::id, std::shared_ptr<rendezvous::Store>> stores_;
 };
 
-}  // namespace infini::parallel::internal
+}  // namespace infini::parallel

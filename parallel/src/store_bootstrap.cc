@@ -1,8 +1,8 @@
-#include "group_bootstrap.h"
+#include "infini/parallel/store_bootstrap.h"
 
 #include <vector>
 
-namespace infini::parallel::internal {
+namespace infini::parallel {
 namespace {
 
 // Store failures become the codes the plugin ABI knows.
@@ -19,21 +19,21 @@ auto Translated(const std::string& key, Body&& body) {
 
 }  // namespace
 
-rendezvous::Store& GroupBootstrap::ThisThreadsStore() {
+rendezvous::Store& StoreBootstrap::ThisThreadsStore() {
   std::lock_guard<std::mutex> lock(mutex_);
   auto& store = stores_[std::this_thread::get_id()];
   if (store == nullptr) store = connect_();
   return *store;
 }
 
-void GroupBootstrap::Set(const std::string& key, const std::string& value) {
+void StoreBootstrap::Set(const std::string& key, const std::string& value) {
   Translated(key, [&] {
     ThisThreadsStore().Set(prefix_ + key, value);
     return 0;
   });
 }
 
-std::string GroupBootstrap::Get(const std::string& key, std::chrono::milliseconds timeout) {
+std::string StoreBootstrap::Get(const std::string& key, std::chrono::milliseconds timeout) {
   return Translated(key, [&] {
     rendezvous::Store& store = ThisThreadsStore();
     if (timeout.count() >= 0) store.Wait({prefix_ + key}, timeout);
@@ -41,11 +41,11 @@ std::string GroupBootstrap::Get(const std::string& key, std::chrono::millisecond
   });
 }
 
-int64_t GroupBootstrap::Add(const std::string& key, int64_t delta) {
+int64_t StoreBootstrap::Add(const std::string& key, int64_t delta) {
   return Translated(key, [&] { return ThisThreadsStore().Add(prefix_ + key, delta); });
 }
 
-void GroupBootstrap::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+void StoreBootstrap::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   std::vector<std::string> prefixed;
   prefixed.reserve(keys.size());
   for (const auto& key : keys) prefixed.push_back(prefix_ + key);
@@ -60,4 +60,4 @@ void GroupBootstrap::Wait(const std::vector<std::string>& keys, std::chrono::mil
   });
 }
 
-}  // namespace infini::parallel::internal
+}  // namespace infini::parallel
