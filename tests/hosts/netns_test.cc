@@ -216,13 +216,17 @@ TEST_F(HostsInNamespaces, GlooRefusesAMasterNameThatResolvesToLoopbackWhenTheRun
             "ip", "netns", "exec", Namespace(0), "env", "RANK=" + std::to_string(rank),
             "GROUP_RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=0",
             "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=node0.test", "MASTER_PORT=29500",
-            kBinDir + "/parallel_check", "--ccl_backend=gloo", "--tensor_parallel=1",
-            "--pipeline_parallel=1"},
+            // Rank 1 may look for the store only after rank 0 refused and
+            // left: it then retries until the store's connect deadline
+            // (this timeout + 30 s), which must end inside the test's bound.
+            "INFINI_CCL_TIMEOUT_S=5", kBinDir + "/parallel_check", "--ccl_backend=gloo",
+            "--tensor_parallel=1", "--pipeline_parallel=1"},
         std::vector<std::string>{"GLOO_SOCKET_IFNAME="},
         scratch_.path() + "/rank" + std::to_string(rank) + ".log"));
   }
-  // Rank 0 (it hosts the store) refuses at init; rank 1 refuses too, or
-  // loses the store when rank 0 exits first: either way it stops, no hang.
+  // Rank 0 (it hosts the store) refuses at init; rank 1 loses the store when
+  // rank 0 exits, or never finds it and gives up at its connect deadline:
+  // either way it stops, no hang.
   for (auto& rank : ranks) {
     const ExitReport report = rank->Wait(60s);
     ASSERT_TRUE(report.exited) << rank->Output();
