@@ -40,6 +40,8 @@ std::string ProofFor(std::string_view token, std::string_view nonce) {
   return std::string(reinterpret_cast<const char*>(mac), mac_bytes);
 }
 
+void ReleaseThreadState() { OPENSSL_thread_stop(); }
+
 bool ProofMatches(std::string_view token, std::string_view nonce, std::string_view proof) {
   const std::string expected = ProofFor(token, nonce);
   return proof.size() == expected.size() &&

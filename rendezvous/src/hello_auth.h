@@ -20,4 +20,8 @@ std::string ProofFor(std::string_view token, std::string_view nonce);
 // where the bytes differ.
 bool ProofMatches(std::string_view token, std::string_view nonce, std::string_view proof);
 
+// Frees what the crypto library keeps for the calling thread (its error
+// queue): for a long-lived thread that checked proofs, before it ends.
+void ReleaseThreadState();
+
 }  // namespace infini::rendezvous::auth

@@ -171,6 +171,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "infini_store");
       uv_run(&loop_, UV_RUN_DEFAULT);
+      auth::ReleaseThreadState();
     });
   }
 
