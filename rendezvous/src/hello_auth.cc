@@ -27,7 +27,23 @@ std::string RandomBytes(size_t count) {
   return bytes;
 }
 
+namespace {
+
+// OpenSSL frees its global state in an atexit handler by default, while a
+// store's thread may still be checking a proof (a store that lives as long
+// as its process): a use after free at exit. Its state is left to the
+// process's end instead.
+void InitializeOnce() {
+  static const bool initialized = [] {
+    return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+  }();
+  if (!initialized) throw StoreError("OpenSSL's libcrypto could not be initialized");
+}
+
+}  // namespace
+
 std::string ProofFor(std::string_view token, std::string_view nonce) {
+  InitializeOnce();
   std::string message(wire::kProofContext);
   message.append(nonce);
   unsigned char mac[EVP_MAX_MD_SIZE];
