@@ -32,7 +32,7 @@
 #include "bench_world.h"
 #include "collective_case.h"
 #include "infini/parallel/errors.h"
-#include "nccl_tests_table.h"
+#include "results_table.h"
 
 namespace infini::bench {
 namespace {

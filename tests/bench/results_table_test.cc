@@ -1,4 +1,4 @@
-#include "nccl_tests_table.h"
+#include "results_table.h"
 
 #include <gtest/gtest.h>
 
