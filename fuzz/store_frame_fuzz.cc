@@ -22,6 +22,8 @@ using infini::rendezvous::wire::DecodeProof;
 using infini::rendezvous::wire::DecodeRequest;
 using infini::rendezvous::wire::FrameParser;
 using infini::rendezvous::wire::FrameWriter;
+using infini::rendezvous::wire::kNonceBytes;
+using infini::rendezvous::wire::kVersion;
 using infini::rendezvous::wire::MessageType;
 using infini::rendezvous::wire::Request;
 using infini::rendezvous::wire::RequestLimits;
@@ -66,7 +68,10 @@ std::string Encode(const Request& request) {
 
 void CheckFrame(std::string_view body) {
   uint32_t version = 0;
-  (void)DecodeHello(body, &version);
+  std::string client_nonce;
+  if (DecodeHello(body, &version, &client_nonce).empty() && version == kVersion) {
+    Require(client_nonce.size() == kNonceBytes, "a hello accepted with a malformed nonce");
+  }
   std::string mac;
   (void)DecodeProof(body, &mac);
   Request request;

@@ -12,6 +12,7 @@
 #include "infini/launch/child_env.h"
 #include "infini/launch/console.h"
 #include "infini/launch/failure_summary.h"
+#include "infini/launch/file_limit.h"
 #include "infini/launch/log_files.h"
 #include "infini/launch/net_util.h"
 #include "infini/launch/node_rendezvous.h"
@@ -310,6 +311,7 @@ int Main(int argc, char** argv) {
   }
   SignalWatcher::Install();
   MakeLauncherASubreaper();
+  RaiseOpenFileLimit();
   return RunLauncher(options);
 }
 

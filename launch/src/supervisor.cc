@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "infini/launch/console.h"
+#include "infini/launch/file_limit.h"
 #include "infini/launch/options.h"
 #include "infini/launch/pid_namespace.h"
 #include "infini/launch/signal_watcher.h"
@@ -85,6 +86,7 @@ void Spawn(Child* child, pid_t launcher_pid, bool in_namespace) {
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
     SignalWatcher::ResetInChild();
+    RestoreOpenFileLimitInChild();
     execve(path, argv.data(), envp.data());
     int error = errno;
     [[maybe_unused]] ssize_t ignored = write(exec_pipe[1], &error, sizeof(error));

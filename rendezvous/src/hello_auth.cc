@@ -42,10 +42,13 @@ void InitializeOnce() {
 
 }  // namespace
 
-std::string ProofFor(std::string_view token, std::string_view nonce) {
+std::string ProofFor(Side side, std::string_view token, std::string_view client_nonce,
+                     std::string_view server_nonce) {
   InitializeOnce();
-  std::string message(wire::kProofContext);
-  message.append(nonce);
+  std::string message(side == Side::kClient ? wire::kClientProofContext
+                                            : wire::kServerProofContext);
+  message.append(client_nonce);
+  message.append(server_nonce);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int mac_bytes = 0;
   if (HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
@@ -58,8 +61,9 @@ std::string ProofFor(std::string_view token, std::string_view nonce) {
 
 void ReleaseThreadState() { OPENSSL_thread_stop(); }
 
-bool ProofMatches(std::string_view token, std::string_view nonce, std::string_view proof) {
-  const std::string expected = ProofFor(token, nonce);
+bool ProofMatches(Side side, std::string_view token, std::string_view client_nonce,
+                  std::string_view server_nonce, std::string_view proof) {
+  const std::string expected = ProofFor(side, token, client_nonce, server_nonce);
   return proof.size() == expected.size() &&
          CRYPTO_memcmp(proof.data(), expected.data(), expected.size()) == 0;
 }

@@ -12,13 +12,18 @@ namespace infini::rendezvous::auth {
 // `count` bytes from getrandom(2). Throws StoreError when the kernel refuses.
 std::string RandomBytes(size_t count);
 
-// HMAC-SHA256(token, wire::kProofContext || nonce): what a client sends to
-// prove the token for the server's challenge `nonce`.
-std::string ProofFor(std::string_view token, std::string_view nonce);
+// Which side of the hello a proof comes from.
+enum class Side { kClient, kServer };
 
-// Whether `proof` is ProofFor(token, nonce); its time does not depend on
-// where the bytes differ.
-bool ProofMatches(std::string_view token, std::string_view nonce, std::string_view proof);
+// HMAC-SHA256(token, side's context || client nonce || server nonce): what
+// `side` sends to prove the token for this connection's two nonces.
+std::string ProofFor(Side side, std::string_view token, std::string_view client_nonce,
+                     std::string_view server_nonce);
+
+// Whether `proof` is ProofFor(side, token, client_nonce, server_nonce); its
+// time does not depend on where the bytes differ.
+bool ProofMatches(Side side, std::string_view token, std::string_view client_nonce,
+                  std::string_view server_nonce, std::string_view proof);
 
 // Frees what the crypto library keeps for the calling thread (its error
 // queue): for a long-lived thread that checked proofs, before it ends.

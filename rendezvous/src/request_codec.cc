@@ -149,13 +149,19 @@ EncodedReply EncodeReply(const Reply& reply) {
   return encoded;
 }
 
-std::string DecodeHello(std::string_view body, uint32_t* version) {
+std::string DecodeHello(std::string_view body, uint32_t* version, std::string* client_nonce) {
   BodyReader reader(body);
   uint8_t type = 0;
   uint32_t magic = 0;
+  client_nonce->clear();
   if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kHello ||
       !reader.U32(&magic) || magic != kMagic || !reader.U32(version)) {
     return "not an InfiniCCL store client (bad hello)";
+  }
+  if (*version != kVersion) return "";  // refused by version, with a clearer message
+  if (!reader.Str(client_nonce) || !reader.AtEnd() || client_nonce->size() != kNonceBytes) {
+    return "malformed hello: it must end with a " + std::to_string(kNonceBytes) +
+           "-byte client nonce";
   }
   return "";
 }

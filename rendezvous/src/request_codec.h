@@ -82,8 +82,9 @@ struct EncodedReply {
 EncodedReply EncodeReply(const Reply& reply);
 
 // The client's kHello: "" when `body` is a hello of our magic; else why not.
-// `version` is set whenever the magic matched.
-std::string DecodeHello(std::string_view body, uint32_t* version);
+// `version` is set whenever the magic matched; `client_nonce` is what follows
+// it (left empty for another version, which the server refuses by version).
+std::string DecodeHello(std::string_view body, uint32_t* version, std::string* client_nonce);
 // The client's kProof: "" and the MAC, or why the body is not a proof.
 std::string DecodeProof(std::string_view body, std::string* mac);
 

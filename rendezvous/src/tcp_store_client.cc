@@ -305,12 +305,25 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   }
 
  private:
-  // Exchanges hellos, proving the token when the server challenges; throws
-  // StoreError when the peer is not our store or refuses us.
+  // Exchanges hellos. With a token, both sides prove it: the server first (a
+  // server that cannot, or that does not ask, is not this run's store), then
+  // this client. Throws StoreError when the peer is not our store or refuses us.
   void Greet(Clock::time_point deadline) {
-    std::string reply = Exchange(
-        FrameWriter(MessageType::kHello).U32(wire::kMagic).U32(wire::kVersion).Finish(), deadline);
-    if (TypeOf(reply) == MessageType::kChallenge) reply = AnswerChallenge(reply, deadline);
+    const std::string client_nonce = auth::RandomBytes(wire::kNonceBytes);
+    std::string reply = Exchange(FrameWriter(MessageType::kHello)
+                                     .U32(wire::kMagic)
+                                     .U32(wire::kVersion)
+                                     .Str(client_nonce)
+                                     .Finish(),
+                                 deadline);
+    if (TypeOf(reply) == MessageType::kChallenge) {
+      reply = AnswerChallenge(reply, client_nonce, deadline);
+    } else if (TypeOf(reply) == MessageType::kHelloOk && !token_.empty()) {
+      Break("the server did not ask for the run token");
+      throw StoreError(
+          "store at " + endpoint_ + " does not ask for the run token, but this client holds one (" +
+          kRunTokenVariable + "): it is not this run's store (another program took the port?)");
+    }
     BodyReader reader(reply);
     uint8_t type = 0;
     uint32_t magic = 0;
@@ -330,12 +343,17 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     max_keys_per_request_ = max_keys;
   }
 
-  // Sends the proof for the server's challenge; returns the server's answer.
-  std::string AnswerChallenge(const std::string& challenge, Clock::time_point deadline) {
+  // Checks the server's proof in its challenge, then sends this client's;
+  // returns the server's answer.
+  std::string AnswerChallenge(const std::string& challenge, const std::string& client_nonce,
+                              Clock::time_point deadline) {
     BodyReader reader(challenge);
     uint8_t type = 0;
-    std::string nonce;
-    if (!reader.U8(&type) || !reader.Str(&nonce) || nonce.size() != wire::kNonceBytes) {
+    std::string server_nonce;
+    std::string server_proof;
+    if (!reader.U8(&type) || !reader.Str(&server_nonce) || !reader.Str(&server_proof) ||
+        !reader.AtEnd() || server_nonce.size() != wire::kNonceBytes ||
+        server_proof.size() != wire::kProofBytes) {
       Break("malformed challenge");
       throw StoreError("store at " + endpoint_ + " sent a malformed challenge");
     }
@@ -346,8 +364,20 @@ class TcpStoreClientImpl final : public TcpStoreClient {
                        "none; set " +
                        kRunTokenVariable + " to the run's token");
     }
-    std::string reply = Exchange(
-        FrameWriter(MessageType::kProof).Str(auth::ProofFor(token_, nonce)).Finish(), deadline);
+    if (!auth::ProofMatches(auth::Side::kServer, token_, client_nonce, server_nonce,
+                            server_proof)) {
+      Break("the server's proof does not match the run token");
+      throw StoreError("store at " + endpoint_ +
+                       " does not hold this client's run token (its proof does not match " +
+                       kRunTokenVariable + "): it is another run's store, or " + kRunTokenVariable +
+                       " is another run's; set " + kRunTokenVariable +
+                       " to the token of the run that started this store");
+    }
+    std::string reply =
+        Exchange(FrameWriter(MessageType::kProof)
+                     .Str(auth::ProofFor(auth::Side::kClient, token_, client_nonce, server_nonce))
+                     .Finish(),
+                 deadline);
     if (TypeOf(reply) == MessageType::kError) {
       BodyReader refusal(reply);
       std::string message;

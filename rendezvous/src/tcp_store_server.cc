@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -73,7 +74,9 @@ struct Connection {
   size_t counted_input_bytes = 0;  // input's share of the server's buffered bytes
   size_t unsent_bytes = 0;         // replies handed to libuv, not yet written
   HelloState hello = HelloState::kAwaitHello;
-  std::string nonce;  // the challenge sent, while hello == kAwaitProof
+  // Both sides' challenges, while hello == kAwaitProof.
+  std::string client_nonce;
+  std::string server_nonce;
   Milliseconds accepted_at = 0;
   Milliseconds last_activity = 0;  // a byte read or a reply written
   bool reading = false;
@@ -242,7 +245,10 @@ class TcpStoreServerImpl final : public TcpStoreServer {
 
   static void OnConnection(uv_stream_t* listener, int status) {
     auto* self = static_cast<TcpStoreServerImpl*>(listener->data);
-    if (status < 0 || self->stopping_) return;
+    if (status < 0 || self->stopping_) {
+      self->WarnIfNearDescriptorLimit(nullptr, status);
+      return;
+    }
     auto* connection = new Connection;
     connection->server = self;
     connection->id = ++self->last_client_id_;
@@ -258,9 +264,36 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       return;
     }
     connection->accepted_at = connection->last_activity = self->Now();
+    self->WarnIfNearDescriptorLimit(connection, 0);
     uv_tcp_nodelay(&connection->handle, 1);
     EnableKeepalive(connection);
     self->UpdateReading(connection);
+  }
+
+  // Past the process's open-file limit, libuv accepts and at once closes the
+  // connections it has no descriptor for (so that the loop does not spin),
+  // and the clients see a closed connection. Said before that happens (a
+  // connection's descriptor at 90 % of the limit: descriptors are handed out
+  // lowest first) and when it does, once a minute at most, naming the limit.
+  void WarnIfNearDescriptorLimit(Connection* accepted, int status) {
+    rlimit limit{};
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+    const bool out = status == UV_EMFILE || status == UV_ENFILE;
+    uv_os_fd_t fd = -1;
+    if (!out && (accepted == nullptr ||
+                 uv_fileno(reinterpret_cast<uv_handle_t*>(&accepted->handle), &fd) != 0 ||
+                 static_cast<rlim_t>(fd) * 10 < limit.rlim_cur * 9)) {
+      return;
+    }
+    const uint64_t now = Now();
+    if (warned_about_descriptors_at_ != 0 && now - warned_about_descriptors_at_ < 60000) return;
+    warned_about_descriptors_at_ = now;
+    std::fprintf(stderr,
+                 "store at %s: %zu connections %s the open-file soft limit %llu; raise it "
+                 "(ulimit -n) on the host of the store\n",
+                 FormatEndpoint({options_.host, port_}).c_str(), connections_.size(),
+                 out ? "have reached" : "are near",
+                 static_cast<unsigned long long>(limit.rlim_cur));
   }
 
   static void EnableKeepalive(Connection* connection) {
@@ -534,7 +567,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     if (connection->hello == HelloState::kAwaitProof) {
       std::string proof;
       const std::string error = wire::DecodeProof(body, &proof);
-      if (!error.empty() || !auth::ProofMatches(options_.token, connection->nonce, proof)) {
+      if (!error.empty() ||
+          !auth::ProofMatches(auth::Side::kClient, options_.token, connection->client_nonce,
+                              connection->server_nonce, proof)) {
         Refuse(connection, error.empty() ? "the proof does not match this run's token" : error);
         return;
       }
@@ -542,7 +577,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       return;
     }
     uint32_t version = 0;
-    if (const std::string error = wire::DecodeHello(body, &version); !error.empty()) {
+    std::string client_nonce;
+    if (const std::string error = wire::DecodeHello(body, &version, &client_nonce);
+        !error.empty()) {
       Refuse(connection, error);
       return;
     }
@@ -556,20 +593,28 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       Accept(connection);
       return;
     }
+    std::string server_proof;
     try {
-      connection->nonce = auth::RandomBytes(wire::kNonceBytes);
+      connection->server_nonce = auth::RandomBytes(wire::kNonceBytes);
+      server_proof = auth::ProofFor(auth::Side::kServer, options_.token, client_nonce,
+                                    connection->server_nonce);
     } catch (const StoreError& error) {
       Refuse(connection, std::string("the store cannot make a challenge: ") + error.what());
       return;
     }
+    connection->client_nonce = std::move(client_nonce);
     connection->hello = HelloState::kAwaitProof;
-    Send(connection, wire::EncodedReply{
-                         FrameWriter(MessageType::kChallenge).Str(connection->nonce).Finish(), {}});
+    Send(connection, wire::EncodedReply{FrameWriter(MessageType::kChallenge)
+                                            .Str(connection->server_nonce)
+                                            .Str(server_proof)
+                                            .Finish(),
+                                        {}});
   }
 
   void Accept(Connection* connection) {
     connection->hello = HelloState::kReady;
-    connection->nonce.clear();
+    connection->client_nonce.clear();
+    connection->server_nonce.clear();
     Send(connection, wire::EncodedReply{FrameWriter(MessageType::kHelloOk)
                                             .U32(wire::kMagic)
                                             .U32(wire::kVersion)
@@ -652,6 +697,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   bool loop_initialized_ = false;
   bool stopping_ = false;
   uint16_t port_ = 0;
+  uint64_t warned_about_descriptors_at_ = 0;  // Now() of the last warning
   std::thread thread_;
 
   // Loop thread only.

@@ -5,10 +5,12 @@
 // A body starts with a one-byte message type; the fields that follow are
 // little-endian integers and strings (4-byte length, then the bytes).
 //
-// Hello: the client's first frame is kHello{kMagic, kVersion}. A server without
-// a run token answers kHelloOk at once. A server with a token answers
-// kChallenge{nonce}; the client answers kProof{HMAC-SHA256(token, kProofContext
-// || nonce)}, and the server answers kHelloOk, or kError and closes. A
+// Hello: the client's first frame is kHello{kMagic, kVersion, client nonce}. A
+// server without a run token answers kHelloOk at once. A server with a token
+// answers kChallenge{server nonce, its own proof of the token over both
+// nonces}; the client checks that proof (so a server that took the port
+// without the token is found out), answers kProof{its proof over both
+// nonces}, and the server answers kHelloOk, or kError and closes. A
 // connection whose first frames are anything else is refused and closed.
 // Requests are answered in order, one reply per request.
 #pragma once
@@ -22,23 +24,26 @@ namespace infini::rendezvous::wire {
 // "INCS" (InfiniCCL store) when read as bytes.
 inline constexpr uint32_t kMagic = 0x53434E49;
 // 2: the hello may carry a challenge (run token).
-inline constexpr uint32_t kVersion = 2;
+// 3: both sides prove the token (the client sends a nonce too).
+inline constexpr uint32_t kVersion = 3;
 inline constexpr size_t kFrameHeaderBytes = 4;
 // Room for a message's type and field lengths around its keys and values.
 inline constexpr size_t kMessageOverheadBytes = 64;
 // The largest reply a client accepts before the server's hello told it the
 // real limit.
 inline constexpr size_t kMaxHelloReplyBytes = 1024;
-// Bytes of the server's random challenge and of the client's proof (SHA-256).
+// Bytes of each side's random challenge and of each proof (SHA-256).
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kProofBytes = 32;
-// Mixed into the proof, so that a MAC made for another purpose with the same
-// token is never a valid proof.
-inline constexpr std::string_view kProofContext = "infini-store-hello-v2";
+// Mixed into the proofs: a MAC made for another purpose with the same token is
+// never a valid proof, and a server's proof is never a client's (a stranger
+// cannot reflect one side's proof back as the other's).
+inline constexpr std::string_view kClientProofContext = "infini-store-client-v3";
+inline constexpr std::string_view kServerProofContext = "infini-store-server-v3";
 
 enum class MessageType : uint8_t {
   // Requests.
-  kHello = 1,       // u32 magic, u32 version
+  kHello = 1,       // u32 magic, u32 version, str client nonce (kNonceBytes)
   kSet = 2,         // str key, str value
   kGet = 3,         // str key, i64 timeout_ms
   kAdd = 4,         // str key, i64 delta
@@ -47,7 +52,7 @@ enum class MessageType : uint8_t {
   kCheck = 7,       // u32 key_count, key_count x str key
   kWait = 8,        // u32 key_count, key_count x str key, i64 timeout_ms
   kNumKeys = 9,     // (nothing)
-  kProof = 10,      // str mac (kProofBytes): the answer to kChallenge
+  kProof = 10,      // str client proof (kProofBytes): the answer to kChallenge
   // Replies.
   kHelloOk = 101,    // u32 magic, u32 version, u64 max_message_bytes, u32 max_keys_per_request
   kOk = 102,         // (nothing)
@@ -56,7 +61,7 @@ enum class MessageType : uint8_t {
   kBool = 105,       // u8 0 or 1
   kTimeout = 106,    // (nothing): a Get or Wait reached its deadline
   kError = 107,      // str message: the request was refused
-  kChallenge = 108,  // str nonce (kNonceBytes): prove the run token
+  kChallenge = 108,  // str server nonce (kNonceBytes), str server proof (kProofBytes)
 };
 
 // Builds one frame. Fields are appended in order; Finish() fills in the length.

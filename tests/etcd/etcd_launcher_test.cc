@@ -29,19 +29,21 @@ using ::testing::HasSubstr;
 
 std::vector<std::string> NodeFlags(const std::string& endpoints, const std::string& run_id,
                                    const TempDir& dir, const std::vector<std::string>& child = {},
-                                   const std::string& backend = "etcd") {
-  std::vector<std::string> flags = {"--nnodes=2",
-                                    "--nproc_per_node=2",
-                                    "--rdzv_backend=" + backend,
-                                    "--rdzv_endpoint=" + endpoints,
-                                    "--rdzv_id=" + run_id,
-                                    "--rdzv_timeout=30",
-                                    "--rdzv_conf=heartbeat_timeout=2",
-                                    "--local_addr=127.0.0.1",
-                                    "--term_timeout=2",
-                                    "--",
-                                    ChildPath(),
-                                    "--dir=" + dir.path()};
+                                   const std::string& backend = "etcd",
+                                   int heartbeat_timeout_s = 2) {
+  std::vector<std::string> flags = {
+      "--nnodes=2",
+      "--nproc_per_node=2",
+      "--rdzv_backend=" + backend,
+      "--rdzv_endpoint=" + endpoints,
+      "--rdzv_id=" + run_id,
+      "--rdzv_timeout=30",
+      "--rdzv_conf=heartbeat_timeout=" + std::to_string(heartbeat_timeout_s),
+      "--local_addr=127.0.0.1",
+      "--term_timeout=2",
+      "--",
+      ChildPath(),
+      "--dir=" + dir.path()};
   flags.insert(flags.end(), child.begin(), child.end());
   return flags;
 }
@@ -93,8 +95,10 @@ TEST(EtcdLauncher, RunGoesOnWhenOneOfThreeEtcdMembersDies) {
   EtcdCluster cluster(3);
   TempDir dir;
   const auto child = std::vector<std::string>{"--sleep_ms=6000"};
-  LauncherProcess node_a(NodeFlags(cluster.endpoints(), "member_lost", dir, child));
-  LauncherProcess node_b(NodeFlags(cluster.endpoints(), "member_lost", dir, child));
+  // Leases long enough to outlive a re-election on a loaded CI machine: this
+  // test is about etcd losing a member, not about a node's lease running out.
+  LauncherProcess node_a(NodeFlags(cluster.endpoints(), "member_lost", dir, child, "etcd", 10));
+  LauncherProcess node_b(NodeFlags(cluster.endpoints(), "member_lost", dir, child, "etcd", 10));
   ASSERT_TRUE(WaitForPidFiles(dir.path(), 4));
   cluster.Kill(0);  // the first member: every launcher talks to it first
   LauncherResult a = node_a.Wait(seconds(60));

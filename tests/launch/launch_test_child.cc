@@ -2,6 +2,7 @@
 // arguments) under --dir, then behaves as told (print, sleep, fail, die by a
 // signal, ignore SIGTERM).
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -67,6 +68,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < argc; ++i) arguments += std::string(argv[i]) + "\n";
     WriteFileAtomically(stem + ".env", environment);
     WriteFileAtomically(stem + ".argv", arguments);
+    rlimit open_files{};
+    getrlimit(RLIMIT_NOFILE, &open_files);
+    WriteFileAtomically(stem + ".nofile", std::to_string(open_files.rlim_cur) + " " +
+                                              std::to_string(open_files.rlim_max) + "\n");
     WriteFileAtomically(stem + ".pid", std::to_string(getpid()) + "\n");
   }
 

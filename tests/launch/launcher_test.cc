@@ -4,12 +4,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "launcher_harness.h"
@@ -163,6 +165,50 @@ TEST(Launcher, HelpExplainsEveryFlagWithAnExample) {
     EXPECT_THAT(help, HasSubstr(std::string("-") + flag + " (")) << flag;
     EXPECT_THAT(help, HasSubstr(std::string("Example: --") + flag)) << flag;
   }
+}
+
+// "Max open files" of a live process: its soft and hard limits.
+std::pair<std::string, std::string> OpenFileLimits(pid_t pid) {
+  std::ifstream limits("/proc/" + std::to_string(pid) + "/limits");
+  std::string line;
+  while (std::getline(limits, line)) {
+    if (line.rfind("Max open files", 0) != 0) continue;
+    std::istringstream fields(line.substr(std::string("Max open files").size()));
+    std::string soft, hard;
+    fields >> soft >> hard;
+    return {soft, hard};
+  }
+  return {};
+}
+
+// The launcher's store holds a connection per rank: the launcher lifts its
+// own soft open-file limit to the hard one, and its ranks keep the limit
+// they were started with.
+TEST(Launcher, LauncherRaisesItsOpenFileLimitAndRanksKeepTheirs) {
+  rlimit original{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &original), 0);
+  if (original.rlim_max != RLIM_INFINITY && original.rlim_max <= 256) {
+    GTEST_SKIP() << "the hard open-file limit is " << original.rlim_max;
+  }
+  rlimit lowered = original;
+  lowered.rlim_cur = 256;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  TempDir dir;
+  LauncherProcess launcher(Concat({"--nproc_per_node=1"}, ChildCommand(dir, {"--sleep_ms=3000"})));
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &original), 0);
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 1));
+  const auto [launcher_soft, launcher_hard] = OpenFileLimits(launcher.pid());
+  // The rank's own record (its pid is one of its PID namespace).
+  std::istringstream rank_limits(ReadFile(dir.path() + "/0.0.nofile"));
+  std::string rank_soft, rank_hard;
+  rank_limits >> rank_soft >> rank_hard;
+  EXPECT_EQ(launcher_soft, launcher_hard);
+  EXPECT_NE(launcher_soft, "256");
+  EXPECT_EQ(rank_soft, "256");
+  EXPECT_EQ(rank_hard, std::to_string(original.rlim_max));
+  LauncherResult result = launcher.Wait(seconds(30));
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
 }
 
 TEST(Launcher, LauncherStopsAllRanksWhenOneFails) {

@@ -16,6 +16,18 @@
 
 namespace infini::rendezvous::testing {
 
+// The nonce the hand-made hellos carry (a real client draws a random one).
+inline const std::string kTestClientNonce(wire::kNonceBytes, '\x5a');
+
+// A client's hello frame; the magic and version may be wrong on purpose.
+inline std::string HelloFrame(uint32_t magic = wire::kMagic, uint32_t version = wire::kVersion) {
+  return wire::FrameWriter(wire::MessageType::kHello)
+      .U32(magic)
+      .U32(version)
+      .Str(kTestClientNonce)
+      .Finish();
+}
+
 class RawStoreSocket {
  public:
   explicit RawStoreSocket(uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
@@ -73,19 +85,18 @@ class RawStoreSocket {
   // Completes the hello, proving `token` when the server challenges; returns
   // whether the server accepted.
   bool Greet(const std::string& token = {}) {
-    Send(wire::FrameWriter(wire::MessageType::kHello)
-             .U32(wire::kMagic)
-             .U32(wire::kVersion)
-             .Finish());
+    Send(HelloFrame());
     std::string reply = ReadFrame();
     if (!reply.empty() &&
         static_cast<wire::MessageType>(reply[0]) == wire::MessageType::kChallenge) {
       wire::BodyReader reader(reply);
       uint8_t type = 0;
-      std::string nonce;
+      std::string server_nonce;
       reader.U8(&type);
-      reader.Str(&nonce);
-      Send(wire::FrameWriter(wire::MessageType::kProof).Str(auth::ProofFor(token, nonce)).Finish());
+      reader.Str(&server_nonce);
+      Send(wire::FrameWriter(wire::MessageType::kProof)
+               .Str(auth::ProofFor(auth::Side::kClient, token, kTestClientNonce, server_nonce))
+               .Finish());
       reply = ReadFrame();
     }
     return !reply.empty() &&

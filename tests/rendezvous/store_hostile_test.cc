@@ -61,9 +61,7 @@ size_t RaiseOpenFileLimit() {
   return static_cast<size_t>(limit.rlim_cur);
 }
 
-std::string Hello() {
-  return FrameWriter(MessageType::kHello).U32(wire::kMagic).U32(wire::kVersion).Finish();
-}
+std::string Hello() { return testing::HelloFrame(); }
 
 // ---- wake-ups ----
 
@@ -94,12 +92,17 @@ class ChildProcess {
     from_child_ = from_child[0];
   }
   ~ChildProcess() {
-    ::close(to_child_);
+    if (to_child_ >= 0) ::close(to_child_);
     ::close(from_child_);
     int status = 0;
     ::waitpid(pid_, &status, 0);
   }
   int to_child() const { return to_child_; }
+  // Tells the child to finish (it sees end of file).
+  void CloseToChild() {
+    ::close(to_child_);
+    to_child_ = -1;
+  }
   int from_child() const { return from_child_; }
 
  private:
@@ -380,7 +383,8 @@ TEST_F(TcpStoreTokenTest, AClientWithoutTheTokenIsRefusedWithOneClearError) {
 
 TEST_F(TcpStoreTokenTest, AClientWithAWrongTokenIsRefusedWithOneClearError) {
   const std::string message = RefusedConnect("not-the-token");
-  EXPECT_TRUE(Contains(message, "store at " + endpoint_ + " refused the run token")) << message;
+  EXPECT_TRUE(Contains(message, "store at " + endpoint_ + " does not hold this client's run token"))
+      << message;
   EXPECT_TRUE(Contains(message, "does not match")) << message;
   EXPECT_TRUE(Contains(message, "INFINI_RUN_TOKEN")) << message;
   EXPECT_TRUE(Eventually([&] { return server_->num_connections() == 1; }));  // the owner's
@@ -409,10 +413,19 @@ TEST_F(TcpStoreTokenTest, TheTokenIsNeverSentInClear) {
   ASSERT_EQ(static_cast<MessageType>(challenge[0]), MessageType::kChallenge);
   wire::BodyReader reader(challenge);
   uint8_t type = 0;
-  std::string nonce;
+  std::string server_nonce;
+  std::string server_proof;
   reader.U8(&type);
-  reader.Str(&nonce);
-  const std::string proof = auth::ProofFor(kToken, nonce);
+  reader.Str(&server_nonce);
+  reader.Str(&server_proof);
+  EXPECT_FALSE(Contains(challenge, kToken));
+  // The server proves the token for this client's nonce; a client's proof
+  // for the same nonces is a different MAC (no reflection).
+  EXPECT_TRUE(auth::ProofMatches(auth::Side::kServer, kToken, testing::kTestClientNonce,
+                                 server_nonce, server_proof));
+  const std::string proof =
+      auth::ProofFor(auth::Side::kClient, kToken, testing::kTestClientNonce, server_nonce);
+  EXPECT_NE(proof, server_proof);
   EXPECT_FALSE(Contains(proof, kToken));
   EXPECT_EQ(proof.size(), wire::kProofBytes);
   // A proof is bound to its challenge: another connection's nonce differs.
@@ -433,12 +446,28 @@ TEST_F(TcpStoreTokenTest, TheRightTokenWorks) {
   EXPECT_TRUE(owner_->Check({"mine"}));
 }
 
-TEST(TcpStoreTokenlessTest, AServerWithoutATokenAcceptsClientsWithOrWithoutOne) {
+TEST(TcpStoreTokenlessTest, AServerWithoutATokenAcceptsClientsWithoutOne) {
   auto server = StartServer();
-  auto with = TcpStoreClient::Connect("127.0.0.1", server->port(), milliseconds(5000), kToken);
-  auto without = ConnectTo(*server);
-  with->Set("k", "v");
-  EXPECT_EQ(without->Get("k"), "v");
+  auto first = ConnectTo(*server);
+  auto second = ConnectTo(*server);
+  first->Set("k", "v");
+  EXPECT_EQ(second->Get("k"), "v");
+}
+
+// A client that holds a token trusts only a store that proves it: one that
+// asks for no token (something else took the port) is refused at once.
+TEST(TcpStoreTokenlessTest, AClientWithATokenRefusesAServerThatDoesNotAskForIt) {
+  auto server = StartServer();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    TcpStoreClient::Connect("127.0.0.1", server->port(), milliseconds(5000), kToken);
+    ADD_FAILURE() << "a client with a token trusted a tokenless server";
+  } catch (const StoreError& error) {
+    const std::string message = error.what();
+    EXPECT_TRUE(Contains(message, "does not ask for the run token")) << message;
+    EXPECT_TRUE(Contains(message, "INFINI_RUN_TOKEN")) << message;
+  }
+  EXPECT_LT(ElapsedSince(start), milliseconds(2000)) << "the refusal must not be retried";
 }
 
 TEST(RunTokenTest, NewTokensAre64HexDigitsAndDiffer) {
@@ -455,6 +484,46 @@ TEST(RunTokenTest, TheEnvironmentTokenIsEmptyWhenUnset) {
   ::setenv("INFINI_RUN_TOKEN", "abc", 1);
   EXPECT_EQ(RunTokenFromEnvironment(), "abc");
   ::unsetenv("INFINI_RUN_TOKEN");
+}
+
+// A store short of descriptors says so, naming the limit, before clients are
+// turned away (a store in a process whose soft limit is 64).
+TEST(TcpStoreLimitsTest, AStoreNearItsOpenFileLimitNamesIt) {
+  ChildProcess store_process([](int from_parent, int to_parent) {
+    rlimit limit{};
+    getrlimit(RLIMIT_NOFILE, &limit);
+    limit.rlim_cur = 64;
+    setrlimit(RLIMIT_NOFILE, &limit);
+    ::dup2(to_parent, STDERR_FILENO);
+    auto server = TcpStoreServer::Start({});
+    const std::string port = std::to_string(server->port()) + "\n";
+    (void)!::write(to_parent, port.data(), port.size());
+    char byte;
+    while (::read(from_parent, &byte, 1) > 0) {
+    }
+  });
+  std::string port_line;
+  char byte;
+  while (::read(store_process.from_child(), &byte, 1) == 1 && byte != '\n') port_line += byte;
+  ASSERT_FALSE(port_line.empty());
+  const auto port = static_cast<uint16_t>(std::stoi(port_line));
+  std::vector<std::unique_ptr<RawStoreSocket>> clients;
+  for (int i = 0; i < 64; ++i) clients.push_back(std::make_unique<RawStoreSocket>(port));
+  // Every client says hello and waits for the answer: the store has accepted
+  // all it could by then.
+  for (auto& client : clients) {
+    client->Send(Hello());
+    (void)client->ReadFrame(milliseconds(200));
+  }
+  store_process.CloseToChild();
+  std::string said;
+  char buffer[4096];
+  for (ssize_t count; (count = ::read(store_process.from_child(), buffer, sizeof(buffer))) > 0;) {
+    said.append(buffer, static_cast<size_t>(count));
+  }
+  EXPECT_TRUE(Contains(said, "open-file soft limit 64")) << said;
+  EXPECT_TRUE(Contains(said, "ulimit -n")) << said;
+  EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << "once, not per client: " << said;
 }
 
 TEST(TcpStoreBindTest, TheDefaultHostIsLoopback) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "infini/rendezvous/tcp_store.h"
+#include "raw_store_socket.h"
 #include "store_test_util.h"
 #include "wire_protocol.h"
 
@@ -70,7 +71,7 @@ class RawSocket {
 };
 
 std::string Hello(uint32_t magic = wire::kMagic, uint32_t version = wire::kVersion) {
-  return FrameWriter(MessageType::kHello).U32(magic).U32(version).Finish();
+  return testing::HelloFrame(magic, version);
 }
 
 // The text of the kError frame at the start of `bytes`, or "" if none.
@@ -215,6 +216,8 @@ TEST(TcpStoreProtocolTest, PipelinedRequestsAreAnsweredInOrder) {
 // then keeps the connection open, silent, until destroyed.
 class FakeServer {
  public:
+  // Answers the first frame it gets with `reply`, then keeps what the client
+  // sends after it until the client closes (or a few seconds pass).
   explicit FakeServer(std::string reply) : listener_(::socket(AF_INET, SOCK_STREAM, 0)) {
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -226,13 +229,21 @@ class FakeServer {
     port_ = ntohs(address.sin_port);
     thread_ = std::thread([this, reply = std::move(reply)] {
       connection_ = ::accept(listener_, nullptr, nullptr);
-      char buffer[64];
+      char buffer[256];
       (void)::recv(connection_, buffer, sizeof(buffer), 0);
       (void)::send(connection_, reply.data(), reply.size(), MSG_NOSIGNAL);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (std::chrono::steady_clock::now() < deadline) {
+        pollfd descriptor{.fd = connection_, .events = POLLIN, .revents = 0};
+        if (::poll(&descriptor, 1, 20) <= 0) continue;
+        const ssize_t count = ::recv(connection_, buffer, sizeof(buffer), 0);
+        if (count <= 0) break;
+        later_.append(buffer, static_cast<size_t>(count));
+      }
     });
   }
   ~FakeServer() {
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
     ::close(connection_);
     ::close(listener_);
   }
@@ -241,12 +252,41 @@ class FakeServer {
 
   uint16_t port() const { return port_; }
 
+  // What the client sent after the reply, once it has closed.
+  std::string BytesAfterReply() {
+    thread_.join();
+    return later_;
+  }
+
  private:
   int listener_;
   int connection_ = -1;
   uint16_t port_ = 0;
+  std::string later_;
   std::thread thread_;
 };
+
+// Something that took the store's port without the run's token, challenging
+// like a store: the client finds its proof wrong and leaves without proving
+// its own token.
+TEST(TcpStoreProtocolTest, ClientWithATokenRefusesAServerThatCannotProveIt) {
+  FakeServer impostor(FrameWriter(MessageType::kChallenge)
+                          .Str(std::string(wire::kNonceBytes, '\x11'))
+                          .Str(std::string(wire::kProofBytes, '\x22'))
+                          .Finish());
+  try {
+    TcpStoreClient::Connect("127.0.0.1", impostor.port(), milliseconds(2000), "the-run-token");
+    ADD_FAILURE() << "trusted a server that cannot prove the token";
+  } catch (const StoreError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("127.0.0.1:" + std::to_string(impostor.port()) +
+                           " does not hold this client's run token"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("INFINI_RUN_TOKEN"), std::string::npos) << message;
+  }
+  EXPECT_EQ(impostor.BytesAfterReply(), "") << "the client answered an impostor's challenge";
+}
 
 TEST(TcpStoreProtocolTest, ClientRefusesAServerThatIsNotAStore) {
   FakeServer impostor("HTTP/1.1 400 Bad Request\r\n\r\n");
