@@ -232,14 +232,10 @@ TEST(GlooFailures, DeadPeerProcessMakesTheOtherFailWithRemoteErrorNotHang) {
 
 // Ranks that disagree on a collective's size (two gpt2 ranks with different
 // model shapes) get an error each, never a SIGABRT from an exception that
-// escapes gloo (RunRanks fails a rank that ends by a signal).
-//
-// DISABLED: today the receiving rank aborts. Debian's libgloo checks the
-// incoming length on its transport's event-loop thread
-// ("[enforce fail at ./gloo/transport/tcp/pair.cc:510] op.preamble.length <=
-// op.nbytes. 600000 vs 2000"); the gloo::EnforceNotMet escapes that thread,
-// outside any ABI entry, so CommCall cannot catch it. Enable these once the
-// plugin agrees on the sizes before handing a collective to gloo.
+// escapes gloo (RunRanks fails a rank that ends by a signal). Debian's
+// libgloo checks an incoming length on its transport's event-loop thread
+// ("op.preamble.length <= op.nbytes"), outside any ABI entry; the plugin
+// folds the sizes into its tags and slots so that such messages never meet.
 void AllReduceOfDifferentCountsFailsOnEveryRank(int64_t small, int64_t large) {
   RunRanks(
       Launch::kProcesses, 2,
@@ -267,6 +263,69 @@ TEST(GlooFailures, AllReduceOfDifferentSmallCountsIsAnErrorOnEveryRankNotAnAbort
 
 TEST(GlooFailures, AllReduceOfDifferentLargeCountsIsAnErrorOnEveryRankNotAnAbort) {
   AllReduceOfDifferentCountsFailsOnEveryRank(1000, 300000);
+}
+
+// The calls whose sizes each rank states for itself: rank 1 sends rank 0
+// `large` elements where rank 0 expects `small` (and the other way round), as
+// two ranks with different model shapes would.
+enum class SizedCall { kSendRecv, kAllToAllV, kAllGatherV };
+
+void DisagreeingSizesFailOnEveryRank(SizedCall call, int64_t small, int64_t large) {
+  RunRanks(
+      Launch::kProcesses, 2,
+      [=](ccl::Communicator& comm) {
+        comm.Barrier();  // both connected
+        const int64_t mine = comm.rank() == 0 ? small : large;
+        const int64_t theirs_as_i_think = mine;  // each assumes the peer's size is its own
+        const auto peer = static_cast<size_t>(1 - comm.rank());
+        DeviceBuffer send = Holding(comm, std::vector<int64_t>(static_cast<size_t>(mine), 1));
+        DeviceBuffer recv =
+            Holding(comm, std::vector<int64_t>(static_cast<size_t>(2 * theirs_as_i_think), 0));
+        const auto start = Clock::now();
+        try {
+          switch (call) {
+            case SizedCall::kSendRecv:
+              comm.backend()->GroupStart();
+              comm.Send(send.AsTensor(ccl::dtype::kInt64, mine), static_cast<int>(peer));
+              comm.Recv(recv.AsTensor(ccl::dtype::kInt64, theirs_as_i_think),
+                        static_cast<int>(peer));
+              comm.backend()->GroupEnd();
+              break;
+            case SizedCall::kAllToAllV: {
+              std::vector<size_t> counts(2, 0), displacements(2, 0);
+              counts[peer] = static_cast<size_t>(mine);
+              comm.AllToAllV(send.AsTensor(ccl::dtype::kInt64, mine), counts, displacements,
+                             recv.AsTensor(ccl::dtype::kInt64, 2 * mine), counts, displacements);
+              break;
+            }
+            case SizedCall::kAllGatherV: {
+              std::vector<size_t> counts(2, static_cast<size_t>(mine)), displacements(2, 0);
+              displacements[1] = static_cast<size_t>(mine);
+              comm.AllGatherV(send.AsTensor(ccl::dtype::kInt64, mine),
+                              recv.AsTensor(ccl::dtype::kInt64, 2 * mine), counts, displacements);
+              break;
+            }
+          }
+          ADD_FAILURE() << "rank " << comm.rank() << " completed a call whose sizes the ranks "
+                        << "disagree on";
+        } catch (const ccl::Error& e) {
+          EXPECT_NE(e.code(), infiniCclSuccess) << e.what();
+        }
+        EXPECT_LT(SecondsSince(start), 30.0) << "must end by the 3 s timeout at the latest";
+      },
+      ConfigWithTimeout(3000), 60);
+}
+
+TEST(GlooFailures, SendAndRecvOfDifferentSizesAreAnErrorNotAnAbort) {
+  DisagreeingSizesFailOnEveryRank(SizedCall::kSendRecv, 250, 50000);
+}
+
+TEST(GlooFailures, AllToAllVOfDisagreeingCountsIsAnErrorNotAnAbort) {
+  DisagreeingSizesFailOnEveryRank(SizedCall::kAllToAllV, 250, 50000);
+}
+
+TEST(GlooFailures, AllGatherVOfDisagreeingCountsIsAnErrorNotAnAbort) {
+  DisagreeingSizesFailOnEveryRank(SizedCall::kAllGatherV, 250, 50000);
 }
 
 TEST(GlooFailures, HealthyCommunicatorHasNoAsyncErrorAndNoText) {

@@ -82,10 +82,11 @@ void RunPointToPoint(const std::vector<PointToPoint>& ops) {
     if (op.peer == op.comm->rank() || op.bytes == 0) continue;
     op.comm->ThrowIfAborted();
     auto buffer = op.comm->context()->createUnboundBuffer(op.buffer, op.bytes);
+    // The size is in the slot: a send and a recv of different sizes time out.
     if (op.is_send) {
-      buffer->send(op.peer, slot);
+      buffer->send(op.peer, SlotForBytes(slot, op.bytes));
     } else {
-      buffer->recv(op.peer, slot);
+      buffer->recv(op.peer, SlotForBytes(slot, op.bytes));
     }
     posted.push_back({std::move(buffer), &op});
   }

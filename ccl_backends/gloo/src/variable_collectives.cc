@@ -32,14 +32,16 @@ class PostedTransfers {
   PostedTransfers(Communicator& comm, void* memory, size_t bytes) : comm_(comm) {
     if (bytes > 0) buffer_ = comm.context()->createUnboundBuffer(memory, bytes);
   }
+  // Each transfer's slot carries its size (SlotForBytes): ranks that disagree
+  // on a block's count end in the timeout, not in an abort inside gloo.
   void Send(int peer, uint64_t slot, size_t offset, size_t bytes) {
     if (bytes == 0) return;
-    buffer_->send(peer, slot, offset, bytes);
+    buffer_->send(peer, SlotForBytes(slot, bytes), offset, bytes);
     ++sends_;
   }
   void Recv(int peer, uint64_t slot, size_t offset, size_t bytes) {
     if (bytes == 0) return;
-    buffer_->recv(peer, slot, offset, bytes);
+    buffer_->recv(peer, SlotForBytes(slot, bytes), offset, bytes);
     ++recvs_;
   }
   // Waits for every posted transfer; throws when one failed or was aborted.
