@@ -4,6 +4,7 @@
 
 #include "infini/parallel/errors.h"
 #include "infini/parallel/store_bootstrap.h"
+#include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
@@ -40,15 +41,16 @@ RunStore::RunStore(const parallel::RuntimeSettings& settings,
     port_ = server->port();
     hosted_server_ = server;
   } else if (settings.store.kind == Kind::kMaster && topology.global_proc_rank == 0) {
+    const std::string listen_address = rendezvous::ListenAddressFor(host_, topology.nnodes == 1);
     try {
       hosted_server_ = std::shared_ptr<rendezvous::TcpStoreServer>(
-          rendezvous::TcpStoreServer::Start(ServerOptions("0.0.0.0", port_)));
+          rendezvous::TcpStoreServer::Start(ServerOptions(listen_address, port_)));
     } catch (const rendezvous::StoreError& error) {
       throw parallel::ParallelConfigError("MASTER_PORT='" + std::to_string(port_) +
                                           "': could not host the store there (" + error.what() +
                                           "): expected a free port");
     }
-    host_ = "127.0.0.1";
+    host_ = listen_address == "0.0.0.0" ? "127.0.0.1" : listen_address;
   }
 }
 

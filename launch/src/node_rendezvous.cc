@@ -48,6 +48,7 @@ using rendezvous::EtcdStore;
 using rendezvous::EtcdStoreOptions;
 using rendezvous::Store;
 using rendezvous::StoreError;
+using rendezvous::StoreHandshakeError;
 using rendezvous::TcpStoreClient;
 using rendezvous::TcpStoreServer;
 using rendezvous::TcpStoreServerOptions;
@@ -547,6 +548,9 @@ void NodeRendezvous::Join(const LaunchOptions& options) {
   try {
     link_->store = TcpStoreClient::Connect(options.rendezvous_host, options.rendezvous_port,
                                            options.rendezvous_timeout, options.run_token);
+  } catch (const StoreHandshakeError& error) {
+    throw LaunchError("the rendezvous endpoint " + endpoint +
+                      " (--rdzv_endpoint) answered but is not this run's store: " + error.what());
   } catch (const StoreError& error) {
     throw LaunchError("cannot reach the rendezvous endpoint " + endpoint + " within " +
                       Seconds(options.rendezvous_timeout) +

@@ -7,6 +7,7 @@
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
 #include "infini/parallel/process_group.h"
+#include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
@@ -94,14 +95,18 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     port = server->port();
     context->hosted_server_ = server;
   } else if (location.kind == StoreLocation::Kind::kMaster && topology.global_proc_rank == 0) {
+    // Only on MASTER_ADDR's address when this host has it (loopback for a
+    // single-host run), else on every interface.
+    const std::string listen_address =
+        rendezvous::ListenAddressFor(location.host, topology.nnodes == 1);
     try {
-      context->hosted_server_ = HostStore("0.0.0.0", port, token);
+      context->hosted_server_ = HostStore(listen_address, port, token);
     } catch (const rendezvous::StoreError& error) {
       throw ParallelConfigError("MASTER_PORT='" + std::to_string(port) +
                                 "': global rank 0 could not host the store there (" + error.what() +
                                 "): expected a free port");
     }
-    host = "127.0.0.1";
+    host = listen_address == "0.0.0.0" ? "127.0.0.1" : listen_address;
   }
   context->store_host_ = host;
   context->store_port_ = port;

@@ -1,6 +1,12 @@
 #include "infini/rendezvous/endpoint.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <charconv>
+#include <cstring>
 #include <stdexcept>
 
 namespace infini::rendezvous {
@@ -27,7 +33,55 @@ uint16_t ParsePort(std::string_view text, std::string_view port_text) {
   return static_cast<uint16_t>(value);
 }
 
+bool IsLoopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
+    return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  }
+  const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
+  return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+}
+
+// Whether a socket can bind `address` (with port 0): this machine has it.
+bool CanBind(const addrinfo& address) {
+  const int fd = ::socket(address.ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_storage any_port{};
+  std::memcpy(&any_port, address.ai_addr, address.ai_addrlen);
+  if (address.ai_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&any_port)->sin_port = 0;
+  } else {
+    reinterpret_cast<sockaddr_in6*>(&any_port)->sin6_port = 0;
+  }
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&any_port), address.ai_addrlen) == 0;
+  ::close(fd);
+  return bound;
+}
+
 }  // namespace
+
+std::string ListenAddressFor(const std::string& host, bool all_clients_local) {
+  constexpr const char* kEveryInterface = "0.0.0.0";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return kEveryInterface;
+  std::string chosen = kEveryInterface;
+  for (const addrinfo* address = resolved; address != nullptr; address = address->ai_next) {
+    if (address->ai_family != AF_INET && address->ai_family != AF_INET6) continue;
+    if (IsLoopback(address->ai_addr) && !all_clients_local) continue;
+    if (!CanBind(*address)) continue;
+    char numeric[NI_MAXHOST];
+    if (::getnameinfo(address->ai_addr, address->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
+                      NI_NUMERICHOST) == 0) {
+      chosen = numeric;
+      break;
+    }
+  }
+  ::freeaddrinfo(resolved);
+  return chosen;
+}
 
 Endpoint ParseEndpoint(std::string_view text, uint16_t default_port) {
   if (text.empty()) ThrowInvalid(text, "it is empty");

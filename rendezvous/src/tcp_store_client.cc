@@ -320,7 +320,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
       reply = AnswerChallenge(reply, client_nonce, deadline);
     } else if (TypeOf(reply) == MessageType::kHelloOk && !token_.empty()) {
       Break("the server did not ask for the run token");
-      throw StoreError(
+      throw StoreHandshakeError(
           "store at " + endpoint_ + " does not ask for the run token, but this client holds one (" +
           kRunTokenVariable + "): it is not this run's store (another program took the port?)");
     }
@@ -333,10 +333,11 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kHelloOk ||
         !reader.U32(&magic) || magic != wire::kMagic || !reader.U32(&version) ||
         !reader.U64(&max_message_bytes) || !reader.U32(&max_keys)) {
-      if (static_cast<MessageType>(type) == MessageType::kError) ThrowRefused(reply, "greeting it");
+      if (static_cast<MessageType>(type) == MessageType::kError)
+        ThrowRefused(reply, "greeting it", /*handshake=*/true);
       Break("unexpected hello reply");
-      throw StoreError("store at " + endpoint_ +
-                       " is not an InfiniCCL store: unexpected hello reply");
+      throw StoreHandshakeError("store at " + endpoint_ +
+                                " is not an InfiniCCL store: unexpected hello reply");
     }
     max_message_bytes_ = static_cast<size_t>(
         std::min<uint64_t>(max_message_bytes, std::numeric_limits<uint32_t>::max()));
@@ -355,23 +356,24 @@ class TcpStoreClientImpl final : public TcpStoreClient {
         !reader.AtEnd() || server_nonce.size() != wire::kNonceBytes ||
         server_proof.size() != wire::kProofBytes) {
       Break("malformed challenge");
-      throw StoreError("store at " + endpoint_ + " sent a malformed challenge");
+      throw StoreHandshakeError("store at " + endpoint_ + " sent a malformed challenge");
     }
     if (token_.empty()) {
       Break("no run token");
-      throw StoreError("store at " + endpoint_ +
-                       " refused the run token: the store requires one and this client has "
-                       "none; set " +
-                       kRunTokenVariable + " to the run's token");
+      throw StoreHandshakeError(
+          "store at " + endpoint_ +
+          " refused the run token: the store requires one and this client has "
+          "none; set " +
+          kRunTokenVariable + " to the run's token");
     }
     if (!auth::ProofMatches(auth::Side::kServer, token_, client_nonce, server_nonce,
                             server_proof)) {
       Break("the server's proof does not match the run token");
-      throw StoreError("store at " + endpoint_ +
-                       " does not hold this client's run token (its proof does not match " +
-                       kRunTokenVariable + "): it is another run's store, or " + kRunTokenVariable +
-                       " is another run's; set " + kRunTokenVariable +
-                       " to the token of the run that started this store");
+      throw StoreHandshakeError(
+          "store at " + endpoint_ +
+          " does not hold this client's run token (its proof does not match " + kRunTokenVariable +
+          "): it is another run's store, or " + kRunTokenVariable + " is another run's; set " +
+          kRunTokenVariable + " to the token of the run that started this store");
     }
     std::string reply =
         Exchange(FrameWriter(MessageType::kProof)
@@ -384,8 +386,9 @@ class TcpStoreClientImpl final : public TcpStoreClient {
       refusal.U8(&type);
       if (!refusal.Str(&message)) message = "(no reason given)";
       Break("run token refused");
-      throw StoreError("store at " + endpoint_ + " refused the run token: " + message + "; set " +
-                       kRunTokenVariable + " to the token of the run that started this store");
+      throw StoreHandshakeError("store at " + endpoint_ + " refused the run token: " + message +
+                                "; set " + kRunTokenVariable +
+                                " to the token of the run that started this store");
     }
     return reply;
   }
@@ -467,13 +470,16 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
   static MessageType TypeOf(std::string_view reply) { return static_cast<MessageType>(reply[0]); }
 
-  [[noreturn]] void ThrowRefused(const std::string& reply, const std::string& doing) {
+  [[noreturn]] void ThrowRefused(const std::string& reply, const std::string& doing,
+                                 bool handshake = false) {
     BodyReader reader(reply);
     uint8_t type = 0;
     std::string message;
     reader.U8(&type);
     if (!reader.Str(&message)) message = "(no reason given)";
-    throw StoreError("store at " + endpoint_ + " refused " + doing + ": " + message);
+    const std::string what = "store at " + endpoint_ + " refused " + doing + ": " + message;
+    if (handshake) throw StoreHandshakeError(what);
+    throw StoreError(what);
   }
 
   // Checks the reply type; a kError reply becomes StoreError with its text.

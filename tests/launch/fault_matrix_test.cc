@@ -416,24 +416,7 @@ TEST(FaultMatrix, RestartsAfterARankFailure) {
   EXPECT_TRUE(NoProcessLeft());
 }
 
-// Whether the store build in this tree checks tokens (the store branch).
-bool StoreChecksTokens() {
-  rendezvous::TcpStoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.token = "probe";
-  auto server = rendezvous::TcpStoreServer::Start(options);
-  try {
-    auto client =
-        rendezvous::TcpStoreClient::Connect("127.0.0.1", server->port(), milliseconds(2000));
-    client->Set("k", "v");
-    return false;
-  } catch (const rendezvous::StoreError&) {
-    return true;
-  }
-}
-
 TEST(FaultMatrix, AStrangerWithoutTheTokenIsRefused) {
-  if (!StoreChecksTokens()) GTEST_SKIP() << "this tree's store does not check tokens yet";
   TempDir dir;
   LauncherProcess launcher(Concat({"--nproc_per_node=1"}, Child(dir, {"--sleep_ms=60000"})),
                            WithoutToken());
@@ -456,6 +439,30 @@ TEST(FaultMatrix, AStrangerWithoutTheTokenIsRefused) {
   EXPECT_TRUE(refused);
   EXPECT_EQ(result.exit_code, 130) << "the forged failure changed nothing: " << result.err;
   EXPECT_TRUE(NoProcessLeft());
+}
+
+// Something else took the rendezvous port (a store without the run's token):
+// a joining node holding the token refuses it before writing a key, in one
+// line, instead of joining a stranger's run.
+TEST(FaultMatrix, AJoiningNodeRefusesAStoreThatCannotProveTheToken) {
+  rendezvous::TcpStoreServerOptions options;
+  options.host = "127.0.0.1";
+  auto impostor = rendezvous::TcpStoreServer::Start(options);
+  TempDir dir;
+  LauncherResult result =
+      RunLauncher(Concat({"--nnodes=2", "--node_rank=1", "--nproc_per_node=1",
+                          "--rdzv_endpoint=127.0.0.1:" + std::to_string(impostor->port()),
+                          "--rdzv_id=impostor", "--rdzv_timeout=20"},
+                         Child(dir)),
+                  seconds(30));
+  Report("impostor_store", result.exit_code, result.elapsed.count());
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("(--rdzv_endpoint) answered but is not this run's store"));
+  EXPECT_THAT(result.err, HasSubstr("does not ask for the run token"));
+  EXPECT_THAT(result.err, HasSubstr("INFINI_RUN_TOKEN"));
+  EXPECT_LT(result.elapsed, seconds(10)) << "refused at once, not after --rdzv_timeout";
+  EXPECT_EQ(impostor->num_keys(), 0u) << "nothing written to a stranger's store";
+  EXPECT_TRUE(RecordedPids(dir.path()).empty()) << "no rank started";
 }
 
 TEST(FaultMatrix, AFullStdoutPipeDoesNotStopSupervision) {

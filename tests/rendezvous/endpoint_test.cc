@@ -1,6 +1,9 @@
 #include "infini/rendezvous/endpoint.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 
 #include <stdexcept>
 #include <string>
@@ -79,6 +82,48 @@ TEST(EndpointTest, FormatRoundTrips) {
     EXPECT_EQ(parsed.host, endpoint.host);
     EXPECT_EQ(parsed.port, endpoint.port);
   }
+}
+
+// A non-loopback IPv4 address of this machine, or "" when it has none.
+std::string LocalRoutableAddress() {
+  ifaddrs* interfaces = nullptr;
+  if (getifaddrs(&interfaces) != 0) return "";
+  std::string found;
+  for (const ifaddrs* entry = interfaces; entry != nullptr && found.empty();
+       entry = entry->ifa_next) {
+    if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(entry->ifa_addr);
+    if ((ntohl(v4->sin_addr.s_addr) >> 24) == 127) continue;
+    char text[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &v4->sin_addr, text, sizeof(text)) != nullptr) found = text;
+  }
+  freeifaddrs(interfaces);
+  return found;
+}
+
+TEST(ListenAddressTest, LoopbackStaysLoopbackWhenEveryClientIsLocal) {
+  EXPECT_EQ(ListenAddressFor("127.0.0.1", true), "127.0.0.1");
+  EXPECT_EQ(ListenAddressFor("::1", true), "::1");
+  const std::string localhost = ListenAddressFor("localhost", true);
+  EXPECT_TRUE(localhost == "127.0.0.1" || localhost == "::1") << localhost;
+}
+
+// Debian's /etc/hosts maps the host name to 127.0.1.1: a run that spans hosts
+// must still be reachable from them.
+TEST(ListenAddressTest, LoopbackIsWidenedWhenClientsMayBeElsewhere) {
+  EXPECT_EQ(ListenAddressFor("127.0.0.1", false), "0.0.0.0");
+  EXPECT_EQ(ListenAddressFor("127.0.1.1", false), "0.0.0.0");
+}
+
+TEST(ListenAddressTest, AnAddressOfThisMachineIsListenedOnAlone) {
+  const std::string address = LocalRoutableAddress();
+  if (address.empty()) GTEST_SKIP() << "this machine has no non-loopback IPv4 address";
+  EXPECT_EQ(ListenAddressFor(address, false), address);
+  EXPECT_EQ(ListenAddressFor(address, true), address);
+}
+
+TEST(ListenAddressTest, AnAddressThisMachineLacksMeansEveryInterface) {
+  EXPECT_EQ(ListenAddressFor("192.0.2.1", true), "0.0.0.0");  // TEST-NET-1
 }
 
 }  // namespace

@@ -462,7 +462,7 @@ TEST(TcpStoreTokenlessTest, AClientWithATokenRefusesAServerThatDoesNotAskForIt) 
   try {
     TcpStoreClient::Connect("127.0.0.1", server->port(), milliseconds(5000), kToken);
     ADD_FAILURE() << "a client with a token trusted a tokenless server";
-  } catch (const StoreError& error) {
+  } catch (const StoreHandshakeError& error) {
     const std::string message = error.what();
     EXPECT_TRUE(Contains(message, "does not ask for the run token")) << message;
     EXPECT_TRUE(Contains(message, "INFINI_RUN_TOKEN")) << message;

@@ -23,4 +23,12 @@ Endpoint ParseEndpoint(std::string_view text, uint16_t default_port);
 // ParseEndpoint(FormatEndpoint(e), any) == e.
 std::string FormatEndpoint(const Endpoint& endpoint);
 
+// The address a store named by `host` (MASTER_ADDR) listens on when this
+// process hosts it: the numeric address `host` resolves to when this machine
+// has it, so that nothing else answers on the port. A loopback address is
+// kept only when `all_clients_local` (Debian's /etc/hosts maps the host name
+// to 127.0.1.1 here while other hosts resolve it to a routable address).
+// Otherwise every interface, "0.0.0.0", as torchrun's store does.
+std::string ListenAddressFor(const std::string& host, bool all_clients_local);
+
 }  // namespace infini::rendezvous

@@ -17,6 +17,15 @@ class StoreError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The server answered but the hello failed: it refused this client's run
+// token, could not prove its own, or is not an InfiniCCL store of this
+// protocol. Retrying does not help; the message names the endpoint and what
+// to set.
+class StoreHandshakeError : public StoreError {
+ public:
+  using StoreError::StoreError;
+};
+
 // A blocking operation (Get, Wait) did not complete before its deadline.
 class StoreTimeoutError : public StoreError {
  public:
