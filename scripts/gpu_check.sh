@@ -4,7 +4,9 @@
 # vs plugin benchmark (thread and process layouts), the collective benchmark,
 # and launch-to-first-all-reduce.
 #
-# usage: scripts/gpu_check.sh BUILD_DIR [LOG_DIR]
+# usage: scripts/gpu_check.sh [--quick] BUILD_DIR [LOG_DIR]
+#   --quick: only what checks correctness (~4 min): the GPU tests, the
+#   conformance suite and one launch-to-first-all-reduce; no benchmarks.
 #   LOG_DIR defaults to $OUT (the device tool's output folder), else
 #   BUILD_DIR/gpu_check. Every step's log lands there; a summary table is
 #   printed last. A failed step is recorded and the script goes on; the exit
@@ -14,8 +16,13 @@
 # paths recorded in its CTest files are rewritten to where it is now.
 set -u
 
+quick=0
+if [[ "${1:-}" == --quick ]]; then
+  quick=1
+  shift
+fi
 if [[ $# -lt 1 || ! -d "$1" ]]; then
-  echo "usage: $0 BUILD_DIR [LOG_DIR]  (BUILD_DIR='${1:-}' is not a directory)" >&2
+  echo "usage: $0 [--quick] BUILD_DIR [LOG_DIR]  (BUILD_DIR='${1:-}' is not a directory)" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd)
@@ -92,13 +99,17 @@ else
   skip_step conformance_nccl "needs bin/infini_run, bin/ccl_conformance and 2 GPUs"
 fi
 
-if [[ -x "$build/bin/nccl_overhead_bench" ]]; then
+if [[ $quick -eq 1 ]]; then
+  skip_step benchmarks "--quick"
+elif [[ -x "$build/bin/nccl_overhead_bench" ]]; then
   run_step nccl_overhead_threads 180 "$build/bin/nccl_overhead_bench"
 else
   skip_step nccl_overhead_threads "no $build/bin/nccl_overhead_bench"
 fi
 
-if [[ -x "$infini_run" && -x "$build/bin/nccl_overhead_bench" && $gpus -ge 2 ]]; then
+if [[ $quick -eq 1 ]]; then
+  :
+elif [[ -x "$infini_run" && -x "$build/bin/nccl_overhead_bench" && $gpus -ge 2 ]]; then
   run_step nccl_overhead_processes 150 "$infini_run" --nproc_per_node="$gpus" -- \
     "$build/bin/nccl_overhead_bench" --collectives=all_reduce --max_bytes=$((256 << 20)) \
     --host_calls=2000
@@ -107,7 +118,9 @@ else
 fi
 
 # ccl_bench in both 2-rank layouts (processes x threads), timed, then checked.
-if [[ -x "$infini_run" && -x "$build/bin/ccl_bench" && $gpus -ge 2 ]]; then
+if [[ $quick -eq 1 ]]; then
+  :
+elif [[ -x "$infini_run" && -x "$build/bin/ccl_bench" && $gpus -ge 2 ]]; then
   for layout in "2 1" "1 2"; do
     read -r processes threads <<<"$layout"
     name="ccl_bench_${processes}x${threads}"
@@ -126,7 +139,9 @@ fi
 # first run pays for cold caches; the others are what a user sees.
 first_times=()
 if [[ -x "$infini_run" && -x "$build/bin/first_allreduce" && $gpus -ge 2 ]]; then
-  for attempt in 1 2 3; do
+  attempts=3
+  [[ $quick -eq 1 ]] && attempts=1
+  for ((attempt = 1; attempt <= attempts; ++attempt)); do
     started=$(now_ns)
     run_step "first_allreduce_$attempt" 90 "$infini_run" --ccl_backend=nccl --nproc_per_node=2 \
       -- "$build/bin/first_allreduce" --launched_at_ns="$started" --phases
