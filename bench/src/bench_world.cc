@@ -75,9 +75,11 @@ std::unique_ptr<BenchWorld> BenchWorld::Create(const std::string& backend_spec,
 
   for (int thread_rank = 0; thread_rank < threads_per_process; ++thread_rank) {
     const parallel::Rank rank(world->topology_, thread_rank, threads_per_process);
-    const int device_index = parallel::SelectDeviceIndex(rank, device_type, visible_devices,
-                                                         settings.allow_device_sharing,
-                                                         VisibleDevicesText(backend.info()));
+    const int device_index = parallel::SelectDeviceIndex(
+        rank, device_type, visible_devices,
+        {.allow_sharing = settings.allow_device_sharing,
+         .isolated = settings.devices_isolated,
+         .visible_devices_variable = VisibleDevicesText(backend.info())});
     world->ranks_.push_back(std::make_unique<RankResources>(rank, device_index));
   }
 

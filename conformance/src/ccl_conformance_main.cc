@@ -381,11 +381,13 @@ int Main(int argc, char** argv) {
     context->threads = threads;
     context->device_problem = device_problem;
     try {
-      context->device = parallel::SelectDeviceIndex(rank, backend->info().device_type, visible,
-                                                    settings.allow_device_sharing,
-                                                    backend->info().visible_devices_env);
+      context->device = parallel::SelectDeviceIndex(
+          rank, backend->info().device_type, visible,
+          {.allow_sharing = settings.allow_device_sharing,
+           .isolated = settings.devices_isolated,
+           .visible_devices_variable = backend->info().visible_devices_env});
     } catch (const parallel::ParallelConfigError& error) {
-      context->device = rank.local_device_index();
+      context->device = parallel::DeviceIndexAmongVisible(rank, settings.devices_isolated);
       context->device_problem = error.what();
     }
     context->run_store = &run_store;

@@ -52,6 +52,9 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
     variables.emplace_back(world.visibility_variable, index < world.visible_devices.size()
                                                           ? world.visible_devices[index]
                                                           : std::to_string(local_rank));
+    // Tells parallel/ that the devices it sees are this process's own, so a
+    // rank takes its thread's device among them, not its node-wide index.
+    variables.emplace_back("INFINI_CCL_DEVICES_ISOLATED", "1");
   }
   // torchrun: one OpenMP thread per rank unless the user chose, so that
   // several ranks do not oversubscribe the CPUs.

@@ -73,10 +73,12 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   const auto& backend = context->backend_;
   const DLDeviceType device_type = backend->info().device_type;
   const int visible = backend->DeviceCount();
-  context->device_index_ =
-      SelectDeviceIndex(rank, device_type, visible, settings.allow_device_sharing,
-                        VisibleDevicesVariable(environment, backend->info()));
-  context->shares_device_ = device_type != kDLCPU && rank.local_world_size() > visible;
+  context->device_index_ = SelectDeviceIndex(
+      rank, device_type, visible,
+      {.allow_sharing = settings.allow_device_sharing,
+       .isolated = settings.devices_isolated,
+       .visible_devices_variable = VisibleDevicesVariable(environment, backend->info())});
+  context->shares_device_ = SharesDevice(rank, device_type, visible, settings.devices_isolated);
   backend->SetDevice(context->device_index_);
 
   // The run's secret, handed down by the launcher; without one (ranks started

@@ -343,6 +343,7 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
     }
   }
   settings.allow_device_sharing = ReadFlag(environment, "INFINI_CCL_ALLOW_DEVICE_SHARING");
+  settings.devices_isolated = ReadFlag(environment, "INFINI_CCL_DEVICES_ISOLATED");
   if (auto log_dir = Get(environment, "INFINI_CCL_LOG_DIR")) settings.log_dir = *log_dir;
   return settings;
 }

@@ -43,27 +43,46 @@ std::string Rank::ToString() const {
          ")";
 }
 
+int DeviceIndexAmongVisible(const Rank& rank, bool isolated) {
+  return isolated ? rank.thread_rank() : rank.local_device_index();
+}
+
+bool SharesDevice(const Rank& rank, DLDeviceType device_type, int visible_device_count,
+                  bool isolated) {
+  const int wanted = isolated ? rank.threads_per_process() : rank.local_world_size();
+  return device_type != kDLCPU && wanted > visible_device_count;
+}
+
 int SelectDeviceIndex(const Rank& rank, DLDeviceType device_type, int visible_device_count,
-                      bool allow_device_sharing, const std::string& visible_devices_variable) {
+                      const DevicePlacement& placement) {
   if (device_type == kDLCPU) return 0;
-  const std::string visible =
-      std::to_string(visible_device_count) + " visible device" +
-      (visible_device_count == 1 ? "" : "s") +
-      (visible_devices_variable.empty() ? "" : " (" + visible_devices_variable + ")");
+  const std::string& variable = placement.visible_devices_variable;
+  const std::string visible = std::to_string(visible_device_count) + " visible device" +
+                              (visible_device_count == 1 ? "" : "s") +
+                              (variable.empty() ? "" : " (" + variable + ")");
   // The backend names its own visibility variable (CUDA_VISIBLE_DEVICES,
   // ASCEND_RT_VISIBLE_DEVICES, ...); the caller passes it with its value.
-  const std::string variable_hint = visible_devices_variable.empty()
-                                        ? "the vendor's visibility variable"
-                                        : visible_devices_variable;
+  const std::string variable_hint =
+      variable.empty() ? "the vendor's visibility variable" : variable;
   if (visible_device_count < 1) {
     throw ParallelConfigError(
         "the backend sees no device on this node: expected at least 1 "
         "(check the driver and " +
         variable_hint + ")");
   }
-  const int index = rank.local_device_index();
+  const int index = DeviceIndexAmongVisible(rank, placement.isolated);
   if (index < visible_device_count) return index;
-  if (allow_device_sharing) return index % visible_device_count;
+  if (placement.allow_sharing) return index % visible_device_count;
+  if (placement.isolated) {
+    throw ParallelConfigError(
+        "thread_rank " + std::to_string(rank.thread_rank()) + " needs " +
+        std::to_string(rank.threads_per_process()) +
+        " devices in this process (INFINI_CCL_DEVICES_ISOLATED=1: the visible devices are the "
+        "process's own), but there " +
+        (visible_device_count == 1 ? "is " : "are ") + visible +
+        ": give each process as many devices as it has threads, or set "
+        "INFINI_CCL_ALLOW_DEVICE_SHARING=1 to share devices on a backend that can");
+  }
   throw ParallelConfigError(
       "local device index " + std::to_string(index) + " (local_proc_rank " +
       std::to_string(rank.local_proc_rank()) + " × threads_per_process " +

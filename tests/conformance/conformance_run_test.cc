@@ -174,6 +174,13 @@ TEST(ConformanceRun, KvtestReportsExactlyItsDeclaredGapsWithTwoThreadRanks) {
   ExpectKvtestShape("--nproc_per_node=1", "--nthread_per_process=2");
 }
 
+// infini_run --isolate_devices gives each process only its own device
+// (KVTEST_VISIBLE_DEVICES=<local rank>): rank 1 then uses the one device it
+// sees, not device 1 of the node.
+TEST(ConformanceRun, KvtestPassesWithEachProcessIsolatedOnItsOwnDevice) {
+  ExpectKvtestShape("--nproc_per_node=2 --isolate_devices", "");
+}
+
 TEST(ConformanceRun, WrongResultIsAFailNamingTheFirstWrongElement) {
   const RunResult run = Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=2",
                                     "--filter=all_reduce/float32", "KVTEST_FAULT=wrong_all_reduce");

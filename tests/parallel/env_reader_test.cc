@@ -227,12 +227,15 @@ TEST(EnvReaderTest, ReadsRuntimeSettings) {
   environment["INFINI_CCL_TIMEOUT_S"] = "5";
   environment["INFINI_CCL_DEBUG"] = "detail";
   environment["INFINI_CCL_ALLOW_DEVICE_SHARING"] = "1";
+  environment["INFINI_CCL_DEVICES_ISOLATED"] = "1";
   environment["TORCHELASTIC_RUN_ID"] = "job42";
   environment["TORCHELASTIC_RESTART_COUNT"] = "2";
   RuntimeSettings settings = ReadRuntimeSettings(environment, ReadProcessTopology(environment));
   EXPECT_EQ(settings.timeout, std::chrono::seconds(5));
   EXPECT_EQ(settings.debug, DebugLevel::kDetail);
   EXPECT_TRUE(settings.allow_device_sharing);
+  EXPECT_TRUE(settings.devices_isolated);
+  EXPECT_FALSE(ReadRuntimeSettings(Torchrun(), ReadProcessTopology(Torchrun())).devices_isolated);
   EXPECT_EQ(settings.run_id, "job42");
   EXPECT_EQ(settings.restart_count, 2);
   environment["INFINI_RUN_ID"] = "ours";

@@ -8,6 +8,14 @@
 namespace infini::parallel {
 namespace {
 
+DevicePlacement Placement(bool allow_sharing, bool isolated, std::string variable = "") {
+  DevicePlacement placement;
+  placement.allow_sharing = allow_sharing;
+  placement.isolated = isolated;
+  placement.visible_devices_variable = std::move(variable);
+  return placement;
+}
+
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -79,14 +87,14 @@ TEST(RankTest, RefusesBadThreadCounts) {
 }
 
 TEST(RankTest, HostBackendsShareTheHost) {
-  EXPECT_EQ(SelectDeviceIndex(Rank(Topology(1, 8, 7), 0, 1), kDLCPU, 1, false, ""), 0);
+  EXPECT_EQ(SelectDeviceIndex(Rank(Topology(1, 8, 7), 0, 1), kDLCPU, 1, {}), 0);
 }
 
 TEST(RankTest, DeviceIndexMustBeVisible) {
   Rank rank(Topology(1, 4, 2), 1, 2);  // local device 5 of 8
-  EXPECT_EQ(SelectDeviceIndex(rank, kDLCUDA, 8, false, ""), 5);
+  EXPECT_EQ(SelectDeviceIndex(rank, kDLCUDA, 8, {}), 5);
   try {
-    SelectDeviceIndex(rank, kDLCUDA, 4, false, "CUDA_VISIBLE_DEVICES='0,1,2,3'");
+    SelectDeviceIndex(rank, kDLCUDA, 4, Placement(false, false, "CUDA_VISIBLE_DEVICES='0,1,2,3'"));
     FAIL() << "expected ParallelConfigError";
   } catch (const ParallelConfigError& error) {
     EXPECT_THAT(error.what(),
@@ -98,12 +106,32 @@ TEST(RankTest, DeviceIndexMustBeVisible) {
 
 TEST(RankTest, DeviceSharingMapsRanksModuloVisibleDevices) {
   Rank rank(Topology(1, 4, 2), 1, 2);
-  EXPECT_EQ(SelectDeviceIndex(rank, kDLCUDA, 4, true, ""), 1);
-  EXPECT_EQ(SelectDeviceIndex(rank, kDLCUDA, 1, true, ""), 0);
+  EXPECT_EQ(SelectDeviceIndex(rank, kDLCUDA, 4, Placement(true, false)), 1);
+  EXPECT_EQ(SelectDeviceIndex(rank, kDLCUDA, 1, Placement(true, false)), 0);
+}
+
+// infini_run --isolate_devices: each process sees only its own devices, so
+// its ranks index them by thread, and no device is shared.
+TEST(RankTest, IsolatedDevicesAreIndexedByThread) {
+  const DevicePlacement isolated = Placement(false, true);
+  Rank process_rank(Topology(1, 8, 5), 0, 1);  // local process 5 of 8, one device visible
+  EXPECT_EQ(SelectDeviceIndex(process_rank, kDLCUDA, 1, isolated), 0);
+  EXPECT_FALSE(SharesDevice(process_rank, kDLCUDA, 1, true));
+  EXPECT_TRUE(SharesDevice(process_rank, kDLCUDA, 1, false)) << "8 ranks, 1 device, not isolated";
+  Rank thread_rank(Topology(1, 4, 2), 1, 2);  // thread 1 of local process 2
+  EXPECT_EQ(SelectDeviceIndex(thread_rank, kDLCUDA, 2, isolated), 1);
+  try {
+    SelectDeviceIndex(thread_rank, kDLCUDA, 1, isolated);
+    FAIL() << "expected ParallelConfigError";
+  } catch (const ParallelConfigError& error) {
+    EXPECT_THAT(error.what(),
+                AllOf(HasSubstr("thread_rank 1 needs 2 devices in this process"),
+                      HasSubstr("INFINI_CCL_DEVICES_ISOLATED=1"), HasSubstr("1 visible device")));
+  }
 }
 
 TEST(RankTest, NoVisibleDeviceIsAnError) {
-  EXPECT_THROW(SelectDeviceIndex(Rank(Topology(1, 1, 0), 0, 1), kDLCUDA, 0, true, ""),
+  EXPECT_THROW(SelectDeviceIndex(Rank(Topology(1, 1, 0), 0, 1), kDLCUDA, 0, Placement(true, false)),
                ParallelConfigError);
 }
 

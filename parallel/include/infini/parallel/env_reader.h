@@ -66,6 +66,7 @@ struct RuntimeSettings {
   std::chrono::milliseconds timeout{std::chrono::seconds(600)};
   DebugLevel debug = DebugLevel::kOff;  // INFINI_CCL_DEBUG
   bool allow_device_sharing = false;    // INFINI_CCL_ALLOW_DEVICE_SHARING
+  bool devices_isolated = false;        // INFINI_CCL_DEVICES_ISOLATED
   std::string log_dir;                  // INFINI_CCL_LOG_DIR: a log file per process
 };
 

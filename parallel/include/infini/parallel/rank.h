@@ -53,14 +53,36 @@ class Rank {
   int threads_per_process_;
 };
 
+// How a rank's device is chosen among the visible ones.
+struct DevicePlacement {
+  // Map ranks onto the visible devices modulo their count
+  // (INFINI_CCL_ALLOW_DEVICE_SHARING).
+  bool allow_sharing = false;
+  // The visible devices are this process's own (infini_run
+  // --isolate_devices sets INFINI_CCL_DEVICES_ISOLATED=1): index them by the
+  // thread rank, not by the node-wide local device index.
+  bool isolated = false;
+  // e.g. "CUDA_VISIBLE_DEVICES='0,1'", for messages; "" when unknown.
+  std::string visible_devices_variable;
+};
+
+// This rank's device among the visible ones, before any sharing:
+// local_device_index(), or thread_rank() when the visible devices are the
+// process's own.
+int DeviceIndexAmongVisible(const Rank& rank, bool isolated);
+
 // The device index this rank uses on a backend that sees
 // `visible_device_count` devices of type `device_type`. Host backends (kDLCPU)
-// share the host: always 0. Otherwise local_device_index() must be below the
-// count, unless `allow_device_sharing`, which maps ranks onto the visible
+// share the host: always 0. Otherwise DeviceIndexAmongVisible must be below
+// the count, unless sharing is allowed, which maps ranks onto the visible
 // devices modulo their count. Throws ParallelConfigError saying what is
-// visible (with `visible_devices_variable`, e.g. CUDA_VISIBLE_DEVICES='0,1',
-// when known) and what the layout needs.
+// visible and what the layout needs.
 int SelectDeviceIndex(const Rank& rank, DLDeviceType device_type, int visible_device_count,
-                      bool allow_device_sharing, const std::string& visible_devices_variable);
+                      const DevicePlacement& placement);
+
+// Whether ranks of this layout share a device: more of them want one than
+// there are visible devices.
+bool SharesDevice(const Rank& rank, DLDeviceType device_type, int visible_device_count,
+                  bool isolated);
 
 }  // namespace infini::parallel
