@@ -126,7 +126,10 @@ int main(int argc, char** argv) {
     phases.Mark("main");
     auto backend = infini::ccl::Backend::Load();  // INFINI_CCL_BACKEND, or auto
     phases.Mark("loaded");
-    if (backend->info().device_type != kDLCPU) backend->SetDevice(local_rank);
+    // Under --isolate_devices the process sees only its own device.
+    const char* isolated = std::getenv("INFINI_CCL_DEVICES_ISOLATED");
+    const int device = isolated != nullptr && std::strcmp(isolated, "1") == 0 ? 0 : local_rank;
+    if (backend->info().device_type != kDLCPU) backend->SetDevice(device);
     phases.Mark("device");
     auto store = infini::rendezvous::TcpStoreClient::Connect(
         Env("INFINI_STORE_ADDR"), static_cast<uint16_t>(EnvInt("INFINI_STORE_PORT")),

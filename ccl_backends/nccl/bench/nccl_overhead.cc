@@ -22,6 +22,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -479,7 +480,9 @@ int RunProcess(const std::shared_ptr<const Backend>& backend) {
   Rank r;
   r.rank = EnvInt("RANK");
   r.world = EnvInt("WORLD_SIZE");
-  r.device = EnvInt("LOCAL_RANK");
+  // Under --isolate_devices the process sees only its own device.
+  const char* isolated = std::getenv("INFINI_CCL_DEVICES_ISOLATED");
+  r.device = isolated != nullptr && std::strcmp(isolated, "1") == 0 ? 0 : EnvInt("LOCAL_RANK");
   r.backend = backend;
   r.sync_ranks = [] {};  // the warm-up collectives line the ranks up
   const char* run_id = std::getenv("INFINI_RUN_ID");
