@@ -137,4 +137,32 @@ TEST(Gpt2Gpu, SmallBucketsWithAccumulationTrainLikeOneRank) {
   ExpectSameLosses(StepLosses(one.output), StepLosses(two.output), two.output);
 }
 
+// A checkpoint written on one GPU holds the device's weights and AdamW
+// moments: resumed on two GPUs (or one, when only one is visible), the run
+// continues with the losses of the uninterrupted run.
+TEST(Gpt2Gpu, CheckpointOfOneGpuResumesWhereItStopped) {
+  const int gpus = VisibleGpus();
+  if (gpus < 1) GTEST_SKIP() << "needs a GPU";
+  const Result uninterrupted =
+      RunCommand(kOneGpu + " --num_iteration=6 --batch_size=4" + kSmallModel);
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
+  TemporaryDirectory directory;
+  const std::string checkpoint = " --checkpoint_dir=" + directory.path();
+  const Result first =
+      RunCommand(kOneGpu + " --num_iteration=3 --batch_size=4" + kSmallModel + checkpoint);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("checkpoint: "), std::string::npos) << first.output;
+  const std::string resume_command =
+      gpus >= 2 ? kInfiniRun + " --ccl_backend=nccl --nproc_per_node=2 " + kGpt2 + " --batch_size=2"
+                : kOneGpu + " --batch_size=4";
+  const Result second =
+      RunCommand(resume_command + " --num_iteration=6 --resume" + kSmallModel + checkpoint);
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resume: "), std::string::npos) << second.output;
+  const std::vector<double> all = StepLosses(uninterrupted.output);
+  ASSERT_EQ(all.size(), 6u) << uninterrupted.output;
+  ExpectSameLosses(std::vector<double>(all.begin() + 3, all.end()), StepLosses(second.output),
+                   second.output);
+}
+
 }  // namespace

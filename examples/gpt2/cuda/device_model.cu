@@ -530,19 +530,60 @@ void CheckSameConfig(const ModelConfig& a, const ModelConfig& b) {
 
 }  // namespace
 
-void DeviceModel::LoadWeights(const Model& host) {
-  State& s = *state_;
-  CheckSameConfig(s.config, host.config());
+namespace {
+
+// One device array of this model's parameter layout from the host model's
+// layout (the padded vocabulary rows start at zero), or back.
+// `layout`: the device model's pieces, parameter count and stream.
+struct DeviceLayout {
+  const std::vector<Piece>& pieces;
+  int64_t num_parameters;
+  cudaStream_t stream;
+};
+
+void CopyInFromHostLayout(const DeviceLayout& s, const Model& host, std::span<const float> source,
+                          float* device_array) {
   std::vector<float> staged(static_cast<size_t>(s.num_parameters), 0.0f);
-  const std::span<const float> source = host.parameters();
   for (const Piece& piece : s.pieces) {
     const int64_t from = HostOffset(host, piece.kind, piece.layer);
     std::copy(source.begin() + from, source.begin() + from + SharedCount(host, piece),
               staged.begin() + piece.device_offset);
   }
-  Check(cudaMemcpyAsync(s.master.get(), staged.data(), staged.size() * sizeof(float),
+  Check(cudaMemcpyAsync(device_array, staged.data(), staged.size() * sizeof(float),
                         cudaMemcpyHostToDevice, s.stream),
-        "copy weights in");
+        "copy to the device");
+  Check(cudaStreamSynchronize(s.stream), "synchronize");  // `staged` goes out of scope
+}
+
+void CopyOutToHostLayout(const DeviceLayout& s, const Model& host, const float* device_array,
+                         std::span<float> destination) {
+  std::vector<float> staged(static_cast<size_t>(s.num_parameters));
+  Check(cudaMemcpyAsync(staged.data(), device_array, staged.size() * sizeof(float),
+                        cudaMemcpyDeviceToHost, s.stream),
+        "copy from the device");
+  Check(cudaStreamSynchronize(s.stream), "synchronize");
+  for (const Piece& piece : s.pieces) {
+    const int64_t to = HostOffset(host, piece.kind, piece.layer);
+    std::copy(staged.begin() + piece.device_offset,
+              staged.begin() + piece.device_offset + SharedCount(host, piece),
+              destination.begin() + to);
+  }
+}
+
+void CheckHostSize(const Model& host, size_t size, const char* what) {
+  if (size != static_cast<size_t>(host.num_parameters())) {
+    throw std::logic_error(std::string("DeviceModel: ") + what + " has " + std::to_string(size) +
+                           " values for a model of " + std::to_string(host.num_parameters()));
+  }
+}
+
+}  // namespace
+
+void DeviceModel::LoadWeights(const Model& host) {
+  State& s = *state_;
+  CheckSameConfig(s.config, host.config());
+  CopyInFromHostLayout({s.pieces, s.num_parameters, s.stream}, host, host.parameters(),
+                       s.master.get());
   if (s.dtype == DeviceDtype::kBFloat16) {
     CopyMasterToParameters(s.bf16_parameters.get(), s.master.get(), s.num_parameters, s.stream);
   }
@@ -552,18 +593,30 @@ void DeviceModel::LoadWeights(const Model& host) {
 void DeviceModel::StoreWeights(Model& host) const {
   const State& s = *state_;
   CheckSameConfig(s.config, host.config());
-  std::vector<float> staged(static_cast<size_t>(s.num_parameters));
-  Check(cudaMemcpyAsync(staged.data(), s.master.get(), staged.size() * sizeof(float),
-                        cudaMemcpyDeviceToHost, s.stream),
-        "copy weights out");
-  Check(cudaStreamSynchronize(s.stream), "synchronize");
-  const std::span<float> destination = host.parameters();
-  for (const Piece& piece : s.pieces) {
-    const int64_t to = HostOffset(host, piece.kind, piece.layer);
-    std::copy(staged.begin() + piece.device_offset,
-              staged.begin() + piece.device_offset + SharedCount(host, piece),
-              destination.begin() + to);
-  }
+  CopyOutToHostLayout({s.pieces, s.num_parameters, s.stream}, host, s.master.get(),
+                      host.parameters());
+}
+
+void DeviceModel::StoreMoments(const Model& layout, std::span<float> first_moment,
+                               std::span<float> second_moment) const {
+  const State& s = *state_;
+  CheckSameConfig(s.config, layout.config());
+  CheckHostSize(layout, first_moment.size(), "the first moment");
+  CheckHostSize(layout, second_moment.size(), "the second moment");
+  const DeviceLayout device{s.pieces, s.num_parameters, s.stream};
+  CopyOutToHostLayout(device, layout, s.first_moment.get(), first_moment);
+  CopyOutToHostLayout(device, layout, s.second_moment.get(), second_moment);
+}
+
+void DeviceModel::LoadMoments(const Model& layout, std::span<const float> first_moment,
+                              std::span<const float> second_moment) {
+  State& s = *state_;
+  CheckSameConfig(s.config, layout.config());
+  CheckHostSize(layout, first_moment.size(), "the first moment");
+  CheckHostSize(layout, second_moment.size(), "the second moment");
+  const DeviceLayout device{s.pieces, s.num_parameters, s.stream};
+  CopyInFromHostLayout(device, layout, first_moment, s.first_moment.get());
+  CopyInFromHostLayout(device, layout, second_moment, s.second_moment.get());
 }
 
 void DeviceModel::SetGradientStorage(size_t group, float* data) {

@@ -83,6 +83,13 @@ class DeviceModel {
   // Waits for the stream; the weights in the host model's layout.
   void StoreWeights(Model& host) const;
 
+  // AdamW's two moments, in the host model's parameter layout (a checkpoint's
+  // optimizer state): copied out after waiting for the stream, or in.
+  void StoreMoments(const Model& layout, std::span<float> first_moment,
+                    std::span<float> second_moment) const;
+  void LoadMoments(const Model& layout, std::span<const float> first_moment,
+                   std::span<const float> second_moment);
+
  private:
   struct State;
   std::unique_ptr<State> state_;

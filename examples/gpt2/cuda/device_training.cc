@@ -128,6 +128,16 @@ class CudaTraining : public DeviceTraining {
   float ReadLoss() override { return model_->ReadLoss(); }
   float ReadGradientNorm() override { return model_->ReadGradientNorm(); }
 
+  void StoreState(Model& model, AdamW& optimizer) override {
+    model_->StoreWeights(model);
+    model_->StoreMoments(model, optimizer.first_moment(), optimizer.second_moment());
+  }
+
+  void LoadState(const Model& model, AdamW& optimizer) override {
+    model_->LoadWeights(model);
+    model_->LoadMoments(model, optimizer.first_moment(), optimizer.second_moment());
+  }
+
   float Evaluate(std::span<const int32_t> inputs, std::span<const int32_t> targets,
                  int64_t batch_size, int64_t sequence_length) override {
     model_->Forward(inputs, targets, batch_size, sequence_length);

@@ -49,6 +49,11 @@ class DeviceTraining {
   // norm before clipping.
   virtual float ReadLoss() = 0;
   virtual float ReadGradientNorm() = 0;
+  // A checkpoint's state: the weights into `model` and AdamW's moments into
+  // `optimizer` (host layouts), after the device's work so far.
+  virtual void StoreState(Model& model, AdamW& optimizer) = 0;
+  // The other way: a resumed run's weights and moments onto the device.
+  virtual void LoadState(const Model& model, AdamW& optimizer) = 0;
   // Mean loss of one micro-batch, no gradients.
   virtual float Evaluate(std::span<const int32_t> inputs, std::span<const int32_t> targets,
                          int64_t batch_size, int64_t sequence_length) = 0;

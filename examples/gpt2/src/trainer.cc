@@ -125,15 +125,9 @@ class Validator {
   std::string skipped_reason_;
 };
 
-// Rejects what the device path cannot do yet, and bfloat16 on the host.
+// Rejects bfloat16 on the host.
 void CheckOptionsForPlace(const TrainOptions& options, bool on_device) {
-  if (on_device) {
-    if (!options.checkpoint_dir.empty()) {
-      throw UsageError("--checkpoint_dir='" + options.checkpoint_dir +
-                       "': checkpoints are written by the host path only (--ccl_backend=gloo)");
-    }
-    return;
-  }
+  if (on_device) return;
   if (options.dtype == TrainDtype::kBFloat16) {
     throw UsageError(
         "--dtype=bfloat16: expected a GPU backend (--ccl_backend=nccl); the host path computes "
@@ -275,6 +269,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
                               static_cast<long long>(progress.steps_done),
                               static_cast<long long>(progress.consumed_samples)));
     loader->load_state({progress.consumed_samples});
+    if (device && progress.steps_done > 0) device->LoadState(model, optimizer);
   }
 
   Validator validator(options, group);
@@ -289,6 +284,12 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   const auto save = [&](int64_t steps_done) {
     if (options.checkpoint_dir.empty()) return;
     if (group.is_main()) {
+      if (device) {
+        // The device holds the state; AdamW's bias correction counts the
+        // steps taken, which on the device are the steps done.
+        device->StoreState(model, optimizer);
+        optimizer.set_steps_taken(steps_done);
+      }
       SaveCheckpoint(options.checkpoint_dir, model, optimizer,
                      {steps_done, loader->state().consumed_samples});
     }
