@@ -15,31 +15,6 @@
 namespace infini::ccl::nccl_test {
 namespace {
 
-enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll };
-
-const char* Name(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce:
-      return "all_reduce";
-    case Collective::kBroadcast:
-      return "broadcast";
-    case Collective::kReduce:
-      return "reduce";
-    case Collective::kAllGather:
-      return "all_gather";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-    case Collective::kAllToAll:
-      return "all_to_all";
-  }
-  return "?";
-}
-
-bool Reduces(Collective collective) {
-  return collective == Collective::kAllReduce || collective == Collective::kReduce ||
-         collective == Collective::kReduceScatter;
-}
-
 namespace reference = infini::conformance;
 using reference::Purpose;
 
@@ -56,9 +31,9 @@ struct Case {
 // Built with append: GCC 12 at -O3 reports a false -Wrestrict on the
 // equivalent chain of operator+.
 std::string Describe(const Case& c) {
-  std::string text = Name(c.collective);
+  std::string text(CollectiveName(c.collective));
   text.append(" ").append(DataTypeName(c.dtype));
-  if (Reduces(c.collective)) text.append(" ").append(ReduceOpName(c.op));
+  if (IsReduction(c.collective)) text.append(" ").append(ReduceOpName(c.op));
   text.append(" count=").append(std::to_string(c.count));
   text.append(c.in_place ? " in-place" : " out-of-place");
   return text;
@@ -85,7 +60,9 @@ size_t RecvCount(const Case& c, int world_size) {
 }
 
 // What the case's inputs are for: its operator, or moved data.
-Purpose PurposeOf(const Case& c) { return Reduces(c.collective) ? Purpose{c.op} : std::nullopt; }
+Purpose PurposeOf(const Case& c) {
+  return IsReduction(c.collective) ? Purpose{c.op} : std::nullopt;
+}
 
 // Expected element `index` of `rank`'s receive buffer, from the shared host
 // reference; false when NCCL leaves it unspecified (reduce on a non-root rank).
@@ -113,6 +90,8 @@ bool Expected(const Case& c, int rank, int world_size, size_t index, double* val
       *value = reference::InputValue(c.dtype, std::nullopt, static_cast<int>(element / block),
                                      world_size, rank * block + element % block);
       return true;
+    default:  // the scenarios issue only the six above
+      break;
   }
   return false;
 }
@@ -161,6 +140,9 @@ void Issue(const Case& c, RankContext& context, const Buffers& buffers) {
       comm.AllToAll(source.AsTensor(dtype, world * count),
                     buffers.recv.AsTensor(dtype, world * count), stream);
       break;
+    default:
+      throw std::logic_error("nccl scenarios: no case issues " +
+                             std::string(CollectiveName(c.collective)));
   }
 }
 
@@ -244,7 +226,7 @@ void CollectivesMatchHostReference(RankContext& context) {
         Collective::kReduceScatter, Collective::kAllToAll}) {
     for (DLDataType dtype : MatrixTypes()) {
       const std::vector<ReduceOp> ops =
-          Reduces(collective) ? OpsFor(dtype) : std::vector<ReduceOp>{ReduceOp::kSum};
+          IsReduction(collective) ? OpsFor(dtype) : std::vector<ReduceOp>{ReduceOp::kSum};
       for (ReduceOp op : ops) {
         for (size_t count : kCounts) {
           for (bool in_place : {false, true}) {
