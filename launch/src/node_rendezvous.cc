@@ -437,8 +437,23 @@ void NodeRendezvous::MeetOnEtcd(const LaunchOptions& options) {
   try {
     etcd = EtcdStore::Connect(etcd_options);
   } catch (const StoreError& error) {
+    const std::string what = error.what();
+    // etcd's own authentication: name the variables that carry the login.
+    if (what.find("user name is empty") != std::string::npos) {
+      throw LaunchError(
+          "etcd at " + EtcdEndpointsText() +
+          " (--rdzv_endpoint) has authentication on and INFINI_ETCD_USER is not "
+          "set: expected INFINI_ETCD_USER and INFINI_ETCD_PASSWORD of an etcd user (" +
+          what + ")");
+    }
+    if (what.find("authentication failed") != std::string::npos) {
+      throw LaunchError(
+          "etcd at " + EtcdEndpointsText() + " (--rdzv_endpoint) refused INFINI_ETCD_USER='" +
+          OneLine(etcd_options.user) +
+          "' and its INFINI_ETCD_PASSWORD: expected an etcd user and its password (" + what + ")");
+    }
     throw LaunchError("cannot reach etcd at " + EtcdEndpointsText() +
-                      " (--rdzv_endpoint, --rdzv_backend=etcd): " + error.what());
+                      " (--rdzv_endpoint, --rdzv_backend=etcd): " + what);
   }
   link_->etcd = etcd.get();
   link_->store = std::move(etcd);

@@ -1,5 +1,6 @@
 #include "etcd_cluster.h"
 
+#include <curl/curl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,11 +133,55 @@ std::vector<std::string> EtcdCluster::AllKeys() const {
   rendezvous::EtcdStoreOptions options;
   options.endpoints = endpoint_list();
   options.key_prefix = "";
+  if (!root_password_.empty()) {
+    options.user = "root";
+    options.password = root_password_;
+  }
   std::vector<std::string> keys;
   for (const auto& [key, value] : rendezvous::EtcdStore::Connect(options)->List("")) {
     keys.push_back(key);
   }
   return keys;
+}
+
+namespace {
+
+size_t AppendReply(char* data, size_t size, size_t count, void* reply) {
+  static_cast<std::string*>(reply)->append(data, size * count);
+  return size * count;
+}
+
+// POSTs `body` to the gateway of `endpoint`; throws when etcd says no.
+void PostToGateway(const std::string& endpoint, const std::string& path, const std::string& body) {
+  CURL* curl = curl_easy_init();
+  if (curl == nullptr) throw std::runtime_error("curl_easy_init failed");
+  std::string reply;
+  const std::string url = "http://" + endpoint + path;
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 10000L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, AppendReply);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply);
+  const CURLcode result = curl_easy_perform(curl);
+  long status = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(curl);
+  if (result != CURLE_OK || status != 200 || reply.find("\"error\"") != std::string::npos) {
+    throw std::runtime_error("etcd " + path + " failed (HTTP " + std::to_string(status) +
+                             "): " + curl_easy_strerror(result) + " " + reply);
+  }
+}
+
+}  // namespace
+
+void EtcdCluster::EnableAuthentication(const std::string& root_password) {
+  const std::string member = endpoint(0);
+  PostToGateway(member, "/v3/auth/user/add",
+                "{\"name\":\"root\",\"password\":\"" + root_password + "\"}");
+  PostToGateway(member, "/v3/auth/role/add", "{\"name\":\"root\"}");
+  PostToGateway(member, "/v3/auth/user/grant", "{\"user\":\"root\",\"role\":\"root\"}");
+  PostToGateway(member, "/v3/auth/enable", "{}");
+  root_password_ = root_password;
 }
 
 std::string EtcdCluster::Logs() const {

@@ -31,11 +31,16 @@ class EtcdCluster {
   void Kill(int index);
   // Every key in the cluster (etcdctl-free: through the gateway).
   std::vector<std::string> AllKeys() const;
+  // Turns on etcd's own authentication with one user, `root` (etcd requires
+  // it), holding the root role; later calls (AllKeys) log in as it.
+  // etcdctl-free: the gateway's /v3/auth calls. Throws std::runtime_error.
+  void EnableAuthentication(const std::string& root_password);
 
  private:
   launch::testing::TempDir data_;
   std::vector<int> client_ports_;
   std::vector<pid_t> pids_;
+  std::string root_password_;  // set once authentication is on
   bool WaitUntilServing(std::chrono::milliseconds bound) const;
   std::string Logs() const;
 };

@@ -26,6 +26,7 @@ using launch::testing::TempDir;
 using launch::testing::WaitForPidFiles;
 using std::chrono::seconds;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::vector<std::string> NodeFlags(const std::string& endpoints, const std::string& run_id,
                                    const TempDir& dir, const std::vector<std::string>& child = {},
@@ -88,6 +89,43 @@ TEST(EtcdLauncher, TwoNodesMeetThroughEtcdAndLeaveNoKeys) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_THAT(cluster.AllKeys(), ::testing::IsEmpty());
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+// etcd with its own authentication on: launchers given INFINI_ETCD_USER and
+// INFINI_ETCD_PASSWORD meet and clean up; one without them, or with a wrong
+// password, stops at once with one line naming the variables.
+TEST(EtcdLauncher, NodesLogInToAnEtcdWithAuthenticationAndOthersAreToldWhatToSet) {
+  EtcdCluster cluster(1);
+  cluster.EnableAuthentication("the-root-password");
+  TempDir dir;
+  launch::testing::LaunchSetup login;
+  login.extra_environment = {"INFINI_ETCD_USER=root", "INFINI_ETCD_PASSWORD=the-root-password"};
+  LauncherProcess node_a(NodeFlags(cluster.endpoints(), "auth", dir), login);
+  LauncherProcess node_b(NodeFlags(cluster.endpoints(), "auth", dir), login);
+  LauncherResult a = node_a.Wait(seconds(60));
+  LauncherResult b = node_b.Wait(seconds(60));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (!cluster.AllKeys().empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_THAT(cluster.AllKeys(), ::testing::IsEmpty());
+
+  LauncherProcess anonymous(NodeFlags(cluster.endpoints(), "auth_missing", dir));
+  LauncherResult refused = anonymous.Wait(seconds(30));
+  EXPECT_EQ(refused.exit_code, 1) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("has authentication on and INFINI_ETCD_USER is not set"));
+  EXPECT_LT(refused.elapsed, seconds(10)) << "at once, not after --rdzv_timeout";
+
+  launch::testing::LaunchSetup wrong;
+  wrong.extra_environment = {"INFINI_ETCD_USER=root", "INFINI_ETCD_PASSWORD=guess"};
+  LauncherProcess guesser(NodeFlags(cluster.endpoints(), "auth_wrong", dir), wrong);
+  LauncherResult denied = guesser.Wait(seconds(30));
+  EXPECT_EQ(denied.exit_code, 1) << denied.err;
+  EXPECT_THAT(denied.err, HasSubstr("refused INFINI_ETCD_USER='root'"));
+  EXPECT_THAT(denied.err, Not(HasSubstr("guess"))) << "the password is never printed";
   EXPECT_TRUE(NoProcessLeft());
 }
 

@@ -145,6 +145,42 @@ TEST(EtcdStore, FailsOverToAnotherMember) {
   EXPECT_EQ(store->Get("after"), "2");
 }
 
+// etcd's own authentication: the user's token rides on every call, the
+// lease's keep-alive and the watches included; a wrong password or none is
+// one error at Connect.
+TEST(EtcdStore, AnAuthenticatedClusterServesItsUserAndRefusesOthers) {
+  EtcdCluster cluster(1);
+  cluster.EnableAuthentication("the-root-password");
+  EtcdStoreOptions options = OptionsFor(cluster, "auth/");
+  options.user = "root";
+  options.password = "the-root-password";
+  options.lease_ttl = seconds(2);
+  auto reader = EtcdStore::Connect(options);
+  std::thread writer([&] { EtcdStore::Connect(options)->Set("late", "here"); });
+  reader->set_timeout(seconds(20));
+  EXPECT_EQ(reader->Get("late"), "here");  // a watch, with the token
+  writer.join();
+  std::this_thread::sleep_for(seconds(3));  // longer than the lease: kept alive with the token
+  reader->Set("leased", "1");
+  EXPECT_TRUE(reader->Check({"leased"}));
+
+  options.password = "not-the-password";
+  try {
+    EtcdStore::Connect(options);
+    FAIL() << "a wrong password was accepted";
+  } catch (const StoreError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("authentication failed"));
+  }
+  options.user.clear();
+  options.password.clear();
+  try {
+    EtcdStore::Connect(options);
+    FAIL() << "a client without a user was served by a cluster with authentication on";
+  } catch (const StoreError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("user name is empty"));
+  }
+}
+
 TEST(EtcdStore, NoMemberIsOneErrorNamingThemAll) {
   EtcdStoreOptions options;
   const int port = launch::testing::FreePort();

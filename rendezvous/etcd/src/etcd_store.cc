@@ -217,6 +217,11 @@ std::unique_ptr<EtcdStore> EtcdStore::Connect(const EtcdStoreOptions& options) {
     state->auth_token = reply["token"].text();
     state->http->set_auth_token(state->auth_token);
   }
+  // One read under the prefix: a cluster that refuses this client (its
+  // authentication is on and the client has no user, or no permission)
+  // says so here, not at the first write (etcd grants leases to anyone).
+  state->Call("/v3/kv/range", "{" + Field("key", Base64Encode(RangeStart(options.key_prefix))) +
+                                  ",\"count_only\":true}");
   if (options.lease_ttl.count() > 0) {
     const int64_t seconds = std::max<int64_t>(1, (options.lease_ttl.count() + 999) / 1000);
     const JsonValue reply =
@@ -224,9 +229,6 @@ std::unique_ptr<EtcdStore> EtcdStore::Connect(const EtcdStoreOptions& options) {
     state->lease_id = reply["ID"].AsInt();
     if (state->lease_id == 0) throw StoreError("etcd granted no lease: " + reply["error"].text());
     state->keeper = std::thread([raw = state.get()] { raw->KeepLeaseAlive(); });
-  } else {
-    state->Call("/v3/kv/range", "{" + Field("key", Base64Encode(RangeStart(options.key_prefix))) +
-                                    ",\"count_only\":true}");
   }
   return std::unique_ptr<EtcdStore>(new EtcdStore(std::move(state)));
 }
