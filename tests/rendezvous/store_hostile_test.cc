@@ -446,14 +446,6 @@ TEST_F(TcpStoreTokenTest, TheRightTokenWorks) {
   EXPECT_TRUE(owner_->Check({"mine"}));
 }
 
-TEST(TcpStoreTokenlessTest, AServerWithoutATokenAcceptsClientsWithoutOne) {
-  auto server = StartServer();
-  auto first = ConnectTo(*server);
-  auto second = ConnectTo(*server);
-  first->Set("k", "v");
-  EXPECT_EQ(second->Get("k"), "v");
-}
-
 // A client that holds a token trusts only a store that proves it: one that
 // asks for no token (something else took the port) is refused at once.
 TEST(TcpStoreTokenlessTest, AClientWithATokenRefusesAServerThatDoesNotAskForIt) {
