@@ -68,10 +68,12 @@ class TcpStoreServer {
 class TcpStoreClient : public Store {
  public:
   // Connects to host:port, retrying until `connect_timeout` passes (the server
-  // may start after its clients), and proves `token` when the server asks for
-  // one (a token the server does not ask for is unused). Throws StoreError
-  // naming host:port; when the server refuses the token, at once, with a
-  // message that says to set INFINI_RUN_TOKEN.
+  // may start after its clients). With a `token`, the server must prove it
+  // first and this client then proves it; without one, only a server without
+  // a token serves it. Throws StoreError naming host:port; a failed hello
+  // (token refused, a server that cannot prove it or asks for none, not our
+  // store) is a StoreHandshakeError, at once and with a message that names
+  // INFINI_RUN_TOKEN where it matters.
   static std::unique_ptr<TcpStoreClient> Connect(
       const std::string& host, uint16_t port,
       std::chrono::milliseconds connect_timeout = kDefaultTimeout, const std::string& token = {});
