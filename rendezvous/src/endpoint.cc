@@ -65,8 +65,17 @@ std::string ListenAddressFor(const std::string& host, bool all_clients_local) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;
   addrinfo* resolved = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return kEveryInterface;
+  const bool numeric_host = ::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) == 0;
+  // A name may resolve on other hosts to another address of this one (split
+  // DNS, several interfaces): unless every client is on this host, only an
+  // address the user wrote as a number narrows what the store listens on.
+  if (!numeric_host) {
+    if (!all_clients_local) return kEveryInterface;
+    hints.ai_flags = 0;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return kEveryInterface;
+  }
   std::string chosen = kEveryInterface;
   for (const addrinfo* address = resolved; address != nullptr; address = address->ai_next) {
     if (address->ai_family != AF_INET && address->ai_family != AF_INET6) continue;

@@ -122,6 +122,13 @@ TEST(ListenAddressTest, AnAddressOfThisMachineIsListenedOnAlone) {
   EXPECT_EQ(ListenAddressFor(address, true), address);
 }
 
+// Other hosts may resolve a name to another address of this host: only a
+// one-host run narrows a name.
+TEST(ListenAddressTest, ANameIsNarrowedOnlyWhenEveryClientIsLocal) {
+  EXPECT_EQ(ListenAddressFor("localhost", false), "0.0.0.0");
+  EXPECT_NE(ListenAddressFor("localhost", true), "0.0.0.0");
+}
+
 TEST(ListenAddressTest, AnAddressThisMachineLacksMeansEveryInterface) {
   EXPECT_EQ(ListenAddressFor("192.0.2.1", true), "0.0.0.0");  // TEST-NET-1
 }

@@ -24,11 +24,13 @@ Endpoint ParseEndpoint(std::string_view text, uint16_t default_port);
 std::string FormatEndpoint(const Endpoint& endpoint);
 
 // The address a store named by `host` (MASTER_ADDR) listens on when this
-// process hosts it: the numeric address `host` resolves to when this machine
-// has it, so that nothing else answers on the port. A loopback address is
-// kept only when `all_clients_local` (Debian's /etc/hosts maps the host name
-// to 127.0.1.1 here while other hosts resolve it to a routable address).
-// Otherwise every interface, "0.0.0.0", as torchrun's store does.
+// process hosts it, so that nothing else answers on the port: `host` itself
+// when it is a numeric address of this machine, or, when every client is on
+// this host (`all_clients_local`), the local address a name resolves to. A
+// loopback address is kept only when `all_clients_local`. Otherwise every
+// interface, "0.0.0.0", as torchrun's store does: other hosts may resolve a
+// name to another address of this one (Debian's /etc/hosts maps the host name
+// to 127.0.1.1 here; split DNS; several interfaces).
 std::string ListenAddressFor(const std::string& host, bool all_clients_local);
 
 }  // namespace infini::rendezvous
