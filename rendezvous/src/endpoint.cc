@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <cstring>
 #include <stdexcept>
 
 namespace infini::rendezvous {
@@ -42,18 +41,12 @@ bool IsLoopback(const sockaddr* address) {
   return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
 }
 
-// Whether a socket can bind `address` (with port 0): this machine has it.
+// Whether a socket can bind `address` (resolved without a service, so its
+// port is 0): this machine has it.
 bool CanBind(const addrinfo& address) {
   const int fd = ::socket(address.ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
-  sockaddr_storage any_port{};
-  std::memcpy(&any_port, address.ai_addr, address.ai_addrlen);
-  if (address.ai_family == AF_INET) {
-    reinterpret_cast<sockaddr_in*>(&any_port)->sin_port = 0;
-  } else {
-    reinterpret_cast<sockaddr_in6*>(&any_port)->sin6_port = 0;
-  }
-  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&any_port), address.ai_addrlen) == 0;
+  const bool bound = ::bind(fd, address.ai_addr, address.ai_addrlen) == 0;
   ::close(fd);
   return bound;
 }
