@@ -222,6 +222,7 @@ std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const 
     group->events = std::make_shared<EventPool>(backend);
   } catch (...) {
     init->Failed(std::current_exception());
+    Watchdog::Instance().RemoveWork(init.get());
     throw;
   }
   init->Complete();
@@ -328,9 +329,11 @@ std::shared_ptr<Work> Run(internal::GroupState& group, const char* op, Payload p
   } catch (const ccl::Error& error) {
     ccl::Error described(error.code(), work->Describe() + ": " + error.what());
     work->Failed(std::make_exception_ptr(described));
+    internal::Watchdog::Instance().RemoveWork(work.get());
     throw described;
   } catch (...) {
     work->Failed(std::current_exception());
+    internal::Watchdog::Instance().RemoveWork(work.get());
     throw;
   }
   return std::make_shared<Work>(work);

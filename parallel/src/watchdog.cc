@@ -169,6 +169,13 @@ void Watchdog::AddWork(std::shared_ptr<WorkState> work) {
   works_.push_back(std::move(work));
 }
 
+void Watchdog::RemoveWork(const WorkState* work) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  works_.erase(std::remove_if(works_.begin(), works_.end(),
+                              [work](const auto& watched) { return watched.get() == work; }),
+               works_.end());
+}
+
 void Watchdog::AddGroup(WatchedGroup* group) {
   std::lock_guard<std::mutex> lock(mutex_);
   groups_.push_back(group);

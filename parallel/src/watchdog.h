@@ -85,6 +85,11 @@ class Watchdog {
   ~Watchdog();
 
   void AddWork(std::shared_ptr<WorkState> work);
+  // Stops watching `work` (it failed while being issued: nothing is in
+  // flight). Its issuing thread then holds the last reference, so the
+  // exception it stored dies on the thread that threw it: libstdc++'s
+  // exception refcount is invisible to ThreadSanitizer.
+  void RemoveWork(const WorkState* work);
   void AddGroup(WatchedGroup* group);
   // After this returns the watchdog never touches `group` again.
   void RemoveGroup(WatchedGroup* group);
