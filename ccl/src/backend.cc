@@ -9,8 +9,12 @@
 
 #include "bootstrap_bridge.h"
 #include "comm_config.h"
+#include "deferred_init.h"
 #include "infini/ccl/ccl.h"
+#include "membership.h"
+#include "plugin_init.h"
 #include "plugin_loader.h"
+#include "process_exit.h"
 #include "tensor_checks.h"
 
 namespace infini::ccl {
@@ -29,21 +33,25 @@ bool IsBackendName(std::string_view spec) {
 // contexts, a bootstrap server), and are never unloaded.
 class BackendRegistry {
  public:
-  std::shared_ptr<const Backend> Get(std::string_view spec) {
+  std::shared_ptr<const Backend> Get(std::string_view spec, std::span<const VendorOption> options) {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::string key(spec);
     if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
-    std::shared_ptr<const Backend> backend = spec == "auto" ? LoadAuto() : LoadByName(spec);
+    std::shared_ptr<const Backend> backend =
+        spec == "auto" ? LoadAuto(options) : LoadByName(spec, options);
     by_spec_[key] = backend;
     return backend;
   }
 
  private:
-  std::shared_ptr<const Backend> LoadByName(std::string_view spec) {
+  std::shared_ptr<const Backend> LoadByName(std::string_view spec,
+                                            std::span<const VendorOption> options) {
     internal::LoadedPlugin loaded = internal::OpenPlugin(spec);
     if (auto found = by_path_.find(loaded.library_path); found != by_path_.end()) {
       return found->second;
     }
+    // Before any other entry: a library may read its settings only once.
+    internal::InitPlugin(*loaded.plugin, loaded.library_path, options);
     BackendInfo info;
     const infiniCclPlugin_v2_t& plugin = *loaded.plugin;
     info.name = plugin.name;
@@ -66,11 +74,11 @@ class BackendRegistry {
 
   // The first installed accelerator plugin that loads and sees a device,
   // else gloo. Host plugins are not accelerators, whatever their name.
-  std::shared_ptr<const Backend> LoadAuto() {
+  std::shared_ptr<const Backend> LoadAuto(std::span<const VendorOption> options) {
     for (const std::string& name : internal::InstalledBackendNames()) {
       if (name == "gloo") continue;
       try {
-        std::shared_ptr<const Backend> candidate = LoadByName(name);
+        std::shared_ptr<const Backend> candidate = LoadByName(name, options);
         if (candidate->info().device_type != kDLCPU && candidate->DeviceCount() > 0) {
           return candidate;
         }
@@ -78,7 +86,7 @@ class BackendRegistry {
         // Not usable here (no vendor library, no device): try the next one.
       }
     }
-    return LoadByName("gloo");
+    return LoadByName("gloo", options);
   }
 
   std::mutex mutex_;
@@ -91,7 +99,8 @@ class BackendRegistry {
 Backend::Backend(const infiniCclPlugin_v2_t* plugin, BackendInfo info)
     : plugin_(plugin), info_(std::move(info)), capabilities_(*plugin) {}
 
-std::shared_ptr<const Backend> Backend::Load(std::string_view spec) {
+std::shared_ptr<const Backend> Backend::Load(std::string_view spec,
+                                             std::span<const VendorOption> options) {
   std::string source = "--ccl_backend";
   if (spec.empty()) {
     const char* from_environment = std::getenv("INFINI_CCL_BACKEND");
@@ -103,8 +112,11 @@ std::shared_ptr<const Backend> Backend::Load(std::string_view spec) {
                     "': expected a backend name (gloo, nccl, auto, or another plugin's name) "
                     "or a path to a plugin library");
   }
+  // Before any plugin is opened: at exit, communicators kept in statics made
+  // before this load are then not destroyed through a torn-down runtime.
+  internal::WatchProcessExit();
   static BackendRegistry registry;
-  return registry.Get(spec);
+  return registry.Get(spec, options);
 }
 
 void Backend::Check(infiniCclResult_t result, std::string_view what) const {
@@ -153,6 +165,12 @@ class LocalBootstrapStore : public BootstrapStore {
     std::lock_guard<std::mutex> lock(mutex_);
     return values_.at(key);
   }
+  std::optional<std::string> TryGet(const std::string& key) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = values_.find(key);
+    if (found == values_.end()) return std::nullopt;
+    return found->second;
+  }
   int64_t Add(const std::string& key, int64_t delta) override {
     int64_t value = 0;
     {
@@ -194,59 +212,74 @@ UniqueId Backend::GetUniqueId(std::shared_ptr<BootstrapStore> bootstrap) const {
   return UniqueId(std::move(bytes));
 }
 
+namespace {
+
+// The calling thread's open GroupStart/GroupEnd, per backend: its depth and
+// the CommInitRank calls that wait for its end.
+struct OpenGroup {
+  int depth = 0;
+  std::vector<std::shared_ptr<internal::DeferredInit>> inits;
+};
+thread_local std::map<const Backend*, OpenGroup> t_open_groups;
+
+OpenGroup* OpenGroupOf(const Backend* backend) {
+  auto found = t_open_groups.find(backend);
+  return found != t_open_groups.end() && found->second.depth > 0 ? &found->second : nullptr;
+}
+
+}  // namespace
+
 Communicator Backend::CommInitRank(int world_size, const UniqueId& id, int rank,
                                    const CommConfig& config,
                                    std::shared_ptr<BootstrapStore> bootstrap) const {
   CheckRankOf(world_size, rank, "CommInitRank");
   CheckIdSize(*this, id, "CommInitRank");
-  const internal::PluginConfig plugin_config(config);
   auto bridge = internal::MakeBridge(std::move(bootstrap));
-  const infiniCclBootstrap_t* table = bridge ? bridge->table() : nullptr;
-  infiniCclComm_t handle = nullptr;
-  if (plugin_->comm_init_rank != nullptr) {
-    Check(plugin_->comm_init_rank(&handle, world_size, id.bytes().data(), rank, plugin_config.get(),
-                                  table),
-          "comm_init_rank");
-  } else {
-    // A multi-device-only library (cnclInitComms): one rank is a batch of one.
-    const int device = GetDevice();
-    Check(plugin_->comm_init_ranks(&handle, 1, &device, &rank, world_size, id.bytes().data(),
-                                   plugin_config.get(), table),
-          "comm_init_ranks");
+  if (OpenGroup* group = OpenGroupOf(this); group != nullptr) {
+    // NCCL's pattern (GroupStart; one CommInitRank per local device;
+    // GroupEnd) from one thread: made together at the outermost GroupEnd,
+    // which every plugin can do, rather than trusting the plugin to defer.
+    auto deferred =
+        std::make_shared<internal::DeferredInit>(world_size, id, rank, GetDevice(), config, bridge);
+    group->inits.push_back(deferred);
+    return Communicator(shared_from_this(), std::move(deferred), rank, world_size,
+                        std::move(bridge));
   }
-  return Communicator(shared_from_this(), handle, std::move(bridge));
+  const int device = GetDevice();
+  const std::vector<infiniCclComm_t> handles = InitHandles(
+      world_size, id, std::span(&rank, 1), std::span(&device, 1), config,
+      bridge ? bridge->table() : nullptr);
+  return Communicator(shared_from_this(), handles[0], rank, world_size, std::move(bridge));
 }
 
-std::vector<Communicator> Backend::CommInitRanks(int world_size, const UniqueId& id,
-                                                 std::span<const int> ranks,
-                                                 std::span<const int> devices,
-                                                 const CommConfig& config,
-                                                 std::shared_ptr<BootstrapStore> bootstrap) const {
-  if (ranks.empty() || ranks.size() != devices.size()) {
-    throw Error(infiniCclInvalidArgument,
-                "CommInitRanks: " + std::to_string(ranks.size()) + " ranks and " +
-                    std::to_string(devices.size()) +
-                    " devices given, expected one device per rank and at least one rank");
-  }
-  for (int rank : ranks) CheckRankOf(world_size, rank, "CommInitRanks");
-  CheckIdSize(*this, id, "CommInitRanks");
+std::vector<infiniCclComm_t> Backend::InitHandles(int world_size, const UniqueId& id,
+                                                  std::span<const int> ranks,
+                                                  std::span<const int> devices,
+                                                  const CommConfig& config,
+                                                  const infiniCclBootstrap_t* table) const {
   const internal::PluginConfig plugin_config(config);
-  auto bridge = internal::MakeBridge(std::move(bootstrap));
-  const infiniCclBootstrap_t* table = bridge ? bridge->table() : nullptr;
   const int count = static_cast<int>(ranks.size());
+  if (count > 1 && capabilities_.one_rank_per_process()) {
+    throw Error(infiniCclInvalidUsage,
+                "backend '" + info_.name + "' allows one rank per process (its plugin declares "
+                "INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS), asked for " + std::to_string(count) +
+                    " ranks in this process; run one process per rank (--nthread_per_process=1)");
+  }
   std::vector<infiniCclComm_t> handles(ranks.size(), nullptr);
+  const char* call = "comm_init_rank";
 
-  if (plugin_->comm_init_ranks != nullptr) {
+  if (count == 1 && plugin_->comm_init_rank != nullptr) {
+    const int previous = GetDevice();
+    if (devices[0] != previous) SetDevice(devices[0]);
+    const infiniCclResult_t result = plugin_->comm_init_rank(
+        &handles[0], world_size, id.bytes().data(), ranks[0], plugin_config.get(), table);
+    if (devices[0] != previous) SetDevice(previous);
+    Check(result, "comm_init_rank");
+  } else if (plugin_->comm_init_ranks != nullptr) {
+    call = "comm_init_ranks";
     Check(plugin_->comm_init_ranks(handles.data(), count, devices.data(), ranks.data(), world_size,
                                    id.bytes().data(), plugin_config.get(), table),
           "comm_init_ranks");
-  } else if (count == 1) {
-    const int previous = GetDevice();
-    SetDevice(devices[0]);
-    const infiniCclResult_t result = plugin_->comm_init_rank(
-        &handles[0], world_size, id.bytes().data(), ranks[0], plugin_config.get(), table);
-    SetDevice(previous);
-    Check(result, "comm_init_rank");
   } else if (capabilities_.concurrent_init()) {
     // One thread per rank: each blocks in init until the group is complete.
     std::vector<infiniCclResult_t> results(ranks.size(), infiniCclSuccess);
@@ -294,11 +327,32 @@ std::vector<Communicator> Backend::CommInitRanks(int world_size, const UniqueId&
                     " ranks in one process: its plugin has neither comm_init_ranks, nor "
                     "concurrent comm_init_rank, nor group entries");
   }
+  internal::CheckMembership(*this, handles, ranks, world_size, call);
+  return handles;
+}
 
+std::vector<Communicator> Backend::CommInitRanks(int world_size, const UniqueId& id,
+                                                 std::span<const int> ranks,
+                                                 std::span<const int> devices,
+                                                 const CommConfig& config,
+                                                 std::shared_ptr<BootstrapStore> bootstrap) const {
+  if (ranks.empty() || ranks.size() != devices.size()) {
+    throw Error(infiniCclInvalidArgument,
+                "CommInitRanks: " + std::to_string(ranks.size()) + " ranks and " +
+                    std::to_string(devices.size()) +
+                    " devices given, expected one device per rank and at least one rank");
+  }
+  for (int rank : ranks) CheckRankOf(world_size, rank, "CommInitRanks");
+  CheckIdSize(*this, id, "CommInitRanks");
+  auto bridge = internal::MakeBridge(std::move(bootstrap));
+  const std::vector<infiniCclComm_t> handles =
+      InitHandles(world_size, id, ranks, devices, config, bridge ? bridge->table() : nullptr);
   std::vector<Communicator> communicators;
   communicators.reserve(handles.size());
-  for (infiniCclComm_t handle : handles) {
-    communicators.push_back(Communicator(shared_from_this(), handle, bridge));
+  for (size_t i = 0; i < handles.size(); ++i) {
+    communicators.push_back(
+        Communicator(shared_from_this(), handles[i], ranks[i], world_size, bridge));
+    communicators.back().RecordDevice(devices[i]);
   }
   return communicators;
 }
@@ -319,6 +373,7 @@ void Backend::GroupStart() const {
                                           "of its plugin)");
   }
   Check(plugin_->group_start(), "group_start");
+  ++t_open_groups[this].depth;
 }
 
 void Backend::GroupEnd() const {
@@ -327,7 +382,47 @@ void Backend::GroupEnd() const {
                                           "' does not implement group_end (an optional entry "
                                           "of its plugin)");
   }
-  Check(plugin_->group_end(), "group_end");
+  OpenGroup* group = OpenGroupOf(this);
+  if (group == nullptr) {
+    throw Error(infiniCclInvalidUsage, "GroupEnd without a GroupStart on this thread");
+  }
+  const bool outermost = --group->depth == 0;
+  const infiniCclResult_t result = plugin_->group_end();
+  if (outermost) RunDeferredInits();
+  Check(result, "group_end");
+}
+
+void Backend::RunDeferredInits() const {
+  std::vector<std::shared_ptr<internal::DeferredInit>> inits = std::move(t_open_groups[this].inits);
+  t_open_groups.erase(this);
+  // One batch per group (same id), in the order of each group's first
+  // call, which every process of an SPMD program shares.
+  std::exception_ptr first_failure;
+  while (!inits.empty()) {
+    std::vector<std::shared_ptr<internal::DeferredInit>> batch, rest;
+    for (auto& init : inits) {
+      (batch.empty() || init->id == batch[0]->id ? batch : rest).push_back(std::move(init));
+    }
+    inits = std::move(rest);
+    if (first_failure) continue;  // the group is broken; its other ranks stay invalid
+    std::vector<int> ranks, devices;
+    for (const auto& init : batch) {
+      ranks.push_back(init->rank);
+      devices.push_back(init->device);
+    }
+    try {
+      const internal::DeferredInit& first = *batch[0];
+      const std::vector<infiniCclComm_t> handles =
+          InitHandles(first.world_size, first.id, ranks, devices, first.config,
+                      first.bootstrap ? first.bootstrap->table() : nullptr);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (!batch[i]->Fill(handles[i])) plugin_->comm_destroy(handles[i]);
+      }
+    } catch (...) {
+      first_failure = std::current_exception();
+    }
+  }
+  if (first_failure) std::rethrow_exception(first_failure);
 }
 
 int Backend::DeviceCount() const {

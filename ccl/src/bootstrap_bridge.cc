@@ -4,8 +4,22 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
+
+namespace infini::ccl {
+
+std::optional<std::string> BootstrapStore::TryGet(const std::string& key) {
+  try {
+    return Get(key, std::chrono::milliseconds(0));
+  } catch (const Error& error) {
+    if (error.code() == infiniCclTimeout) return std::nullopt;
+    throw;
+  }
+}
+
+}  // namespace infini::ccl
 
 namespace infini::ccl::internal {
 namespace {
@@ -48,6 +62,18 @@ infiniCclResult_t Get(void* context, const char* key, void* value, size_t capaci
   });
 }
 
+infiniCclResult_t TryGet(void* context, const char* key, void* value, size_t capacity,
+                         size_t* bytes, int* found) {
+  return Guarded("try_get", [&] {
+    const std::optional<std::string> present = StoreOf(context).TryGet(key);
+    *found = present.has_value() ? 1 : 0;
+    *bytes = present.has_value() ? present->size() : 0;
+    if (present.has_value() && value != nullptr) {
+      std::memcpy(value, present->data(), std::min(capacity, present->size()));
+    }
+  });
+}
+
 infiniCclResult_t Add(void* context, const char* key, int64_t delta, int64_t* value) {
   return Guarded("add", [&] { *value = StoreOf(context).Add(key, delta); });
 }
@@ -70,6 +96,7 @@ BootstrapBridge::BootstrapBridge(std::shared_ptr<BootstrapStore> store) : store_
   table_.add = &Add;
   table_.wait = &Wait;
   table_.get_last_error = &LastError;
+  table_.try_get = &TryGet;
 }
 
 std::shared_ptr<BootstrapBridge> MakeBridge(std::shared_ptr<BootstrapStore> store) {

@@ -2,12 +2,16 @@
 // checks its arguments and the backend's declared capabilities first, so a
 // caller's mistake or a missing feature is one clear Error, and the plugin
 // only ever sees calls it said it can serve.
+#include <limits>
 #include <numeric>
 #include <utility>
 
 #include "bootstrap_bridge.h"
 #include "comm_config.h"
+#include "deferred_init.h"
 #include "infini/ccl/ccl.h"
+#include "membership.h"
+#include "process_exit.h"
 #include "tensor_checks.h"
 
 namespace infini::ccl {
@@ -43,21 +47,73 @@ void CheckBlocks(const internal::TensorCheck& check, std::string_view role,
   }
 }
 
+// A raw buffer of `blocks` × `count` elements as the 1-D tensor the checks
+// see (its shape lives in the FlatTensor: no allocation).
+FlatTensor RawTensor(std::string_view operation, const void* data, size_t count, size_t blocks,
+                     DLDataType dtype, DLDevice device) {
+  constexpr auto kLargest = static_cast<size_t>(std::numeric_limits<int64_t>::max());
+  if (count > kLargest / blocks) [[unlikely]] {
+    throw Error(infiniCclInvalidArgument, std::string(operation) + ": count " +
+                                              std::to_string(count) + " x " +
+                                              std::to_string(blocks) + " blocks is too large");
+  }
+  return FlatTensor(const_cast<void*>(data), dtype, static_cast<int64_t>(count * blocks), device);
+}
+
+// Blocks of a per-rank count: one per rank (an invalid communicator's 0 is
+// refused afterwards, by the tensor path).
+size_t Blocks(int world_size) { return world_size > 0 ? static_cast<size_t>(world_size) : 1; }
+
 }  // namespace
 
 Communicator::Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle,
+                           int rank, int world_size,
                            std::shared_ptr<internal::BootstrapBridge> bootstrap)
     : backend_(std::move(backend)),
       plugin_(&backend_->plugin()),
       handle_(handle),
+      rank_(rank),
+      world_size_(world_size),
       bootstrap_(std::move(bootstrap)) {
-  backend_->Check(plugin_->comm_user_rank(handle, &rank_), "comm_user_rank");
-  backend_->Check(plugin_->comm_count(handle, &world_size_), "comm_count");
+  int device_index = 0;
+  if (plugin_->get_device(&device_index) != infiniCclSuccess) device_index = 0;
+  RecordDevice(device_index);
+}
+
+Communicator::Communicator(std::shared_ptr<const Backend> backend,
+                           std::shared_ptr<internal::DeferredInit> deferred, int rank,
+                           int world_size, std::shared_ptr<internal::BootstrapBridge> bootstrap)
+    : backend_(std::move(backend)),
+      plugin_(&backend_->plugin()),
+      deferred_(std::move(deferred)),
+      rank_(rank),
+      world_size_(world_size),
+      bootstrap_(std::move(bootstrap)) {
+  RecordDevice(deferred_->device);
+}
+
+void Communicator::RecordDevice(int device_index) {
+  device_ = DLDevice{backend_->info().device_type, device_index};
+}
+
+infiniCclComm_t Communicator::AdoptDeferred() const {
+  deferred_->MoveInto(handle_);
+  return handle_.load(std::memory_order_acquire);
+}
+
+infiniCclComm_t Communicator::TakeOwnedHandle() {
+  // Abandon first: after it no adoption can store into handle_.
+  infiniCclComm_t made = deferred_ != nullptr ? deferred_->Abandon() : nullptr;
+  infiniCclComm_t handle = handle_.exchange(nullptr);
+  return handle != nullptr ? handle : made;
 }
 
 Communicator::~Communicator() {
+  // At exit the vendor runtime may be gone: the handle stays (reachable) for
+  // the process's end.
+  if (internal::ProcessIsExiting()) return;
   // A destructor cannot report; Destroy() is there for callers who care.
-  if (infiniCclComm_t handle = handle_.exchange(nullptr); handle != nullptr) {
+  if (infiniCclComm_t handle = TakeOwnedHandle(); handle != nullptr) {
     plugin_->comm_destroy(handle);
   }
 }
@@ -65,19 +121,24 @@ Communicator::~Communicator() {
 Communicator::Communicator(Communicator&& other) noexcept
     : backend_(std::move(other.backend_)),
       plugin_(std::exchange(other.plugin_, nullptr)),
+      device_(other.device_),
       handle_(other.handle_.exchange(nullptr)),
+      deferred_(std::move(other.deferred_)),
       rank_(std::exchange(other.rank_, -1)),
       world_size_(std::exchange(other.world_size_, 0)),
       bootstrap_(std::move(other.bootstrap_)) {}
 
 Communicator& Communicator::operator=(Communicator&& other) noexcept {
   if (this != &other) {
-    if (infiniCclComm_t handle = handle_.exchange(nullptr); handle != nullptr) {
+    if (infiniCclComm_t handle = TakeOwnedHandle();
+        handle != nullptr && !internal::ProcessIsExiting()) {
       plugin_->comm_destroy(handle);
     }
     backend_ = std::move(other.backend_);
     plugin_ = std::exchange(other.plugin_, nullptr);
+    device_ = other.device_;
     handle_.store(other.handle_.exchange(nullptr));
+    deferred_ = std::move(other.deferred_);
     rank_ = std::exchange(other.rank_, -1);
     world_size_ = std::exchange(other.world_size_, 0);
     bootstrap_ = std::move(other.bootstrap_);
@@ -120,12 +181,15 @@ void Communicator::AllReduce(const DLTensor& send, const DLTensor& recv, ReduceO
 
 void Communicator::Broadcast(const DLTensor& send, const DLTensor& recv, int root,
                              const Stream& stream) const {
-  Require(Collective::kBroadcast, send.dtype);
+  Require(Collective::kBroadcast, recv.dtype);
   const auto check = CheckFor("Broadcast", *this);
   internal::CheckRank(check, "root", root);
-  const size_t count = internal::CheckPair(check, send, recv, internal::CountRule::kSame);
-  backend_->Check(plugin_->broadcast(DataPointer(send), DataPointer(recv), count, send.dtype, root,
-                                     handle(), stream.handle()),
+  // Off the root NCCL ignores send; without a data pointer only recv counts.
+  const bool no_send = rank_ != root && send.data == nullptr;
+  const size_t count = no_send ? internal::CheckTensor(check, "recv", recv)
+                               : internal::CheckPair(check, send, recv, internal::CountRule::kSame);
+  backend_->Check(plugin_->broadcast(no_send ? nullptr : DataPointer(send), DataPointer(recv), count,
+                                     recv.dtype, root, handle(), stream.handle()),
                   "broadcast");
 }
 
@@ -134,9 +198,12 @@ void Communicator::Reduce(const DLTensor& send, const DLTensor& recv, ReduceOp o
   Require(Collective::kReduce, send.dtype, op);
   const auto check = CheckFor("Reduce", *this);
   internal::CheckRank(check, "root", root);
-  const size_t count = internal::CheckPair(check, send, recv, internal::CountRule::kSame);
-  backend_->Check(plugin_->reduce(DataPointer(send), DataPointer(recv), count, send.dtype,
-                                  ToPlugin(op), root, handle(), stream.handle()),
+  // Off the root NCCL ignores recv; without a data pointer only send counts.
+  const bool no_recv = rank_ != root && recv.data == nullptr;
+  const size_t count = no_recv ? internal::CheckTensor(check, "send", send)
+                               : internal::CheckPair(check, send, recv, internal::CountRule::kSame);
+  backend_->Check(plugin_->reduce(DataPointer(send), no_recv ? nullptr : DataPointer(recv), count,
+                                  send.dtype, ToPlugin(op), root, handle(), stream.handle()),
                   "reduce");
 }
 
@@ -304,6 +371,54 @@ void Communicator::Scatter(const DLTensor& send, const DLTensor& recv, int root,
                   "scatter");
 }
 
+// ---- Raw buffers: the DLTensor path on 1-D tensors of device() ----
+
+void Communicator::AllReduce(const void* send, void* recv, size_t count, DLDataType dtype,
+                             ReduceOp op, const Stream& stream) const {
+  AllReduce(RawTensor("AllReduce", send, count, 1, dtype, device_),
+            RawTensor("AllReduce", recv, count, 1, dtype, device_), op, stream);
+}
+
+void Communicator::Broadcast(const void* send, void* recv, size_t count, DLDataType dtype, int root,
+                             const Stream& stream) const {
+  Broadcast(RawTensor("Broadcast", send, count, 1, dtype, device_),
+            RawTensor("Broadcast", recv, count, 1, dtype, device_), root, stream);
+}
+
+void Communicator::Reduce(const void* send, void* recv, size_t count, DLDataType dtype, ReduceOp op,
+                          int root, const Stream& stream) const {
+  Reduce(RawTensor("Reduce", send, count, 1, dtype, device_),
+         RawTensor("Reduce", recv, count, 1, dtype, device_), op, root, stream);
+}
+
+void Communicator::AllGather(const void* send, void* recv, size_t send_count, DLDataType dtype,
+                             const Stream& stream) const {
+  AllGather(RawTensor("AllGather", send, send_count, 1, dtype, device_),
+            RawTensor("AllGather", recv, send_count, Blocks(world_size_), dtype, device_), stream);
+}
+
+void Communicator::ReduceScatter(const void* send, void* recv, size_t recv_count, DLDataType dtype,
+                                 ReduceOp op, const Stream& stream) const {
+  ReduceScatter(RawTensor("ReduceScatter", send, recv_count, Blocks(world_size_), dtype, device_),
+                RawTensor("ReduceScatter", recv, recv_count, 1, dtype, device_), op, stream);
+}
+
+void Communicator::Send(const void* send, size_t count, DLDataType dtype, int peer,
+                        const Stream& stream) const {
+  Send(RawTensor("Send", send, count, 1, dtype, device_), peer, stream);
+}
+
+void Communicator::Recv(void* recv, size_t count, DLDataType dtype, int peer,
+                        const Stream& stream) const {
+  Recv(RawTensor("Recv", recv, count, 1, dtype, device_), peer, stream);
+}
+
+void Communicator::AllToAll(const void* send, void* recv, size_t count_per_rank, DLDataType dtype,
+                            const Stream& stream) const {
+  AllToAll(RawTensor("AllToAll", send, count_per_rank, Blocks(world_size_), dtype, device_),
+           RawTensor("AllToAll", recv, count_per_rank, Blocks(world_size_), dtype, device_), stream);
+}
+
 infiniCclResult_t Communicator::GetAsyncError(std::string* message) const {
   if (!valid()) {
     throw Error(infiniCclInvalidUsage, "GetAsyncError: the communicator is not valid");
@@ -330,8 +445,10 @@ Communicator Communicator::Split(int color, int key, const CommConfig& config) c
   backend_->Check(plugin_->comm_split(handle(), color, key, &new_handle, plugin_config.get()),
                   "comm_split");
   if (new_handle == nullptr) return Communicator();
+  const auto [child_rank, child_size] =
+      internal::CheckSplitMembership(*backend_, new_handle, world_size_);
   // The child may use the parent's bootstrap: it lives as long as either.
-  return Communicator(backend_, new_handle, bootstrap_);
+  return Communicator(backend_, new_handle, child_rank, child_size, bootstrap_);
 }
 
 void Communicator::Abort() {
@@ -340,15 +457,19 @@ void Communicator::Abort() {
                                           "' does not implement comm_abort (an optional entry "
                                           "of its plugin)");
   }
-  infiniCclComm_t handle = handle_.exchange(nullptr);
+  if (internal::ProcessIsExiting()) return;  // left to the process's end
+  infiniCclComm_t handle = TakeOwnedHandle();
   if (handle == nullptr) return;
   backend_->Check(plugin_->comm_abort(handle), "comm_abort");
 }
 
 void Communicator::Destroy() {
-  infiniCclComm_t handle = handle_.exchange(nullptr);
+  if (internal::ProcessIsExiting()) return;  // left to the process's end
+  infiniCclComm_t handle = TakeOwnedHandle();
   if (handle == nullptr) return;
   backend_->Check(plugin_->comm_destroy(handle), "comm_destroy");
 }
+
+infiniCclComm_t Communicator::Release() { return TakeOwnedHandle(); }
 
 }  // namespace infini::ccl

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "infini/ccl/ccl.h"
+#include "process_exit.h"
 
 namespace infini::ccl {
 
@@ -25,6 +26,7 @@ Stream Stream::Wrap(std::shared_ptr<const Backend> backend, infiniCclStream_t ha
 }
 
 Stream::~Stream() {
+  if (internal::ProcessIsExiting()) return;  // the runtime may be gone (ccl.h)
   if (owned_ && handle_ != nullptr) backend_->plugin().stream_destroy(handle_);
 }
 
@@ -95,6 +97,7 @@ Graph::Graph(std::shared_ptr<const Backend> backend, infiniCclGraph_t handle)
     : backend_(std::move(backend)), handle_(handle) {}
 
 Graph::~Graph() {
+  if (internal::ProcessIsExiting()) return;
   if (handle_ != nullptr) backend_->plugin().graph_destroy(handle_);
 }
 
@@ -119,6 +122,7 @@ Event::Event(std::shared_ptr<const Backend> backend) : backend_(std::move(backen
 }
 
 Event::~Event() {
+  if (internal::ProcessIsExiting()) return;
   if (handle_ != nullptr) backend_->plugin().event_destroy(handle_);
 }
 
@@ -162,6 +166,7 @@ DeviceBuffer::DeviceBuffer(std::shared_ptr<const Backend> backend, size_t bytes)
 }
 
 DeviceBuffer::~DeviceBuffer() {
+  if (internal::ProcessIsExiting()) return;
   if (data_ != nullptr) backend_->plugin().mem_free(data_);
 }
 

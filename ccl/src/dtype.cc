@@ -15,9 +15,11 @@ struct NamedType {
   DLDataType dtype;
 };
 
-constexpr std::array<NamedType, 13> kNamedTypes{{
+constexpr std::array<NamedType, 15> kNamedTypes{{
     {"int8", dtype::kInt8},
     {"uint8", dtype::kUInt8},
+    {"int16", dtype::kInt16},
+    {"uint16", dtype::kUInt16},
     {"int32", dtype::kInt32},
     {"uint32", dtype::kUInt32},
     {"int64", dtype::kInt64},

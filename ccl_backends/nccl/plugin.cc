@@ -122,4 +122,6 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .stream_end_capture = &nccl::Exported<&nccl::StreamEndCapture>::Call,
     .graph_launch = &nccl::Exported<&nccl::GraphLaunch>::Call,
     .graph_destroy = &nccl::Exported<&nccl::GraphDestroy>::Call,
+    // NCCL reads its settings per communicator (the config, vendor options).
+    .init = nullptr,
 };

@@ -227,4 +227,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .stream_end_capture = nullptr,
     .graph_launch = nullptr,
     .graph_destroy = nullptr,
+    // Optional: a library that reads process-wide settings once (environment
+    // variables, a config file) applies the options it receives here.
+    .init = nullptr,
 };

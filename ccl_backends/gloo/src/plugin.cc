@@ -167,4 +167,5 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .stream_end_capture = nullptr,
     .graph_launch = nullptr,
     .graph_destroy = nullptr,
+    .init = nullptr,  // gloo's settings are per communicator (vendor options)
 };

@@ -2,8 +2,10 @@
 // variants (compile definitions) to test the loader, and intact to test that
 // the C++ API refuses bad arguments before calling into a plugin.
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "infini/ccl/plugin_abi.h"
 
@@ -41,6 +43,8 @@ namespace {
 int g_calls = 0;  // collective calls that reached the plugin
 int g_last_blocking = -1;
 char g_last_vendor_options[256] = "";
+int g_init_calls = 0;          // process-wide init entry calls
+char g_init_options[256] = "";  // what init received: "k=v;...|rank,count,local,local_count"
 thread_local const char* g_last_error = "";
 
 infiniCclResult_t Fail(const char* why) {
@@ -185,7 +189,11 @@ infiniCclResult_t Destroy(infiniCclComm_t comm) {
   return infiniCclSuccess;
 }
 infiniCclResult_t Count(infiniCclComm_t, int* nranks) {
+#ifdef MOCK_LIAR_COUNT
+  *nranks = 3;  // a liar: asked for one rank, claims a larger communicator
+#else
   *nranks = 1;
+#endif
   return infiniCclSuccess;
 }
 infiniCclResult_t UserRank(infiniCclComm_t comm, int* rank) {
@@ -231,6 +239,24 @@ infiniCclResult_t Recv(void*, size_t, DLDataType, int, infiniCclComm_t, infiniCc
   return Fail("mock barrier always fails, so tests see the plugin's text");
 }
 
+// Records what the host passed; an option "refuse" makes init fail, so
+// tests see the plugin refused at load.
+[[maybe_unused]] infiniCclResult_t Init(const infiniCclPluginInit_t* init) {
+  ++g_init_calls;
+  std::string seen;
+  for (size_t i = 0; i < init->option_count; ++i) {
+    if (std::strcmp(init->option_keys[i], "refuse") == 0) {
+      return Fail("mock: init refused (option refuse)");
+    }
+    seen += std::string(init->option_keys[i]) + "=" + init->option_values[i] + ";";
+  }
+  seen += "|" + std::to_string(init->process_rank) + "," + std::to_string(init->process_count) +
+          "," + std::to_string(init->local_process_rank) + "," +
+          std::to_string(init->local_process_count);
+  std::snprintf(g_init_options, sizeof(g_init_options), "%s", seen.c_str());
+  return infiniCclSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -242,6 +268,11 @@ __attribute__((visibility("default"))) int mock_plugin_collective_calls() { retu
 __attribute__((visibility("default"))) int mock_plugin_last_blocking() { return g_last_blocking; }
 __attribute__((visibility("default"))) const char* mock_plugin_last_vendor_options() {
   return g_last_vendor_options;
+}
+// How often the process-wide init entry ran, and what it received.
+__attribute__((visibility("default"))) int mock_plugin_init_calls() { return g_init_calls; }
+__attribute__((visibility("default"))) const char* mock_plugin_init_options() {
+  return g_init_options;
 }
 
 }  // extern "C"
@@ -335,7 +366,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRU
     .barrier = Barrier, .all_to_all_v = nullptr, .all_gather_v = nullptr,                          \
     .reduce_scatter_v = nullptr, .gather = nullptr, .scatter = nullptr,                            \
     .stream_begin_capture = nullptr, .stream_end_capture = nullptr, .graph_launch = nullptr,       \
-    .graph_destroy = nullptr                                                                       \
+    .graph_destroy = nullptr, .init = Init                                                         \
   }
 #ifdef MOCK_NULL_ALL_REDUCE
 #define MOCK_ALL_REDUCE nullptr

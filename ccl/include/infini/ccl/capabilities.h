@@ -50,7 +50,7 @@ ReduceOp ParseReduceOp(std::string_view name);
 
 // The element types the C++ API names (dtype.cc: ints, floats, fp8, bool),
 // in a fixed order, so that capabilities fit a table.
-inline constexpr int kNumKnownDataTypes = 13;
+inline constexpr int kNumKnownDataTypes = 15;
 // Index of `dtype` among the known types, or -1.
 int KnownDataTypeIndex(DLDataType dtype);
 DLDataType KnownDataType(int index);
@@ -72,6 +72,10 @@ class Capabilities {
   bool concurrent_init() const { return (features_ & INFINI_CCL_FEATURE_CONCURRENT_INIT) != 0; }
   bool abort_unblocks() const { return (features_ & INFINI_CCL_FEATURE_ABORT_UNBLOCKS) != 0; }
   bool device_sharing() const { return (features_ & INFINI_CCL_FEATURE_DEVICE_SHARING) != 0; }
+  // At most one rank per process: thread layouts are refused.
+  bool one_rank_per_process() const {
+    return (features_ & INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS) != 0;
+  }
   bool split() const { return split_; }
   bool abort() const { return abort_; }
   bool group() const { return group_; }

@@ -62,10 +62,15 @@ class BootstrapStore {
   virtual std::string Get(const std::string& key, std::chrono::milliseconds timeout) = 0;
   virtual int64_t Add(const std::string& key, int64_t delta) = 0;
   virtual void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // `key`'s value, or nullopt at once when it is absent (the bootstrap's
+  // try_get). The default asks Get with a zero timeout; a store that can
+  // check without waiting should say so here.
+  virtual std::optional<std::string> TryGet(const std::string& key);
 };
 
 namespace internal {
 class BootstrapBridge;  // a BootstrapStore seen through the C ABI
+struct DeferredInit;    // a CommInitRank issued inside GroupStart/GroupEnd
 }
 
 class Backend;
@@ -172,6 +177,16 @@ class DeviceBuffer {
 // One rank's membership in a group (RAII: destroyed with comm_destroy unless
 // aborted first). Collectives are its methods.
 //
+// At process exit: the first Backend::Load registers an atexit hook, so it
+// runs before the destructors of static objects constructed before that
+// load (and after those of later ones). Once it has run, the vendor runtime
+// may already be torn down (CUDA's own exit handlers run in the same
+// sequence), so a Communicator's destructor, Destroy() and Abort() no longer
+// call the plugin: the handle is left to the process's end, and the OS
+// reclaims it. Stream, Event, Graph and DeviceBuffer destructors do the
+// same. A communicator in a static singleton therefore needs no leak on
+// purpose; Release() is the explicit form.
+//
 // Tensors must be contiguous, of the backend's device type, and agree in
 // dtype; counts must be consistent (all_gather: recv = world × send). A call
 // the backend does not implement or declares unsupported for the dtype and
@@ -188,15 +203,27 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   bool valid() const { return handle() != nullptr; }
-  infiniCclComm_t handle() const { return handle_.load(std::memory_order_acquire); }
+  infiniCclComm_t handle() const {
+    infiniCclComm_t handle = handle_.load(std::memory_order_acquire);
+    if (handle == nullptr && deferred_ != nullptr) [[unlikely]]
+      handle = AdoptDeferred();
+    return handle;
+  }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   const std::shared_ptr<const Backend>& backend() const { return backend_; }
+  // The device this rank was made on: the backend's device type and the
+  // rank's device index. The raw-pointer calls below describe their
+  // buffers with it.
+  DLDevice device() const { return device_; }
 
   void AllReduce(const DLTensor& send, const DLTensor& recv, ReduceOp op,
                  const Stream& stream = {}) const;
+  // As in NCCL, send matters on the root only: elsewhere it may have no data
+  // pointer (then only recv is checked). In place: send and recv alike.
   void Broadcast(const DLTensor& send, const DLTensor& recv, int root,
                  const Stream& stream = {}) const;
+  // recv matters on the root only: elsewhere it may have no data pointer.
   void Reduce(const DLTensor& send, const DLTensor& recv, ReduceOp op, int root,
               const Stream& stream = {}) const;
   void AllGather(const DLTensor& send, const DLTensor& recv, const Stream& stream = {}) const;
@@ -225,6 +252,32 @@ class Communicator {
   void Scatter(const DLTensor& send, const DLTensor& recv, int root,
                const Stream& stream = {}) const;
 
+  // ---- The same on raw buffers of device(), NCCL's signatures ----
+  // `count` elements of `dtype` as NCCL counts them: per rank for
+  // AllGather (send; recv holds world × count), ReduceScatter (recv; send
+  // holds world × count) and AllToAll (one block; each buffer holds world ×
+  // count). Each builds DLTensors on device() (no allocation) and takes the
+  // path above, so the checks are the same; NULL is accepted where NCCL
+  // ignores the buffer (Broadcast's send and Reduce's recv off the root),
+  // refused elsewhere for a non-zero count. In place as in NCCL: send ==
+  // recv, or send at this rank's block of recv (AllGather) / recv at this
+  // rank's block of send (ReduceScatter).
+  void AllReduce(const void* send, void* recv, size_t count, DLDataType dtype, ReduceOp op,
+                 const Stream& stream = {}) const;
+  void Broadcast(const void* send, void* recv, size_t count, DLDataType dtype, int root,
+                 const Stream& stream = {}) const;
+  void Reduce(const void* send, void* recv, size_t count, DLDataType dtype, ReduceOp op, int root,
+              const Stream& stream = {}) const;
+  void AllGather(const void* send, void* recv, size_t send_count, DLDataType dtype,
+                 const Stream& stream = {}) const;
+  void ReduceScatter(const void* send, void* recv, size_t recv_count, DLDataType dtype,
+                     ReduceOp op, const Stream& stream = {}) const;
+  void Send(const void* send, size_t count, DLDataType dtype, int peer,
+            const Stream& stream = {}) const;
+  void Recv(void* recv, size_t count, DLDataType dtype, int peer, const Stream& stream = {}) const;
+  void AllToAll(const void* send, void* recv, size_t count_per_rank, DLDataType dtype,
+                const Stream& stream = {}) const;
+
   // The asynchronous state (a peer died, a kernel failed, a non-blocking call
   // still in progress); `message`, when given, gets the plugin's text.
   infiniCclResult_t GetAsyncError(std::string* message = nullptr) const;
@@ -236,20 +289,43 @@ class Communicator {
   void Abort();
   // Waits for outstanding work and frees the communicator.
   void Destroy();
+  // Gives up ownership without destroying: returns the plugin's handle (or
+  // nullptr) and leaves this Communicator invalid. Nothing frees that
+  // handle but the process's end, when the OS reclaims its memory and
+  // devices; for a communicator kept until exit on purpose.
+  infiniCclComm_t Release();
 
  private:
   friend class Backend;
-  Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle,
+  // `handle`'s rank and size have been checked against `rank` and
+  // `world_size` by the caller (the host never takes the plugin's word).
+  Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle, int rank,
+               int world_size, std::shared_ptr<internal::BootstrapBridge> bootstrap);
+  // A rank whose init waits for the outermost GroupEnd of its thread.
+  Communicator(std::shared_ptr<const Backend> backend,
+               std::shared_ptr<internal::DeferredInit> deferred, int rank, int world_size,
                std::shared_ptr<internal::BootstrapBridge> bootstrap);
+  // Takes the handle a finished deferred init left (once); nullptr while
+  // the group is open or when the init failed.
+  infiniCclComm_t AdoptDeferred() const;
+  // Gives up ownership of the handle (and of a deferred init's future
+  // one), returning what there is to destroy or abort.
+  infiniCclComm_t TakeOwnedHandle();
   // Throws unless the communicator is valid and the backend serves
   // `collective` on `dtype` with `op`.
   void Require(Collective collective, DLDataType dtype, ReduceOp op = ReduceOp::kSum) const;
 
+  // The rank's device (device()), from the backend's device type and
+  // `device_index`; every constructor calls it.
+  void RecordDevice(int device_index);
+
   std::shared_ptr<const Backend> backend_;
   const infiniCclPlugin_v2_t* plugin_ = nullptr;  // backend_'s table, for the hot path
+  DLDevice device_{kDLCPU, 0};
   // Atomic: Abort() may run on a watchdog thread while the rank's thread
   // reads the handle to issue a collective.
-  std::atomic<infiniCclComm_t> handle_{nullptr};
+  mutable std::atomic<infiniCclComm_t> handle_{nullptr};
+  std::shared_ptr<internal::DeferredInit> deferred_;  // set only for a grouped init
   int rank_ = -1;
   int world_size_ = 0;
   // Lent to the plugin for this communicator's lifetime (and its splits').
@@ -278,9 +354,16 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // libinfini_ccl_gloo.so, searched in INFINI_CCL_PLUGIN_PATH, then ../lib
   // beside the executable, then the system path), a path containing '/', or
   // "auto" (the first installed accelerator plugin that sees a device, else
-  // gloo). An empty spec
-  // means INFINI_CCL_BACKEND, or "auto" when that is unset.
-  static std::shared_ptr<const Backend> Load(std::string_view spec = {});
+  // gloo). An empty spec means INFINI_CCL_BACKEND, or "auto" when that is
+  // unset.
+  //
+  // A plugin with an init entry gets, once, before any other call, the
+  // vendor options meant for it: `options` (of the first Load of that
+  // plugin; later Loads reuse the loaded backend) and those of
+  // INFINI_CCL_VENDOR_OPTIONS ("BACKEND:KEY=VALUE;..."), plus the process's
+  // place in the run from the launcher's environment.
+  static std::shared_ptr<const Backend> Load(std::string_view spec = {},
+                                             std::span<const VendorOption> options = {});
 
   const BackendInfo& info() const { return info_; }
   const Capabilities& capabilities() const { return capabilities_; }
@@ -292,6 +375,11 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // run's store); every rank of a group passes one or none, like the root.
   UniqueId GetUniqueId(std::shared_ptr<BootstrapStore> bootstrap = nullptr) const;
   // This rank's communicator, on the calling thread's current device.
+  // Inside GroupStart/GroupEnd (NCCL's way of making several local ranks
+  // from one thread) the init waits for the outermost GroupEnd, which makes
+  // the group's ranks together, as CommInitRanks does, on every plugin;
+  // until then the Communicator is not valid(), and GroupEnd throws what
+  // any of them failed with.
   Communicator CommInitRank(int world_size, const UniqueId& id, int rank,
                             const CommConfig& config = {},
                             std::shared_ptr<BootstrapStore> bootstrap = nullptr) const;
@@ -307,7 +395,8 @@ class Backend : public std::enable_shared_from_this<Backend> {
   std::vector<Communicator> CommInitAll(std::span<const int> devices,
                                         const CommConfig& config = {}) const;
   // ncclGroupStart/End. Throw Error(infiniCclUnsupported) when the plugin
-  // has no group entries (Capabilities::group()).
+  // has no group entries (Capabilities::group()). They nest; the outermost
+  // GroupEnd also makes the communicators of the CommInitRank calls inside.
   void GroupStart() const;
   void GroupEnd() const;
 
@@ -326,6 +415,17 @@ class Backend : public std::enable_shared_from_this<Backend> {
   Backend(const infiniCclPlugin_v2_t* plugin, BackendInfo info);
 
  private:
+  // The plugin's communicators of ranks[i] on devices[i], made the way it
+  // can (comm_init_ranks, concurrent comm_init_rank, or inside a group),
+  // each checked against the rank and size asked for.
+  std::vector<infiniCclComm_t> InitHandles(int world_size, const UniqueId& id,
+                                           std::span<const int> ranks,
+                                           std::span<const int> devices, const CommConfig& config,
+                                           const infiniCclBootstrap_t* bootstrap) const;
+  // Makes the communicators of the CommInitRank calls of the calling
+  // thread's group that just closed.
+  void RunDeferredInits() const;
+
   const infiniCclPlugin_v2_t* plugin_;
   BackendInfo info_;
   Capabilities capabilities_;

@@ -13,6 +13,8 @@ namespace infini::ccl {
 namespace dtype {
 inline constexpr DLDataType kInt8{kDLInt, 8, 1};
 inline constexpr DLDataType kUInt8{kDLUInt, 8, 1};
+inline constexpr DLDataType kInt16{kDLInt, 16, 1};
+inline constexpr DLDataType kUInt16{kDLUInt, 16, 1};
 inline constexpr DLDataType kInt32{kDLInt, 32, 1};
 inline constexpr DLDataType kUInt32{kDLUInt, 32, 1};
 inline constexpr DLDataType kInt64{kDLInt, 64, 1};

@@ -73,6 +73,11 @@ typedef enum {
 /* Several ranks of one group may share a device when
  * config.allow_device_sharing = 1 (testing only). */
 #define INFINI_CCL_FEATURE_DEVICE_SHARING (1ull << 3)
+/* The library allows at most one rank per process (oneCCL's CPU build, MPI
+ * without MPI_THREAD_MULTIPLE): the host never asks it for a second rank in
+ * a process, refuses thread layouts naming the backend, and the conformance
+ * suite reports them unsupported instead of missing. */
+#define INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS (1ull << 4)
 
 /* ---- Communicator configuration ------------------------------------------ */
 
@@ -157,7 +162,35 @@ typedef struct infiniCclBootstrap {
                             int64_t timeout_ms);
   /* Why the last failing call on this thread failed; never NULL. */
   const char* (*get_last_error)(void* context);
+  /* As get, but never waits: when `key` is absent it returns success with
+   * *found = 0 (a KVS's "absent -> empty"); otherwise *found = 1 and the
+   * value is copied as by get. Added after the first v2 release: a plugin
+   * reads it only when struct_size >= INFINI_CCL_BOOTSTRAP_TRY_GET_SIZE. */
+  infiniCclResult_t (*try_get)(void* context, const char* key, void* value, size_t capacity,
+                               size_t* bytes, int* found);
 } infiniCclBootstrap_t;
+
+#define INFINI_CCL_BOOTSTRAP_TRY_GET_SIZE INFINI_CCL_STRUCT_SIZE(infiniCclBootstrap_t, try_get)
+
+/* ---- Process-wide setup, before any other call ---------------------------- */
+
+/* What the host hands a plugin's init entry: the vendor options meant for
+ * this backend (infiniCclVendorOptions_t's pairs whose backend is the
+ * plugin's name, from the program and from INFINI_CCL_VENDOR_OPTIONS) and
+ * the process's place in the run as the launcher described it (-1 where the
+ * environment does not say). A library that reads process-wide settings
+ * once (oneCCL's CCL_* variables, HCCL's buffer sizes) applies them here.
+ * Valid for the duration of the call only. */
+typedef struct {
+  size_t struct_size; /* sizeof(infiniCclPluginInit_t) of the host's header */
+  size_t option_count;
+  const char* const* option_keys;
+  const char* const* option_values;
+  int32_t process_rank;       /* this process among all processes of the run */
+  int32_t process_count;      /* processes in the run */
+  int32_t local_process_rank; /* this process among those of its node */
+  int32_t local_process_count;
+} infiniCclPluginInit_t;
 
 /* ---- The plugin's table --------------------------------------------------- */
 
@@ -367,6 +400,13 @@ typedef struct {
   infiniCclResult_t (*stream_end_capture)(infiniCclStream_t stream, infiniCclGraph_t* graph);
   infiniCclResult_t (*graph_launch)(infiniCclGraph_t graph, infiniCclStream_t stream);
   infiniCclResult_t (*graph_destroy)(infiniCclGraph_t graph);
+
+  /* ---- Optional process-wide setup (appended; older v2 tables end above) -- */
+  /* Called once per process, right after the table is accepted and before
+   * any other entry (get_version included). A failure refuses the plugin
+   * with get_last_error()'s text, naming the plugin. An unknown option key
+   * is infiniCclInvalidUsage naming the key. */
+  infiniCclResult_t (*init)(const infiniCclPluginInit_t* init);
 } infiniCclPlugin_v2_t;
 
 /* The smallest v2 table the host accepts: up to the last required entry.

@@ -1,0 +1,87 @@
+#include "membership.h"
+
+#include <string>
+#include <utility>
+
+namespace infini::ccl::internal {
+namespace {
+
+// Frees a communicator the host refuses: abort does not wait for peers
+// that may be in another world.
+void Discard(const Backend& backend, infiniCclComm_t handle) {
+  if (handle == nullptr) return;
+  const infiniCclPlugin_v2_t& plugin = backend.plugin();
+  (plugin.comm_abort != nullptr ? plugin.comm_abort : plugin.comm_destroy)(handle);
+}
+
+struct Membership {
+  int rank = -1;
+  int count = -1;
+  // Not known yet: a non-blocking init still in progress cannot answer.
+  bool pending = false;
+};
+
+Membership Ask(const Backend& backend, infiniCclComm_t handle, std::string_view call) {
+  const infiniCclPlugin_v2_t& plugin = backend.plugin();
+  Membership membership;
+  const infiniCclResult_t rank = plugin.comm_user_rank(handle, &membership.rank);
+  const infiniCclResult_t count = plugin.comm_count(handle, &membership.count);
+  if (rank == infiniCclInProgress || count == infiniCclInProgress) {
+    membership.pending = true;
+    return membership;
+  }
+  backend.Check(rank, std::string(call) + " → comm_user_rank");
+  backend.Check(count, std::string(call) + " → comm_count");
+  return membership;
+}
+
+[[noreturn]] void Refuse(const Backend& backend, std::string_view call, const std::string& what) {
+  throw Error(infiniCclInternalError, "backend plugin '" + backend.info().name + "' (" +
+                                          backend.info().library_path + ") " + std::string(call) +
+                                          " " + what + "; refusing that communicator");
+}
+
+}  // namespace
+
+void CheckMembership(const Backend& backend, std::span<const infiniCclComm_t> handles,
+                     std::span<const int> ranks, int world_size, std::string_view call) {
+  for (size_t i = 0; i < handles.size(); ++i) {
+    Membership found;
+    try {
+      found = Ask(backend, handles[i], call);
+    } catch (...) {
+      for (infiniCclComm_t handle : handles) Discard(backend, handle);
+      throw;
+    }
+    if (found.pending || (found.rank == ranks[i] && found.count == world_size)) continue;
+    for (infiniCclComm_t handle : handles) Discard(backend, handle);
+    Refuse(backend, call,
+           "made a communicator of " + std::to_string(found.count) + " ranks with this rank as " +
+               std::to_string(found.rank) + ", asked for " + std::to_string(world_size) +
+               " ranks with this rank as " + std::to_string(ranks[i]));
+  }
+}
+
+std::pair<int, int> CheckSplitMembership(const Backend& backend, infiniCclComm_t handle,
+                                         int parent_world_size) {
+  Membership found;
+  try {
+    found = Ask(backend, handle, "comm_split");
+  } catch (...) {
+    Discard(backend, handle);
+    throw;
+  }
+  if (found.pending) return {found.rank, found.count};  // as the plugin has it so far
+  if (found.count >= 1 && found.count <= parent_world_size && found.rank >= 0 &&
+      found.rank < found.count) {
+    return {found.rank, found.count};
+  }
+  Discard(backend, handle);
+  Refuse(backend, "comm_split",
+         "made a child communicator of " + std::to_string(found.count) +
+             " ranks with this rank as " + std::to_string(found.rank) +
+             ", expected at most the parent's " + std::to_string(parent_world_size) +
+             " ranks and a rank below the child's size");
+}
+
+}  // namespace infini::ccl::internal

@@ -1,0 +1,201 @@
+// What the host does not take on a plugin's word, and the ABI pieces a
+// vendor port needs: the process-wide init entry and the non-blocking
+// bootstrap read.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infini/ccl/ccl.h"
+
+namespace {
+
+using infini::ccl::Backend;
+using infini::ccl::Communicator;
+using infini::ccl::Error;
+using infini::ccl::LoadError;
+
+std::string PluginPath(const std::string& name) {
+  return std::string(INFINI_CCL_TEST_PLUGIN_DIR) + "/libinfini_ccl_" + name + ".so";
+}
+
+template <typename Function>
+Function Hook(const std::string& plugin, const char* name) {
+  void* handle = dlopen(PluginPath(plugin).c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (handle == nullptr) return nullptr;
+  return reinterpret_cast<Function>(dlsym(handle, name));
+}
+
+// Sets environment variables for one test and restores them after.
+class ScopedEnvironment {
+ public:
+  void Set(const char* name, const char* value) {
+    const char* old = std::getenv(name);
+    saved_.emplace(name, old != nullptr ? std::optional<std::string>(old) : std::nullopt);
+    setenv(name, value, 1);
+  }
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+TEST(HostChecks, CommunicatorLargerThanAskedIsRefusedNamingThePluginAndBothFigures) {
+  const auto backend = Backend::Load(PluginPath("mock_liar_count"));
+  try {
+    Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+    FAIL() << "a communicator of 3 ranks was accepted for a request of 1";
+  } catch (const Error& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("'mock'"), std::string::npos) << text;
+    EXPECT_NE(text.find("libinfini_ccl_mock_liar_count.so"), std::string::npos) << text;
+    EXPECT_NE(text.find("of 3 ranks"), std::string::npos) << text;
+    EXPECT_NE(text.find("asked for 1 ranks"), std::string::npos) << text;
+  }
+}
+
+TEST(HostChecks, CommInitRanksChecksEveryRankItGetsBack) {
+  const auto backend = Backend::Load(PluginPath("mock_liar_count"));
+  const std::vector<int> ranks = {0}, devices = {0};
+  EXPECT_THROW(backend->CommInitRanks(1, backend->GetUniqueId(), ranks, devices), Error);
+}
+
+TEST(HostChecks, HonestPluginsCommunicatorCarriesTheAskedRankAndSize) {
+  const auto backend = Backend::Load(PluginPath("mock"));
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.world_size(), 1);
+}
+
+TEST(HostChecks, CommInitRankInsideAGroupIsMadeAtTheOutermostGroupEnd) {
+  const auto backend = Backend::Load(PluginPath("mock"));
+  backend->GroupStart();
+  backend->GroupStart();
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  EXPECT_FALSE(comm.valid()) << "made before the group ended";
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.world_size(), 1);
+  backend->GroupEnd();
+  EXPECT_FALSE(comm.valid()) << "made at an inner GroupEnd";
+  backend->GroupEnd();
+  EXPECT_TRUE(comm.valid());
+  comm.Destroy();
+  EXPECT_FALSE(comm.valid());
+}
+
+TEST(HostChecks, AGroupedInitOfALiarFailsAtGroupEndAndLeavesNoCommunicator) {
+  const auto backend = Backend::Load(PluginPath("mock_liar_count"));
+  backend->GroupStart();
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  try {
+    backend->GroupEnd();
+    FAIL() << "GroupEnd accepted a communicator larger than asked";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("of 3 ranks"), std::string::npos) << error.what();
+  }
+  EXPECT_FALSE(comm.valid());
+}
+
+TEST(HostChecks, AGroupedInitWhoseCommunicatorIsDroppedEarlyIsFreedAtGroupEnd) {
+  const auto backend = Backend::Load(PluginPath("mock"));
+  backend->GroupStart();
+  { Communicator dropped = backend->CommInitRank(1, backend->GetUniqueId(), 0); }
+  EXPECT_NO_THROW(backend->GroupEnd());
+}
+
+TEST(HostChecks, GroupEndWithoutGroupStartIsAUsageError) {
+  const auto backend = Backend::Load(PluginPath("mock"));
+  try {
+    backend->GroupEnd();
+    FAIL() << "an unmatched GroupEnd was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), infiniCclInvalidUsage);
+  }
+}
+
+// ---- The init entry ---------------------------------------------------------
+
+TEST(PluginInit, RunsOnceAtLoadWithThisBackendsOptionsAndThePlacement) {
+  ScopedEnvironment environment;
+  environment.Set("INFINI_CCL_VENDOR_OPTIONS", "mock:from_env=1;nccl:max_ctas=4");
+  environment.Set("GLOBAL_PROC_RANK", "3");
+  environment.Set("PROC_WORLD_SIZE", "8");
+  environment.Set("LOCAL_PROC_RANK", "1");
+  environment.Set("NPROC_PER_NODE", "2");
+  const std::vector<infini::ccl::VendorOption> options = {{"mock", "threads", "2"},
+                                                          {"gloo", "socket_ifname", "lo"}};
+  Backend::Load(PluginPath("mock_init"), options);
+  Backend::Load(PluginPath("mock_init"), options);
+  const auto calls = Hook<int (*)()>("mock_init", "mock_plugin_init_calls");
+  const auto seen = Hook<const char* (*)()>("mock_init", "mock_plugin_init_options");
+  ASSERT_NE(calls, nullptr);
+  EXPECT_EQ(calls(), 1);
+  EXPECT_STREQ(seen(), "threads=2;from_env=1;|3,8,1,2");
+}
+
+TEST(PluginInit, ARefusedInitRefusesThePluginWithItsText) {
+  const std::vector<infini::ccl::VendorOption> options = {{"mock", "refuse", "yes"}};
+  try {
+    Backend::Load(PluginPath("mock_init_refused"), options);
+    FAIL() << "a plugin whose init failed was loaded";
+  } catch (const LoadError& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("libinfini_ccl_mock_init_refused.so"), std::string::npos) << text;
+    EXPECT_NE(text.find("mock: init refused (option refuse)"), std::string::npos) << text;
+  }
+}
+
+TEST(PluginInit, MalformedOptionsVariableIsOneLineNamingIt) {
+  ScopedEnvironment environment;
+  environment.Set("INFINI_CCL_VENDOR_OPTIONS", "mock:ok=1;no_colon_here\n");
+  try {
+    Backend::Load(PluginPath("mock_init_refused"));
+    FAIL() << "a malformed INFINI_CCL_VENDOR_OPTIONS was accepted";
+  } catch (const LoadError& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("INFINI_CCL_VENDOR_OPTIONS"), std::string::npos) << text;
+    EXPECT_NE(text.find("'no_colon_here\\x0a'"), std::string::npos) << text;
+    EXPECT_NE(text.find("BACKEND:KEY=VALUE"), std::string::npos) << text;
+    EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+  }
+}
+
+// ---- The bootstrap's non-blocking read --------------------------------------
+
+// A store whose Get with a zero timeout is the only way to ask: the default
+// TryGet must turn its timeout into "absent".
+class WaitingStore : public infini::ccl::BootstrapStore {
+ public:
+  void Set(const std::string& key, const std::string& value) override { values_[key] = value; }
+  std::string Get(const std::string& key, std::chrono::milliseconds) override {
+    auto found = values_.find(key);
+    if (found == values_.end()) throw Error(infiniCclTimeout, "no '" + key + "' yet");
+    return found->second;
+  }
+  int64_t Add(const std::string&, int64_t) override { return 0; }
+  void Wait(const std::vector<std::string>&, std::chrono::milliseconds) override {}
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+TEST(BootstrapTryGet, AbsentKeyIsNotFoundAtOncePresentKeyIsItsValue) {
+  WaitingStore store;
+  EXPECT_EQ(store.TryGet("k"), std::nullopt);
+  store.Set("k", "value");
+  EXPECT_EQ(store.TryGet("k"), std::optional<std::string>("value"));
+}
+
+}  // namespace
