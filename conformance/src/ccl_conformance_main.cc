@@ -262,7 +262,7 @@ void RunRank(RankContext& context, const std::vector<Item>& items, Report* repor
     }
     context.item_key = "item/" + std::to_string(index);
     context.watch->Arm(deadline_after());
-    if (item.name == "init/world") MakeWorld(context);
+    if (item.makes_world) MakeWorld(context);
     Outcome outcome;
     {
       Watched watched(*context.watch, context.world);
@@ -355,7 +355,7 @@ int Main(int argc, char** argv) {
 
   const parallel::Rank first(topology, 0, threads);
   const int world_size = first.world_size();
-  const std::vector<Item> items = BuildItems(backend->capabilities(), world_size);
+  const std::vector<Item> items = BuildItems(backend->capabilities(), world_size, threads);
 
   // Devices: as parallel/ chooses them, unless the plugin cannot say how
   // many it has (a port's first steps); runtime/device_count reports that.

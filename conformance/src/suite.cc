@@ -262,8 +262,11 @@ std::string Judge(const CaseSpec& spec, const std::vector<double>& expected,
 
 std::string RunCase(RankContext& context, const CaseSpec& spec) {
   const ccl::Communicator& comm = context.world;
-  const int rank = comm.rank();
-  const int world = comm.world_size();
+  // The layout the suite was asked to run, never the plugin's answers: a
+  // library that made smaller communicators than asked must not be judged
+  // against its own smaller world.
+  const int rank = context.rank;
+  const int world = context.world_size;
   const int root = world - 1;  // not 0, so that a root mix-up shows
   const DLDataType dtype = spec.dtype;
   const int64_t count = spec.count;
@@ -577,22 +580,28 @@ Outcome BarrierOrders(RankContext& context) {
                                                            : "host fallback (all_reduce)");
 }
 
-// A float32 sum all_reduce of `count` on `comm`, checked.
+// Where this rank stands in a communicator, as the suite laid it out.
+struct Position {
+  int rank;
+  int world_size;
+};
+
+// A float32 sum all_reduce of `count` on `comm`, checked against `place`.
 // `settled`, when given, runs between the enqueue and the stream's
 // synchronization: a non-blocking communicator's call may still be in
 // progress (not yet on the stream) when it returns.
-std::string SumCheck(RankContext& context, const ccl::Communicator& comm, int64_t count,
-                     const std::function<void()>& settled = {}) {
+std::string SumCheck(RankContext& context, const ccl::Communicator& comm, Position place,
+                     int64_t count, const std::function<void()>& settled = {}) {
   const DLDataType dtype = ccl::dtype::kFloat32;
   const std::vector<double> values =
-      InputValues(dtype, ReduceOp::kSum, comm.rank(), comm.world_size(), 0, count);
+      InputValues(dtype, ReduceOp::kSum, place.rank, place.world_size, 0, count);
   ccl::DeviceBuffer buffer = Upload(context, dtype, values);
   comm.AllReduce(buffer.AsTensor(dtype, count), buffer.AsTensor(dtype, count), ReduceOp::kSum,
                  context.stream);
   if (settled) settled();
   context.stream.Synchronize();
   return Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true},
-               ExpectAllReduce(dtype, ReduceOp::kSum, comm.world_size(), count),
+               ExpectAllReduce(dtype, ReduceOp::kSum, place.world_size, count),
                Download(buffer, dtype, 0, static_cast<size_t>(count)));
 }
 
@@ -637,7 +646,7 @@ Outcome SplitHalves(RankContext& context) {
                 ", expected " + std::to_string(position) + " of " + std::to_string(members) +
                 " (ordered by key)");
   }
-  const std::string wrong = SumCheck(context, half, 17);
+  const std::string wrong = SumCheck(context, half, {position, members}, 17);
   if (!wrong.empty()) return Fail("all_reduce on the half: " + wrong);
   half.Destroy();
   return Pass();
@@ -663,7 +672,7 @@ Outcome MultiDeviceInit(RankContext& context) {
       context.options.item_timeout);
   Watched watched(*context.watch, comm);
   context.ActivateDevice();
-  const std::string wrong = SumCheck(context, comm, 9);
+  const std::string wrong = SumCheck(context, comm, {context.rank, context.world_size}, 9);
   if (!wrong.empty()) return Fail("all_reduce after comm_init_ranks: " + wrong);
   comm.Destroy();
   return Pass(std::to_string(context.threads) + " rank(s) per comm_init_ranks call");
@@ -687,7 +696,8 @@ Outcome NonBlockingInit(RankContext& context) {
   if (std::string bad = settle("init"); !bad.empty()) return Fail(bad);
   std::string enqueue_failure;
   const std::string wrong =
-      SumCheck(context, comm, 5, [&] { enqueue_failure = settle("all_reduce"); });
+      SumCheck(context, comm, {context.rank, context.world_size}, 5,
+               [&] { enqueue_failure = settle("all_reduce"); });
   if (!enqueue_failure.empty()) return Fail(enqueue_failure);
   if (!wrong.empty()) return Fail("all_reduce on a non-blocking communicator: " + wrong);
   comm.Destroy();
@@ -750,7 +760,24 @@ Outcome AbortUnblocks(RankContext& context) {
 
 }  // namespace
 
-std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_size) {
+namespace {
+
+// The runtime items (one rank's device, memory, streams) run in any layout;
+// every other item is unsupported when the layout is one the plugin
+// declared it cannot serve.
+void RefuseLayout(std::vector<Item>& items, const std::string& why) {
+  for (Item& item : items) {
+    if (item.name.rfind("runtime/", 0) == 0) continue;
+    item.needs_world = false;
+    item.makes_world = false;
+    item.run = [why](RankContext&) { return Unsupported(why); };
+  }
+}
+
+}  // namespace
+
+std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_size,
+                             int threads_per_process) {
   std::vector<Item> items;
   auto add = [&](std::string name, bool needs_world, std::function<Outcome(RankContext&)> run) {
     items.push_back(Item{std::move(name), needs_world, std::move(run)});
@@ -767,6 +794,7 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
   add("runtime/streams_and_events", false, StreamsAndEvents);
   add("init/unique_id_through_store", false, UniqueIdThroughStore);
   add("init/world", false, WorldInit);
+  items.back().makes_world = true;
   add("comm/rank_and_count", true, RankAndCount);
   add("comm/async_error_when_healthy", true, AsyncErrorWhenHealthy);
 
@@ -819,6 +847,11 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
                       ? "INFINI_CCL_FEATURE_ABORT_UNBLOCKS not declared"
                       : "needs 2 ranks",
                   AbortUnblocks));
+  if (capabilities.one_rank_per_process() && threads_per_process > 1) {
+    RefuseLayout(items, "the plugin allows one rank per process "
+                        "(INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS); this layout has " +
+                            std::to_string(threads_per_process) + " ranks per process");
+  }
   return items;
 }
 

@@ -136,10 +136,15 @@ struct Item {
   std::string name;
   bool needs_world = true;
   std::function<Outcome(RankContext&)> run;
+  bool makes_world = false;  // init/world: the rank makes the world first
 };
 
 // Every item, in the order every rank runs them (the same list on every
-// rank: it depends only on the backend's declarations and the options).
-std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_size);
+// rank: it depends only on the backend's declarations and the layout).
+// A layout the plugin declares it cannot serve (several ranks per process
+// on a one-rank-per-process library) makes every communicator item
+// unsupported, saying why, and no communicator is made.
+std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_size,
+                             int threads_per_process);
 
 }  // namespace infini::conformance

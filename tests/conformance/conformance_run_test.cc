@@ -142,8 +142,9 @@ std::set<std::string> KvtestDeclaredGaps() {
   std::set<std::string> gaps = {"all_to_all", "group/two_all_reduce", "init/non_blocking",
                                 "capture/replay_all_reduce"};
   for (const char* collective : {"all_reduce", "reduce", "reduce_scatter", "reduce_scatter_v"}) {
-    for (const char* dtype : {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
-                              "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"}) {
+    for (const char* dtype :
+         {"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
+          "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"}) {
       gaps.insert(std::string(collective) + "/" + dtype + "/avg");
     }
   }
@@ -194,6 +195,81 @@ TEST(ConformanceRun, WrongResultIsAFailNamingTheFirstWrongElement) {
   const Row* max = Find(rows, "all_reduce/float32/max");
   ASSERT_NE(max, nullptr) << run.output;
   EXPECT_EQ(max->verdict, "pass");
+}
+
+// A library that quietly made a world of one for each rank (1x2 asked, two
+// 1-rank worlds made): refused at init by the host, so nothing is judged on
+// the wrong world and nothing passes.
+TEST(ConformanceRun, PluginMakingSmallerCommunicatorsThanAskedIsRefusedNeverPassed) {
+  const RunResult run = Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=1",
+                                    "--nthread_per_process=2 --filter=float32",
+                                    "KVTEST_FAULT=one_rank_comms");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const std::vector<Row> rows = Rows(run.output);
+  ASSERT_FALSE(rows.empty()) << run.output;
+  const Row* world = Find(rows, "init/world");
+  ASSERT_NE(world, nullptr) << run.output;
+  EXPECT_EQ(world->verdict, "missing");
+  EXPECT_NE(world->detail.find("of 1 ranks"), std::string::npos) << world->detail;
+  EXPECT_NE(world->detail.find("asked for 2 ranks"), std::string::npos) << world->detail;
+  for (const Row& row : rows) {
+    if (row.name.rfind("runtime/", 0) == 0 || row.name.rfind("init/unique_id", 0) == 0) continue;
+    EXPECT_NE(row.verdict, "pass") << row.name << " passed on a refused world";
+  }
+}
+
+// Results wrong only when a process holds several ranks: right in 2x1,
+// FAIL in 1x2, judged against the layout.
+TEST(ConformanceRun, ResultsWrongInOneLayoutOnlyAreAFailInThatLayout) {
+  const std::string fault = "KVTEST_FAULT=wrong_with_threads";
+  const RunResult processes =
+      Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=2", "--filter=all_reduce/float32", fault);
+  EXPECT_EQ(processes.exit_code, 0) << processes.output;
+  const RunResult threads = Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=1",
+                                        "--nthread_per_process=2 --filter=all_reduce/float32",
+                                        fault);
+  EXPECT_EQ(threads.exit_code, 1) << threads.output;
+  const Row* sum = Find(Rows(threads.output), "all_reduce/float32/sum");
+  ASSERT_NE(sum, nullptr) << threads.output;
+  EXPECT_EQ(sum->verdict, "FAIL");
+  EXPECT_NE(sum->detail.find("element 0"), std::string::npos) << sum->detail;
+}
+
+// A library that allows one rank per process declares it: thread layouts
+// are unsupported with that reason, no communicator is made, and the suite
+// exits 0; process layouts are judged as usual.
+TEST(ConformanceRun, OneRankPerProcessBackendIsUnsupportedInThreadLayoutsAndExitsZero) {
+  const RunResult threads =
+      Conformance(KVTEST_ONE_PLUGIN_PATH, "--nproc_per_node=1", "--nthread_per_process=2");
+  ASSERT_EQ(threads.exit_code, 0) << threads.output;
+  const std::vector<Row> rows = Rows(threads.output);
+  ExpectEveryRowJudged(rows, threads.output);
+  EXPECT_TRUE(Named(rows, "missing").empty()) << threads.output;
+  EXPECT_TRUE(Named(rows, "FAIL").empty()) << threads.output;
+  EXPECT_TRUE(Named(rows, "pass").count("init/world") == 0) << threads.output;
+  for (const Row& row : rows) {
+    if (row.name.rfind("runtime/", 0) == 0) continue;
+    EXPECT_EQ(row.verdict, "unsupported") << row.name;
+    EXPECT_NE(row.detail.find("INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS"), std::string::npos)
+        << row.name << ": " << row.detail;
+  }
+  const RunResult processes = Conformance(KVTEST_ONE_PLUGIN_PATH, "--nproc_per_node=2",
+                                          "--filter=float32");
+  ASSERT_EQ(processes.exit_code, 0) << processes.output;
+  const Row* sum = Find(Rows(processes.output), "all_reduce/float32/sum");
+  ASSERT_NE(sum, nullptr) << processes.output;
+  EXPECT_EQ(sum->verdict, "pass");
+}
+
+// Four ranks: the smallest world where a split into halves has more than
+// one rank per half (a split that ignored `key` showed only here).
+TEST(ConformanceRun, GlooSplitPassesInFourProcesses) {
+  const RunResult run =
+      Conformance("gloo", "--nproc_per_node=4", "--filter=split/ --item_timeout_s=30");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const Row* split = Find(Rows(run.output), "split/even_odd");
+  ASSERT_NE(split, nullptr) << run.output;
+  EXPECT_EQ(split->verdict, "pass");
 }
 
 TEST(ConformanceRun, HungItemIsAbortedReportedAndTheNextItemsRun) {

@@ -18,7 +18,17 @@
 //
 // KVTEST_FAULT makes it misbehave on purpose, for the tests of the
 // conformance suite itself: "wrong_all_reduce" (float32 sums come back with
-// element 2 off by one), "hang_broadcast" (the root never sends).
+// element 2 off by one), "hang_broadcast" (the root never sends),
+// "one_rank_comms" (comm_init_ranks quietly makes a world of one for each
+// rank, as a library asked for a 1x2 layout did), "wrong_with_threads" (float32 sums are off by one on
+// communicators made several to a process: wrong in one layout only).
+//
+// Built twice: KVTEST_ONE_RANK_PER_PROCESS gives libinfini_ccl_kvtest_one.so,
+// which declares INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS (oneCCL's CPU
+// build) and so must never be asked for two ranks in a process.
+//
+// Its init entry takes one vendor option, "poll_ms" (how often a wait
+// looks again), and refuses any other key, as a port should.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -37,7 +47,7 @@ namespace {
 constexpr const char* kName = "kvtest";
 constexpr size_t kUniqueIdBytes = 4096;
 constexpr int kDefaultDeviceCount = 8;
-constexpr int64_t kPollMs = 100;                // a wait checks for abort this often
+int64_t g_poll_ms = 100;                        // a wait checks for abort this often (poll_ms)
 constexpr int64_t kDefaultTimeoutMs = 300'000;  // a wait for a peer gives up after this
 
 thread_local std::string t_last_error;
@@ -88,6 +98,7 @@ struct Comm {
   int nranks = 0;
   int device = 0;
   int64_t timeout_ms = kDefaultTimeoutMs;
+  bool several_in_process = false;       // made by one comm_init_ranks call with others
   uint64_t sequence = 0;                 // collectives issued (the same on every rank)
   std::vector<uint64_t> sent, received;  // point-to-point messages per peer
   std::atomic<bool> aborted{false};
@@ -158,7 +169,7 @@ infiniCclResult_t Take(const Comm& comm, const std::string& key, void* data, siz
     }
     size_t found = 0;
     const infiniCclResult_t result =
-        comm.bootstrap.get(comm.bootstrap.context, full_key.c_str(), data, bytes, &found, kPollMs);
+        comm.bootstrap.get(comm.bootstrap.context, full_key.c_str(), data, bytes, &found, g_poll_ms);
     if (result == infiniCclSuccess) {
       if (found == bytes) return infiniCclSuccess;
       return Fail(infiniCclInvalidUsage, "'" + key + "' holds " + std::to_string(found) +
@@ -397,6 +408,25 @@ infiniCclResult_t NeedBootstrap(const char* entry) {
                   "CommInitRank(s)");
 }
 
+// ---- Process-wide setup ---------------------------------------------------------
+
+infiniCclResult_t Init(const infiniCclPluginInit_t* init) {
+  for (size_t i = 0; i < init->option_count; ++i) {
+    const std::string key = init->option_keys[i], value = init->option_values[i];
+    if (key != "poll_ms") {
+      return Fail(infiniCclInvalidUsage, "unknown vendor option '" + key + "' (known: poll_ms)");
+    }
+    char* end = nullptr;
+    const long long poll_ms = std::strtoll(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || poll_ms < 1 || poll_ms > 10'000) {
+      return Fail(infiniCclInvalidUsage,
+                  "vendor option poll_ms='" + value + "': expected 1..10000 milliseconds");
+    }
+    g_poll_ms = poll_ms;
+  }
+  return infiniCclSuccess;
+}
+
 std::string IdKey(uint64_t nonce) { return "id/" + std::to_string(nonce); }
 
 infiniCclResult_t GetUniqueId(void* unique_id, const infiniCclBootstrap_t* bootstrap) {
@@ -484,8 +514,16 @@ infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* d
       return Fail(infiniCclInvalidArgument, "rank " + std::to_string(ranks[index]) +
                                                 " is outside [0, " + std::to_string(nranks) + ")");
     }
-    made.push_back(NewComm(*bootstrap, std::to_string(nonce) + "/", ranks[index], nranks,
-                           devices[index], TimeoutOf(config)));
+    if (Fault("one_rank_comms")) {
+      // A world of one, under keys no other rank uses.
+      made.push_back(NewComm(*bootstrap,
+                             std::to_string(nonce) + "/alone" + std::to_string(ranks[index]) + "/",
+                             0, 1, devices[index], TimeoutOf(config)));
+    } else {
+      made.push_back(NewComm(*bootstrap, std::to_string(nonce) + "/", ranks[index], nranks,
+                             devices[index], TimeoutOf(config)));
+    }
+    made.back()->several_in_process = ncomms > 1;
   }
   // All of this process's ranks announce themselves before any waits, so
   // one thread can hold several ranks of the group.
@@ -594,6 +632,10 @@ infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, 
   if (Fault("wrong_all_reduce") && op == infiniCclSum && datatype.code == kDLFloat &&
       datatype.bits == 32 && count > 2) {
     static_cast<float*>(recvbuff)[2] += 1;
+  }
+  if (Fault("wrong_with_threads") && comm.several_in_process && op == infiniCclSum &&
+      datatype.code == kDLFloat && datatype.bits == 32 && count > 0) {
+    static_cast<float*>(recvbuff)[0] += 1;
   }
   return infiniCclSuccess;
 }
@@ -826,7 +868,11 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .get_last_error = GetLastError,
     // Not CONCURRENT_INIT (the host must use comm_init_ranks), not
     // NONBLOCKING; waits poll, so an abort ends them.
-    .features = INFINI_CCL_FEATURE_ABORT_UNBLOCKS,
+    .features = INFINI_CCL_FEATURE_ABORT_UNBLOCKS
+#ifdef KVTEST_ONE_RANK_PER_PROCESS
+                | INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS
+#endif
+    ,
     .supports = Supports,
     .device_type = kDLExtDev,
     .device_vendor = "InfiniCCL tests",
@@ -879,4 +925,5 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .stream_end_capture = nullptr,
     .graph_launch = nullptr,
     .graph_destroy = nullptr,
+    .init = Init,
 };
