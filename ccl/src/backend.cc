@@ -214,6 +214,9 @@ UniqueId Backend::GetUniqueId(std::shared_ptr<BootstrapStore> bootstrap) const {
 
 namespace {
 
+// InitHandles' device for "the calling thread's current one".
+constexpr int kCurrentDevice = -1;
+
 // The calling thread's open GroupStart/GroupEnd, per backend: its depth and
 // the CommInitRank calls that wait for its end.
 struct OpenGroup {
@@ -245,7 +248,7 @@ Communicator Backend::CommInitRank(int world_size, const UniqueId& id, int rank,
     return Communicator(shared_from_this(), std::move(deferred), rank, world_size,
                         std::move(bridge));
   }
-  const int device = GetDevice();
+  const int device = kCurrentDevice;
   const std::vector<infiniCclComm_t> handles = InitHandles(
       world_size, id, std::span(&rank, 1), std::span(&device, 1), config,
       bridge ? bridge->table() : nullptr);
@@ -269,15 +272,20 @@ std::vector<infiniCclComm_t> Backend::InitHandles(int world_size, const UniqueId
   const char* call = "comm_init_rank";
 
   if (count == 1 && plugin_->comm_init_rank != nullptr) {
-    const int previous = GetDevice();
-    if (devices[0] != previous) SetDevice(devices[0]);
+    // On the current device, unless another is named: then as if it were.
+    const int previous = devices[0] != kCurrentDevice ? GetDevice() : kCurrentDevice;
+    if (previous != kCurrentDevice) SetDevice(devices[0]);
     const infiniCclResult_t result = plugin_->comm_init_rank(
         &handles[0], world_size, id.bytes().data(), ranks[0], plugin_config.get(), table);
-    if (devices[0] != previous) SetDevice(previous);
+    if (previous != kCurrentDevice) SetDevice(previous);
     Check(result, "comm_init_rank");
   } else if (plugin_->comm_init_ranks != nullptr) {
     call = "comm_init_ranks";
-    Check(plugin_->comm_init_ranks(handles.data(), count, devices.data(), ranks.data(), world_size,
+    std::vector<int> named(devices.begin(), devices.end());
+    for (int& device : named) {
+      if (device == kCurrentDevice) device = GetDevice();
+    }
+    Check(plugin_->comm_init_ranks(handles.data(), count, named.data(), ranks.data(), world_size,
                                    id.bytes().data(), plugin_config.get(), table),
           "comm_init_ranks");
   } else if (capabilities_.concurrent_init()) {

@@ -132,12 +132,20 @@ TEST(NcclWithoutGpu, EveryOptionalEntryIsImplemented) {
 
 bool IsBoolType(DLDataType dtype) { return dtype.code == INFINI_CCL_DL_BOOL && dtype.bits == 8; }
 
-// What NCCL 2.28 does: every NCCL type reduces with every operator, bool
-// with max and min (as uint8); every type moves.
+bool IsFloat8Type(DLDataType dtype) {
+  return dtype.bits == 8 &&
+         (dtype.code == INFINI_CCL_DL_FLOAT8_E4M3FN || dtype.code == INFINI_CCL_DL_FLOAT8_E5M2);
+}
+
+// What NCCL 2.28 does: every NCCL type reduces with every operator but fp8
+// with avg (ncclInvalidArgument on 2.28.3), bool with max and min (as
+// uint8); int16 and uint16, which NCCL lacks, do not reduce; every type
+// moves (int16 as bytes).
 bool ExpectedSupport(Collective collective, DLDataType dtype, ReduceOp op) {
   if (!IsReduction(collective)) return true;
   if (IsBoolType(dtype)) return op == ReduceOp::kMax || op == ReduceOp::kMin;
-  return true;
+  if (IsFloat8Type(dtype)) return op != ReduceOp::kAvg;
+  return dtype.bits != 16 || (dtype.code != kDLInt && dtype.code != kDLUInt);
 }
 
 TEST(NcclWithoutGpu, CapabilitiesAreNcclsForEveryCollectiveTypeAndOperator) {
