@@ -1,6 +1,6 @@
 #!/bin/bash
 # Everything that needs GPUs, from an existing build, in one go (~10 min):
-# the GPU tests, the conformance suite on nccl (2x1 and 1x2), the direct-NCCL
+# the GPU tests, the conformance suite on nccl (1x1, and 2x1 and 1x2 on two GPUs), the direct-NCCL
 # vs plugin benchmark (thread and process layouts), the collective benchmark,
 # and launch-to-first-all-reduce.
 #
@@ -88,8 +88,15 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 run_step ccl_info 30 "$build/bin/ccl_info" --ccl_backend=nccl --capabilities
 run_step ctest_gpu 420 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
 
-# The porting kit's verdict on nccl, in both 2-rank layouts.
+# The porting kit's verdict on nccl: one rank on one GPU, then both 2-rank
+# layouts where there are two GPUs.
 infini_run="$build/bin/infini_run"
+if [[ -x "$infini_run" && -x "$build/bin/ccl_conformance" && $gpus -ge 1 ]]; then
+  run_step conformance_nccl_1x1 240 "$infini_run" --ccl_backend=nccl --nproc_per_node=1 -- \
+    "$build/bin/ccl_conformance" --json="$logs/conformance_nccl_1x1.json"
+else
+  skip_step conformance_nccl_1x1 "needs bin/infini_run, bin/ccl_conformance and a GPU"
+fi
 if [[ -x "$infini_run" && -x "$build/bin/ccl_conformance" && $gpus -ge 2 ]]; then
   run_step conformance_nccl_2x1 240 "$infini_run" --ccl_backend=nccl --nproc_per_node=2 -- \
     "$build/bin/ccl_conformance" --json="$logs/conformance_nccl_2x1.json"
