@@ -28,16 +28,18 @@ function(infini_ccl_target target)
   target_link_libraries(${target} PRIVATE infini_ccl_warnings)
 endfunction()
 
-# infini_ccl_plugin(<target> <name>): a backend plugin, libinfini_ccl_<name>.so,
-# that exports only its infiniCclPlugin_v* symbols, so the vendor library and
-# our static helpers inside it never clash with the host program's.
-function(infini_ccl_plugin target name)
-  set_target_properties(${target} PROPERTIES
-    OUTPUT_NAME infini_ccl_${name}
-    PREFIX lib
-    CXX_VISIBILITY_PRESET hidden
-    VISIBILITY_INLINES_HIDDEN ON)
-  target_link_options(${target} PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
-  infini_ccl_target(${target})
-  install(TARGETS ${target} LIBRARY DESTINATION lib)
-endfunction()
+# InfiniCCL::plugin_abi: all a plugin compiles against, header-only: the
+# ABI headers (infini/ccl/plugin_abi*.h) and dlpack's. No library of ours and
+# none of their dependencies (glog), so a vendor's plugin needs neither.
+# Installed in an export set of its own (cmake/InfiniCclInstall.cmake).
+add_library(infini_ccl_plugin_abi INTERFACE)
+add_library(InfiniCCL::plugin_abi ALIAS infini_ccl_plugin_abi)
+set_target_properties(infini_ccl_plugin_abi PROPERTIES EXPORT_NAME plugin_abi)
+target_include_directories(infini_ccl_plugin_abi INTERFACE
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/ccl/include>
+  $<INSTALL_INTERFACE:include>)
+target_link_libraries(infini_ccl_plugin_abi INTERFACE dlpack::dlpack)
+
+# infini_ccl_plugin(<target> <name>): the same helper a plugin built out of
+# tree gets; here it also applies infini_ccl_warnings.
+include(${CMAKE_CURRENT_LIST_DIR}/InfiniCCLPlugin.cmake)

@@ -10,3 +10,11 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/InfiniCCLConfigVersion.cm
 install(FILES ${PROJECT_BINARY_DIR}/InfiniCCLConfig.cmake
               ${PROJECT_BINARY_DIR}/InfiniCCLConfigVersion.cmake
         DESTINATION ${INFINI_CCL_CMAKE_DIR})
+
+# The plugin kit, for a plugin built out of tree: InfiniCCL::plugin_abi in
+# an export set of its own, so find_package(InfiniCCL COMPONENTS plugin)
+# loads it without the libraries' targets and their dependencies; and the
+# helper that makes a plugin. The ABI headers come with ccl/'s include/.
+install(TARGETS infini_ccl_plugin_abi EXPORT InfiniCCLPluginTargets)
+install(EXPORT InfiniCCLPluginTargets NAMESPACE InfiniCCL:: DESTINATION ${INFINI_CCL_CMAKE_DIR})
+install(FILES ${PROJECT_SOURCE_DIR}/cmake/InfiniCCLPlugin.cmake DESTINATION ${INFINI_CCL_CMAKE_DIR})
