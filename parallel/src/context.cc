@@ -71,6 +71,14 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
 
   context->backend_ = ccl::Backend::Load(options.backend);
   const auto& backend = context->backend_;
+  if (options.threads_per_process > 1 && backend->capabilities().one_rank_per_process()) {
+    throw ParallelConfigError(
+        "--nthread_per_process=" + std::to_string(options.threads_per_process) + ": backend '" +
+        backend->info().name +
+        "' allows one rank per process (its plugin declares "
+        "INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS); expected 1, with one process per rank "
+        "(infini_run --nproc_per_node)");
+  }
   const DLDeviceType device_type = backend->info().device_type;
   const int visible = backend->DeviceCount();
   context->device_index_ = SelectDeviceIndex(

@@ -90,6 +90,37 @@ ccl::UniqueId ShareUniqueId(GroupState& group, std::shared_ptr<ccl::BootstrapSto
   }
 }
 
+std::string ArrivalKey(const std::string& store_key, int group_rank) {
+  return store_key + "/arrived/" + std::to_string(group_rank);
+}
+
+// Why a group's init is overdue: the members that never said they arrived,
+// or, when all did, the backend's init itself. Asks the store on its own
+// connection (the rank's may be blocked inside the init).
+std::string DiagnoseInit(const std::weak_ptr<Context>& weak_context, const std::string& name,
+                         const std::string& store_key, const std::vector<int>& members) {
+  auto context = weak_context.lock();
+  if (context == nullptr) return "the rank's context is gone";
+  std::shared_ptr<rendezvous::Store> store = context->ConnectStore();
+  std::vector<int> absent;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (!store->Check({ArrivalKey(store_key, static_cast<int>(i))})) absent.push_back(members[i]);
+  }
+  if (absent.empty()) {
+    return "every member of group '" + name + "' arrived at its init; backend '" +
+           context->backend()->info().name + "' did not finish making the communicator";
+  }
+  constexpr size_t kNamed = 16;
+  std::string list;
+  for (size_t i = 0; i < absent.size() && i < kNamed; ++i) {
+    list += (i == 0 ? "" : ", ") + std::to_string(absent[i]);
+  }
+  if (absent.size() > kNamed) list += ", ... (" + std::to_string(absent.size()) + " in all)";
+  return std::to_string(absent.size()) + " of " + std::to_string(members.size()) +
+         " members of group '" + name + "' never arrived at its init: global rank" +
+         (absent.size() == 1 ? " " : "s ") + list + " (not started, stuck before it, or dead)";
+}
+
 // Members of the group that are thread ranks of this process.
 int LocalMembers(const Context& context, const std::vector<int>& members) {
   const int threads = context.rank().threads_per_process();
@@ -178,12 +209,19 @@ std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const 
 
   // Joining waits for every member; the watchdog sees that wait too.
   auto init = std::make_shared<WorkState>();
-  init->op = "comm_init_rank";
+  init->op = "init";
   init->group = name;
   init->global_rank = global_rank;
   init->timeout = context->settings().timeout;
+  init->diagnose = [weak = std::weak_ptr<Context>(context), name, store_key = group->store_key,
+                    members = group->members] {
+    return DiagnoseInit(weak, name, store_key, members);
+  };
   Watchdog::Instance().AddWork(init);
   try {
+    // Said before anything that waits, so a timed-out init can name who
+    // never came.
+    context->store().Set(ArrivalKey(group->store_key, group->group_rank), "");
     // The plugin may use the run's store under the group's own prefix.
     std::weak_ptr<Context> weak_context = context;
     auto bootstrap = std::make_shared<StoreBootstrap>(

@@ -22,9 +22,30 @@ constexpr std::chrono::seconds kAbortGrace{5};
 // Beyond the flight recorder's gathering window: connecting, publishing,
 // and a non-reporter's wait for the reporter.
 constexpr std::chrono::seconds kReportMargin{7};
+// How long an overdue work's diagnosis may take (a few store reads).
+constexpr std::chrono::seconds kDiagnoseWindow{3};
 
 // The store may be unreachable: the report runs on its own thread, which
 // is left behind (the process ends right after) when it takes too long.
+// `diagnose`'s answer, or a line saying it did not come within `limit` (it
+// may ask the store, which may be what is stuck).
+std::string DiagnoseWithin(const std::function<std::string()>& diagnose,
+                           std::chrono::seconds limit) {
+  auto answer = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> future = answer->get_future();
+  std::thread([diagnose, answer] {
+    try {
+      answer->set_value(diagnose());
+    } catch (const std::exception& error) {
+      answer->set_value(std::string("could not tell why (") + error.what() + ")");
+    }
+  }).detach();
+  if (future.wait_for(limit) != std::future_status::ready) {
+    return "could not tell why within " + std::to_string(limit.count()) + " s";
+  }
+  return future.get();
+}
+
 void ReportHangWithin(WatchedGroup& group, std::chrono::seconds limit) {
   struct Shared {
     std::mutex mutex;
@@ -205,9 +226,11 @@ void Watchdog::Loop() {
       }
       if (now - work.start > work.timeout) {
         const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(work.timeout);
+        const std::string why =
+            work.diagnose ? DiagnoseWithin(work.diagnose, kDiagnoseWindow)
+                          : "a rank skipped it, called another collective, or died";
         Fire(work.Describe() + " did not complete within INFINI_CCL_TIMEOUT_S=" +
-                 std::to_string(seconds.count()) +
-                 " s (a rank skipped it, called another collective, or died)",
+                 std::to_string(seconds.count()) + " s (" + why + ")",
              work.owner);
       }
       if (work.owner != nullptr) busy.insert(work.owner);

@@ -33,6 +33,10 @@ struct WorkState {
   class WatchedGroup* owner = nullptr;
   // Its entry in the flight recorder (0: not recorded), set before AddWork.
   uint64_t flight_id = 0;
+  // When it is overdue, says why (e.g. which members never arrived at a
+  // group's init); run on a helper thread that is waited for a few seconds
+  // at most. Set before AddWork.
+  std::function<std::string()> diagnose;
 
   ~WorkState();
   // Called by the issuing thread once the backend returned; `pool` takes the

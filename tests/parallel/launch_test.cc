@@ -274,6 +274,50 @@ TEST(ParallelLaunchTest, WatchdogEndsARunWhereOneRankSkipsACollective) {
       << outcome.output;
 }
 
+// Rank 1 never makes the world group: the others' init ends at the
+// timeout, and the line names the group and the rank that never arrived.
+TEST(ParallelLaunchTest, InitEndsAtTheTimeoutNamingTheRankThatNeverArrived) {
+  REQUIRE_LAUNCHER();
+  const int timeout_s = 4;
+  const Outcome outcome = RunLocal(3, 1, {{"INFINI_CCL_TIMEOUT_S", std::to_string(timeout_s)}},
+                                   {"--mode=skip_init", "--faulty_rank=1"});
+  EXPECT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 124) << outcome.output;
+  EXPECT_LT(outcome.seconds, timeout_s + 30.0) << outcome.output;
+  EXPECT_THAT(outcome.output,
+              AllOf(HasSubstr("init #0 on group 'world'"),
+                    HasSubstr("did not complete within INFINI_CCL_TIMEOUT_S=4"),
+                    HasSubstr("1 of 3 members of group 'world' never arrived at its init: "
+                              "global rank 1 ")))
+      << outcome.output;
+}
+
+#ifdef KVTEST_PLUGIN_PATH
+// A backend whose init never returns (nothing to abort: no handle yet):
+// every member arrived, so the line blames the backend's init.
+TEST(ParallelLaunchTest, InitThatHangsInTheBackendEndsAtTheTimeoutNamingTheBackend) {
+  REQUIRE_LAUNCHER();
+  const int timeout_s = 4;
+  const std::vector<std::string> argv = {kBinDir + "/infini_run",
+                                         "--nproc_per_node=2",
+                                         std::string("--ccl_backend=") + KVTEST_PLUGIN_PATH,
+                                         "--",
+                                         kBinDir + "/parallel_check",
+                                         "--mode=hang",
+                                         "--faulty_rank=9"};
+  const Outcome outcome = RunProgram(
+      argv, {{"INFINI_CCL_TIMEOUT_S", std::to_string(timeout_s)}, {"KVTEST_FAULT", "hang_init"}});
+  EXPECT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 124) << outcome.output;
+  EXPECT_LT(outcome.seconds, timeout_s + 30.0) << outcome.output;
+  EXPECT_THAT(outcome.output,
+              AllOf(HasSubstr("init #0 on group 'world'"),
+                    HasSubstr("every member of group 'world' arrived at its init; backend "
+                              "'kvtest' did not finish making the communicator")))
+      << outcome.output;
+}
+#endif
+
 // Rank 1 of 3 is stopped (SIGSTOP) between two all_reduces: ranks 0 and 2
 // time out; it publishes nothing, so the report names it as the one behind.
 TEST(ParallelLaunchTest, FlightRecorderNamesAStoppedRankAndSoDoesTheLauncher) {

@@ -6,6 +6,8 @@
 //   --mode=hang     --faulty_rank=R: rank R skips a collective (the watchdog must end the run)
 //   --mode=stop     --faulty_rank=R: rank R stops itself (SIGSTOP) before the next all_reduce
 //   --mode=mismatch --faulty_rank=R: rank R calls all_gather where the others call all_reduce
+//   --mode=skip_init --faulty_rank=R: rank R never makes the world group (the others' init
+//                   must end at the timeout, naming it)
 #include <gflags/gflags.h>
 #include <unistd.h>
 
@@ -29,7 +31,7 @@ DEFINE_int32(nthread_per_process, 0, "InfiniTrain's name of --threads_per_proces
 DEFINE_int32(tensor_parallel, 2, "TP size of the layout whose groups are checked");
 DEFINE_int32(pipeline_parallel, 2, "PP size of the layout whose groups are checked");
 DEFINE_string(ccl_backend, "", "Backend (default: INFINI_CCL_BACKEND, else auto)");
-DEFINE_string(mode, "check", "check | hang | stop | mismatch");
+DEFINE_string(mode, "check", "check | hang | stop | mismatch | skip_init");
 DEFINE_int32(faulty_rank, 1, "Global rank that misbehaves in --mode=hang/mismatch");
 
 namespace {
@@ -193,6 +195,12 @@ void CheckRank(const std::shared_ptr<infini::parallel::Context>& context) {
 }
 
 void Misbehave(const std::shared_ptr<infini::parallel::Context>& context) {
+  if (FLAGS_mode == "skip_init" && context->rank().global_rank() == FLAGS_faulty_rank) {
+    std::printf("parallel_check: rank %d never makes the world group\n", FLAGS_faulty_rank);
+    std::fflush(stdout);
+    std::this_thread::sleep_for(context->settings().timeout + std::chrono::seconds(60));
+    return;
+  }
   auto world = context->NewWorldGroup();
   const bool faulty = context->rank().global_rank() == FLAGS_faulty_rank;
   DeviceBuffer buffer(context->backend(), sizeof(float) * kCount * context->rank().world_size());
@@ -229,8 +237,9 @@ int main(int argc, char** argv) {
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (FLAGS_nthread_per_process > 0) FLAGS_threads_per_process = FLAGS_nthread_per_process;
   if (FLAGS_mode != "check" && FLAGS_mode != "hang" && FLAGS_mode != "stop" &&
-      FLAGS_mode != "mismatch") {
-    std::fprintf(stderr, "parallel_check: --mode=%s: expected check, hang, stop or mismatch\n",
+      FLAGS_mode != "mismatch" && FLAGS_mode != "skip_init") {
+    std::fprintf(stderr,
+                 "parallel_check: --mode=%s: expected check, hang, stop, mismatch or skip_init\n",
                  FLAGS_mode.c_str());
     return 2;
   }

@@ -21,7 +21,9 @@
 // element 2 off by one), "hang_broadcast" (the root never sends),
 // "one_rank_comms" (comm_init_ranks quietly makes a world of one for each
 // rank, as a library asked for a 1x2 layout did), "wrong_with_threads" (float32 sums are off by one on
-// communicators made several to a process: wrong in one layout only).
+// communicators made several to a process: wrong in one layout only),
+// "hang_init" (comm_init_ranks never returns, and cannot be aborted: there
+// is no handle yet).
 //
 // Built twice: KVTEST_ONE_RANK_PER_PROCESS gives libinfini_ccl_kvtest_one.so,
 // which declares INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS (oneCCL's CPU
@@ -37,6 +39,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "infini/ccl/plugin_abi.h"
@@ -492,6 +495,7 @@ infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* d
   if (std::string damage = CheckId(unique_id); !damage.empty()) {
     return Fail(infiniCclInvalidArgument, damage);
   }
+  while (Fault("hang_init")) std::this_thread::sleep_for(std::chrono::seconds(1));
   const uint64_t nonce = NonceOf(unique_id);
   std::vector<unsigned char> root_copy(kUniqueIdBytes);
   size_t found = 0;
