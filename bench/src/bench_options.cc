@@ -7,6 +7,8 @@
 #include <map>
 #include <sstream>
 
+#include "infini/common/one_line.h"
+
 namespace infini::bench {
 namespace {
 
@@ -32,7 +34,7 @@ std::string CollectiveNameList() {
 }
 
 [[noreturn]] void Refuse(std::string_view flag, std::string_view value, std::string_view expected) {
-  throw UsageError("--" + std::string(flag) + "='" + std::string(value) + "': expected " +
+  throw UsageError("--" + std::string(flag) + "='" + OneLine(value) + "': expected " +
                    std::string(expected));
 }
 
@@ -261,7 +263,7 @@ bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
       return false;
     }
     if (argument.substr(0, 2) != "--") {
-      throw UsageError("unexpected argument '" + std::string(argument) +
+      throw UsageError("unexpected argument '" + OneLine(argument) +
                        "': ccl_bench takes only --flags (see --help)");
     }
     argument.remove_prefix(2);
@@ -269,7 +271,7 @@ bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
     const std::string_view name = argument.substr(0, equals);
     const auto found = FlagTable().find(name);
     if (found == FlagTable().end()) {
-      throw UsageError("unknown flag '--" + std::string(name) + "' (see ccl_bench --help)");
+      throw UsageError("unknown flag '--" + OneLine(name) + "' (see ccl_bench --help)");
     }
     const FlagSpec& spec = found->second;
     std::string_view value;
@@ -280,7 +282,7 @@ bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
     } else if (index + 1 < argc) {
       value = argv[++index];
     } else {
-      throw UsageError("--" + std::string(name) + " needs a value (see ccl_bench --help)");
+      throw UsageError("--" + OneLine(name) + " needs a value (see ccl_bench --help)");
     }
     spec.apply(name, value, options);
     if (name == "max_bytes") max_bytes_given = true;

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <thread>
 
+#include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
 
 namespace infini::bench {
@@ -37,7 +38,7 @@ std::string VisibleDevicesText(const ccl::BackendInfo& backend) {
   const std::string& variable = backend.visible_devices_env;
   if (variable.empty()) return "";
   const char* value = std::getenv(variable.c_str());
-  return value == nullptr ? variable + " unset" : variable + "='" + value + "'";
+  return value == nullptr ? variable + " unset" : variable + "='" + OneLine(value) + "'";
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "bench_options.h"
 #include "bench_world.h"
 #include "collective_case.h"
+#include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
 #include "results_table.h"
 
@@ -331,13 +332,13 @@ int main(int argc, char** argv) {
   try {
     return infini::bench::Main(argc, argv);
   } catch (const UsageError& error) {
-    std::cerr << "ccl_bench: " << error.what() << std::endl;
+    std::cerr << "ccl_bench: " << infini::OneLine(error.what()) << std::endl;
     return 2;
   } catch (const infini::parallel::ParallelConfigError& error) {
-    std::cerr << "ccl_bench: " << error.what() << std::endl;
+    std::cerr << "ccl_bench: " << infini::OneLine(error.what()) << std::endl;
     return 2;
   } catch (const std::exception& error) {
-    std::cerr << "ccl_bench: " << error.what() << std::endl;
+    std::cerr << "ccl_bench: " << infini::OneLine(error.what()) << std::endl;
     return 1;
   }
 }

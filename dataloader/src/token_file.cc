@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 
+#include "infini/common/one_line.h"
 #include "infini/data/error.h"
 
 namespace infini::data {
@@ -39,7 +40,7 @@ void WriteAll(int fd, const void* data, size_t bytes, const std::string& path) {
     const ssize_t written = ::write(fd, cursor, bytes);
     if (written < 0) {
       if (errno == EINTR) continue;
-      throw FileFormatError("cannot write token file '" + path + "': " + SystemError());
+      throw FileFormatError("cannot write token file '" + OneLine(path) + "': " + SystemError());
     }
     cursor += written;
     bytes -= static_cast<size_t>(written);
@@ -50,7 +51,8 @@ void WriteAll(int fd, const void* data, size_t bytes, const std::string& path) {
 void WriteTokenFileBytes(const std::string& path, int32_t magic, int32_t version, size_t num_tokens,
                          const void* tokens, size_t token_bytes) {
   if (num_tokens > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    throw InvalidArgumentError("token count " + std::to_string(num_tokens) + " for '" + path +
+    throw InvalidArgumentError("token count " + std::to_string(num_tokens) + " for '" +
+                               OneLine(path) +
                                "': the llm.c header holds at most 2147483647 tokens");
   }
   std::array<int32_t, kTokenFileHeaderInts> header{};
@@ -61,14 +63,16 @@ void WriteTokenFileBytes(const std::string& path, int32_t magic, int32_t version
   const std::string temporary_path = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temporary_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    throw FileFormatError("cannot create token file '" + temporary_path + "': " + SystemError());
+    throw FileFormatError("cannot create token file '" + OneLine(temporary_path) +
+                          "': " + SystemError());
   }
   try {
     FdCloser closer(fd);
     WriteAll(fd, header.data(), kTokenFileHeaderBytes, temporary_path);
     WriteAll(fd, tokens, token_bytes, temporary_path);
     if (::fsync(fd) != 0) {
-      throw FileFormatError("cannot flush token file '" + temporary_path + "': " + SystemError());
+      throw FileFormatError("cannot flush token file '" + OneLine(temporary_path) +
+                            "': " + SystemError());
     }
   } catch (...) {
     ::unlink(temporary_path.c_str());
@@ -77,7 +81,8 @@ void WriteTokenFileBytes(const std::string& path, int32_t magic, int32_t version
   if (::rename(temporary_path.c_str(), path.c_str()) != 0) {
     const std::string reason = SystemError();
     ::unlink(temporary_path.c_str());
-    throw FileFormatError("cannot rename '" + temporary_path + "' to '" + path + "': " + reason);
+    throw FileFormatError("cannot rename '" + OneLine(temporary_path) + "' to '" + OneLine(path) +
+                          "': " + reason);
   }
 }
 
@@ -95,18 +100,19 @@ void WriteLlama3TokenFile(const std::string& path, std::span<const uint32_t> tok
 
 TokenFile::TokenFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw FileFormatError("cannot open token file '" + path + "': " + SystemError());
+  if (fd < 0)
+    throw FileFormatError("cannot open token file '" + OneLine(path) + "': " + SystemError());
   FdCloser closer(fd);
   struct stat info {};
   if (::fstat(fd, &info) != 0) {
-    throw FileFormatError("cannot stat token file '" + path + "': " + SystemError());
+    throw FileFormatError("cannot stat token file '" + OneLine(path) + "': " + SystemError());
   }
   if (!S_ISREG(info.st_mode)) {
-    throw FileFormatError("token file '" + path + "' is not a regular file");
+    throw FileFormatError("token file '" + OneLine(path) + "' is not a regular file");
   }
   const auto file_bytes = static_cast<uint64_t>(info.st_size);
   if (file_bytes < kTokenFileHeaderBytes) {
-    throw FileFormatError("token file '" + path + "' has " + std::to_string(file_bytes) +
+    throw FileFormatError("token file '" + OneLine(path) + "' has " + std::to_string(file_bytes) +
                           " bytes: expected at least the " + std::to_string(kTokenFileHeaderBytes) +
                           "-byte llm.c header (truncated or not a token file)");
   }
@@ -114,7 +120,7 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   mapping_ = ::mmap(nullptr, mapping_bytes_, PROT_READ, MAP_SHARED, fd, 0);
   if (mapping_ == MAP_FAILED) {
     mapping_ = nullptr;
-    throw FileFormatError("cannot map token file '" + path + "': " + SystemError());
+    throw FileFormatError("cannot map token file '" + OneLine(path) + "': " + SystemError());
   }
   try {
     std::array<int32_t, kTokenFileHeaderInts> header{};
@@ -130,25 +136,26 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
       token_bytes_ = 4;
       format = "LLaMA-3, uint32 tokens";
     } else {
-      throw FileFormatError("token file '" + path + "' has magic " + std::to_string(header[0]) +
-                            ": expected " + std::to_string(kTokenFileMagic) + " (GPT-2) or " +
-                            std::to_string(kLlama3TokenFileMagic) +
-                            " (LLaMA-3), an llm.c .bin token file");
+      throw FileFormatError(
+          "token file '" + OneLine(path) + "' has magic " + std::to_string(header[0]) +
+          ": expected " + std::to_string(kTokenFileMagic) + " (GPT-2) or " +
+          std::to_string(kLlama3TokenFileMagic) + " (LLaMA-3), an llm.c .bin token file");
     }
     if (header[1] != expected_version) {
-      throw FileFormatError("token file '" + path + "' has version " + std::to_string(header[1]) +
-                            ": expected " + std::to_string(expected_version) + " for magic " +
+      throw FileFormatError("token file '" + OneLine(path) + "' has version " +
+                            std::to_string(header[1]) + ": expected " +
+                            std::to_string(expected_version) + " for magic " +
                             std::to_string(header[0]) + " (" + format + ")");
     }
     if (header[2] < 0) {
-      throw FileFormatError("token file '" + path + "' has token count " +
+      throw FileFormatError("token file '" + OneLine(path) + "' has token count " +
                             std::to_string(header[2]) + ": expected a number >= 0");
     }
     num_tokens_ = header[2];
     const uint64_t expected_bytes = kTokenFileHeaderBytes + static_cast<uint64_t>(num_tokens_) *
                                                                 static_cast<uint64_t>(token_bytes_);
     if (file_bytes != expected_bytes) {
-      throw FileFormatError("token file '" + path + "' has " + std::to_string(file_bytes) +
+      throw FileFormatError("token file '" + OneLine(path) + "' has " + std::to_string(file_bytes) +
                             " bytes: its header announces " + std::to_string(num_tokens_) +
                             " tokens, expected " + std::to_string(expected_bytes) + " bytes (" +
                             (file_bytes < expected_bytes ? "truncated" : "trailing data") + ")");
@@ -181,7 +188,7 @@ TokenDataset::TokenDataset(const std::string& path, int64_t sequence_length)
   }
   if (file_.num_tokens() < sequence_length + 1) {
     throw InvalidArgumentError(
-        "token file '" + path + "' has " + std::to_string(file_.num_tokens()) +
+        "token file '" + OneLine(path) + "' has " + std::to_string(file_.num_tokens()) +
         " tokens: expected at least sequence_length + 1 = " + std::to_string(sequence_length + 1) +
         " for one sample");
   }
@@ -191,8 +198,8 @@ TokenDataset::TokenDataset(const std::string& path, int64_t sequence_length)
 TokenSpan TokenDataset::Window(int64_t sample_index) const {
   if (sample_index < 0 || sample_index >= num_samples_) {
     throw InvalidArgumentError("sample index " + std::to_string(sample_index) + " of '" +
-                               file_.path() + "': expected [0, " + std::to_string(num_samples_) +
-                               ")");
+                               OneLine(file_.path()) + "': expected [0, " +
+                               std::to_string(num_samples_) + ")");
   }
   return file_.tokens().subspan(static_cast<size_t>(sample_index * sequence_length_),
                                 static_cast<size_t>(sequence_length_ + 1));

@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 
+#include "infini/common/one_line.h"
 #include "infini/data/error.h"
 #include "infini/data/sampler.h"
 #include "infini/data/token_file.h"
@@ -97,7 +98,7 @@ int64_t ResolveNumSamples() {
   RequireInRange("sequence_length", FLAGS_sequence_length, 1, kMaxSequenceLength);
   if (FLAGS_num_samples != 0) {
     throw InvalidArgumentError("--num_samples=" + std::to_string(FLAGS_num_samples) +
-                               " and --data_file=" + FLAGS_data_file +
+                               " and --data_file='" + infini::OneLine(FLAGS_data_file) + "'" +
                                ": expected only one of them");
   }
   return infini::data::TokenDataset(FLAGS_data_file, FLAGS_sequence_length).num_samples();
@@ -163,14 +164,14 @@ int main(int argc, char** argv) {
       "(';' separates micro-steps, -1 marks padding)");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
-    std::cerr << "dataloader_plan: unexpected argument '" << argv[1]
+    std::cerr << "dataloader_plan: unexpected argument '" << infini::OneLine(argv[1])
               << "': expected only --flags (see --help)\n";
     return 2;
   }
   try {
     PrintPlan();
   } catch (const infini::data::Error& error) {
-    std::cerr << "dataloader_plan: " << error.what() << '\n';
+    std::cerr << "dataloader_plan: " << infini::OneLine(error.what()) << '\n';
     return 2;
   }
   return 0;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "infini/common/one_line.h"
 #include "infini/data/error.h"
 #include "infini/data/token_file.h"
 
@@ -27,12 +28,13 @@ DEFINE_string(input_format, "bytes", "bytes: one token per byte; ids: whitespace
 
 namespace {
 
+using infini::OneLine;
 using infini::data::FileFormatError;
 using infini::data::InvalidArgumentError;
 
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream stream(path, std::ios::binary);
-  if (!stream) throw FileFormatError("cannot open --input='" + path + "'");
+  if (!stream) throw FileFormatError("cannot open --input='" + OneLine(path) + "'");
   return {std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
 }
 
@@ -61,8 +63,8 @@ std::vector<uint16_t> IdsToTokens(const std::string& text, const std::string& pa
         word.size() <= 5 && word.find_first_not_of("0123456789") == std::string::npos;
     const long value = all_digits ? std::stol(word) : -1;
     if (value < 0 || value > 65535) {
-      throw InvalidArgumentError("--input='" + path + "' line " + std::to_string(line) +
-                                 ": token '" + word + "': expected an id in [0, 65535]");
+      throw InvalidArgumentError("--input='" + OneLine(path) + "' line " + std::to_string(line) +
+                                 ": token '" + OneLine(word) + "': expected an id in [0, 65535]");
     }
     tokens.push_back(static_cast<uint16_t>(value));
   }
@@ -79,7 +81,7 @@ void Convert() {
   } else if (FLAGS_input_format == "ids") {
     tokens = IdsToTokens(text, FLAGS_input);
   } else {
-    throw InvalidArgumentError("--input_format='" + FLAGS_input_format +
+    throw InvalidArgumentError("--input_format='" + OneLine(FLAGS_input_format) +
                                "': expected 'bytes' or 'ids'");
   }
   infini::data::WriteTokenFile(FLAGS_output, tokens);
@@ -94,14 +96,14 @@ int main(int argc, char** argv) {
       "  make_token_bin --input=FILE --output=FILE.bin [--input_format=bytes|ids]");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) {
-    std::cerr << "make_token_bin: unexpected argument '" << argv[1]
+    std::cerr << "make_token_bin: unexpected argument '" << infini::OneLine(argv[1])
               << "': expected only --flags (see --help)\n";
     return 2;
   }
   try {
     Convert();
   } catch (const infini::data::Error& error) {
-    std::cerr << "make_token_bin: " << error.what() << '\n';
+    std::cerr << "make_token_bin: " << infini::OneLine(error.what()) << '\n';
     return 2;
   }
   return 0;

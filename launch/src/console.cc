@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <thread>
 
+#include "infini/common/one_line.h"
+
 namespace infini::launch {
 
 Console& Console::Get() {
@@ -137,7 +139,8 @@ void Console::Flush(std::chrono::milliseconds bound) {
 }
 
 void Say(const std::string& line) {
-  Console::Get().WriteLine(Console::kStderr, "infini_run: " + line + "\n");
+  // One line whatever the message echoes (a value holding a newline).
+  Console::Get().WriteLine(Console::kStderr, "infini_run: " + OneLine(line) + "\n");
 }
 
 }  // namespace infini::launch

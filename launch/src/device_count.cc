@@ -98,7 +98,7 @@ int BackendDeviceCount(const std::string& bin_dir, const std::string& ccl_backen
   long count = std::strtol(output.c_str(), &end, 10);
   while (end && (*end == '\n' || *end == ' ')) ++end;
   if (end == output.c_str() || (end && *end != '\0') || count < 0) {
-    throw LaunchError(ccl_info + " printed '" + output + "', expected a device count");
+    throw LaunchError(ccl_info + " printed '" + OneLine(output) + "', expected a device count");
   }
   return static_cast<int>(count);
 }
@@ -128,7 +128,8 @@ int ResolveProcessesPerNode(const std::string& value, const std::string& bin_dir
     try {
       devices = BackendDeviceCount(bin_dir, ccl_backend);
       if (devices == 0) {
-        why = "--ccl_backend='" + ccl_backend + "' finds no accelerator device on this machine";
+        why = "--ccl_backend='" + OneLine(ccl_backend) +
+              "' finds no accelerator device on this machine";
       }
     } catch (const LaunchError& error) {
       why = error.what();
@@ -146,7 +147,7 @@ int ResolveProcessesPerNode(const std::string& value, const std::string& bin_dir
   char* end = nullptr;
   long count = std::strtol(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0' || count < 1 || count > 65536) {
-    throw UsageError("--nproc_per_node='" + value +
+    throw UsageError("--nproc_per_node='" + OneLine(value) +
                      "': expected a number >= 1, or auto, gpu or cpu");
   }
   return static_cast<int>(count);

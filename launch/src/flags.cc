@@ -661,26 +661,6 @@ void ResolveDeviceIsolation(LaunchOptions* options) {
 
 }  // namespace
 
-std::string OneLine(const std::string& value) {
-  std::string escaped;
-  for (unsigned char c : value) {
-    if (c == '\n') {
-      escaped += "\\n";
-    } else if (c == '\r') {
-      escaped += "\\r";
-    } else if (c == '\t') {
-      escaped += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      char hex[8];
-      snprintf(hex, sizeof(hex), "\\x%02x", c);
-      escaped += hex;
-    } else {
-      escaped += static_cast<char>(c);
-    }
-  }
-  return escaped;
-}
-
 int StreamSelection::CodeFor(int local_rank) const {
   auto found = code_by_local_rank.find(local_rank);
   return found == code_by_local_rank.end() ? default_code : found->second;

@@ -17,7 +17,7 @@ constexpr mode_t kFolderMode = 0700;
 constexpr mode_t kFileMode = 0600;
 
 [[noreturn]] void Fail(const std::string& what, const std::string& path, int error) {
-  throw LaunchError("cannot " + what + " " + path + ": " + strerror(error));
+  throw LaunchError("cannot " + what + " " + OneLine(path) + ": " + strerror(error));
 }
 
 // mkdir -p for the folder the user named (symlinks in it are the user's own).
@@ -38,7 +38,7 @@ int OpenOrMakeFolderAt(int parent_fd, const std::string& name, const std::string
   if (mkdirat(parent_fd, name.c_str(), kFolderMode) != 0) {
     if (errno != EEXIST) Fail("create log folder", path, errno);
     if (must_be_new) {
-      throw LaunchError("log folder " + path +
+      throw LaunchError("log folder " + OneLine(path) +
                         " already exists: another run with the same --rdzv_id wrote there; logs "
                         "are never overwritten: choose another --rdzv_id or --log_dir");
     }

@@ -32,7 +32,7 @@ bool Resolve(const std::string& host, bool passive, AddressList* list) {
 
 uint16_t PickFreePort(const std::string& host) {
   AddressList addresses;
-  if (!Resolve(host, true, &addresses)) throw LaunchError("cannot resolve '" + host + "'");
+  if (!Resolve(host, true, &addresses)) throw LaunchError("cannot resolve '" + OneLine(host) + "'");
   for (addrinfo* address = addresses.head; address; address = address->ai_next) {
     int fd = socket(address->ai_family, address->ai_socktype | SOCK_CLOEXEC, 0);
     if (fd < 0) continue;
@@ -47,7 +47,7 @@ uint16_t PickFreePort(const std::string& host) {
     }
     return ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
   }
-  throw LaunchError("cannot find a free TCP port on '" + host + "': " + strerror(errno));
+  throw LaunchError("cannot find a free TCP port on '" + OneLine(host) + "': " + strerror(errno));
 }
 
 bool IsLocalHost(const std::string& host) {

@@ -493,8 +493,8 @@ void NodeRendezvous::AgreeOnEtcd(const LaunchOptions& options) {
     const std::string theirs = FieldOf(agreed, name);
     if (theirs == value) continue;
     const std::string message = me + " disagrees with the run on --" + name +
-                                ": the first node has '" + theirs + "', " + me + " has '" + value +
-                                "'";
+                                ": the first node has '" + OneLine(theirs) + "', " + me + " has '" +
+                                OneLine(value) + "'";
     PublishDirect(0, false, 1, message);
     throw LaunchError(message);
   }
@@ -592,8 +592,8 @@ void NodeRendezvous::AgreeWithHost(const LaunchOptions& options) {
   for (const auto& [name, mine] : ConfigFields(options)) {
     std::string theirs = FieldOf(host_config, name);
     if (theirs == mine) continue;
-    std::string message = me + " disagrees with node 0 on --" + name + ": node 0 has '" + theirs +
-                          "', " + me + " has '" + mine + "'";
+    std::string message = me + " disagrees with node 0 on --" + name + ": node 0 has '" +
+                          OneLine(theirs) + "', " + me + " has '" + OneLine(mine) + "'";
     PublishDirect(0, false, 1, message);
     throw LaunchError(message);
   }

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "group_state.h"
+#include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
 #include "infini/parallel/process_group.h"
@@ -46,7 +47,7 @@ std::string VisibleDevicesVariable(const Environment& environment,
   if (variable.empty()) return "";
   auto it = environment.find(variable);
   if (it == environment.end()) return variable + " unset";
-  return variable + "='" + it->second + "'";
+  return variable + "='" + OneLine(it->second) + "'";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
 
 extern char** environ;  // NOLINT: POSIX
@@ -20,7 +21,7 @@ constexpr int64_t kMaxCount = std::numeric_limits<int>::max();
 
 std::string Quoted(const Environment& environment, const std::string& name) {
   auto it = environment.find(name);
-  return name + "='" + (it == environment.end() ? std::string() : it->second) + "'";
+  return name + "='" + (it == environment.end() ? std::string() : OneLine(it->second)) + "'";
 }
 
 bool IsSet(const Environment& environment, const std::string& name) {
@@ -299,7 +300,7 @@ std::optional<int64_t> ReadInteger(const Environment& environment, const std::st
   // from_chars refuses "+", spaces and trailing text: all mistakes here.
   auto [stop, error] = std::from_chars(begin, end, value);
   if (text.empty() || error != std::errc() || stop != end || value < minimum || value > maximum) {
-    Fail(name + "='" + text + "': expected " + expectation);
+    Fail(name + "='" + OneLine(text) + "': expected " + expectation);
   }
   return value;
 }

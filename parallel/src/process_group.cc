@@ -10,6 +10,7 @@
 #include "flight_recorder.h"
 #include "group_state.h"
 #include "infini/ccl/dtype.h"
+#include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
 #include "infini/parallel/store_bootstrap.h"
@@ -50,7 +51,7 @@ std::string MembersDigest(const std::vector<int>& members) {
 void ValidateMembers(const Context& context, const std::string& name,
                      const std::vector<int>& members) {
   if (name.empty() || name.find('/') != std::string::npos) {
-    throw ParallelUsageError("process group name '" + name +
+    throw ParallelUsageError("process group name '" + OneLine(name) +
                              "': expected a non-empty name without '/'");
   }
   const int world_size = context.rank().world_size();

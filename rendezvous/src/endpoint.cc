@@ -8,12 +8,13 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "infini/common/one_line.h"
+
 namespace infini::rendezvous {
 namespace {
 
 [[noreturn]] void ThrowInvalid(std::string_view text, std::string_view problem) {
-  throw std::invalid_argument("invalid endpoint '" + std::string(text) +
-                              "': " + std::string(problem) +
+  throw std::invalid_argument("invalid endpoint '" + OneLine(text) + "': " + std::string(problem) +
                               "; expected HOST, HOST:PORT or [IPV6]:PORT with PORT in 0..65535");
 }
 
@@ -24,10 +25,10 @@ uint16_t ParsePort(std::string_view text, std::string_view port_text) {
   const auto [stop, error] = std::from_chars(port_text.data(), end, value);
   if (error == std::errc::result_out_of_range ||
       (error == std::errc() && stop == end && value > 65535)) {
-    ThrowInvalid(text, "port " + std::string(port_text) + " is out of range");
+    ThrowInvalid(text, "port " + OneLine(port_text) + " is out of range");
   }
   if (error != std::errc() || stop != end) {
-    ThrowInvalid(text, "port '" + std::string(port_text) + "' is not a number");
+    ThrowInvalid(text, "port '" + OneLine(port_text) + "' is not a number");
   }
   return static_cast<uint16_t>(value);
 }

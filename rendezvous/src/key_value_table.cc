@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "infini/common/one_line.h"
+
 namespace infini::rendezvous {
 namespace {
 
@@ -104,15 +106,16 @@ void KeyValueTable::Add(ClientId client, const std::string& key, int64_t delta) 
     const std::string& text = *found->second;
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), current);
     if (error != std::errc() || end != text.data() + text.size()) {
-      Answer(client, Error("cannot add to key '" + key.substr(0, 256) + "': its value '" +
-                           text.substr(0, 64) + "' is not an integer"));
+      Answer(client, Error("cannot add to key '" + OneLine(key.substr(0, 256)) + "': its value '" +
+                           OneLine(text.substr(0, 64)) + "' is not an integer"));
       return;
     }
   }
   int64_t updated = 0;
   if (__builtin_add_overflow(current, delta, &updated)) {
-    Answer(client, Error("adding " + std::to_string(delta) + " to key '" + key.substr(0, 256) +
-                         "' (" + std::to_string(current) + ") overflows int64"));
+    Answer(client,
+           Error("adding " + std::to_string(delta) + " to key '" + OneLine(key.substr(0, 256)) +
+                 "' (" + std::to_string(current) + ") overflows int64"));
     return;
   }
   SetValue(key, std::make_shared<const std::string>(std::to_string(updated)));

@@ -3,12 +3,14 @@
 #include <stdexcept>
 #include <utility>
 
+#include "infini/common/one_line.h"
+
 namespace infini::rendezvous {
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
     : prefix_(std::move(prefix)), inner_(std::move(inner)) {
   if (inner_ == nullptr)
-    throw std::invalid_argument("PrefixStore '" + prefix_ + "': no inner store");
+    throw std::invalid_argument("PrefixStore '" + OneLine(prefix_) + "': no inner store");
   timeout_ = inner_->timeout();
 }
 

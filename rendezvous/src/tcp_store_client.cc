@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "hello_auth.h"
+#include "infini/common/one_line.h"
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
@@ -70,7 +71,7 @@ std::string QuotedList(const std::vector<std::string>& keys) {
   std::string text;
   for (const std::string& key : keys) {
     if (!text.empty()) text += ", ";
-    text += "'" + key + "'";
+    text += "'" + OneLine(key) + "'";
   }
   return text;
 }
@@ -203,7 +204,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
       : host_(std::move(host)),
         port_(port),
         token_(std::move(token)),
-        endpoint_(FormatEndpoint({host_, port_})) {}
+        endpoint_(OneLine(FormatEndpoint({host_, port_}))) {}
 
   // Connects (retrying until `connect_timeout` passes, since the server may
   // start after its clients; once only when `retry` is false) and exchanges
@@ -234,25 +235,25 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
   void Set(const std::string& key, const std::string& value) override {
     const std::string reply = Call(FrameWriter(MessageType::kSet).Str(key).Str(value).Finish(),
-                                   DefaultDeadline(), "setting key '" + key + "'");
-    Expect(reply, MessageType::kOk, "setting key '" + key + "'");
+                                   DefaultDeadline(), "setting key '" + OneLine(key) + "'");
+    Expect(reply, MessageType::kOk, "setting key '" + OneLine(key) + "'");
   }
 
   std::string Get(const std::string& key) override {
     const milliseconds timeout = Clamp(timeout_);
-    const std::string doing = "getting key '" + key + "'";
+    const std::string doing = "getting key '" + OneLine(key) + "'";
     const std::string reply =
         Call(FrameWriter(MessageType::kGet).Str(key).I64(timeout.count()).Finish(),
              DeadlineAfter(timeout + kServerReplyGrace), doing);
     if (TypeOf(reply) == MessageType::kTimeout) {
-      throw StoreTimeoutError("timed out after " + Seconds(timeout) + " waiting for key '" + key +
-                              "' in the store at " + endpoint_);
+      throw StoreTimeoutError("timed out after " + Seconds(timeout) + " waiting for key '" +
+                              OneLine(key) + "' in the store at " + endpoint_);
     }
     return ReadString(reply, MessageType::kValue, doing);
   }
 
   int64_t Add(const std::string& key, int64_t delta) override {
-    const std::string doing = "adding to key '" + key + "'";
+    const std::string doing = "adding to key '" + OneLine(key) + "'";
     const std::string reply =
         Call(FrameWriter(MessageType::kAdd).Str(key).I64(delta).Finish(), DefaultDeadline(), doing);
     return ReadInteger(reply, doing);
@@ -260,7 +261,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
   std::string CompareSet(const std::string& key, const std::string& expected,
                          const std::string& desired) override {
-    const std::string doing = "compare-setting key '" + key + "'";
+    const std::string doing = "compare-setting key '" + OneLine(key) + "'";
     const std::string reply =
         Call(FrameWriter(MessageType::kCompareSet).Str(key).Str(expected).Str(desired).Finish(),
              DefaultDeadline(), doing);
@@ -268,7 +269,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   }
 
   bool DeleteKey(const std::string& key) override {
-    const std::string doing = "deleting key '" + key + "'";
+    const std::string doing = "deleting key '" + OneLine(key) + "'";
     const std::string reply =
         Call(FrameWriter(MessageType::kDelete).Str(key).Finish(), DefaultDeadline(), doing);
     return ReadBool(reply, doing);
@@ -544,7 +545,7 @@ int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadlin
   addrinfo* addresses = nullptr;
   const int resolved = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
   if (resolved != 0) {
-    *failure = std::string("cannot resolve host '") + host +
+    *failure = std::string("cannot resolve host '") + OneLine(host) +
                "': " + (resolved == EAI_SYSTEM ? ErrnoText(errno) : gai_strerror(resolved));
     return -1;
   }

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "hello_auth.h"
+#include "infini/common/one_line.h"
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
@@ -146,7 +147,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
 
   // Binds and listens; throws StoreError naming host:port on failure.
   void Listen() {
-    const std::string where = FormatEndpoint({options_.host, options_.port});
+    const std::string where = OneLine(FormatEndpoint({options_.host, options_.port}));
     CheckUv(uv_loop_init(&loop_), where, "could not create its event loop");
     loop_initialized_ = true;
     InitHandle(uv_tcp_init(&loop_, &listener_), &listener_, where);
@@ -222,8 +223,8 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     const int result = getaddrinfo(options_.host.c_str(), port_text.c_str(), &hints, &results);
     if (result != 0) {
       CloseServerHandles();
-      throw StoreError("store server on " + where + " could not resolve host '" + options_.host +
-                       "': " + gai_strerror(result));
+      throw StoreError("store server on " + where + " could not resolve host '" +
+                       OneLine(options_.host) + "': " + gai_strerror(result));
     }
     std::memcpy(address, results->ai_addr, results->ai_addrlen);
     freeaddrinfo(results);

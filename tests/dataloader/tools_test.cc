@@ -237,5 +237,23 @@ TEST(DataloaderPlan, RejectsAForeignDataFileWithOneLine) {
   ExpectOneLineUsageError(Plan("--data_file=" + path + " --sequence_length=8"), "has magic");
 }
 
+// A value holding a newline is echoed escaped: the error stays one line that
+// shows the value as "\n". (The shell keeps a newline inside single quotes.)
+TEST(DataloaderTools, ValuesWithANewlineAreEchoedEscapedOnOneLine) {
+  TemporaryDirectory directory;
+  const std::string input = directory.File("in.txt");
+  std::ofstream(input) << "1 2\n";
+  ExpectOneLineUsageError(
+      RunProgram(MAKE_TOKEN_BIN_PATH, "--input=" + input + " --output=" + directory.File("x.bin") +
+                                          " '--input_format=ids\nx'"),
+      "--input_format='ids\\nx'");
+  ExpectOneLineUsageError(
+      RunProgram(MAKE_TOKEN_BIN_PATH,
+                 "'--input=/nonexistent/a\nb.txt' --output=" + directory.File("x.bin")),
+      "--input='/nonexistent/a\\nb.txt'");
+  ExpectOneLineUsageError(Plan("'--data_file=/nonexistent/a\nb.bin' --sequence_length=8"),
+                          "'/nonexistent/a\\nb.bin'");
+}
+
 }  // namespace
 }  // namespace infini::data

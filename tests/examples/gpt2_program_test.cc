@@ -41,6 +41,33 @@ TEST(Gpt2Program, BadFlagExitsWithCodeTwoAndOneLine) {
   }
 }
 
+// A value holding a newline is echoed escaped: the error stays one line that
+// names the flag and shows the value as "\n". (The shell keeps a newline
+// inside single quotes.)
+TEST(Gpt2Program, ValuesWithANewlineAreEchoedEscapedOnOneLine) {
+  struct Case {
+    std::string flag;  // passed inside single quotes
+    std::string named;
+    int exit_code;
+  };
+  const std::vector<Case> cases = {
+      {"--micro_batch_size=2\nx", "--micro_batch_size='2\\nx'", 2},
+      {"--learning_rate=1e-3\nx", "--learning_rate='1e-3\\nx'", 2},
+      {"--dtype=float32\nx", "--dtype='float32\\nx'", 2},
+      {"--shuffle=yes\nx", "--shuffle='yes\\nx'", 2},
+      {"--no_such\nflag=1", "--no_such\\nflag", 2},
+      {"--train_data=/nonexistent/a\nb.bin", "/nonexistent/a\\nb.bin", 1},
+  };
+  for (const Case& bad : cases) {
+    const Result result = RunCommand(kGpt2 + " '" + bad.flag + "'");
+    EXPECT_EQ(result.exit_code, bad.exit_code) << bad.flag << "\n" << result.output;
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << bad.flag << "\n"
+                                                                               << result.output;
+    EXPECT_NE(result.output.find(bad.named), std::string::npos) << bad.flag << "\n"
+                                                                << result.output;
+  }
+}
+
 TEST(Gpt2Program, MissingTrainDataIsOneLineAndExitCodeOne) {
   const Result result = RunCommand(kGpt2 + " --train_data=/nonexistent/x.bin");
   EXPECT_EQ(result.exit_code, 1) << result.output;

@@ -149,6 +149,35 @@ TEST(Launcher, BadCommandLinesGiveOneLineAndExitCode2) {
   }
 }
 
+// A value holding a newline is echoed escaped: the error stays one line that
+// names the flag and shows the value as "\n".
+TEST(Launcher, ValuesWithANewlineAreEchoedEscapedOnOneLine) {
+  struct Case {
+    std::vector<std::string> arguments;
+    std::string named;  // the flag and its escaped value
+  };
+  std::vector<Case> cases = {
+      {{"--nproc_per_node=2\nx", "/bin/true"}, "--nproc_per_node='2\\nx'"},
+      {{"--nnodes=2\nx", "/bin/true"}, "--nnodes='2\\nx'"},
+      {{"--master_port=1\nx", "/bin/true"}, "--master_port='1\\nx'"},
+      {{"--max_restarts=1\nx", "/bin/true"}, "--max_restarts='1\\nx'"},
+      {{"--rdzv_backend=c10d\nx", "/bin/true"}, "--rdzv_backend='c10d\\nx'"},
+      {{"--tee=1\r\nx", "/bin/true"}, "--tee='1\\r\\nx'"},
+      {{"--bad\nflag=1", "/bin/true"}, "--bad\\nflag"},
+      {{"--dry_run=ye\ns", "/bin/true"}, "--dry_run='ye\\ns'"},
+      {{"./missing\nprogram"}, "./missing\\nprogram"},
+  };
+  for (const Case& bad : cases) {
+    LauncherResult result = RunLauncher(bad.arguments, seconds(10));
+    std::string shown;
+    for (const std::string& word : bad.arguments) shown += word + " ";
+    EXPECT_EQ(result.exit_code, 2) << shown << result.err;
+    EXPECT_EQ(Lines(result.err).size(), 1u) << shown << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << shown << result.err;
+    EXPECT_THAT(result.err, HasSubstr(bad.named)) << shown << result.err;
+  }
+}
+
 TEST(Launcher, HelpExplainsEveryFlagWithAnExample) {
   LauncherResult result = RunLauncher({"--help"}, seconds(10));
   EXPECT_EQ(result.exit_code, 0);

@@ -259,5 +259,41 @@ TEST(EnvReaderTest, RefusesBadRuntimeSettings) {
               HasSubstr("TORCHELASTIC_RESTART_COUNT='-1'"));
 }
 
+// A value holding a newline is echoed escaped, so the error stays one line
+// that names the variable and shows the value as "\n".
+TEST(EnvReaderTest, ValuesWithANewlineAreEchoedEscapedOnOneLine) {
+  struct Case {
+    Environment environment;
+    std::string named;  // the variable and its escaped value
+  };
+  const auto torchrun_with = [](const std::string& name, const std::string& value) {
+    Environment environment = Torchrun();
+    environment[name] = value;
+    return environment;
+  };
+  Environment half_store = Torchrun();
+  half_store["INFINI_STORE_ADDR"] = "10.0.0.1\nx";
+  Environment ours = Ours();
+  ours["NPROC_PER_NODE"] = "4\n";
+  const std::vector<Case> cases = {
+      {torchrun_with("LOCAL_RANK", "2\nx"), "LOCAL_RANK='2\\nx'"},
+      {torchrun_with("RANK", "6\r\n"), "RANK='6\\r\\n'"},
+      {torchrun_with("MASTER_PORT", "29500\nx"), "MASTER_PORT='29500\\nx'"},
+      {torchrun_with("INFINI_CCL_ALLOW_DEVICE_SHARING", "1\nx"),
+       "INFINI_CCL_ALLOW_DEVICE_SHARING='1\\nx'"},
+      {torchrun_with("INFINI_CCL_DEVICES_ISOLATED", "\x1b[2J"),
+       "INFINI_CCL_DEVICES_ISOLATED='\\x1b[2J'"},
+      {torchrun_with("INFINI_CCL_DEBUG", "info\nx"), "INFINI_CCL_DEBUG='info\\nx'"},
+      {torchrun_with("INFINI_CCL_TIMEOUT_S", "5\nx"), "INFINI_CCL_TIMEOUT_S='5\\nx'"},
+      {half_store, "INFINI_STORE_ADDR='10.0.0.1\\nx'"},
+      {ours, "NPROC_PER_NODE='4\\n'"},
+  };
+  for (const Case& bad : cases) {
+    const std::string error = ErrorOf(bad.environment);
+    EXPECT_EQ(error.find_first_of("\r\n\x1b"), std::string::npos) << error;
+    EXPECT_THAT(error, HasSubstr(bad.named)) << error;
+  }
+}
+
 }  // namespace
 }  // namespace infini::parallel

@@ -9,6 +9,8 @@
 #include <system_error>
 #include <vector>
 
+#include "infini/common/one_line.h"
+
 namespace infini::examples::gpt2 {
 namespace {
 
@@ -34,12 +36,12 @@ void WriteFloats(std::ofstream& out, std::span<const float> values) {
 void ReadFloats(std::ifstream& in, std::span<float> values, const std::string& path) {
   in.read(reinterpret_cast<char*>(values.data()),
           static_cast<std::streamsize>(values.size_bytes()));
-  if (!in) throw CheckpointError("checkpoint '" + path + "' is truncated");
+  if (!in) throw CheckpointError("checkpoint '" + OneLine(path) + "' is truncated");
 }
 
 void ExpectField(const std::string& path, const char* flag, int64_t saved, int64_t current) {
   if (saved != current) {
-    throw CheckpointError("checkpoint '" + path + "' holds a model with --" + flag + "=" +
+    throw CheckpointError("checkpoint '" + OneLine(path) + "' holds a model with --" + flag + "=" +
                           std::to_string(saved) + ", this run has --" + flag + "=" +
                           std::to_string(current) + " (use the same model flags, or another " +
                           "--checkpoint_dir)");
@@ -59,7 +61,7 @@ void SaveCheckpoint(const std::string& directory, const Model& model, AdamW& opt
   std::error_code error;
   fs::create_directories(directory, error);
   if (error) {
-    throw CheckpointError("--checkpoint_dir='" + directory +
+    throw CheckpointError("--checkpoint_dir='" + OneLine(directory) +
                           "': cannot create it: " + error.message());
   }
   const std::string path = CheckpointPath(directory, progress.steps_done);
@@ -86,13 +88,13 @@ void SaveCheckpoint(const std::string& directory, const Model& model, AdamW& opt
     out.flush();
     if (!out) {
       std::remove(temporary.c_str());
-      throw CheckpointError("cannot write checkpoint '" + temporary + "'");
+      throw CheckpointError("cannot write checkpoint '" + OneLine(temporary) + "'");
     }
   }
   fs::rename(temporary, path, error);
   if (error) {
     std::remove(temporary.c_str());
-    throw CheckpointError("cannot rename '" + temporary + "' to '" + path +
+    throw CheckpointError("cannot rename '" + OneLine(temporary) + "' to '" + OneLine(path) +
                           "': " + error.message());
   }
 }
@@ -114,14 +116,14 @@ std::string LatestCheckpoint(const std::string& directory) {
 
 TrainingProgress LoadCheckpoint(const std::string& path, Model& model, AdamW& optimizer) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError("cannot open checkpoint '" + path + "'");
+  if (!in) throw CheckpointError("cannot open checkpoint '" + OneLine(path) + "'");
   Header header{};
   in.read(reinterpret_cast<char*>(&header), sizeof(header));
   if (!in || std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
-    throw CheckpointError("'" + path + "' is not a gpt2 checkpoint (bad header)");
+    throw CheckpointError("'" + OneLine(path) + "' is not a gpt2 checkpoint (bad header)");
   }
   if (header.version != kVersion) {
-    throw CheckpointError("checkpoint '" + path + "' has version " +
+    throw CheckpointError("checkpoint '" + OneLine(path) + "' has version " +
                           std::to_string(header.version) + ", expected " +
                           std::to_string(kVersion));
   }
@@ -133,7 +135,7 @@ TrainingProgress LoadCheckpoint(const std::string& path, Model& model, AdamW& op
   ExpectField(path, "vocab_size", header.vocab_size, config.vocab_size);
   if (header.num_parameters != model.num_parameters() || header.steps_done < 0 ||
       header.consumed_samples < 0 || header.optimizer_steps < 0) {
-    throw CheckpointError("checkpoint '" + path + "' has an inconsistent header");
+    throw CheckpointError("checkpoint '" + OneLine(path) + "' has an inconsistent header");
   }
   ReadFloats(in, model.parameters(), path);
   ReadFloats(in, optimizer.first_moment(), path);

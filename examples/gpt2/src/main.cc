@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "data_parallel.h"
+#include "infini/common/one_line.h"
 #include "options.h"
 #include "trainer.h"
 
@@ -68,7 +69,7 @@ int main(int argc, char** argv) {
     }
     UseBundledCorpus(&options);
   } catch (const infini::examples::gpt2::UsageError& error) {
-    std::fprintf(stderr, "gpt2: %s\n", error.what());
+    std::fprintf(stderr, "gpt2: %s\n", infini::OneLine(error.what()).c_str());
     return 2;
   }
   // One rank per thread (--nthread_per_process); the first failure decides
@@ -85,10 +86,10 @@ int main(int argc, char** argv) {
       infini::examples::gpt2::Train(options, *group, std::cout);
       return;
     } catch (const infini::examples::gpt2::UsageError& error) {
-      std::fprintf(stderr, "%s: %s\n", where.c_str(), error.what());
+      std::fprintf(stderr, "%s: %s\n", where.c_str(), infini::OneLine(error.what()).c_str());
       code = 2;
     } catch (const std::exception& error) {
-      std::fprintf(stderr, "%s: %s\n", where.c_str(), error.what());
+      std::fprintf(stderr, "%s: %s\n", where.c_str(), infini::OneLine(error.what()).c_str());
       code = 1;
     }
     const std::lock_guard<std::mutex> lock(failure_mutex);

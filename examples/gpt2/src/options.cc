@@ -6,11 +6,13 @@
 #include <functional>
 #include <sstream>
 
+#include "infini/common/one_line.h"
+
 namespace infini::examples::gpt2 {
 namespace {
 
 std::string Quoted(const std::string& name, const std::string& value) {
-  return "--" + name + "='" + value + "'";
+  return "--" + name + "='" + OneLine(value) + "'";
 }
 
 int64_t ParseInteger(const std::string& name, const std::string& value, int64_t minimum,
@@ -210,7 +212,7 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
     } else if (argument.rfind('-', 0) == 0 && argument.size() > 1) {
       argument = argument.substr(1);
     } else {
-      throw UsageError("unexpected argument '" + argument +
+      throw UsageError("unexpected argument '" + OneLine(argument) +
                        "': expected --flag=value (see --help)");
     }
     const size_t equals = argument.find('=');
@@ -220,7 +222,7 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
       if (candidate.name == name) flag = &candidate;
     }
     if (flag == nullptr) {
-      throw UsageError("unknown flag --" + name + " (see --help)");
+      throw UsageError("unknown flag --" + OneLine(name) + " (see --help)");
     }
     std::string value;
     if (equals != std::string::npos) {
@@ -230,7 +232,7 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
     } else if (i + 1 < arguments.size()) {
       value = arguments[++i];
     } else {
-      throw UsageError("--" + name + " needs a value");
+      throw UsageError("--" + OneLine(name) + " needs a value");
     }
     flag->set(value);
     seen.push_back(name);

@@ -11,6 +11,7 @@
 #include "adamw.h"
 #include "checkpoint.h"
 #include "device_training.h"
+#include "infini/common/one_line.h"
 #include "infini/data/error.h"
 #include "infini/data/loader.h"
 #include "infini/data/token_file.h"
@@ -211,7 +212,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     loader = std::make_unique<data::DataLoader>(train_source, loader_options);
   } catch (const data::InvalidArgumentError& error) {
     // The file is fine but too small for this batch shape: say which file.
-    throw std::runtime_error("--train_data='" + options.train_data + "': " + error.what());
+    throw std::runtime_error("--train_data='" + OneLine(options.train_data) + "': " + error.what());
   }
 
   // Identical weights everywhere: the same seed, and rank 0's copy wins.

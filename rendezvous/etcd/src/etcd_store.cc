@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "etcd_http.h"
+#include "infini/common/one_line.h"
 
 namespace infini::rendezvous {
 
@@ -248,7 +249,7 @@ std::string EtcdStore::Get(const std::string& key) {
     if (const JsonValue* kv = FirstKv(reply)) return Base64Decode((*kv)["value"].text());
     if (round == 0) Wait({key}, timeout_);
   }
-  throw StoreError("etcd key '" + key + "' was deleted while it was read");
+  throw StoreError("etcd key '" + OneLine(key) + "' was deleted while it was read");
 }
 
 int64_t EtcdStore::Add(const std::string& key, int64_t delta) {
@@ -269,7 +270,7 @@ int64_t EtcdStore::Add(const std::string& key, int64_t delta) {
                                        state_->PutBody(key, std::to_string(value)) + "}]}");
     if (txn["succeeded"].AsBool()) return value;
   }
-  throw StoreError("etcd key '" + key + "': lost " + std::to_string(kMaxCasRounds) +
+  throw StoreError("etcd key '" + OneLine(key) + "': lost " + std::to_string(kMaxCasRounds) +
                    " races to update it");
 }
 
@@ -325,11 +326,11 @@ void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
           state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + ",\"count_only\":true}");
       if (reply["count"].AsInt() > 0) break;
       if (state_->stopping) {
-        throw StoreError("etcd store stopped while waiting for key '" + key + "'");
+        throw StoreError("etcd store stopped while waiting for key '" + OneLine(key) + "'");
       }
       if (Clock::now() >= deadline) {
         throw StoreTimeoutError("timed out after " + std::to_string(timeout.count()) +
-                                " ms waiting for etcd key '" + key + "'");
+                                " ms waiting for etcd key '" + OneLine(key) + "'");
       }
       state_->WatchForPut(key, reply["header"]["revision"].AsInt(), deadline);
     }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "infini/common/one_line.h"
+
 namespace infini::launch {
 
 // A user's mistake on the command line: one line on stderr, exit code 2.
@@ -90,8 +92,9 @@ struct LaunchOptions {
   bool ShowsOnConsole(int local_rank) const;
 };
 
-// Escapes a value so that it prints on one line ("\n", "\x07").
-std::string OneLine(const std::string& value);
+// Values echoed in messages are escaped with infini::OneLine
+// (infini/common/one_line.h), the one definition every layer shares.
+using ::infini::OneLine;
 
 // Parses infini_run's command line (both spellings of every flag, `--` or the
 // first non-flag word starts the program). Throws UsageError. Returns false
