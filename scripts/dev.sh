@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian 12 machine (run as root, or with sudo):
 #   scripts/dev.sh demo   install what is missing, build, run the main job on gloo
-#   scripts/dev.sh test   install what is missing, build, run every test that
-#                         needs no GPU (GPU tests: scripts/gpu_check.sh)
+#   scripts/dev.sh test   install what is missing (the test tools too: mpirun,
+#                         Slurm, etcd, clang), build, run every test that needs
+#                         no GPU, the ones CI runs (GPU tests: scripts/gpu_check.sh)
 #   scripts/dev.sh build  install and build only
-#   scripts/dev.sh ci     as test, plus the packages only CI needs (the
-#                         scheduler tests of tests/hosts: mpirun and Slurm)
 # Environment: BUILD_DIR (default build), BUILD_TYPE (default RelWithDebInfo),
 # JOBS (default: CPU count), CMAKE_ARGS (extra configure arguments).
 set -euo pipefail
@@ -21,14 +20,16 @@ jobs=${JOBS:-$(nproc)}
 packages=(build-essential cmake ninja-build pkg-config git
           libdlpack-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
           libbenchmark-dev libgloo-dev libuv1-dev libssl-dev libcurl4-openssl-dev python3)
-# Only for CI: schedulers and namespaces (tests/hosts), a real etcd
-# (tests/etcd), clang for fuzzing and formatting. The tests skip, naming what
-# is missing, where these are not installed.
+# The tools of the tests (installed by `test`, so that the README's test
+# command runs every test CI runs): schedulers and namespaces (tests/hosts), a
+# real etcd (tests/etcd), clang for fuzzing and formatting (.ci/run). Where
+# they are missing anyway the tests skip, naming what is missing.
 ci_packages=(openmpi-bin slurm-wlm iproute2 etcd-server clang clang-format)
 
+# install_missing PACKAGE...: apt-get installs those not installed yet.
 install_missing() {
   local missing=()
-  for package in "${packages[@]}"; do
+  for package in "$@"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
       missing+=("$package")
   done
@@ -62,9 +63,8 @@ run_demo() {
 }
 
 case "${1:-}" in
-  demo) install_missing; build; run_demo ;;
-  test) install_missing; build; run_tests ;;
-  build) install_missing; build ;;
-  ci-deps) packages=("${ci_packages[@]}"); install_missing ;;
-  *) echo "usage: scripts/dev.sh demo|test|build|ci-deps" >&2; exit 2 ;;
+  demo) install_missing "${packages[@]}"; build; run_demo ;;
+  test) install_missing "${packages[@]}" "${ci_packages[@]}"; build; run_tests ;;
+  build) install_missing "${packages[@]}"; build ;;
+  *) echo "usage: scripts/dev.sh demo|test|build" >&2; exit 2 ;;
 esac

@@ -48,7 +48,10 @@ void ExpectEveryRankPassed(const std::string& output, int world_size) {
 }
 
 TEST(Mpirun, StartsRanksThatRunTheCollectiveCheckWithoutInfiniRun) {
-  if (!InPath("mpirun")) GTEST_SKIP() << "mpirun not found (apt-get install openmpi-bin)";
+  if (!InPath("mpirun")) {
+    GTEST_SKIP() << "mpirun test skipped: mpirun not found (apt-get install openmpi-bin; "
+                    "scripts/dev.sh test installs it)";
+  }
   TempDir scratch;
   // Two processes of two threads; rank 0 hosts the store at MASTER_ADDR:MASTER_PORT.
   ChildProcess run({"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
@@ -70,7 +73,9 @@ class Slurm : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (!InPath("slurmctld") || !InPath("slurmd") || !InPath("srun")) {
-      skip_reason_ = new std::string("Slurm not found (apt-get install slurm-wlm)");
+      skip_reason_ = new std::string(
+          "Slurm test skipped: slurmctld, slurmd or srun not found (apt-get install slurm-wlm; "
+          "scripts/dev.sh test installs it)");
       return;
     }
     cluster_ = new Cluster();
