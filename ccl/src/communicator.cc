@@ -109,9 +109,12 @@ infiniCclComm_t Communicator::TakeOwnedHandle() {
 }
 
 Communicator::~Communicator() {
-  // At exit the vendor runtime may be gone: the handle stays (reachable) for
-  // the process's end.
-  if (internal::ProcessIsExiting()) return;
+  // At exit the vendor runtime may be gone: the handle is left to the
+  // process's end.
+  if (internal::ProcessIsExiting()) {
+    internal::LeaveToProcessEnd(handle());
+    return;
+  }
   // A destructor cannot report; Destroy() is there for callers who care.
   if (infiniCclComm_t handle = TakeOwnedHandle(); handle != nullptr) {
     plugin_->comm_destroy(handle);
@@ -130,9 +133,12 @@ Communicator::Communicator(Communicator&& other) noexcept
 
 Communicator& Communicator::operator=(Communicator&& other) noexcept {
   if (this != &other) {
-    if (infiniCclComm_t handle = TakeOwnedHandle();
-        handle != nullptr && !internal::ProcessIsExiting()) {
-      plugin_->comm_destroy(handle);
+    if (infiniCclComm_t handle = TakeOwnedHandle(); handle != nullptr) {
+      if (internal::ProcessIsExiting()) {
+        internal::LeaveToProcessEnd(handle);
+      } else {
+        plugin_->comm_destroy(handle);
+      }
     }
     backend_ = std::move(other.backend_);
     plugin_ = std::exchange(other.plugin_, nullptr);
@@ -188,8 +194,8 @@ void Communicator::Broadcast(const DLTensor& send, const DLTensor& recv, int roo
   const bool no_send = rank_ != root && send.data == nullptr;
   const size_t count = no_send ? internal::CheckTensor(check, "recv", recv)
                                : internal::CheckPair(check, send, recv, internal::CountRule::kSame);
-  backend_->Check(plugin_->broadcast(no_send ? nullptr : DataPointer(send), DataPointer(recv), count,
-                                     recv.dtype, root, handle(), stream.handle()),
+  backend_->Check(plugin_->broadcast(no_send ? nullptr : DataPointer(send), DataPointer(recv),
+                                     count, recv.dtype, root, handle(), stream.handle()),
                   "broadcast");
 }
 
@@ -416,7 +422,8 @@ void Communicator::Recv(void* recv, size_t count, DLDataType dtype, int peer,
 void Communicator::AllToAll(const void* send, void* recv, size_t count_per_rank, DLDataType dtype,
                             const Stream& stream) const {
   AllToAll(RawTensor("AllToAll", send, count_per_rank, Blocks(world_size_), dtype, device_),
-           RawTensor("AllToAll", recv, count_per_rank, Blocks(world_size_), dtype, device_), stream);
+           RawTensor("AllToAll", recv, count_per_rank, Blocks(world_size_), dtype, device_),
+           stream);
 }
 
 infiniCclResult_t Communicator::GetAsyncError(std::string* message) const {
@@ -457,14 +464,14 @@ void Communicator::Abort() {
                                           "' does not implement comm_abort (an optional entry "
                                           "of its plugin)");
   }
-  if (internal::ProcessIsExiting()) return;  // left to the process's end
+  if (internal::ProcessIsExiting()) return internal::LeaveToProcessEnd(handle());
   infiniCclComm_t handle = TakeOwnedHandle();
   if (handle == nullptr) return;
   backend_->Check(plugin_->comm_abort(handle), "comm_abort");
 }
 
 void Communicator::Destroy() {
-  if (internal::ProcessIsExiting()) return;  // left to the process's end
+  if (internal::ProcessIsExiting()) return internal::LeaveToProcessEnd(handle());
   infiniCclComm_t handle = TakeOwnedHandle();
   if (handle == nullptr) return;
   backend_->Check(plugin_->comm_destroy(handle), "comm_destroy");

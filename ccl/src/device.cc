@@ -26,7 +26,11 @@ Stream Stream::Wrap(std::shared_ptr<const Backend> backend, infiniCclStream_t ha
 }
 
 Stream::~Stream() {
-  if (internal::ProcessIsExiting()) return;  // the runtime may be gone (ccl.h)
+  // At exit the runtime may be gone (ccl.h): left to the process's end.
+  if (internal::ProcessIsExiting()) {
+    internal::LeaveToProcessEnd(handle_);
+    return;
+  }
   if (owned_ && handle_ != nullptr) backend_->plugin().stream_destroy(handle_);
 }
 
@@ -97,7 +101,10 @@ Graph::Graph(std::shared_ptr<const Backend> backend, infiniCclGraph_t handle)
     : backend_(std::move(backend)), handle_(handle) {}
 
 Graph::~Graph() {
-  if (internal::ProcessIsExiting()) return;
+  if (internal::ProcessIsExiting()) {
+    internal::LeaveToProcessEnd(handle_);
+    return;
+  }
   if (handle_ != nullptr) backend_->plugin().graph_destroy(handle_);
 }
 
@@ -122,7 +129,10 @@ Event::Event(std::shared_ptr<const Backend> backend) : backend_(std::move(backen
 }
 
 Event::~Event() {
-  if (internal::ProcessIsExiting()) return;
+  if (internal::ProcessIsExiting()) {
+    internal::LeaveToProcessEnd(handle_);
+    return;
+  }
   if (handle_ != nullptr) backend_->plugin().event_destroy(handle_);
 }
 
@@ -166,7 +176,10 @@ DeviceBuffer::DeviceBuffer(std::shared_ptr<const Backend> backend, size_t bytes)
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (internal::ProcessIsExiting()) return;
+  if (internal::ProcessIsExiting()) {
+    internal::LeaveToProcessEnd(data_);
+    return;
+  }
   if (data_ != nullptr) backend_->plugin().mem_free(data_);
 }
 

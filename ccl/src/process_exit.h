@@ -16,6 +16,19 @@ inline std::atomic<bool> g_process_exiting{false};
 
 inline bool ProcessIsExiting() { return g_process_exiting.load(std::memory_order_acquire); }
 
+// What RAII types leave at exit stays reachable here, so that a leak checker
+// running after static destruction (LeakSanitizer) sees it as live, which it
+// is until the OS reclaims it. Beyond the slots, handles are simply left.
+inline std::atomic<const void*> g_left_at_exit[256];
+
+inline void LeaveToProcessEnd(const void* handle) {
+  if (handle == nullptr) return;
+  for (auto& slot : g_left_at_exit) {
+    const void* empty = nullptr;
+    if (slot.compare_exchange_strong(empty, handle)) return;
+  }
+}
+
 // Registers the hook, once per process; call before the plugin is opened,
 // so that what the plugin and its vendor library register runs before it.
 inline void WatchProcessExit() {

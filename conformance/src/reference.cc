@@ -126,6 +126,8 @@ double MovedValue(DLDataType dtype, int rank, int64_t index) {
     modulus = 4095;
   } else if (Is(dtype, kDLBfloat, 16)) {
     modulus = 511;
+  } else if (dtype.bits == 16) {
+    modulus = 65521;  // int16, uint16
   } else if (dtype.bits == 32) {
     modulus = (int64_t{1} << 24) - 3;
   } else {
@@ -246,6 +248,8 @@ void EncodeElement(DLDataType dtype, double value, void* element) {
   const auto integer = static_cast<int64_t>(value);
   if (Is(dtype, kDLInt, 8)) return Store(static_cast<int8_t>(integer), element);
   if (Is(dtype, kDLUInt, 8)) return Store(static_cast<uint8_t>(integer), element);
+  if (Is(dtype, kDLInt, 16)) return Store(static_cast<int16_t>(integer), element);
+  if (Is(dtype, kDLUInt, 16)) return Store(static_cast<uint16_t>(integer), element);
   if (Is(dtype, kDLInt, 32)) return Store(static_cast<int32_t>(integer), element);
   if (Is(dtype, kDLUInt, 32)) return Store(static_cast<uint32_t>(integer), element);
   if (Is(dtype, kDLInt, 64)) return Store(integer, element);
@@ -264,6 +268,8 @@ double DecodeElement(DLDataType dtype, const void* element) {
   if (Is(dtype, INFINI_CCL_DL_BOOL, 8)) return Load<uint8_t>(element) != 0 ? 1 : 0;
   if (Is(dtype, kDLInt, 8)) return Load<int8_t>(element);
   if (Is(dtype, kDLUInt, 8)) return Load<uint8_t>(element);
+  if (Is(dtype, kDLInt, 16)) return Load<int16_t>(element);
+  if (Is(dtype, kDLUInt, 16)) return Load<uint16_t>(element);
   if (Is(dtype, kDLInt, 32)) return Load<int32_t>(element);
   if (Is(dtype, kDLUInt, 32)) return Load<uint32_t>(element);
   if (Is(dtype, kDLInt, 64)) return static_cast<double>(Load<int64_t>(element));

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -259,6 +260,63 @@ TEST_F(ApiChecks, CollectiveOnDestroyedCommunicatorIsRefused) {
     EXPECT_EQ(error.code(), infiniCclInvalidUsage);
     EXPECT_NE(std::string(error.what()).find("communicator is not valid"), std::string::npos);
   }
+}
+
+TEST_F(ApiChecks, NullBuffersAreRefusedWhereNcclReadsOrWritesThem) {
+  // The mock's one rank is every root: nothing here may be NULL.
+  std::vector<float> data(4);
+  const FlatTensor none(nullptr, dtype::kFloat32, 4, DLDevice{kDLCPU, 0});
+  ExpectRefused([&] { comm_.Broadcast(none, Cpu(data), 0); },
+                "Broadcast: send tensor has no data pointer");
+  ExpectRefused([&] { comm_.Broadcast(Cpu(data), none, 0); },
+                "Broadcast: recv tensor has no data pointer");
+  ExpectRefused([&] { comm_.Reduce(Cpu(data), none, ReduceOp::kSum, 0); },
+                "Reduce: recv tensor has no data pointer");
+  ExpectRefused([&] { comm_.AllReduce(nullptr, data.data(), 4, dtype::kFloat32, ReduceOp::kSum); },
+                "AllReduce: send tensor has no data pointer");
+  ExpectRefused([&] { comm_.Recv(nullptr, 4, dtype::kFloat32, 0); },
+                "Recv: recv tensor has no data pointer");
+  // A count of 0 needs no buffer, as in NCCL.
+  const int before = calls_();
+  comm_.AllReduce(nullptr, nullptr, 0, dtype::kFloat32, ReduceOp::kSum);
+  EXPECT_EQ(calls_(), before + 1);
+}
+
+TEST_F(ApiChecks, RawPointerCallsAreCheckedLikeTensorCalls) {
+  std::vector<float> data(4);
+  EXPECT_EQ(comm_.device().device_type, kDLCPU);
+  EXPECT_EQ(comm_.device().device_id, 0);
+  ExpectRefused([&] { comm_.Broadcast(data.data(), data.data(), 4, dtype::kFloat32, 2); },
+                "Broadcast: root 2 is outside [0, 1)");
+  ExpectRefused([&] { comm_.AllGather(data.data(), data.data(), SIZE_MAX, dtype::kFloat32); },
+                "AllGather: count");
+  ExpectRefused(
+      [&] { comm_.AllReduce(data.data(), data.data(), 4, dtype::kFloat32, ReduceOp::kAvg); },
+      "does not support all_reduce on float32 with avg", infiniCclUnsupported);
+  ExpectRefused([&] { comm_.AllToAll(data.data(), data.data(), 4, dtype::kFloat32); },
+                "does not implement all_to_all", infiniCclUnsupported);
+  const int before = calls_();
+  comm_.AllReduce(data.data(), data.data(), 4, dtype::kFloat32, ReduceOp::kSum);
+  comm_.Reduce(data.data(), data.data(), 4, dtype::kInt32, ReduceOp::kMax, 0);
+  comm_.AllGather(data.data(), data.data(), 4, dtype::kFloat32);
+  comm_.ReduceScatter(data.data(), data.data(), 4, dtype::kFloat32, ReduceOp::kSum);
+  comm_.Send(data.data(), 4, dtype::kUInt16, 0);
+  comm_.Recv(data.data(), 4, dtype::kInt16, 0);
+  EXPECT_EQ(calls_(), before + 6);
+}
+
+TEST_F(ApiChecks, ReleaseGivesUpTheHandleWithoutDestroyingIt) {
+  const auto destroy_calls = Hook<int (*)()>("mock_plugin_destroy_calls");
+  ASSERT_NE(destroy_calls, nullptr);
+  const int before = destroy_calls();
+  Communicator comm = backend_->CommInitRank(1, backend_->GetUniqueId(), 0);
+  const infiniCclComm_t handle = comm.Release();
+  EXPECT_NE(handle, nullptr);
+  EXPECT_FALSE(comm.valid());
+  comm.Destroy();  // nothing left to destroy
+  { Communicator gone = std::move(comm); }
+  EXPECT_EQ(destroy_calls(), before);
+  backend_->plugin().comm_destroy(handle);  // what the process's end would reclaim
 }
 
 TEST_F(ApiChecks, DeviceBufferRoundTripsThroughTheBackend) {

@@ -9,13 +9,14 @@ namespace {
 using namespace infini::ccl;
 
 TEST(DataTypes, NamesRoundTrip) {
-  for (DLDataType type :
-       {dtype::kInt8, dtype::kUInt8, dtype::kInt32, dtype::kUInt32, dtype::kInt64, dtype::kUInt64,
-        dtype::kFloat16, dtype::kBFloat16, dtype::kFloat32, dtype::kFloat64}) {
+  for (DLDataType type : {dtype::kInt8, dtype::kUInt8, dtype::kInt16, dtype::kUInt16, dtype::kInt32,
+                          dtype::kUInt32, dtype::kInt64, dtype::kUInt64, dtype::kFloat16,
+                          dtype::kBFloat16, dtype::kFloat32, dtype::kFloat64}) {
     EXPECT_TRUE(ParseDataType(DataTypeName(type)) == type) << DataTypeName(type);
   }
   EXPECT_TRUE(ParseDataType("bf16") == dtype::kBFloat16);
   EXPECT_TRUE(ParseDataType("fp32") == dtype::kFloat32);
+  EXPECT_EQ(DataTypeName(DLDataType{kDLUInt, 16, 1}), "uint16");
 }
 
 TEST(DataTypes, UnknownNameListsTheKnownOnes) {

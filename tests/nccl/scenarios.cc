@@ -206,13 +206,18 @@ constexpr size_t kCounts[] = {0, 1, 1001};
 
 bool IsBool(DLDataType dtype) { return dtype.code == INFINI_CCL_DL_BOOL; }
 
-// Every type of the C++ API: NCCL's twelve, and bool (moved as bytes, reduced
-// as uint8).
+// Every type of the C++ API: NCCL's twelve, bool (moved as bytes, reduced as
+// uint8), and int16 and uint16 (moved as bytes, never reduced).
 std::vector<DLDataType> MatrixTypes() { return reference::AllDataTypes(); }
+
+bool IsMoveOnly(DLDataType dtype) {
+  return dtype.bits == 16 && (dtype.code == kDLInt || dtype.code == kDLUInt);
+}
 
 // What the plugin reduces each type with (bool: max and min only).
 std::vector<ReduceOp> OpsFor(DLDataType dtype) {
   if (IsBool(dtype)) return {ReduceOp::kMax, ReduceOp::kMin};
+  if (IsMoveOnly(dtype)) return {};
   return reference::AllReduceOps();
 }
 

@@ -194,10 +194,16 @@ bool IsByteOnlyType(DLDataType dtype) {
          (dtype.code == INFINI_CCL_DL_BOOL || dtype.code == INFINI_CCL_DL_FLOAT8_E4M3FN ||
           dtype.code == INFINI_CCL_DL_FLOAT8_E5M2);
 }
+// int16 and uint16: moved as two-byte elements, never reduced (NCCL has no
+// such type to reduce; a program that reduces them here would not port).
+bool IsMoveOnlyInteger(DLDataType dtype) {
+  return dtype.lanes == 1 && dtype.bits == 16 && (dtype.code == kDLInt || dtype.code == kDLUInt);
+}
 }  // namespace
 
 size_t MovableElementBytes(DLDataType dtype) {
   if (IsByteOnlyType(dtype)) return 1;
+  if (IsMoveOnlyInteger(dtype)) return 2;
   try {
     return ElementBytes(dtype);
   } catch (const PluginError&) {
@@ -205,9 +211,9 @@ size_t MovableElementBytes(DLDataType dtype) {
   }
   throw PluginError(infiniCclInvalidArgument,
                     "data type " + DataTypeName(dtype) +
-                        " is not supported by the gloo backend (expected int8, uint8, int32, "
-                        "uint32, int64, uint64, float16, bfloat16, float32, float64, bool, "
-                        "float8_e4m3fn or float8_e5m2)");
+                        " is not supported by the gloo backend (expected int8, uint8, int16, "
+                        "uint16, int32, uint32, int64, uint64, float16, bfloat16, float32, "
+                        "float64, bool, float8_e4m3fn or float8_e5m2)");
 }
 
 bool SupportsReduction(DLDataType dtype, infiniCclRedOp_t op) {

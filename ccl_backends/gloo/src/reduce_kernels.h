@@ -21,7 +21,8 @@ std::string DataTypeName(DLDataType dtype);
 // the type when the plugin does not support it.
 size_t ElementBytes(DLDataType dtype);
 // Bytes of one element for collectives that only move data: the types above
-// plus bool, float8_e4m3fn and float8_e5m2 (one byte each; no arithmetic).
+// plus int16 and uint16 (two bytes) and bool, float8_e4m3fn and float8_e5m2
+// (one byte each), none of which is reduced.
 // Throws PluginError(infiniCclInvalidArgument) naming the type otherwise.
 size_t MovableElementBytes(DLDataType dtype);
 // Whether reductions with `op` are computed for `dtype` (no exception).

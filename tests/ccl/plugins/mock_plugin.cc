@@ -47,6 +47,9 @@ int g_init_calls = 0;          // process-wide init entry calls
 char g_init_options[256] = "";  // what init received: "k=v;...|rank,count,local,local_count"
 thread_local const char* g_last_error = "";
 
+// comm_destroy and comm_abort calls that reached the plugin.
+int g_destroy_calls = 0;
+
 infiniCclResult_t Fail(const char* why) {
   g_last_error = why;
   return infiniCclInvalidUsage;
@@ -185,6 +188,7 @@ int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_
 }
 #endif
 infiniCclResult_t Destroy(infiniCclComm_t comm) {
+  ++g_destroy_calls;
   delete reinterpret_cast<MockComm*>(comm);
   return infiniCclSuccess;
 }
@@ -263,6 +267,8 @@ extern "C" {
 
 // Lets a test see how many collective calls reached the plugin.
 __attribute__((visibility("default"))) int mock_plugin_collective_calls() { return g_calls; }
+// How many communicators were destroyed or aborted through the plugin.
+__attribute__((visibility("default"))) int mock_plugin_destroy_calls() { return g_destroy_calls; }
 // The last config's blocking field and this backend's vendor options, as the
 // plugin saw them.
 __attribute__((visibility("default"))) int mock_plugin_last_blocking() { return g_last_blocking; }

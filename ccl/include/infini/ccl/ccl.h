@@ -270,8 +270,8 @@ class Communicator {
               const Stream& stream = {}) const;
   void AllGather(const void* send, void* recv, size_t send_count, DLDataType dtype,
                  const Stream& stream = {}) const;
-  void ReduceScatter(const void* send, void* recv, size_t recv_count, DLDataType dtype,
-                     ReduceOp op, const Stream& stream = {}) const;
+  void ReduceScatter(const void* send, void* recv, size_t recv_count, DLDataType dtype, ReduceOp op,
+                     const Stream& stream = {}) const;
   void Send(const void* send, size_t count, DLDataType dtype, int peer,
             const Stream& stream = {}) const;
   void Recv(void* recv, size_t count, DLDataType dtype, int peer, const Stream& stream = {}) const;
