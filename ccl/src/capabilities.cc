@@ -4,6 +4,7 @@
 #include <string>
 
 #include "infini/ccl/dtype.h"
+#include "infini/common/one_line.h"
 
 namespace infini::ccl {
 namespace {
@@ -104,7 +105,7 @@ ReduceOp ParseReduceOp(std::string_view name) {
        {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kAvg}) {
     if (ReduceOpName(op) == name) return op;
   }
-  throw std::invalid_argument("unknown reduction '" + std::string(name) +
+  throw std::invalid_argument("unknown reduction '" + OneLine(name) +
                               "': expected sum, prod, max, min or avg");
 }
 

@@ -6,6 +6,7 @@
 
 #include "infini/ccl/capabilities.h"
 #include "infini/ccl/plugin_abi.h"
+#include "infini/common/one_line.h"
 
 namespace infini::ccl {
 namespace {
@@ -69,7 +70,7 @@ DLDataType ParseDataType(std::string_view name) {
   std::string known;
   for (const auto& named : kNamedTypes)
     known += (known.empty() ? "" : ", ") + std::string(named.name);
-  throw std::invalid_argument("unknown data type '" + std::string(name) + "': expected one of " +
+  throw std::invalid_argument("unknown data type '" + OneLine(name) + "': expected one of " +
                               known);
 }
 

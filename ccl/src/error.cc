@@ -1,6 +1,13 @@
 #include "infini/ccl/error.h"
 
+#include "infini/common/one_line.h"
+
 namespace infini::ccl {
+
+Error::Error(infiniCclResult_t code, const std::string& message)
+    : std::runtime_error(OneLine(message)), code_(code) {}
+
+LoadError::LoadError(const std::string& message) : std::runtime_error(OneLine(message)) {}
 
 const char* ResultName(infiniCclResult_t result) {
   switch (result) {

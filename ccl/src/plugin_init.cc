@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "infini/ccl/error.h"
+#include "infini/common/one_line.h"
 
 namespace infini::ccl::internal {
 namespace {
@@ -26,21 +27,6 @@ int32_t FirstNumber(std::initializer_list<const char*> names) {
   return -1;
 }
 
-std::string Printable(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-      static const char* const kHex = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[(static_cast<unsigned char>(c) >> 4) & 0xf];
-      out += kHex[static_cast<unsigned char>(c) & 0xf];
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<VendorOption> VendorOptionsFromEnvironment() {
@@ -57,7 +43,7 @@ std::vector<VendorOption> VendorOptionsFromEnvironment() {
     const size_t equals = entry.find('=');
     if (colon == 0 || colon == std::string_view::npos || equals == std::string_view::npos ||
         equals < colon + 2) {
-      throw LoadError(std::string(kOptionsVariable) + ": entry '" + Printable(entry) +
+      throw LoadError(std::string(kOptionsVariable) + ": entry '" + OneLine(entry) +
                       "' is not BACKEND:KEY=VALUE (entries are separated by ';')");
     }
     options.push_back({std::string(entry.substr(0, colon)),

@@ -166,7 +166,7 @@ TEST(PluginInit, MalformedOptionsVariableIsOneLineNamingIt) {
   } catch (const LoadError& error) {
     const std::string text = error.what();
     EXPECT_NE(text.find("INFINI_CCL_VENDOR_OPTIONS"), std::string::npos) << text;
-    EXPECT_NE(text.find("'no_colon_here\\x0a'"), std::string::npos) << text;
+    EXPECT_NE(text.find("'no_colon_here\\n'"), std::string::npos) << text;
     EXPECT_NE(text.find("BACKEND:KEY=VALUE"), std::string::npos) << text;
     EXPECT_EQ(text.find('\n'), std::string::npos) << text;
   }
@@ -196,6 +196,29 @@ TEST(BootstrapTryGet, AbsentKeyIsNotFoundAtOncePresentKeyIsItsValue) {
   EXPECT_EQ(store.TryGet("k"), std::nullopt);
   store.Set("k", "value");
   EXPECT_EQ(store.TryGet("k"), std::optional<std::string>("value"));
+}
+
+}  // namespace
+
+namespace {
+
+// what() is one line whatever the message holds (a user's value, a
+// plugin's text): the promise every caller that prints it relies on.
+TEST(ErrorText, ControlCharactersAreEscapedSoWhatIsOneLine) {
+  const infini::ccl::Error error(infiniCclInvalidArgument, "value 'a\nb\tc'");
+  EXPECT_STREQ(error.what(), "value 'a\\nb\\tc'");
+  const infini::ccl::LoadError load("backend '\x07'");
+  EXPECT_STREQ(load.what(), "backend '\\x07'");
+}
+
+TEST(ErrorText, MalformedBackendNameWithANewlineIsOneLine) {
+  try {
+    Backend::Load("gl\noo");
+    FAIL() << "a backend name with a newline was accepted";
+  } catch (const LoadError& error) {
+    EXPECT_NE(std::string(error.what()).find("--ccl_backend='gl\\noo'"), std::string::npos)
+        << error.what();
+  }
 }
 
 }  // namespace

@@ -12,8 +12,9 @@ namespace infini::ccl {
 // the result code's name and the plugin's own explanation.
 class Error : public std::runtime_error {
  public:
-  Error(infiniCclResult_t code, const std::string& message)
-      : std::runtime_error(message), code_(code) {}
+  // Control characters in `message` (a value the user gave, a plugin's
+  // text) are escaped, so what() is always one line.
+  Error(infiniCclResult_t code, const std::string& message);
   infiniCclResult_t code() const { return code_; }
 
  private:
@@ -23,7 +24,7 @@ class Error : public std::runtime_error {
 // A backend could not be loaded: not found, not loadable, wrong ABI.
 class LoadError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit LoadError(const std::string& message);  // escaped as Error's
 };
 
 // Stable name of a result code ("infiniCclRemoteError").
