@@ -54,36 +54,60 @@ bool CanBind(const addrinfo& address) {
 
 }  // namespace
 
-std::string ListenAddressFor(const std::string& host, bool all_clients_local) {
-  constexpr const char* kEveryInterface = "0.0.0.0";
+ListenChoice ChooseListenAddress(const std::string& host, bool all_clients_local) {
+  ListenChoice choice{.address = "0.0.0.0", .fallback_reason = ""};
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICHOST;
   addrinfo* resolved = nullptr;
   const bool numeric_host = ::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) == 0;
-  // A name may resolve on other hosts to another address of this one (split
-  // DNS, several interfaces): unless every client is on this host, only an
-  // address the user wrote as a number narrows what the store listens on.
   if (!numeric_host) {
-    if (!all_clients_local) return kEveryInterface;
     hints.ai_flags = 0;
-    if (::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return kEveryInterface;
-  }
-  std::string chosen = kEveryInterface;
-  for (const addrinfo* address = resolved; address != nullptr; address = address->ai_next) {
-    if (address->ai_family != AF_INET && address->ai_family != AF_INET6) continue;
-    if (IsLoopback(address->ai_addr) && !all_clients_local) continue;
-    if (!CanBind(*address)) continue;
-    char numeric[NI_MAXHOST];
-    if (::getnameinfo(address->ai_addr, address->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
-                      NI_NUMERICHOST) == 0) {
-      chosen = numeric;
-      break;
+    const int failed = ::getaddrinfo(host.c_str(), nullptr, &hints, &resolved);
+    if (failed != 0) {
+      choice.fallback_reason =
+          std::string("cannot be resolved here (") + gai_strerror(failed) + ")";
+      return choice;
     }
   }
+  // Every host connects to a number as it is written, so a numeric address
+  // of this machine is listened on alone, loopback included. A name may
+  // resolve on other hosts to another address of this one (Debian's
+  // /etc/hosts maps the host name to 127.0.1.1 here): unless every client is
+  // on this host, a name's loopback resolutions are passed over.
+  std::string found, loopback_found;
+  for (const addrinfo* address = resolved; address != nullptr; address = address->ai_next) {
+    if (address->ai_family != AF_INET && address->ai_family != AF_INET6) continue;
+    char numeric[NI_MAXHOST];
+    if (::getnameinfo(address->ai_addr, address->ai_addrlen, numeric, sizeof(numeric), nullptr, 0,
+                      NI_NUMERICHOST) != 0) {
+      continue;
+    }
+    if (found.empty()) found = numeric;
+    if (!numeric_host && !all_clients_local && IsLoopback(address->ai_addr)) {
+      if (loopback_found.empty()) loopback_found = numeric;
+      continue;
+    }
+    if (!CanBind(*address)) continue;
+    choice.address = numeric;
+    break;
+  }
   ::freeaddrinfo(resolved);
-  return chosen;
+  if (choice.address != "0.0.0.0" || host == "0.0.0.0") return choice;
+  if (!loopback_found.empty()) {
+    choice.fallback_reason = "resolves here only to loopback (" + loopback_found +
+                             "), which the other hosts of the run cannot reach";
+  } else if (numeric_host) {
+    choice.fallback_reason = "is not an address of this host";
+  } else {
+    choice.fallback_reason = "resolves to no address of this host (" + found + ")";
+  }
+  return choice;
+}
+
+std::string ListenAddressFor(const std::string& host, bool all_clients_local) {
+  return ChooseListenAddress(host, all_clients_local).address;
 }
 
 Endpoint ParseEndpoint(std::string_view text, uint16_t default_port) {

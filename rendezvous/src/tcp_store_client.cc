@@ -46,6 +46,9 @@ using wire::MessageType;
 constexpr milliseconds kServerReplyGrace{std::chrono::seconds(10)};
 // Timeouts are clamped to this so that deadline arithmetic cannot overflow.
 constexpr milliseconds kLongestTimeout{std::chrono::hours(24 * 365)};
+// The shortest connection attempt while Connect reports its wait: one SYN
+// and its answer, on any network a store is used over.
+constexpr milliseconds kMinAttempt{std::chrono::seconds(1)};
 
 milliseconds Clamp(milliseconds timeout) {
   return std::clamp(timeout, milliseconds(0), kLongestTimeout);
@@ -95,6 +98,14 @@ bool PollUntil(int fd, short events, Clock::time_point deadline) {
 // A failed transfer: what happened, without the endpoint.
 struct IoFailure {
   std::string what;
+};
+
+// The connection ended during the hello without a word from the store (one
+// out of descriptors closes what it cannot serve; a crowded one closes
+// connections to make room): Connect tries again while its time lasts.
+class HelloCut : public StoreError {
+ public:
+  using StoreError::StoreError;
 };
 
 class Connection {
@@ -208,25 +219,51 @@ class TcpStoreClientImpl final : public TcpStoreClient {
 
   // Connects (retrying until `connect_timeout` passes, since the server may
   // start after its clients; once only when `retry` is false) and exchanges
-  // hellos. Throws StoreError naming host:port.
-  void Open(milliseconds connect_timeout, bool retry = true) {
+  // hellos, telling `progress` while it retries. Throws StoreError naming
+  // host:port.
+  void Open(milliseconds connect_timeout, bool retry = true, const ConnectProgress& progress = {}) {
+    const Clock::time_point start = Clock::now();
+    const auto since = std::chrono::system_clock::now();
     const Clock::time_point deadline = DeadlineAfter(connect_timeout);
+    const bool reporting = retry && progress.report;
+    Clock::time_point next_report = start + Clamp(progress.first);
     milliseconds backoff{10};
     std::string failure = "timed out";
     for (;;) {
-      const int fd = TryConnect(host_, port_, deadline, &failure);
+      // While reporting, an attempt that hears nothing (dropped packets)
+      // ends by the next report, and the next attempt starts after it.
+      const Clock::time_point attempt_deadline =
+          reporting ? std::min(deadline, std::max(next_report, Clock::now() + kMinAttempt))
+                    : deadline;
+      const int fd = TryConnect(host_, port_, attempt_deadline, &failure);
       if (fd >= 0) {
         // Clear O_NONBLOCK: the connection uses blocking calls gated by poll().
         ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         connection_ = std::make_unique<Connection>(fd);
         broken_.clear();
         // A server that accepted is given at least a few seconds to say hello.
-        Greet(std::max(deadline, Clock::now() + std::chrono::seconds(5)));
-        return;
+        try {
+          Greet(std::max(deadline, Clock::now() + std::chrono::seconds(5)));
+          return;
+        } catch (const HelloCut& cut) {
+          failure = cut.what();  // tried again while time is left
+        }
       }
-      const auto left = deadline - Clock::now();
+      const Clock::time_point now = Clock::now();
+      const auto left = deadline - now;
       if (!retry || left <= Clock::duration::zero()) break;
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, left));
+      if (reporting && now >= next_report) {
+        progress.report({.endpoint = endpoint_,
+                         .since = since,
+                         .waited = std::chrono::duration_cast<milliseconds>(now - start),
+                         .left = std::chrono::duration_cast<milliseconds>(left),
+                         .last_failure = failure});
+        const milliseconds every = std::clamp(progress.every, milliseconds(1), kLongestTimeout);
+        while (next_report <= now) next_report += every;
+      }
+      Clock::duration pause = std::min<Clock::duration>(backoff, left);
+      if (reporting) pause = std::max<Clock::duration>(std::min(pause, next_report - now), {});
+      std::this_thread::sleep_for(pause);
       backoff = std::min(backoff * 2, milliseconds(500));
     }
     throw StoreError("could not connect to store at " + endpoint_ + " after " +
@@ -310,7 +347,9 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   // server that cannot, or that does not ask, is not this run's store), then
   // this client. Throws StoreError when the peer is not our store or refuses us.
   void Greet(Clock::time_point deadline) {
-    const std::string client_nonce = auth::RandomBytes(wire::kNonceBytes);
+    // With a token, the nonce carries its ticket: a crowded store never
+    // closes this connection to make room for strangers.
+    const std::string client_nonce = auth::NonceWithTicket(token_);
     std::string reply = Exchange(FrameWriter(MessageType::kHello)
                                      .U32(wire::kMagic)
                                      .U32(wire::kVersion)
@@ -402,7 +441,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
                                        wire::kMaxHelloReplyBytes);
     } catch (const IoFailure& failure) {
       Break(failure.what);
-      throw StoreError("store at " + endpoint_ + " failed while greeting it: " + failure.what);
+      throw HelloCut("store at " + endpoint_ + " failed while greeting it: " + failure.what);
     }
   }
 
@@ -564,9 +603,10 @@ int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadlin
 
 std::unique_ptr<TcpStoreClient> TcpStoreClient::Connect(const std::string& host, uint16_t port,
                                                         milliseconds connect_timeout,
-                                                        const std::string& token) {
+                                                        const std::string& token,
+                                                        const ConnectProgress& progress) {
   auto client = std::make_unique<TcpStoreClientImpl>(host, port, token);
-  client->Open(Clamp(connect_timeout));
+  client->Open(Clamp(connect_timeout), /*retry=*/true, progress);
   return client;
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <stdexcept>
 #include <string>
@@ -108,11 +109,42 @@ TEST(ListenAddressTest, LoopbackStaysLoopbackWhenEveryClientIsLocal) {
   EXPECT_TRUE(localhost == "127.0.0.1" || localhost == "::1") << localhost;
 }
 
-// Debian's /etc/hosts maps the host name to 127.0.1.1: a run that spans hosts
-// must still be reachable from them.
-TEST(ListenAddressTest, LoopbackIsWidenedWhenClientsMayBeElsewhere) {
-  EXPECT_EQ(ListenAddressFor("127.0.0.1", false), "0.0.0.0");
-  EXPECT_EQ(ListenAddressFor("127.0.1.1", false), "0.0.0.0");
+// Every host connects to a number as written: a numeric loopback address is
+// what the clients use, also in a run that says it spans hosts.
+TEST(ListenAddressTest, ANumericLoopbackAddressIsListenedOnAsGiven) {
+  EXPECT_EQ(ListenAddressFor("127.0.0.1", false), "127.0.0.1");
+  EXPECT_EQ(ListenAddressFor("127.0.0.2", false), "127.0.0.2");
+  EXPECT_EQ(ChooseListenAddress("127.0.1.1", false).fallback_reason, "");
+}
+
+// Debian's /etc/hosts maps the host name to 127.0.1.1: a name that resolves
+// here only to loopback, in a run that spans hosts, is widened so the other
+// hosts (which resolve it to another address) still reach it, with a reason
+// for the caller's warning.
+TEST(ListenAddressTest, ANameResolvingOnlyToLoopbackIsWidenedWithAReasonWhenClientsMayBeElsewhere) {
+  const ListenChoice choice = ChooseListenAddress("localhost", false);
+  EXPECT_EQ(choice.address, "0.0.0.0");
+  EXPECT_NE(choice.fallback_reason.find("resolves here only to loopback (127.0.0.1"),
+            std::string::npos)
+      << choice.fallback_reason;
+}
+
+// The case: a name of this host in a run that spans hosts is no
+// longer every interface but the name's address here.
+TEST(ListenAddressTest, ANameOfANonLoopbackAddressOfThisHostIsListenedOnAlone) {
+  const std::string address = LocalRoutableAddress();
+  if (address.empty()) GTEST_SKIP() << "this machine has no non-loopback IPv4 address";
+  // A name for it without touching /etc/hosts: the machine's own name,
+  // where it resolves to such an address.
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) GTEST_SKIP() << "no host name";
+  const ListenChoice choice = ChooseListenAddress(name, false);
+  if (choice.address == "0.0.0.0") {
+    GTEST_SKIP() << "the host name '" << name << "' resolves to no non-loopback address here ("
+                 << choice.fallback_reason << "); tests/hosts covers a name in a namespace";
+  }
+  EXPECT_NE(choice.address, "0.0.0.0");
+  EXPECT_EQ(choice.fallback_reason, "");
 }
 
 TEST(ListenAddressTest, AnAddressOfThisMachineIsListenedOnAlone) {
@@ -129,8 +161,19 @@ TEST(ListenAddressTest, ANameIsNarrowedOnlyWhenEveryClientIsLocal) {
   EXPECT_NE(ListenAddressFor("localhost", true), "0.0.0.0");
 }
 
-TEST(ListenAddressTest, AnAddressThisMachineLacksMeansEveryInterface) {
+TEST(ListenAddressTest, AnAddressThisMachineLacksMeansEveryInterfaceWithAReason) {
   EXPECT_EQ(ListenAddressFor("192.0.2.1", true), "0.0.0.0");  // TEST-NET-1
+  EXPECT_EQ(ChooseListenAddress("192.0.2.1", false).fallback_reason,
+            "is not an address of this host");
+  EXPECT_NE(ChooseListenAddress("no-such-host.invalid", false)
+                .fallback_reason.find("cannot be resolved here"),
+            std::string::npos);
+}
+
+TEST(ListenAddressTest, EveryInterfaceAskedForNeedsNoReason) {
+  const ListenChoice choice = ChooseListenAddress("0.0.0.0", false);
+  EXPECT_EQ(choice.address, "0.0.0.0");
+  EXPECT_EQ(choice.fallback_reason, "");
 }
 
 }  // namespace

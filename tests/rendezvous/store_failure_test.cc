@@ -4,6 +4,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "infini/rendezvous/tcp_store.h"
 #include "store_test_util.h"
@@ -39,6 +40,53 @@ TEST(TcpStoreFailureTest, ConnectFailsNamingEndpointAndReasonWhenNoServerListens
   }
   EXPECT_GE(ElapsedSince(start), milliseconds(290));
   EXPECT_LT(ElapsedSince(start), milliseconds(1500));
+}
+
+// The client library says nothing by itself; given a reporter, Connect tells
+// it while it waits (first after `first`, then every `every`) and never after
+// it gave up.
+TEST(TcpStoreFailureTest, ConnectTellsItsReporterWhileItWaitsAndNothingAfterItGivesUp) {
+  const uint16_t port = UnusedPort();
+  std::vector<ConnectWait> reports;
+  ConnectProgress progress;
+  progress.first = milliseconds(200);
+  progress.every = milliseconds(300);
+  progress.report = [&reports](const ConnectWait& wait) { reports.push_back(wait); };
+  const auto start = std::chrono::steady_clock::now();
+  const auto wall_start = std::chrono::system_clock::now();
+  EXPECT_THROW(TcpStoreClient::Connect("127.0.0.1", port, milliseconds(1400), "", progress),
+               StoreError);
+  EXPECT_GE(ElapsedSince(start), milliseconds(1390));
+  // At 0.2, 0.5, 0.8 and 1.1 s; a loaded machine may fall behind by one.
+  ASSERT_GE(reports.size(), 3u);
+  ASSERT_LE(reports.size(), 4u);
+  EXPECT_GE(reports[0].waited, milliseconds(200));
+  EXPECT_LT(reports[0].waited, milliseconds(700));
+  for (size_t i = 0; i < reports.size(); ++i) {
+    EXPECT_EQ(reports[i].endpoint, "127.0.0.1:" + std::to_string(port));
+    EXPECT_EQ(reports[i].last_failure, "Connection refused");
+    EXPECT_LE(std::chrono::abs(reports[i].since - wall_start), milliseconds(100));
+    // waited + left is the connect timeout.
+    EXPECT_NEAR(static_cast<double>((reports[i].waited + reports[i].left).count()), 1400.0, 20.0);
+    if (i > 0) {
+      EXPECT_GE(reports[i].waited - reports[i - 1].waited, milliseconds(250));
+    }
+  }
+  const size_t after = reports.size();
+  std::this_thread::sleep_for(milliseconds(400));
+  EXPECT_EQ(reports.size(), after);
+}
+
+TEST(TcpStoreFailureTest, ConnectSaysNothingToItsReporterWhenTheStoreAnswersAtOnce) {
+  auto server = StartLocalServer();
+  int reports = 0;
+  ConnectProgress progress;
+  progress.first = milliseconds(0);
+  progress.report = [&reports](const ConnectWait&) { ++reports; };
+  auto client =
+      TcpStoreClient::Connect("127.0.0.1", server->port(), milliseconds(2000), "", progress);
+  client->Set("k", "v");
+  EXPECT_EQ(reports, 0);
 }
 
 TEST(TcpStoreFailureTest, ConnectRetriesUntilTheServerStarts) {

@@ -24,13 +24,24 @@ Endpoint ParseEndpoint(std::string_view text, uint16_t default_port);
 std::string FormatEndpoint(const Endpoint& endpoint);
 
 // The address a store named by `host` (MASTER_ADDR) listens on when this
-// process hosts it, so that nothing else answers on the port: `host` itself
-// when it is a numeric address of this machine, or, when every client is on
-// this host (`all_clients_local`), the local address a name resolves to. A
-// loopback address is kept only when `all_clients_local`. Otherwise every
-// interface, "0.0.0.0", as torchrun's store does: other hosts may resolve a
-// name to another address of this one (Debian's /etc/hosts maps the host name
-// to 127.0.1.1 here; split DNS; several interfaces).
+// process hosts it, so that nothing else answers on the port.
+struct ListenChoice {
+  std::string address;  // numeric, or "0.0.0.0" (every interface)
+  // Why every interface when `host` did not ask for it, e.g. "is not an
+  // address of this host"; "" otherwise. Callers warn with it, naming the
+  // variable (the library prints nothing).
+  std::string fallback_reason;
+};
+
+// `host` itself when it is a numeric address of this machine (loopback
+// included: every client connects to that number). A name: the first of its
+// resolutions that is an address of this machine, passing over loopback
+// ones unless every client is on this host (`all_clients_local`), since
+// other hosts may resolve the name to another address of this one (Debian's
+// /etc/hosts maps the host name to 127.0.1.1 here). When there is none:
+// every interface, "0.0.0.0", with the reason.
+ListenChoice ChooseListenAddress(const std::string& host, bool all_clients_local);
+// ChooseListenAddress(host, all_clients_local).address.
 std::string ListenAddressFor(const std::string& host, bool all_clients_local);
 
 }  // namespace infini::rendezvous

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -65,6 +66,29 @@ class TcpStoreServer {
   virtual size_t buffered_bytes() const = 0;
 };
 
+// What a client that still cannot reach its store is told while Connect
+// retries (TcpStoreClient::Connect's `progress`).
+struct ConnectWait {
+  std::string endpoint;                         // "host:port", as in Connect's errors
+  std::chrono::system_clock::time_point since;  // the first attempt
+  std::chrono::milliseconds waited{0};          // since then
+  std::chrono::milliseconds left{0};            // until Connect gives up
+  std::string last_failure;                     // why the last attempt failed
+};
+
+// The library says nothing by itself: a caller that wants a waiting process
+// to talk (parallel/'s StoreWaitReporter prints to stderr) hands Connect a
+// `report`. It is called on the connecting thread once `first` has passed
+// without a connection, then every `every`, while Connect still retries
+// (never after it gave up or connected). While reporting, one connection
+// attempt lasts until the next report at most (at least 1 s), so a host
+// that drops the packets cannot keep the reporter silent.
+struct ConnectProgress {
+  std::function<void(const ConnectWait&)> report;  // empty: silent
+  std::chrono::milliseconds first{std::chrono::seconds(5)};
+  std::chrono::milliseconds every{std::chrono::seconds(30)};
+};
+
 class TcpStoreClient : public Store {
  public:
   // Connects to host:port, retrying until `connect_timeout` passes (the server
@@ -73,10 +97,11 @@ class TcpStoreClient : public Store {
   // a token serves it. Throws StoreError naming host:port; a failed hello
   // (token refused, a server that cannot prove it or asks for none, not our
   // store) is a StoreHandshakeError, at once and with a message that names
-  // INFINI_RUN_TOKEN where it matters.
+  // INFINI_RUN_TOKEN where it matters. `progress` is told while it waits.
   static std::unique_ptr<TcpStoreClient> Connect(
       const std::string& host, uint16_t port,
-      std::chrono::milliseconds connect_timeout = kDefaultTimeout, const std::string& token = {});
+      std::chrono::milliseconds connect_timeout = kDefaultTimeout, const std::string& token = {},
+      const ConnectProgress& progress = {});
   // Safe to call from several threads; calls are serialized on the one
   // connection, so threads that wait concurrently should each have a client.
   //
