@@ -40,15 +40,8 @@ void InitializeOnce() {
   if (!initialized) throw StoreError("OpenSSL's libcrypto could not be initialized");
 }
 
-}  // namespace
-
-std::string ProofFor(Side side, std::string_view token, std::string_view client_nonce,
-                     std::string_view server_nonce) {
+std::string Mac(std::string_view token, const std::string& message) {
   InitializeOnce();
-  std::string message(side == Side::kClient ? wire::kClientProofContext
-                                            : wire::kServerProofContext);
-  message.append(client_nonce);
-  message.append(server_nonce);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int mac_bytes = 0;
   if (HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
@@ -57,6 +50,37 @@ std::string ProofFor(Side side, std::string_view token, std::string_view client_
     throw StoreError("HMAC-SHA256 of the run token failed (OpenSSL)");
   }
   return std::string(reinterpret_cast<const char*>(mac), mac_bytes);
+}
+
+std::string TicketFor(std::string_view token, std::string_view random_part) {
+  std::string message(wire::kTicketContext);
+  message.append(random_part);
+  return Mac(token, message).substr(0, wire::kNonceBytes - wire::kTicketRandomBytes);
+}
+
+}  // namespace
+
+std::string ProofFor(Side side, std::string_view token, std::string_view client_nonce,
+                     std::string_view server_nonce) {
+  std::string message(side == Side::kClient ? wire::kClientProofContext
+                                            : wire::kServerProofContext);
+  message.append(client_nonce);
+  message.append(server_nonce);
+  return Mac(token, message);
+}
+
+std::string NonceWithTicket(std::string_view token) {
+  if (token.empty()) return RandomBytes(wire::kNonceBytes);
+  std::string nonce = RandomBytes(wire::kTicketRandomBytes);
+  nonce += TicketFor(token, nonce);
+  return nonce;
+}
+
+bool NonceCarriesTicket(std::string_view token, std::string_view nonce) {
+  if (token.empty() || nonce.size() != wire::kNonceBytes) return false;
+  const std::string expected = TicketFor(token, nonce.substr(0, wire::kTicketRandomBytes));
+  return CRYPTO_memcmp(nonce.data() + wire::kTicketRandomBytes, expected.data(), expected.size()) ==
+         0;
 }
 
 void ReleaseThreadState() { OPENSSL_thread_stop(); }

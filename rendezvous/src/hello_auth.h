@@ -25,6 +25,14 @@ std::string ProofFor(Side side, std::string_view token, std::string_view client_
 bool ProofMatches(Side side, std::string_view token, std::string_view client_nonce,
                   std::string_view server_nonce, std::string_view proof);
 
+// A client nonce (wire::kNonceBytes) that carries a ticket for `token`:
+// random bytes, then the start of HMAC-SHA256(token, ticket context || them).
+// Without a token, random bytes only.
+std::string NonceWithTicket(std::string_view token);
+
+// Whether `nonce` carries a ticket for `token` (constant time).
+bool NonceCarriesTicket(std::string_view token, std::string_view nonce);
+
 // Frees what the crypto library keeps for the calling thread (its error
 // queue): for a long-lived thread that checked proofs, before it ends.
 void ReleaseThreadState();

@@ -28,7 +28,7 @@ Reply Make(MessageType type) {
 
 Reply Ok() { return Make(MessageType::kOk); }
 
-Reply Value(std::shared_ptr<const std::string> value) {
+Reply ValueReply(std::shared_ptr<const std::string> value) {
   Reply reply = Make(MessageType::kValue);
   reply.value = std::move(value);
   return reply;
@@ -60,12 +60,47 @@ Reply KeyValueTable::Error(std::string text) {
   return reply;
 }
 
-bool KeyValueTable::Handle(ClientId client, const wire::Request& request, Milliseconds now) {
+KeyValueTable::KeyValueTable(TableLimits limits) : limits_(limits) {}
+
+KeyValueTable::~KeyValueTable() = default;
+
+size_t KeyValueTable::stored_bytes() const { return key_bytes_ + value_account_->bytes; }
+
+KeyValueTable::Value KeyValueTable::MakeValue(std::string bytes) {
+  value_account_->bytes += bytes.size();
+  return Value(new std::string(std::move(bytes)),
+               [account = value_account_](const std::string* value) {
+                 account->bytes -= value->size();
+                 delete value;
+               });
+}
+
+bool KeyValueTable::Fits(ClientId client, const std::string& key, size_t value_bytes,
+                         const char* doing) {
+  size_t freed = 0;
+  size_t added = value_bytes;
+  if (const auto found = data_.find(key); found == data_.end()) {
+    added += key.size() + kKeyOverheadBytes;
+  } else if (found->second.use_count() == 1) {
+    freed = found->second->size();  // not kept alive by a reply being sent
+  }
+  const size_t held = stored_bytes() - freed;
+  if (held <= limits_.max_stored_bytes && added <= limits_.max_stored_bytes - held) return true;
+  Answer(client, Error("store full: " + std::string(doing) + " key '" +
+                       OneLine(key.substr(0, 256)) + "' to " + std::to_string(value_bytes) +
+                       " bytes would hold " + std::to_string(held + added) +
+                       " bytes of keys and values, above the store's max_stored_bytes (" +
+                       std::to_string(limits_.max_stored_bytes) + "); delete keys or raise it"));
+  return false;
+}
+
+bool KeyValueTable::Handle(ClientId client, wire::Request request, Milliseconds now) {
   if (waiters_.contains(client)) ContractBroken("a request from a client that is waiting");
   const std::string* key = request.keys.empty() ? nullptr : &request.keys.front();
   switch (request.type) {
     case MessageType::kSet:
-      SetValue(*key, std::make_shared<const std::string>(request.value));
+      if (!Fits(client, *key, request.value.size(), "setting")) return true;
+      SetValue(*key, MakeValue(std::move(request.value)));
       Answer(client, Ok());
       WakeWaitersOf(*key);
       return true;
@@ -78,7 +113,7 @@ bool KeyValueTable::Handle(ClientId client, const wire::Request& request, Millis
       CompareSet(client, request);
       return true;
     case MessageType::kDelete:
-      Answer(client, Bool(data_.erase(*key) > 0));
+      Answer(client, Bool(EraseKey(*key)));
       return true;
     case MessageType::kCheck:
       Answer(client, Bool(std::all_of(request.keys.begin(), request.keys.end(),
@@ -96,8 +131,17 @@ bool KeyValueTable::Handle(ClientId client, const wire::Request& request, Millis
   }
 }
 
-void KeyValueTable::SetValue(const std::string& key, std::shared_ptr<const std::string> value) {
-  data_.insert_or_assign(key, std::move(value));
+void KeyValueTable::SetValue(const std::string& key, Value value) {
+  const auto [entry, inserted] = data_.insert_or_assign(key, std::move(value));
+  if (inserted) key_bytes_ += entry->first.size() + kKeyOverheadBytes;
+}
+
+bool KeyValueTable::EraseKey(const std::string& key) {
+  const auto found = data_.find(key);
+  if (found == data_.end()) return false;
+  key_bytes_ -= found->first.size() + kKeyOverheadBytes;
+  data_.erase(found);
+  return true;
 }
 
 void KeyValueTable::Add(ClientId client, const std::string& key, int64_t delta) {
@@ -118,36 +162,37 @@ void KeyValueTable::Add(ClientId client, const std::string& key, int64_t delta) 
                  "' (" + std::to_string(current) + ") overflows int64"));
     return;
   }
-  SetValue(key, std::make_shared<const std::string>(std::to_string(updated)));
+  std::string text = std::to_string(updated);
+  if (!Fits(client, key, text.size(), "adding to")) return;
+  SetValue(key, MakeValue(std::move(text)));
   Answer(client, Integer(updated));
   WakeWaitersOf(key);
 }
 
-void KeyValueTable::CompareSet(ClientId client, const wire::Request& request) {
+void KeyValueTable::CompareSet(ClientId client, wire::Request& request) {
   const std::string& key = request.keys.front();
   const auto found = data_.find(key);
   const bool matches =
       found == data_.end() ? request.expected.empty() : *found->second == request.expected;
   if (!matches) {
     // c10d's answer: the current value, or `expected` for a missing key.
-    Answer(client,
-           Value(found == data_.end() ? std::make_shared<const std::string>(request.expected)
-                                      : found->second));
+    Answer(client, ValueReply(found == data_.end() ? MakeValue(std::move(request.expected))
+                                                   : found->second));
     return;
   }
-  auto desired = std::make_shared<const std::string>(request.value);
+  if (!Fits(client, key, request.value.size(), "compare-setting")) return;
+  Value desired = MakeValue(std::move(request.value));
   SetValue(key, desired);
-  Answer(client, Value(std::move(desired)));
+  Answer(client, ValueReply(std::move(desired)));
   WakeWaitersOf(key);
 }
 
 bool KeyValueTable::Get(ClientId client, const std::string& key, Milliseconds deadline) {
   if (const auto found = data_.find(key); found != data_.end()) {
-    Answer(client, Value(found->second));
+    Answer(client, ValueReply(found->second));
     return true;
   }
-  Park(client, /*is_get=*/true, {key}, deadline);
-  return false;
+  return !Park(client, /*is_get=*/true, {key}, deadline);
 }
 
 bool KeyValueTable::Wait(ClientId client, const std::vector<std::string>& keys,
@@ -162,40 +207,66 @@ bool KeyValueTable::Wait(ClientId client, const std::vector<std::string>& keys,
     Answer(client, Ok());
     return true;
   }
-  Park(client, /*is_get=*/false, std::move(missing), deadline);
-  return false;
+  return !Park(client, /*is_get=*/false, std::move(missing), deadline);
 }
 
-void KeyValueTable::Park(ClientId client, bool is_get, std::vector<std::string> missing_keys,
+bool KeyValueTable::Park(ClientId client, bool is_get, std::vector<std::string> missing_keys,
                          Milliseconds deadline) {
+  size_t cost = kWaiterOverheadBytes + missing_keys.size() * kRegistrationBytes;
+  for (const std::string& key : missing_keys) {
+    if (!waiters_by_key_.contains(key)) cost += key.size() + kWaitedKeyOverheadBytes;
+  }
+  if (waiter_bytes_ > limits_.max_waiter_bytes || cost > limits_.max_waiter_bytes - waiter_bytes_) {
+    Answer(client,
+           Error("waiting for " + std::to_string(missing_keys.size()) +
+                 " missing key(s) would take " + std::to_string(cost) +
+                 " bytes of waiter bookkeeping, and waiters hold " + std::to_string(waiter_bytes_) +
+                 " of the " + std::to_string(limits_.max_waiter_bytes) +
+                 " that the store's max_buffered_bytes leaves them"));
+    return false;
+  }
+  waiter_bytes_ += kWaiterOverheadBytes + missing_keys.size() * kRegistrationBytes;
   Waiter& waiter = waiters_[client];
   waiter.is_get = is_get;
   waiter.missing_keys = missing_keys.size();
   waiter.deadline = deadline;
   waiter.registrations.reserve(missing_keys.size());
   for (std::string& key : missing_keys) {
-    WaitList& list = waiters_by_key_[key];
+    const auto [entry, inserted] = waiters_by_key_.try_emplace(std::move(key));
+    if (inserted) waiter_bytes_ += entry->first.size() + kWaitedKeyOverheadBytes;
+    WaitList& list = entry->second;
     list.push_back({client, waiter.registrations.size()});
-    waiter.registrations.push_back({std::move(key), std::prev(list.end())});
+    waiter.registrations.push_back({&*entry, std::prev(list.end())});
   }
   num_registrations_ += missing_keys.size();
   deadlines_.emplace(deadline, client);
+  return true;
+}
+
+void KeyValueTable::EraseWaitedKey(WaitedKey* waited) {
+  waiter_bytes_ -= waited->first.size() + kWaitedKeyOverheadBytes;
+  waiters_by_key_.erase(waiters_by_key_.find(waited->first));
+}
+
+void KeyValueTable::EraseWaiter(std::unordered_map<ClientId, Waiter>::iterator waiter) {
+  waiter_bytes_ -= kWaiterOverheadBytes + waiter->second.registrations.size() * kRegistrationBytes;
+  deadlines_.erase({waiter->second.deadline, waiter->first});
+  waiters_.erase(waiter);
 }
 
 void KeyValueTable::WakeWaitersOf(const std::string& key) {
   const auto found = waiters_by_key_.find(key);
   if (found == waiters_by_key_.end()) return;
   const WaitList woken = std::move(found->second);
-  waiters_by_key_.erase(found);
+  EraseWaitedKey(&*found);
   num_registrations_ -= woken.size();
   for (const WaitEntry& entry : woken) {
-    Waiter& waiter = waiters_.at(entry.client);
-    waiter.registrations[entry.registration].active = false;
-    if (--waiter.missing_keys > 0) continue;
-    const bool is_get = waiter.is_get;
-    deadlines_.erase({waiter.deadline, entry.client});
-    waiters_.erase(entry.client);
-    Answer(entry.client, is_get ? Value(data_.at(key)) : Ok());
+    const auto waiter = waiters_.find(entry.client);
+    waiter->second.registrations[entry.registration].active = false;
+    if (--waiter->second.missing_keys > 0) continue;
+    const bool is_get = waiter->second.is_get;
+    EraseWaiter(waiter);
+    Answer(entry.client, is_get ? ValueReply(data_.at(key)) : Ok());
   }
 }
 
@@ -214,16 +285,13 @@ Milliseconds KeyValueTable::NextDeadline() const {
 void KeyValueTable::Unpark(ClientId client) {
   const auto found = waiters_.find(client);
   if (found == waiters_.end()) return;
-  Waiter& waiter = found->second;
-  for (Registration& registration : waiter.registrations) {
+  for (Registration& registration : found->second.registrations) {
     if (!registration.active) continue;
-    const auto list = waiters_by_key_.find(registration.key);
-    list->second.erase(registration.position);
+    registration.waited->second.erase(registration.position);
     --num_registrations_;
-    if (list->second.empty()) waiters_by_key_.erase(list);
+    if (registration.waited->second.empty()) EraseWaitedKey(registration.waited);
   }
-  deadlines_.erase({waiter.deadline, client});
-  waiters_.erase(found);
+  EraseWaiter(found);
 }
 
 void KeyValueTable::Forget(ClientId client) {

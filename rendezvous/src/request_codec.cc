@@ -6,10 +6,6 @@
 namespace infini::rendezvous::wire {
 namespace {
 
-// Above this much unused capacity an empty buffer is given back, so that one
-// large message does not pin its memory for the life of the connection.
-constexpr size_t kKeptCapacityBytes = size_t{64} << 10;
-
 std::string TypeName(uint8_t type) { return "request type " + std::to_string(type); }
 
 // "u32 count, count x str", checked against the limit and against the bytes
@@ -94,9 +90,19 @@ FrameParser::Status FrameParser::Next(size_t max_body_bytes, std::string_view* b
 
 void FrameParser::Compact() {
   if (consumed_ == 0) return;
-  buffer_.erase(0, consumed_);
+  if (buffer_.capacity() > kKeptCapacityBytes && buffer_.size() - consumed_ <= kKeptCapacityBytes) {
+    // One large message does not pin its memory for the life of the
+    // connection, also when the start of the next one is buffered behind it.
+    std::string(buffer_, consumed_).swap(buffer_);
+  } else {
+    buffer_.erase(0, consumed_);
+  }
   consumed_ = 0;
-  if (buffer_.empty() && buffer_.capacity() > kKeptCapacityBytes) std::string().swap(buffer_);
+}
+
+void FrameParser::Reserve(size_t bytes) {
+  Compact();
+  if (bytes > buffer_.capacity()) buffer_.reserve(bytes);
 }
 
 void FrameParser::Clear() {

@@ -19,6 +19,10 @@ namespace infini::rendezvous::wire {
 // Splits a byte stream into frame bodies.
 class FrameParser {
  public:
+  // Capacity kept for a connection's next frames; above it a consumed
+  // buffer is given back.
+  static constexpr size_t kKeptCapacityBytes = size_t{64} << 10;
+
   enum class Status {
     kNeedMore,  // no whole frame buffered yet
     kFrame,     // *body is the next frame's body
@@ -30,8 +34,12 @@ class FrameParser {
   // Takes the next whole frame whose body is 1..max_body_bytes long. `*body`
   // stays valid until the next Append or Compact.
   Status Next(size_t max_body_bytes, std::string_view* body);
-  // Drops consumed bytes, and gives memory back once nothing is buffered.
+  // Drops consumed bytes, and gives memory back once little is buffered.
   void Compact();
+  // Makes room for `bytes` unconsumed bytes in all (what is buffered
+  // included), so that they arrive without the buffer growing by doubling:
+  // what the server does once it has admitted a frame of that size.
+  void Reserve(size_t bytes);
   // Releases everything (a connection being refused).
   void Clear();
 

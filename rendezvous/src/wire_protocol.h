@@ -40,6 +40,12 @@ inline constexpr size_t kProofBytes = 32;
 // cannot reflect one side's proof back as the other's).
 inline constexpr std::string_view kClientProofContext = "infini-store-client-v3";
 inline constexpr std::string_view kServerProofContext = "infini-store-server-v3";
+// A client holding the token makes its nonce half random bytes, half a MAC of
+// them under this context (a ticket): a server with the token sees at the
+// first frame that the connection is no stranger's, and never sheds it to
+// make room for strangers. Any other 32 bytes remain a valid nonce.
+inline constexpr std::string_view kTicketContext = "infini-store-ticket-v3";
+inline constexpr size_t kTicketRandomBytes = 16;
 
 enum class MessageType : uint8_t {
   // Requests.

@@ -186,5 +186,73 @@ TEST_F(KeyValueTableTest, AChainOf200000WakeUpsIsDrivenIterativelyByTheCaller) {
   EXPECT_EQ(table_.num_keys(), static_cast<size_t>(kChain) + 1);
 }
 
+// Stored bytes are keys (with their overhead) and live values, also a value
+// that a reply still carries after its key was overwritten; a Set beyond
+// max_stored_bytes is an error naming it and changes nothing.
+TEST(KeyValueTableLimitsTest, StoredBytesCountKeysAndLiveValuesAndTheCapRefusesNamingIt) {
+  TableLimits limits;
+  limits.max_stored_bytes = 1000 + 2 * KeyValueTable::kKeyOverheadBytes;
+  KeyValueTable table(limits);
+  const std::string half(500, 'x');
+  EXPECT_TRUE(table.Handle(1, Set("a", half), 0));
+  EXPECT_EQ(table.stored_bytes(), 1 + KeyValueTable::kKeyOverheadBytes + 500);
+  EXPECT_TRUE(table.Handle(1, Set("b", half), 0));
+  ASSERT_EQ(table.TakeCompletions().back().reply.type, MessageType::kError);
+  EXPECT_FALSE(table.Handle(2, Get("b", 0), 0));  // not stored: the Get waits
+  table.Forget(2);
+  // A reply being sent keeps the old value of "a" alive: still counted.
+  EXPECT_TRUE(table.Handle(1, Get("a", 0), 0));
+  std::deque<Completion> unsent = table.TakeCompletions();
+  EXPECT_TRUE(table.Handle(1, Set("a", "small"), 0));
+  EXPECT_EQ(table.stored_bytes(), 1 + KeyValueTable::kKeyOverheadBytes + 500 + 5);
+  EXPECT_TRUE(table.Handle(1, Set("c", std::string(600, 'y')), 0));
+  const std::deque<Completion> answers = table.TakeCompletions();
+  ASSERT_EQ(answers.back().reply.type, MessageType::kError);
+  EXPECT_NE(answers.back().reply.error.find("store full: setting key 'c' to 600 bytes"),
+            std::string::npos)
+      << answers.back().reply.error;
+  EXPECT_NE(answers.back().reply.error.find("max_stored_bytes (1192)"), std::string::npos);
+  unsent.clear();  // the reply went out
+  EXPECT_EQ(table.stored_bytes(), 1 + KeyValueTable::kKeyOverheadBytes + 5);
+  EXPECT_TRUE(table.Handle(1, Set("c", std::string(600, 'y')), 0));
+  EXPECT_EQ(table.TakeCompletions().back().reply.type, MessageType::kOk);
+  EXPECT_TRUE(table.Handle(1, Make(MessageType::kDelete, {"a"}), 0));
+  EXPECT_TRUE(table.Handle(1, Make(MessageType::kDelete, {"c"}), 0));
+  EXPECT_EQ(table.stored_bytes(), 0u);
+}
+
+// A waiter's bookkeeping is counted while it waits (per registration, and
+// per waited-for key once) and given back when it ends; beyond
+// max_waiter_bytes a Get or Wait is answered with an error instead.
+TEST(KeyValueTableLimitsTest, WaiterBytesAreCountedGivenBackAndCapped) {
+  TableLimits limits;
+  limits.max_waiter_bytes = 4096;
+  KeyValueTable table(limits);
+  const size_t one_key = KeyValueTable::kWaiterOverheadBytes + KeyValueTable::kRegistrationBytes +
+                         KeyValueTable::kWaitedKeyOverheadBytes + 1;
+  EXPECT_FALSE(table.Handle(1, Get("k", 1000), 0));
+  EXPECT_EQ(table.waiter_bytes(), one_key);
+  EXPECT_FALSE(table.Handle(2, Get("k", 1000), 0));  // the key's entry is shared
+  EXPECT_EQ(table.waiter_bytes(),
+            one_key + KeyValueTable::kWaiterOverheadBytes + KeyValueTable::kRegistrationBytes);
+  std::vector<std::string> many;
+  for (int i = 0; i < 40; ++i) many.push_back("m" + std::to_string(i));
+  EXPECT_TRUE(table.Handle(3, Wait(many, 1000), 0));
+  const std::deque<Completion> refused = table.TakeCompletions();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].reply.type, MessageType::kError);
+  EXPECT_NE(refused[0].reply.error.find("max_buffered_bytes"), std::string::npos)
+      << refused[0].reply.error;
+  EXPECT_FALSE(table.IsWaiting(3));
+  table.Handle(4, Set("k", "v"), 0);
+  EXPECT_EQ(table.waiter_bytes(), 0u);
+  EXPECT_FALSE(table.Handle(1, Wait({"x", "y"}, 10), 0));
+  table.ExpireWaiters(10);
+  EXPECT_EQ(table.waiter_bytes(), 0u);
+  EXPECT_FALSE(table.Handle(1, Wait({"x", "y"}, 10), 0));
+  table.Forget(1);
+  EXPECT_EQ(table.waiter_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace infini::rendezvous

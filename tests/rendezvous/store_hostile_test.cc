@@ -185,7 +185,9 @@ TEST(TcpStoreHostileTest, AChainOf20000WaitersEachWakingTheNextDoesNotCrashTheSe
 
 // Strangers announce 64 MiB frames without a hello, and clients that passed
 // the hello announce 64 MiB requests and send a little of them: the server
-// holds what arrived, never what was announced.
+// charges its budget with the requests it admitted (three of 64 MiB fit in
+// 256 MiB; the others wait, unread), and holds what arrived, never what was
+// announced.
 TEST(TcpStoreHostileTest, AFloodOfAnnouncedGiantFramesCostsTheServerLittleMemory) {
   TcpStoreServerOptions options;
   options.token = kToken;
@@ -216,13 +218,20 @@ TEST(TcpStoreHostileTest, AFloodOfAnnouncedGiantFramesCostsTheServerLittleMemory
     EXPECT_TRUE(Contains(ErrorFrameText(reply), "before the hello was accepted"))
         << ErrorFrameText(reply);
   }
-  ASSERT_TRUE(Eventually([&] { return server->buffered_bytes() >= kGreedy * kSentPerGreedy; },
-                         milliseconds(10000)));
+  constexpr size_t kAdmitted = 3;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return server->charged_bytes() >= kAdmitted * (size_t{64} << 20) &&
+               server->buffered_bytes() >= kAdmitted * kSentPerGreedy;
+      },
+      milliseconds(10000)))
+      << server->charged_bytes() << " charged, " << server->buffered_bytes() << " buffered";
   const long growth_kib = ResidentKib() - before_kib;
   std::printf(
       "[ figures ] %d strangers + %d clients announcing 64 MiB each: server RSS +%ld KiB, "
-      "buffered %zu KiB\n",
-      kStrangers, kGreedy, growth_kib, server->buffered_bytes() >> 10);
+      "buffered %zu KiB, charged %zu MiB\n",
+      kStrangers, kGreedy, growth_kib, server->buffered_bytes() >> 10,
+      server->charged_bytes() >> 20);
   EXPECT_LT(growth_kib, 64 * 1024);
   EXPECT_EQ(server->num_refused_hellos(), static_cast<size_t>(kStrangers));
   EXPECT_EQ(bystander->Get("k"), "v");

@@ -32,12 +32,33 @@ struct TcpStoreServerOptions {
   size_t max_keys_per_request = size_t{1} << 16;
   // Bytes a connection may send before its hello is accepted.
   size_t max_unauthenticated_bytes = size_t{4} << 10;
-  // Bytes held for all connections together (received requests not yet
-  // handled, replies not yet sent). Above it the server stops reading until
-  // the total falls; it must hold two of the largest messages.
+  // The budget of requests in flight, charged with what they will need: a
+  // request larger than 4 KiB with its whole size once its header arrives
+  // (it is read only once the budget holds all of it, first come first
+  // admitted, so every admitted request completes), the bookkeeping of
+  // waiting Gets and Waits (which may take all but one largest message of
+  // it; beyond, a Get or Wait is refused with an error naming this), and
+  // unsent replies less the values they share with the store. It must hold
+  // two of the largest messages.
   size_t max_buffered_bytes = size_t{256} << 20;
+  // Keys and values held: every key with a small overhead, and every value
+  // still alive (also one that an unsent reply keeps after it was replaced).
+  // A Set, Add or CompareSet beyond it is refused with an error naming this;
+  // the connection stays usable. At least max_message_bytes.
+  size_t max_stored_bytes = size_t{1} << 30;
+  // Connections that have not completed their hello, unless their hello
+  // carries the run token's ticket (our clients' do): at most this many in
+  // all and from one peer address. A new one beyond either cap closes the
+  // oldest such connection (of that address, or of all); so does one that
+  // finds the process's descriptors near its open-file limit. Holders of the
+  // token are never closed to make room.
+  size_t max_unauthenticated_connections = 1024;
+  size_t max_unauthenticated_per_peer = 64;
   // A connection that has not completed its hello within this is closed.
   std::chrono::milliseconds hello_timeout{std::chrono::seconds(10)};
+  // An admitted request of which no byte arrived for this long before it
+  // was whole is refused and its connection closed (it held budget).
+  std::chrono::milliseconds stalled_request_timeout{std::chrono::seconds(30)};
   // A connection with no waiting request on which no byte moved (in or out)
   // for this long is closed; 0 keeps idle connections open. Clients reconnect
   // on their next call (TcpStoreClient).
@@ -64,6 +85,14 @@ class TcpStoreServer {
   virtual size_t num_refused_hellos() const = 0;
   // Bytes now held for connections: received and unhandled, or unsent.
   virtual size_t buffered_bytes() const = 0;
+  // Bytes charged to max_buffered_bytes (admitted requests whole, waiters'
+  // bookkeeping, unsent replies less shared values), and bytes of keys and
+  // values held (max_stored_bytes), for tests and measurements.
+  virtual size_t charged_bytes() const = 0;
+  virtual size_t stored_bytes() const = 0;
+  // Connections closed before their hello completed to make room (the caps
+  // on unauthenticated connections, descriptors near the limit).
+  virtual size_t num_shed_connections() const = 0;
 };
 
 // What a client that still cannot reach its store is told while Connect
