@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "infini/parallel/errors.h"
+#include "infini/parallel/store_access.h"
 #include "infini/parallel/store_bootstrap.h"
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/prefix_store.h"
@@ -29,7 +30,9 @@ rendezvous::TcpStoreServerOptions ServerOptions(const std::string& host, uint16_
 
 RunStore::RunStore(const parallel::RuntimeSettings& settings,
                    const parallel::ProcessTopology& topology, const std::string& program)
-    : host_(settings.store.host),
+    : settings_(settings),
+      program_(program),
+      host_(settings.store.host),
       port_(settings.store.port),
       timeout_(settings.timeout + kStoreTimeoutMargin),
       prefix_(settings.run_id + "/" + std::to_string(settings.restart_count) + "/" + program) {
@@ -41,7 +44,8 @@ RunStore::RunStore(const parallel::RuntimeSettings& settings,
     port_ = server->port();
     hosted_server_ = server;
   } else if (settings.store.kind == Kind::kMaster && topology.global_proc_rank == 0) {
-    const std::string listen_address = rendezvous::ListenAddressFor(host_, topology.nnodes == 1);
+    const std::string listen_address =
+        parallel::MasterStoreListenAddress(settings.store, topology.nnodes, program + ": ");
     try {
       hosted_server_ = std::shared_ptr<rendezvous::TcpStoreServer>(
           rendezvous::TcpStoreServer::Start(ServerOptions(listen_address, port_)));
@@ -57,8 +61,8 @@ RunStore::RunStore(const parallel::RuntimeSettings& settings,
 RunStore::~RunStore() = default;
 
 std::shared_ptr<rendezvous::Store> RunStore::Connect() const {
-  std::shared_ptr<rendezvous::Store> client = rendezvous::TcpStoreClient::Connect(
-      host_, port_, timeout_, rendezvous::RunTokenFromEnvironment());
+  std::shared_ptr<rendezvous::Store> client = parallel::ConnectToRunStore(
+      host_, port_, timeout_, rendezvous::RunTokenFromEnvironment(), settings_, program_ + ": ");
   client->set_timeout(timeout_);
   auto prefixed = std::make_shared<rendezvous::PrefixStore>(prefix_, client);
   prefixed->set_timeout(timeout_);

@@ -8,6 +8,7 @@
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
 #include "infini/parallel/process_group.h"
+#include "infini/parallel/store_access.h"
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/run_token.h"
@@ -106,10 +107,10 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     port = server->port();
     context->hosted_server_ = server;
   } else if (location.kind == StoreLocation::Kind::kMaster && topology.global_proc_rank == 0) {
-    // Only on MASTER_ADDR's address when this host has it (loopback for a
-    // single-host run), else on every interface.
+    // Only on MASTER_ADDR's address when this host has it, else on every
+    // interface, saying so (docs/rendezvous.md).
     const std::string listen_address =
-        rendezvous::ListenAddressFor(location.host, topology.nnodes == 1);
+        MasterStoreListenAddress(location, topology.nnodes, LogPrefix());
     try {
       context->hosted_server_ = HostStore(listen_address, port, token);
     } catch (const rendezvous::StoreError& error) {
@@ -133,8 +134,9 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
 }
 
 std::shared_ptr<rendezvous::Store> Context::ConnectStore() const {
-  std::shared_ptr<rendezvous::Store> client =
-      rendezvous::TcpStoreClient::Connect(store_host_, store_port_, store_timeout_, store_token_);
+  // A wait for an unreachable store says so on stderr (store_access.h).
+  std::shared_ptr<rendezvous::Store> client = ConnectToRunStore(
+      store_host_, store_port_, store_timeout_, store_token_, settings_, LogPrefix());
   client->set_timeout(store_timeout_);
   return std::make_shared<rendezvous::PrefixStore>(key_namespace(), std::move(client));
 }

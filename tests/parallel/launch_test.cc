@@ -1,6 +1,7 @@
 // The rank layer in real processes: bin/parallel_check under infini_run on the
 // gloo backend, for every process × thread split of 8 ranks, across two
 // launchers, and when a rank misbehaves.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -59,9 +60,26 @@ class Child {
     fcntl(fd_, F_SETFL, O_NONBLOCK);
   }
 
+  void Kill() { kill(-pid_, SIGKILL); }
+
+  // Seconds until the output holds `text` (from this call), or -1 after
+  // `limit`. What was read stays for Finish.
+  double SecondsUntilOutput(const std::string& text, std::chrono::seconds limit) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      Drain(early_output_);
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (early_output_.find(text) != std::string::npos) return elapsed;
+      if (elapsed > static_cast<double>(limit.count())) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
   // Waits up to `limit`; kills the child's process group past it.
   Outcome Finish(std::chrono::seconds limit) {
     Outcome outcome;
+    outcome.output = std::move(early_output_);
     const auto start = std::chrono::steady_clock::now();
     int status = 0;
     for (;;) {
@@ -91,6 +109,7 @@ class Child {
   }
   pid_t pid_ = -1;
   int fd_ = -1;
+  std::string early_output_;  // read by SecondsUntilOutput
 };
 
 Outcome RunProgram(const std::vector<std::string>& argv,
@@ -208,6 +227,141 @@ TEST(ParallelLaunchTest, RanksStartedWithTorchrunVariablesMeetAtMasterPort) {
   }
   both.exit_code = 0;
   ExpectEightRanksPassed(both);
+}
+
+// The lines of `output` that hold `text`.
+std::vector<std::string> LinesContaining(const std::string& output, const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t end; (end = output.find('\n', start)) != std::string::npos; start = end + 1) {
+    const std::string line = output.substr(start, end - start);
+    if (line.find(text) != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
+// A rank whose store is dead says so within 10 s, naming the store, the
+// variables that named it and when it gives up; again every 30 s; and ends
+// with one line (exit 1) at the store's deadline, INFINI_CCL_TIMEOUT_S + 30 s.
+// Before, it waited that long without a word.
+TEST(ParallelLaunchTest, ARankWaitingForAnUnreachableStoreSaysSoAndGivesUpWithOneLine) {
+  const std::string dead_port = std::to_string(FreePort());
+  const std::map<std::string, std::string> rank1 = {{"RANK", "1"},
+                                                    {"LOCAL_RANK", "1"},
+                                                    {"WORLD_SIZE", "2"},
+                                                    {"LOCAL_WORLD_SIZE", "2"},
+                                                    {"INFINI_CCL_BACKEND", "gloo"}};
+  auto with = [&rank1](std::map<std::string, std::string> extra) {
+    extra.insert(rank1.begin(), rank1.end());
+    return extra;
+  };
+  const std::vector<std::string> check = {kBinDir + "/parallel_check"};
+  // The launcher's variables, with the shortest timeout: it gives up at 31 s.
+  Child launcher_store(check, with({{"INFINI_STORE_ADDR", "127.0.0.1"},
+                                    {"INFINI_STORE_PORT", dead_port},
+                                    {"INFINI_CCL_TIMEOUT_S", "1"}}));
+  // torchrun's, with a deadline past the second line (at 35 s): 36 s.
+  Child master_store(check, with({{"MASTER_ADDR", "127.0.0.1"},
+                                  {"MASTER_PORT", dead_port},
+                                  {"INFINI_CCL_TIMEOUT_S", "6"}}));
+  const std::string waiting = "waiting for the run's store at 127.0.0.1:" + dead_port;
+  const double first_line = launcher_store.SecondsUntilOutput(waiting, std::chrono::seconds(10));
+  EXPECT_GE(first_line, 0) << "no line within 10 s";
+  EXPECT_LE(first_line, 10);
+  EXPECT_GE(master_store.SecondsUntilOutput(waiting, std::chrono::seconds(5)), 0);
+
+  const Outcome launcher = launcher_store.Finish(std::chrono::seconds(60));
+  EXPECT_FALSE(launcher.timed_out);
+  EXPECT_EQ(launcher.exit_code, 1) << launcher.output;
+  EXPECT_GT(launcher.seconds + first_line, 29) << launcher.output;
+  const std::vector<std::string> launcher_waits = LinesContaining(launcher.output, waiting);
+  ASSERT_EQ(launcher_waits.size(), 1u) << launcher.output;
+  EXPECT_THAT(launcher_waits[0], AllOf(HasSubstr("[rank 1 "),
+                                       HasSubstr(" (INFINI_STORE_ADDR/INFINI_STORE_PORT) since "),
+                                       HasSubstr("(last try: Connection refused); gives up at "),
+                                       HasSubstr(" s (INFINI_CCL_TIMEOUT_S=1 + 30 s)")));
+  // Then one line at the end, and nothing else.
+  const std::vector<std::string> launcher_lines = LinesContaining(launcher.output, "");
+  ASSERT_EQ(launcher_lines.size(), 2u) << launcher.output;
+  EXPECT_THAT(launcher_lines[1],
+              AllOf(HasSubstr("parallel_check: could not connect to store at 127.0.0.1:" +
+                              dead_port + " after 31s: Connection refused"),
+                    HasSubstr("INFINI_STORE_ADDR/INFINI_STORE_PORT")));
+
+  const Outcome master = master_store.Finish(std::chrono::seconds(60));
+  EXPECT_EQ(master.exit_code, 1) << master.output;
+  const std::vector<std::string> master_waits = LinesContaining(master.output, waiting);
+  ASSERT_EQ(master_waits.size(), 2u) << master.output;  // at 5 s and 35 s
+  EXPECT_THAT(master_waits[0], AllOf(HasSubstr(" (MASTER_ADDR/MASTER_PORT) since "),
+                                     HasSubstr(" s (INFINI_CCL_TIMEOUT_S=6 + 30 s)")));
+  EXPECT_THAT(master_waits[1], HasSubstr(", 35 s ago "));
+  EXPECT_THAT(master.output, AllOf(HasSubstr("after 36s: Connection refused"),
+                                   Not(HasSubstr("terminate called"))));
+}
+
+// Whether a TCP connection to address:port is accepted now.
+bool Accepts(const std::string& address, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in target{};
+  target.sin_family = AF_INET;
+  target.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, address.c_str(), &target.sin_addr);
+  const bool accepted = connect(fd, reinterpret_cast<sockaddr*>(&target), sizeof(target)) == 0;
+  close(fd);
+  return accepted;
+}
+
+// Global rank 0 of a run that spans hosts (2 nodes of one rank) hosts the
+// store at MASTER_ADDR=127.0.0.2: it listens there only, so another local
+// address does not answer on its port. Before, a loopback MASTER_ADDR of a
+// multi-node run meant every interface.
+TEST(ParallelLaunchTest, RankZerosStoreListensOnMasterAddrAloneAndNotOnAnotherAddress) {
+  const int port = FreePort();
+  Child rank0({kBinDir + "/parallel_check"}, {{"RANK", "0"},
+                                              {"LOCAL_RANK", "0"},
+                                              {"WORLD_SIZE", "2"},
+                                              {"LOCAL_WORLD_SIZE", "1"},
+                                              {"GROUP_RANK", "0"},
+                                              {"MASTER_ADDR", "127.0.0.2"},
+                                              {"MASTER_PORT", std::to_string(port)},
+                                              {"INFINI_CCL_TIMEOUT_S", "20"},
+                                              {"GLOO_SOCKET_IFNAME", "lo"},
+                                              {"INFINI_CCL_BACKEND", "gloo"}});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!Accepts("127.0.0.2", port) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(Accepts("127.0.0.2", port)) << "rank 0's store never listened on 127.0.0.2";
+  EXPECT_FALSE(Accepts("127.0.0.3", port)) << "rank 0's store answers on 127.0.0.3 too";
+  EXPECT_FALSE(Accepts("127.0.0.1", port)) << "rank 0's store answers on 127.0.0.1 too";
+  rank0.Kill();
+  const Outcome outcome = rank0.Finish(std::chrono::seconds(10));
+  EXPECT_THAT(outcome.output, Not(HasSubstr("every interface"))) << outcome.output;
+}
+
+// MASTER_ADDR that is no address of this host: every interface, and one line
+// that says so naming MASTER_ADDR.
+TEST(ParallelLaunchTest, RankZeroWarnsNamingMasterAddrWhenItMustListenOnEveryInterface) {
+  const int port = FreePort();
+  Child rank0({kBinDir + "/parallel_check"}, {{"RANK", "0"},
+                                              {"LOCAL_RANK", "0"},
+                                              {"WORLD_SIZE", "2"},
+                                              {"LOCAL_WORLD_SIZE", "1"},
+                                              {"GROUP_RANK", "0"},
+                                              {"MASTER_ADDR", "198.51.100.7"},  // TEST-NET-2
+                                              {"MASTER_PORT", std::to_string(port)},
+                                              {"INFINI_CCL_TIMEOUT_S", "20"},
+                                              {"GLOO_SOCKET_IFNAME", "lo"},
+                                              {"INFINI_CCL_BACKEND", "gloo"}});
+  EXPECT_GE(rank0.SecondsUntilOutput("every interface", std::chrono::seconds(20)), 0);
+  rank0.Kill();
+  const Outcome outcome = rank0.Finish(std::chrono::seconds(10));
+  const std::vector<std::string> warnings = LinesContaining(outcome.output, "every interface");
+  ASSERT_EQ(warnings.size(), 1u) << outcome.output;
+  EXPECT_THAT(warnings[0], AllOf(HasSubstr("MASTER_ADDR='198.51.100.7' is not an address of this "
+                                           "host: the store listens on every interface (0.0.0.0:" +
+                                           std::to_string(port) + ")"),
+                                 HasSubstr("[rank 0 ")));
 }
 
 // Processes whose environment holds `mark` (a /proc scan: descendants,

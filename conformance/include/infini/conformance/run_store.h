@@ -28,12 +28,15 @@ class RunStore {
   ~RunStore();
 
   // A new connection (each thread that waits needs its own), with keys
-  // under the run's prefix.
+  // under the run's prefix. While the store cannot be reached, lines on
+  // stderr name it (parallel::ConnectToRunStore).
   std::shared_ptr<rendezvous::Store> Connect() const;
   const std::string& prefix() const { return prefix_; }
 
  private:
   std::shared_ptr<void> hosted_server_;
+  parallel::RuntimeSettings settings_;  // what a wait for the store says
+  std::string program_;
   std::string host_;
   uint16_t port_ = 0;
   std::chrono::milliseconds timeout_;
