@@ -146,9 +146,11 @@ int ResolveProcessesPerNode(const std::string& value, const std::string& bin_dir
   }
   char* end = nullptr;
   long count = std::strtol(value.c_str(), &end, 10);
+  // 65536 processes per node: far above any machine's cores or devices, and
+  // nnodes x nproc_per_node stays an int (checked in flags.cc).
   if (value.empty() || *end != '\0' || count < 1 || count > 65536) {
     throw UsageError("--nproc_per_node='" + OneLine(value) +
-                     "': expected a number >= 1, or auto, gpu or cpu");
+                     "': expected a number in 1..65536, or auto, gpu or cpu");
   }
   return static_cast<int>(count);
 }

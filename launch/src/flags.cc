@@ -217,7 +217,7 @@ std::chrono::milliseconds ParseSecondsFlag(const std::string& flag, const std::s
                (zero_allowed ? seconds >= 0 : seconds > 0) && seconds < 1e7;
   if (!valid) {
     throw UsageError(Quoted(flag, value) + ": expected a number of seconds" +
-                     (zero_allowed ? " >= 0" : " > 0") + " (e.g. 30 or 0.5)");
+                     (zero_allowed ? " >= 0" : " > 0") + " and below 10000000 (e.g. 30 or 0.5)");
   }
   return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000)));
 }
@@ -705,7 +705,7 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
     }
     nnodes = nnodes.substr(0, colon);
   }
-  options->nnodes = ParseIntFlag("nnodes", nnodes, 1, 1 << 20, "a number of nodes >= 1");
+  options->nnodes = ParseIntFlag("nnodes", nnodes, 1, 1 << 20, "a number of nodes in 1..1048576");
 
   if (!FLAGS_node_rank.empty()) {
     options->node_rank = ParseIntFlag(
@@ -738,7 +738,7 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
 
   ValidateRendezvous(options);
   options->max_restarts =
-      ParseIntFlag("max_restarts", FLAGS_max_restarts, 0, 1000000, "a count >= 0");
+      ParseIntFlag("max_restarts", FLAGS_max_restarts, 0, 1000000, "a count in 0..1000000");
   options->monitor_interval = ParseSecondsFlag("monitor_interval", FLAGS_monitor_interval, false);
   options->term_timeout = ParseSecondsFlag("term_timeout", FLAGS_term_timeout, true);
   options->dry_run = FLAGS_dry_run;

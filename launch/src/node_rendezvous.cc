@@ -23,9 +23,12 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <map>
@@ -43,6 +46,8 @@ namespace infini::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using rendezvous::ConnectProgress;
+using rendezvous::ConnectWait;
 using rendezvous::EtcdEvent;
 using rendezvous::EtcdStore;
 using rendezvous::EtcdStoreOptions;
@@ -129,6 +134,37 @@ std::string Seconds(milliseconds duration) {
   std::ostringstream text;
   text << static_cast<double>(duration.count()) / 1000 << " s";
   return text.str();
+}
+
+// "12:00:00 UTC", this host's wall clock.
+std::string ClockTime(std::chrono::system_clock::time_point when) {
+  const time_t seconds = std::chrono::system_clock::to_time_t(when);
+  tm local{};
+  char text[64];
+  if (localtime_r(&seconds, &local) == nullptr ||
+      std::strftime(text, sizeof(text), "%H:%M:%S %Z", &local) == 0) {
+    return "?";
+  }
+  return text;
+}
+
+// A joining node that cannot reach node 0's store yet says so after 5 s and
+// every 30 s (node 0 may start later, or never).
+ConnectProgress JoinWaitReporter(const LaunchOptions& options) {
+  ConnectProgress progress;
+  const milliseconds timeout = options.rendezvous_timeout;
+  progress.report = [timeout](const ConnectWait& wait) {
+    fprintf(stderr,
+            "infini_run: waiting for node 0's rendezvous store at %s (--rdzv_endpoint or "
+            "--master_addr/--master_port) since %s, %lld s ago (last try: %s); gives up at %s, "
+            "in %lld s (--rdzv_timeout %s)\n",
+            wait.endpoint.c_str(), ClockTime(wait.since).c_str(),
+            static_cast<long long>((wait.waited.count() + 500) / 1000),
+            OneLine(wait.last_failure).c_str(),
+            ClockTime(wait.since + wait.waited + wait.left).c_str(),
+            static_cast<long long>((wait.left.count() + 999) / 1000), Seconds(timeout).c_str());
+  };
+  return progress;
 }
 
 }  // namespace
@@ -562,7 +598,8 @@ void NodeRendezvous::Join(const LaunchOptions& options) {
       options.rendezvous_host + ":" + std::to_string(options.rendezvous_port);
   try {
     link_->store = TcpStoreClient::Connect(options.rendezvous_host, options.rendezvous_port,
-                                           options.rendezvous_timeout, options.run_token);
+                                           options.rendezvous_timeout, options.run_token,
+                                           JoinWaitReporter(options));
   } catch (const StoreHandshakeError& error) {
     throw LaunchError("the rendezvous endpoint " + endpoint +
                       " (--rdzv_endpoint) answered but is not this run's store: " + error.what());

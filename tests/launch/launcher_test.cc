@@ -21,6 +21,7 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 std::vector<std::string> Concat(std::vector<std::string> first,
@@ -146,6 +147,39 @@ TEST(Launcher, BadCommandLinesGiveOneLineAndExitCode2) {
     EXPECT_EQ(Lines(result.err).size(), 1u) << shown << result.err;
     EXPECT_THAT(result.err, HasSubstr(bad.named)) << shown;
     EXPECT_EQ(result.out, "") << shown;
+  }
+}
+
+// Every count flag has an upper bound, said in its one-line refusal with the
+// flag, the value and the accepted range, exit 2 (before, the lines said
+// only ">= 1" or ">= 0").
+TEST(Launcher, CountFlagsAboveTheirBoundNameTheAcceptedRange) {
+  struct Case {
+    std::vector<std::string> arguments;
+    std::string named;
+  };
+  const std::vector<Case> cases = {
+      {{"--nproc_per_node=65537", "/bin/true"},
+       "--nproc_per_node='65537': expected a number in 1..65536, or auto, gpu or cpu"},
+      {{"--nproc_per_node=99999999999999999999", "/bin/true"}, "in 1..65536"},
+      {{"--nnodes=1048577", "/bin/true"},
+       "--nnodes='1048577': expected a number of nodes in 1..1048576"},
+      {{"--max_restarts=1000001", "/bin/true"},
+       "--max_restarts='1000001': expected a count in 0..1000000"},
+      {{"--rdzv_conf=keep_alive_max_attempt=1001", "/bin/true"}, "a count in 1..1000"},
+      {{"--rdzv_timeout=10000000", "/bin/true"},
+       "--rdzv_timeout='10000000': expected a number of seconds > 0 and below 10000000"},
+      {{"--term_timeout=1e9", "/bin/true"}, "below 10000000"},
+      {{"--local_ranks_filter=2", "--nproc_per_node=2", "/bin/true"},
+       "comma-separated local ranks below --nproc_per_node=2"},
+  };
+  for (const Case& bad : cases) {
+    LauncherResult result = RunLauncher(bad.arguments, seconds(10));
+    std::string shown;
+    for (const std::string& word : bad.arguments) shown += word + " ";
+    EXPECT_EQ(result.exit_code, 2) << shown << result.err;
+    EXPECT_EQ(Lines(result.err).size(), 1u) << shown << result.err;
+    EXPECT_THAT(result.err, HasSubstr(bad.named)) << shown;
   }
 }
 
@@ -462,6 +496,25 @@ TEST(MultiNodeLauncher, UnreachableEndpointFailsNamingIt) {
   EXPECT_EQ(result.exit_code, 1) << result.err;
   EXPECT_THAT(result.err, HasSubstr("127.0.0.1:" + std::to_string(port)));
   EXPECT_EQ(Lines(result.err).size(), 1u) << result.err;
+}
+
+// A joining node whose node 0 is not there says what it waits for and until
+// when (after 5 s, then every 30 s), and ends with one line at
+// --rdzv_timeout. Before, it waited without a word.
+TEST(MultiNodeLauncher, AJoiningNodeSaysWhatItWaitsForUntilItGivesUp) {
+  const int port = FreePort();
+  LauncherResult result = RunLauncher(
+      Concat(NodeFlags(port, "lonely", 1), {"--rdzv_timeout=7", "/bin/true"}), seconds(30));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  const std::vector<std::string> lines = Lines(result.err);
+  ASSERT_EQ(lines.size(), 2u) << result.err;
+  EXPECT_THAT(lines[0],
+              AllOf(HasSubstr("infini_run: waiting for node 0's rendezvous store at 127.0.0.1:" +
+                              std::to_string(port) + " (--rdzv_endpoint or "),
+                    HasSubstr(", 5 s ago (last try: Connection refused); gives up at "),
+                    HasSubstr(" s (--rdzv_timeout 7 s)")));
+  EXPECT_THAT(lines[1],
+              HasSubstr("cannot reach the rendezvous endpoint 127.0.0.1:" + std::to_string(port)));
 }
 
 TEST(MultiNodeLauncher, NodesThatDisagreeStopWithAClearLine) {
