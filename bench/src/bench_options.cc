@@ -33,6 +33,11 @@ std::string CollectiveNameList() {
   return names;
 }
 
+// Iterations per case (--iters, --warmup) stop at a billion: past that a
+// case of the smallest message runs for hours, and every count stays far
+// from an int overflow in the libraries that take it.
+constexpr int64_t kMaxIterations = 1'000'000'000;
+
 [[noreturn]] void Refuse(std::string_view flag, std::string_view value, std::string_view expected) {
   throw UsageError("--" + std::string(flag) + "='" + OneLine(value) + "': expected " +
                    std::string(expected));
@@ -136,12 +141,12 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
       {"iters",
        {false, "timed iterations per case, the same on every rank (default 20)",
         [](auto flag, auto value, BenchOptions* o) {
-          o->iterations = ParseInteger(flag, value, 1, int64_t{1} << 40);
+          o->iterations = ParseInteger(flag, value, 1, kMaxIterations);
         }}},
       {"warmup",
        {false, "untimed iterations before timing (default 5)",
         [](auto flag, auto value, BenchOptions* o) {
-          o->warmup_iterations = ParseInteger(flag, value, 0, int64_t{1} << 40);
+          o->warmup_iterations = ParseInteger(flag, value, 0, kMaxIterations);
         }}},
       {"threads_per_process",
        {false, "ranks per process, each a Google Benchmark thread (default 1)",

@@ -7,28 +7,29 @@
 
 #include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
+#include "infini/parallel/rank_threads.h"
 
 namespace infini::bench {
 namespace {
 
 // Runs `body(thread_rank)` on one thread per rank and rethrows the first
-// exception, after every thread has finished.
+// exception, after every thread has finished. A thread that cannot be made
+// is a parallel::ThreadStartError (one line), the others stopped first.
 template <typename Body>
 void RunOnRankThreads(int threads_per_process, Body body) {
   std::mutex mutex;
   std::exception_ptr first_failure;
-  std::vector<std::thread> threads;
-  for (int thread_rank = 0; thread_rank < threads_per_process; ++thread_rank) {
-    threads.emplace_back([&, thread_rank] {
-      try {
-        body(thread_rank);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (!first_failure) first_failure = std::current_exception();
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
+  parallel::RunOnThreads(
+      threads_per_process,
+      "the rank threads (--threads_per_process=" + std::to_string(threads_per_process) + ")",
+      [&](int thread_rank) {
+        try {
+          body(thread_rank);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!first_failure) first_failure = std::current_exception();
+        }
+      });
   if (first_failure) std::rethrow_exception(first_failure);
 }
 

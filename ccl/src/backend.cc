@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -289,22 +290,46 @@ std::vector<infiniCclComm_t> Backend::InitHandles(int world_size, const UniqueId
                                    id.bytes().data(), plugin_config.get(), table),
           "comm_init_ranks");
   } else if (capabilities_.concurrent_init()) {
-    // One thread per rank: each blocks in init until the group is complete.
+    // One thread per rank: each blocks in init until the group is complete,
+    // so none starts before every thread exists (-1: one could not be made).
     std::vector<infiniCclResult_t> results(ranks.size(), infiniCclSuccess);
     std::vector<std::string> errors(ranks.size());
     std::vector<std::thread> threads;
+    std::mutex gate_mutex;
+    std::condition_variable gate_changed;
+    int gate = 0;
+    const auto open_gate = [&](int to) {
+      {
+        std::lock_guard<std::mutex> lock(gate_mutex);
+        gate = to;
+      }
+      gate_changed.notify_all();
+    };
     for (int i = 0; i < count; ++i) {
-      threads.emplace_back([&, i] {
-        results[i] = plugin_->set_device(devices[i]);
-        if (results[i] == infiniCclSuccess) {
-          results[i] = plugin_->comm_init_rank(&handles[i], world_size, id.bytes().data(), ranks[i],
-                                               plugin_config.get(), table);
-        }
-        if (results[i] != infiniCclSuccess && results[i] != infiniCclInProgress) {
-          errors[i] = plugin_->get_last_error();
-        }
-      });
+      try {
+        threads.emplace_back([&, i] {
+          std::unique_lock<std::mutex> lock(gate_mutex);
+          gate_changed.wait(lock, [&] { return gate != 0; });
+          if (gate < 0) return;
+          lock.unlock();
+          results[i] = plugin_->set_device(devices[i]);
+          if (results[i] == infiniCclSuccess) {
+            results[i] = plugin_->comm_init_rank(&handles[i], world_size, id.bytes().data(),
+                                                 ranks[i], plugin_config.get(), table);
+          }
+          if (results[i] != infiniCclSuccess && results[i] != infiniCclInProgress) {
+            errors[i] = plugin_->get_last_error();
+          }
+        });
+      } catch (const std::system_error& error) {
+        open_gate(-1);
+        for (auto& thread : threads) thread.join();
+        throw Error(infiniCclSystemError, "cannot start thread " + std::to_string(i + 1) + " of " +
+                                              std::to_string(count) + " for " + info_.name +
+                                              " comm_init_rank: " + error.what());
+      }
     }
+    open_gate(1);
     for (auto& thread : threads) thread.join();
     for (int i = 0; i < count; ++i) {
       if (results[i] == infiniCclSuccess || results[i] == infiniCclInProgress) continue;

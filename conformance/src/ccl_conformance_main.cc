@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -22,20 +23,23 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
+#include <utility>
 
 #include "infini/conformance/run_store.h"
 #include "infini/parallel/env_reader.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/rank.h"
+#include "infini/parallel/rank_threads.h"
 #include "suite.h"
 
 DEFINE_string(ccl_backend, "", "Backend: a name or a plugin path (default: $INFINI_CCL_BACKEND)");
-DEFINE_int32(nthread_per_process, 0, "Ranks (threads) in each process (default 1)");
-DEFINE_int32(threads_per_process, 0, "Another name of --nthread_per_process");
+DEFINE_int64(nthread_per_process, 0, "Ranks (threads) in each process (default 1)");
+DEFINE_int64(threads_per_process, 0, "Another name of --nthread_per_process");
 DEFINE_bool(quick, false, "Small counts (0, 1, 13, 1031) and 20 s per item: for CI");
 DEFINE_int64(large_count, 262147, "The largest element count each collective is judged at");
-DEFINE_int32(item_timeout_s, 60, "Seconds an item may take on a rank before it counts as hung");
+DEFINE_int64(item_timeout_s, 60, "Seconds an item may take on a rank before it counts as hung");
 DEFINE_string(json, "", "Also write the verdicts to this JSON file (global rank 0)");
 DEFINE_string(filter, "", "Run only the items whose name contains this text");
 
@@ -51,6 +55,11 @@ class UsageError : public std::runtime_error {
 // How long a rank thread may stay blocked after its communicators were
 // aborted before the suite gives up on the process.
 constexpr std::chrono::seconds kAbortGrace{15};
+
+// The upper bounds of the count flags (see Main).
+constexpr int64_t kMaxThreadsPerProcess = 1024;
+constexpr int64_t kMaxItemTimeoutSeconds = 7 * 24 * 3600;
+constexpr int64_t kMaxLargeCount = int64_t{1} << 30;
 
 struct Row {
   std::string name;
@@ -325,27 +334,37 @@ int Main(int argc, char** argv) {
       "  infini_run --nproc_per_node=2 --ccl_backend=gloo -- ccl_conformance --quick");
   gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) throw UsageError(std::string("unexpected argument '") + argv[1] + "'");
-  int threads =
-      FLAGS_nthread_per_process > 0 ? FLAGS_nthread_per_process : FLAGS_threads_per_process;
-  if (FLAGS_nthread_per_process < 0 || FLAGS_threads_per_process < 0) {
-    throw UsageError("--nthread_per_process=" + std::to_string(FLAGS_nthread_per_process) +
-                     ": expected a positive number of ranks per process");
+  // Each count flag's range, said in its refusal: rank threads as in
+  // ccl_bench (each holds a communicator and a store connection), item
+  // timeouts up to INFINI_CCL_TIMEOUT_S's week, and element counts whose
+  // buffers (count x ranks x 8 bytes) stay far from overflowing a size.
+  for (const auto& [name, value] :
+       {std::pair<const char*, int64_t>{"nthread_per_process", FLAGS_nthread_per_process},
+        {"threads_per_process", FLAGS_threads_per_process}}) {
+    if (value < 0 || value > kMaxThreadsPerProcess) {
+      throw UsageError("--" + std::string(name) + "=" + std::to_string(value) +
+                       ": expected a number of ranks per process in [1, " +
+                       std::to_string(kMaxThreadsPerProcess) + "]");
+    }
   }
+  int threads = static_cast<int>(FLAGS_nthread_per_process > 0 ? FLAGS_nthread_per_process
+                                                               : FLAGS_threads_per_process);
   if (threads == 0) threads = 1;
-  if (FLAGS_item_timeout_s < 1) {
+  if (FLAGS_item_timeout_s < 1 || FLAGS_item_timeout_s > kMaxItemTimeoutSeconds) {
     throw UsageError("--item_timeout_s=" + std::to_string(FLAGS_item_timeout_s) +
-                     ": expected at least 1 second");
+                     ": expected at least 1 second, at most " +
+                     std::to_string(kMaxItemTimeoutSeconds) + " (a week)");
   }
-  if (FLAGS_large_count < 2) {
+  if (FLAGS_large_count < 2 || FLAGS_large_count > kMaxLargeCount) {
     throw UsageError("--large_count=" + std::to_string(FLAGS_large_count) +
-                     ": expected at least 2 elements");
+                     ": expected at least 2 elements, at most " + std::to_string(kMaxLargeCount));
   }
   SuiteOptions options;
   const int64_t large =
       FLAGS_quick ? std::min<int64_t>(FLAGS_large_count, 1031) : FLAGS_large_count;
   options.counts = {0, 1, 13, large};
-  options.item_timeout =
-      std::chrono::seconds(FLAGS_quick ? std::min(FLAGS_item_timeout_s, 20) : FLAGS_item_timeout_s);
+  options.item_timeout = std::chrono::seconds(
+      FLAGS_quick ? std::min<int64_t>(FLAGS_item_timeout_s, 20) : FLAGS_item_timeout_s);
 
   const parallel::Environment environment = parallel::CurrentEnvironment();
   const parallel::ProcessTopology topology = parallel::ReadProcessTopology(environment);
@@ -410,15 +429,28 @@ int Main(int argc, char** argv) {
                     std::to_string(threads) + " threads, counts 0 1 13 " + std::to_string(large);
   }
   std::atomic<bool> done{false};
-  std::thread watchdog(Watchdog, std::ref(watches), reports ? &report : nullptr, std::cref(done));
-  std::vector<std::thread> rank_threads;
-  for (int thread = 0; thread < threads; ++thread) {
-    rank_threads.emplace_back([&, thread] {
-      RunRank(*contexts[static_cast<size_t>(thread)], items,
-              reports && thread == 0 ? &report : nullptr);
-    });
+  std::thread watchdog;
+  try {
+    watchdog =
+        std::thread(Watchdog, std::ref(watches), reports ? &report : nullptr, std::cref(done));
+  } catch (const std::system_error& error) {
+    throw parallel::ThreadStartError(std::string("cannot start the watchdog thread: ") +
+                                     error.what());
   }
-  for (std::thread& thread : rank_threads) thread.join();
+  // All or none: a rank thread that cannot be made is one line, and the
+  // ones made stop before they meet (never std::terminate).
+  try {
+    parallel::RunOnThreads(
+        threads, "the rank threads (--nthread_per_process=" + std::to_string(threads) + ")",
+        [&](int thread) {
+          RunRank(*contexts[static_cast<size_t>(thread)], items,
+                  reports && thread == 0 ? &report : nullptr);
+        });
+  } catch (const parallel::ThreadStartError&) {
+    done = true;
+    watchdog.join();
+    throw;
+  }
   done = true;
   watchdog.join();
 

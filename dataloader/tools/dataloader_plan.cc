@@ -43,6 +43,10 @@ using infini::data::InvalidArgumentError;
 constexpr int64_t kMaxGlobalBatch = int64_t{1} << 24;
 constexpr int64_t kMaxShuffledSamples = int64_t{1} << 26;
 constexpr int64_t kMaxSequenceLength = int64_t{1} << 30;
+// A billion steps is a billion lines; 2^48 samples is beyond any token file
+// (a file of that many one-token samples would hold 512 TiB).
+constexpr int64_t kMaxSteps = 1'000'000'000;
+constexpr int64_t kMaxSamples = int64_t{1} << 48;
 
 std::string Flag(const char* name, int64_t value) {
   return std::string("--") + name + "=" + std::to_string(value);
@@ -89,9 +93,10 @@ void RequireNoOverflowOverSteps(int64_t num_samples, int64_t global_batch) {
 
 int64_t ResolveNumSamples() {
   if (FLAGS_data_file.empty()) {
-    if (FLAGS_num_samples <= 0) {
+    if (FLAGS_num_samples <= 0 || FLAGS_num_samples > kMaxSamples) {
       throw InvalidArgumentError("--num_samples=" + std::to_string(FLAGS_num_samples) +
-                                 ": expected a positive number (or --data_file)");
+                                 ": expected a number in [1, " + std::to_string(kMaxSamples) +
+                                 "] (or --data_file)");
     }
     return FLAGS_num_samples;
   }
@@ -117,7 +122,7 @@ std::string FormatStep(int64_t step, const infini::data::StepPlan& plan, int64_t
 void PrintPlan() {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   // The library names its own fields; the flags are spelled differently.
-  RequireInRange("steps", FLAGS_steps, 0, kMax - 2);
+  RequireInRange("steps", FLAGS_steps, 0, kMaxSteps);
   RequireInRange("consumed_samples", FLAGS_consumed_samples, 0, kMax);
   RequireInRange("micro_batch_size", FLAGS_micro_batch_size, 1, kMaxGlobalBatch);
   RequireInRange("dp_size", FLAGS_dp_size, 1, kMaxGlobalBatch);

@@ -90,6 +90,36 @@ TEST(BenchOptions, BadValuesAreRefused) {
   EXPECT_THROW(Parse({"--iters"}, &options), UsageError);
 }
 
+// Every count flag has an upper bound, said in its one-line refusal with
+// the flag and the value (before, --warmup=4294967296 --iters=2147483648 ran).
+TEST(BenchOptions, CountsAboveTheirBoundAreRefusedNamingFlagValueAndRange) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--iters=2147483648", "--iters='2147483648': expected an integer from 1 to 1000000000"},
+      {"--warmup=4294967296", "--warmup='4294967296': expected an integer from 0 to 1000000000"},
+      {"--iters=1000000001", "--iters='1000000001': expected an integer from 1 to 1000000000"},
+      {"--threads_per_process=1025",
+       "--threads_per_process='1025': expected an integer from 1 to 1024"},
+      {"--step_factor=1025", "--step_factor='1025': expected an integer from 2 to 1024"},
+      {"--root=1073741825", "--root='1073741825': expected an integer from 0 to 1073741824"},
+      {"--max_bytes=2T", "--max_bytes='2T': expected a byte count from 1 to 1T"},
+      {"--iters=99999999999999999999", "--iters='99999999999999999999': expected an integer"},
+  };
+  for (const auto& [flag, message] : cases) {
+    BenchOptions options;
+    try {
+      Parse({flag}, &options);
+      ADD_FAILURE() << flag << " was accepted";
+    } catch (const UsageError& error) {
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos)
+          << flag << ": " << error.what();
+    }
+  }
+  BenchOptions options;
+  ASSERT_TRUE(Parse({"--iters=1000000000", "--warmup=1000000000"}, &options));
+  EXPECT_EQ(options.iterations, 1'000'000'000);
+  EXPECT_EQ(options.warmup_iterations, 1'000'000'000);
+}
+
 TEST(BenchOptions, TimingDefaultsToNcclTestsBackToBack) {
   BenchOptions options;
   ASSERT_TRUE(Parse({}, &options));

@@ -1,14 +1,22 @@
 // ccl_conformance as a porting engineer runs it: under infini_run, on gloo,
 // on the template plugin and on the kvtest plugin, in several process ×
 // thread layouts, with --quick sizes.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
+#include <future>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -318,6 +326,173 @@ TEST(ConformanceRun, BadFlagIsOneLineAndExitCodeTwo) {
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("--item_timeout_s=0: expected at least 1 second"), std::string::npos)
       << run.output;
+}
+
+size_t LineCount(const std::string& output) {
+  size_t lines = 0;
+  for (char c : output) lines += c == '\n' ? 1 : 0;
+  return lines;
+}
+
+// Every count flag has an upper bound, said with the flag and the value in
+// one line, exit 2. Before, --nthread_per_process=1025 tried to make the
+// threads (and aborted where it could not: "terminate called", exit 134).
+TEST(ConformanceRun, CountsAboveTheirBoundAreOneLineAndExitCodeTwo) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--nthread_per_process=1025",
+       "--nthread_per_process=1025: expected a number of ranks per process in [1, 1024]"},
+      {"--threads_per_process=4294967296",
+       "--threads_per_process=4294967296: expected a number of ranks per process in [1, 1024]"},
+      {"--item_timeout_s=604801",
+       "--item_timeout_s=604801: expected at least 1 second, at most 604800"},
+      {"--large_count=1073741825",
+       "--large_count=1073741825: expected at least 2 elements, at most 1073741824"},
+  };
+  for (const auto& [flag, message] : cases) {
+    const RunResult run = RunCommand(std::string(CCL_CONFORMANCE_PATH) + " " + flag);
+    EXPECT_EQ(run.exit_code, 2) << flag << "\n" << run.output;
+    EXPECT_EQ(LineCount(run.output), 1u) << flag << "\n" << run.output;
+    EXPECT_NE(run.output.find("ccl_conformance: " + message), std::string::npos) << flag << "\n"
+                                                                                 << run.output;
+  }
+#ifdef CCL_BENCH_PATH
+  const RunResult bench =
+      RunCommand(std::string(CCL_BENCH_PATH) + " --warmup=4294967296 --iters=2147483648");
+  EXPECT_EQ(bench.exit_code, 2) << bench.output;
+  EXPECT_EQ(LineCount(bench.output), 1u) << bench.output;
+  EXPECT_NE(bench.output.find(
+                "ccl_bench: --warmup='4294967296': expected an integer from 0 to 1000000000"),
+            std::string::npos)
+      << bench.output;
+#endif
+}
+
+// Threads that cannot be made: stacks of 1 GiB (ulimit -s) in 6 GiB of
+// address space (ulimit -v, enforced for root too) leave room for a few rank
+// threads of 16, always. One line naming the thread, the count and why, exit
+// 1; never std::terminate (before: "terminate called without an active
+// exception", exit 134). Sanitizers reserve more address space than that.
+TEST(ConformanceRun, RankThreadsThatCannotBeMadeAreOneLineNotAnAbort) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve more address space than the limit here";
+#else
+  const std::string limits = "bash -c 'ulimit -s 1048576 && ulimit -v 6291456 && exec ";
+  const RunResult run = RunCommand(limits + CCL_CONFORMANCE_PATH +
+                                   " --ccl_backend=gloo --quick --nthread_per_process=16'");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(LineCount(run.output), 1u) << run.output;
+  EXPECT_NE(run.output.find("ccl_conformance: cannot start thread "), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find(" of 16 for the rank threads (--nthread_per_process=16): Resource "
+                            "temporarily unavailable"),
+            std::string::npos)
+      << run.output;
+  EXPECT_EQ(run.output.find("terminate called"), std::string::npos) << run.output;
+#ifdef CCL_BENCH_PATH
+  // ccl_bench's ranks are made by the plugin's comm_init_ranks (gloo's one
+  // thread per rank), then by ccl_bench itself: either says so in one line.
+  const RunResult bench = RunCommand(limits + CCL_BENCH_PATH +
+                                     " --ccl_backend=gloo --threads_per_process=16 "
+                                     "--max_bytes=1K'");
+  EXPECT_EQ(bench.exit_code, 1) << bench.output;
+  EXPECT_EQ(LineCount(bench.output), 1u) << bench.output;
+  EXPECT_NE(bench.output.find("cannot start thread "), std::string::npos) << bench.output;
+  EXPECT_NE(bench.output.find(" of 16 "), std::string::npos) << bench.output;
+  EXPECT_NE(bench.output.find("Resource temporarily unavailable"), std::string::npos)
+      << bench.output;
+#endif
+#endif
+}
+
+// A port nothing listens on (it may be taken again once this returns, but
+// not by a store of this test).
+int UnusedLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// The run's store of ccl_conformance and ccl_bench (conformance/'s
+// RunStore): a process whose store is dead says what it waits for and until
+// when (the first line after 5 s, then every 30 s), and gives up at
+// INFINI_CCL_TIMEOUT_S + 30 s with one line. Before, 31 s without a word.
+TEST(ConformanceRun, AProcessWaitingForADeadRunStoreSaysWhatItWaitsFor) {
+  const std::string port = std::to_string(UnusedLoopbackPort());
+  const std::string environment =
+      "env RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 INFINI_STORE_ADDR=127.0.0.1 "
+      "INFINI_STORE_PORT=" +
+      port + " INFINI_CCL_TIMEOUT_S=1 ";
+  std::vector<std::pair<std::string, std::string>> programs = {
+      {"ccl_conformance", std::string(CCL_CONFORMANCE_PATH) + " --ccl_backend=gloo --quick"}};
+#ifdef CCL_BENCH_PATH
+  programs.push_back({"ccl_bench", std::string(CCL_BENCH_PATH) + " --ccl_backend=gloo"});
+#endif
+  std::vector<std::future<RunResult>> runs;
+  for (const auto& [name, command] : programs) {
+    runs.push_back(std::async(std::launch::async,
+                              [command = environment + command] { return RunCommand(command); }));
+  }
+  for (size_t i = 0; i < programs.size(); ++i) {
+    const std::string& name = programs[i].first;
+    const RunResult run = runs[i].get();
+    EXPECT_EQ(run.exit_code, 1) << name << "\n" << run.output;
+    EXPECT_EQ(LineCount(run.output), 2u) << name << "\n" << run.output;
+    for (const std::string& part : {name + ": waiting for the run's store at 127.0.0.1:" + port +
+                                        " (INFINI_STORE_ADDR/INFINI_STORE_PORT) since ",
+                                    std::string("(last try: Connection refused); gives up at "),
+                                    std::string(" s (INFINI_CCL_TIMEOUT_S=1 + 30 s)\n"),
+                                    name + ": could not connect to store at 127.0.0.1:" + port +
+                                        " after 31s: Connection refused (the run's store, named by "
+                                        "INFINI_STORE_ADDR/INFINI_STORE_PORT"}) {
+      EXPECT_NE(run.output.find(part), std::string::npos) << name << ": " << part << "\n"
+                                                          << run.output;
+    }
+  }
+}
+
+bool Accepts(const std::string& host, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &address.sin_addr);
+  const bool accepted = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return accepted;
+}
+
+// Without a launcher, global rank 0 hosts the run's store at MASTER_ADDR: a
+// numeric address of this host is listened on alone, also when the run
+// spans hosts (WORLD_SIZE=2 > LOCAL_WORLD_SIZE=1); 127.0.0.3 does not answer
+// on its port. Before, every interface. Rank 1 then meets it and both pass.
+TEST(ConformanceRun, RankZerosStoreListensOnMasterAddrAlone) {
+  const int port = UnusedLoopbackPort();
+  auto rank = [port](int rank_number) {
+    return "env RANK=" + std::to_string(rank_number) +
+           " LOCAL_RANK=0 GROUP_RANK=" + std::to_string(rank_number) +
+           " WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.2 MASTER_PORT=" +
+           std::to_string(port) + " GLOO_SOCKET_IFNAME=lo INFINI_CCL_TIMEOUT_S=30 " +
+           CCL_CONFORMANCE_PATH + " --ccl_backend=gloo --quick --filter=all_reduce/float32";
+  };
+  std::future<RunResult> rank0 =
+      std::async(std::launch::async, [&rank] { return RunCommand(rank(0)); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!Accepts("127.0.0.2", port) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(Accepts("127.0.0.2", port)) << "rank 0's store never listened on 127.0.0.2";
+  EXPECT_FALSE(Accepts("127.0.0.3", port)) << "rank 0's store answers on 127.0.0.3 too";
+  const RunResult rank1 = RunCommand(rank(1));
+  const RunResult first = rank0.get();
+  EXPECT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_EQ(rank1.exit_code, 0) << rank1.output;
+  EXPECT_EQ(first.output.find("every interface"), std::string::npos) << first.output;
 }
 
 }  // namespace

@@ -149,8 +149,8 @@ TEST(DataloaderPlan, RejectsAProductOfFlagsThatWouldOverflowWithOneLine) {
 }
 
 TEST(DataloaderPlan, RejectsAShuffledEpochTooLargeToHoldWithOneLine) {
-  ExpectOneLineUsageError(Plan("--num_samples=9223372036854775807 --shuffle"),
-                          "--shuffle with 9223372036854775807 samples: expected at most");
+  ExpectOneLineUsageError(Plan("--num_samples=281474976710656 --shuffle"),
+                          "--shuffle with 281474976710656 samples: expected at most");
 }
 
 TEST(DataloaderPlan, RejectsConsumedSamplesThatOverflowOverTheStepsWithOneLine) {
@@ -167,6 +167,19 @@ TEST(DataloaderPlan, RejectsNegativeAndHugeStepsAndSequenceLengthsWithOneLine) {
                           "--dp_size=-4: expected a number in [1, 16777216]");
   ExpectOneLineUsageError(Plan("--data_file=/nonexistent --sequence_length=99999999999"),
                           "--sequence_length=99999999999: expected a number in [1, 1073741824]");
+}
+
+// Every count flag has an upper bound, said with the flag, the value and the
+// range (before, --steps went to 2^63 and --num_samples had none).
+TEST(DataloaderPlan, RejectsCountsAboveTheirBoundNamingTheRange) {
+  ExpectOneLineUsageError(Plan("--num_samples=100 --steps=1000000001"),
+                          "--steps=1000000001: expected a number in [0, 1000000000]");
+  ExpectOneLineUsageError(Plan("--num_samples=281474976710657"),
+                          "--num_samples=281474976710657: expected a number in [1, "
+                          "281474976710656]");
+  ExpectOneLineUsageError(Plan("--num_samples=100 --gradient_accumulation_steps=16777217"),
+                          "--gradient_accumulation_steps=16777217: expected a number in [1, "
+                          "16777216]");
 }
 
 TEST(DataloaderPlan, LargestAcceptedGlobalBatchStillPlans) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "program_runner.h"
@@ -39,6 +40,56 @@ TEST(Gpt2Program, BadFlagExitsWithCodeTwoAndOneLine) {
     EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << flags << "\n"
                                                                                << result.output;
   }
+}
+
+// Every count flag has an upper bound, said in its one-line refusal with the
+// flag, the value and the range, exit 2 (step counts stop at a billion:
+// before, up to 2^40 was accepted).
+TEST(Gpt2Program, CountsAboveTheirBoundAreOneLineNamingTheRange) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--num_iteration=1000000001",
+       "--num_iteration='1000000001': expected an integer in [0, "
+       "1000000000]"},
+      {"--steps=1099511627776", "--steps='1099511627776': expected an integer in [0, 1000000000]"},
+      {"--log_every=1000000001",
+       "--log_every='1000000001': expected an integer in [1, "
+       "1000000000]"},
+      {"--checkpoint_every=1000000001", "expected an integer in [0, 1000000000]"},
+      {"--val_loss_every=1000000001", "expected an integer in [0, 1000000000]"},
+      {"--throughput_skip_steps=1000000001", "expected an integer in [0, 1000000000]"},
+      {"--nthread_per_process=65", "--nthread_per_process='65': expected an integer in [1, 64]"},
+      {"--total_batch_size=1099511627777", "expected an integer in [0, 1099511627776]"},
+      {"--batch_size=1048577", "expected an integer in [1, 1048576]"},
+  };
+  for (const auto& [flag, message] : cases) {
+    const Result result = RunCommand(kGpt2 + " " + flag);
+    EXPECT_EQ(result.exit_code, 2) << flag << "\n" << result.output;
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << flag << "\n"
+                                                                               << result.output;
+    EXPECT_NE(result.output.find(message), std::string::npos) << flag << "\n" << result.output;
+  }
+}
+
+// Rank threads that cannot be made (1 GiB stacks in 6 GiB of address space,
+// enforced for root too): one line naming the thread and why, exit 1, the
+// threads made stopped before they meet. Before: std::terminate, exit 134.
+TEST(Gpt2Program, RankThreadsThatCannotBeMadeAreOneLineNotAnAbort) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers reserve more address space than the limit here";
+#else
+  if (!CanLaunchOnGloo()) GTEST_SKIP() << "the gloo backend was not built";
+  const Result result =
+      RunCommand("bash -c 'ulimit -s 1048576 && ulimit -v 6291456 && exec " + kGpt2 +
+                 " --ccl_backend=gloo --nthread_per_process=16 --steps=1" + kSmallModel + "'");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  EXPECT_NE(result.output.find("gpt2: cannot start thread "), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find(" of 16 for the rank threads (--nthread_per_process=16): Resource "
+                               "temporarily unavailable"),
+            std::string::npos)
+      << result.output;
+  EXPECT_EQ(result.output.find("terminate called"), std::string::npos) << result.output;
+#endif
 }
 
 // A value holding a newline is echoed escaped: the error stays one line that

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "host_process.h"
@@ -236,6 +237,57 @@ TEST_F(HostsInNamespaces, GlooRefusesAMasterNameThatResolvesToLoopbackWhenTheRun
                            "WORLD_SIZE=2 > LOCAL_WORLD_SIZE=1", "set GLOO_SOCKET_IFNAME"}) {
     EXPECT_NE(ranks[0]->Output().find(part), std::string::npos) << part << "\n"
                                                                 << ranks[0]->Output();
+  }
+}
+
+// Without a launcher, global rank 0 hosts the store for MASTER_ADDR. A name
+// that resolves on its host to its own non-loopback address (here the veth
+// address 10.77.0.1), in a run that spans hosts, is listened on alone, not on
+// every interface as before; the other host's rank meets it there.
+TEST_F(HostsInNamespaces, RankZerosStoreListensOnTheAddressItsMasterNameHasHere) {
+  std::string output;
+  for (int host = 0; host < 2; ++host) {
+    ASSERT_EQ(RunCommand({kScript, "name", prefix_, std::to_string(host), kMaster + " node0.test"},
+                         10s, &output),
+              0)
+        << output;
+  }
+  std::vector<std::unique_ptr<ChildProcess>> ranks;
+  auto start_rank = [&](int rank) {
+    ranks.push_back(std::make_unique<ChildProcess>(
+        std::vector<std::string>{
+            "ip", "netns", "exec", Namespace(rank), "env", "RANK=" + std::to_string(rank),
+            "GROUP_RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=0",
+            "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=node0.test", "MASTER_PORT=29500",
+            "INFINI_CCL_TIMEOUT_S=30", kBinDir + "/parallel_check", "--ccl_backend=gloo",
+            "--tensor_parallel=1", "--pipeline_parallel=1"},
+        std::vector<std::string>{"GLOO_SOCKET_IFNAME="},
+        scratch_.path() + "/rank" + std::to_string(rank) + ".log"));
+  };
+  start_rank(0);
+  std::string listening;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (listening.find(":29500") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    listening.clear();
+    RunCommand({"ip", "netns", "exec", Namespace(0), "ss", "-ltnH", "sport = :29500"}, 10s,
+               &listening);
+    if (listening.find(":29500") == std::string::npos) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_NE(listening.find(kMaster + ":29500"), std::string::npos) << listening;
+  EXPECT_EQ(listening.find("0.0.0.0:29500"), std::string::npos) << listening;
+  EXPECT_EQ(listening.find("*:29500"), std::string::npos) << listening;
+  EXPECT_NE(RunCommand({"ip", "netns", "exec", Namespace(0), "bash", "-c",
+                        "exec 3<>/dev/tcp/127.0.0.1/29500"},
+                       10s),
+            0)
+      << "rank 0's store answers on 127.0.0.1 too";
+  start_rank(1);
+  for (auto& rank : ranks) {
+    const ExitReport report = rank->Wait(90s);
+    ASSERT_TRUE(report.exited) << rank->Output();
+    EXPECT_EQ(report.exit_code, 0) << rank->Output();
+    EXPECT_EQ(rank->Output().find("every interface"), std::string::npos) << rank->Output();
   }
 }
 

@@ -1,8 +1,10 @@
 // The communicator entries: unique ids, init (one rank, or several of this
 // process on threads), split, destroy, abort, state and grouping.
+#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -96,29 +98,54 @@ infiniCclResult_t CommInitRanksEntry(infiniCclComm_t* comms, int ncomms, const i
     const GlooUniqueId id = ReadInitArguments(unique_id, config, bootstrap, &options);
 
     // Every rank joins on its own thread (the ranks wait for each other);
-    // the first failure in time is the one reported.
+    // the first failure in time is the one reported. None joins before every
+    // thread exists: a thread that cannot be made (EAGAIN) is one error, and
+    // the ones made never wait for it.
     std::mutex mutex;
     infiniCclResult_t first_result = infiniCclSuccess;
     std::string first_error;
     std::vector<std::thread> threads;
-    for (int i = 0; i < ncomms; ++i) {
-      threads.emplace_back([&, i] {
-        ScopedSigpipeBlock thread_no_sigpipe;
-        const std::string call = InitCallName(ranks[i], nranks);
-        Communicator* made = nullptr;
-        const infiniCclResult_t result = Guarded(call.c_str(), [&] {
-          made = InitOneRank(nranks, id, ranks[i], options, bootstrap);
-          return infiniCclSuccess;
-        });
-        comms[i] = ToHandle(made);
-        if (result == infiniCclSuccess) return;
+    std::condition_variable gate_changed;
+    int gate = 0;  // 1: go, -1: a thread could not be made
+    const auto open_gate = [&](int to) {
+      {
         std::lock_guard<std::mutex> lock(mutex);
-        if (first_result == infiniCclSuccess) {
-          first_result = result;
-          first_error = LastError();
-        }
-      });
+        gate = to;
+      }
+      gate_changed.notify_all();
+    };
+    for (int i = 0; i < ncomms; ++i) {
+      try {
+        threads.emplace_back([&, i] {
+          {
+            std::unique_lock<std::mutex> lock(mutex);
+            gate_changed.wait(lock, [&] { return gate != 0; });
+            if (gate < 0) return;
+          }
+          ScopedSigpipeBlock thread_no_sigpipe;
+          const std::string call = InitCallName(ranks[i], nranks);
+          Communicator* made = nullptr;
+          const infiniCclResult_t result = Guarded(call.c_str(), [&] {
+            made = InitOneRank(nranks, id, ranks[i], options, bootstrap);
+            return infiniCclSuccess;
+          });
+          comms[i] = ToHandle(made);
+          if (result == infiniCclSuccess) return;
+          std::lock_guard<std::mutex> lock(mutex);
+          if (first_result == infiniCclSuccess) {
+            first_result = result;
+            first_error = LastError();
+          }
+        });
+      } catch (const std::system_error& error) {
+        open_gate(-1);
+        for (std::thread& thread : threads) thread.join();
+        throw PluginError(infiniCclSystemError, "cannot start thread " + std::to_string(i + 1) +
+                                                    " of " + std::to_string(ncomms) +
+                                                    " (one per rank): " + error.what());
+      }
     }
+    open_gate(1);
     for (std::thread& thread : threads) thread.join();
     if (first_result == infiniCclSuccess) return infiniCclSuccess;
     for (int i = 0; i < ncomms; ++i) {

@@ -21,6 +21,7 @@
 
 #include "data_parallel.h"
 #include "infini/common/one_line.h"
+#include "infini/parallel/rank_threads.h"
 #include "options.h"
 #include "trainer.h"
 
@@ -99,10 +100,16 @@ int main(int argc, char** argv) {
     run_rank(0);
     return exit_code;
   }
-  std::vector<std::thread> ranks;
-  for (int thread_rank = 0; thread_rank < options.nthread_per_process; ++thread_rank) {
-    ranks.emplace_back(run_rank, thread_rank);
+  // All or none: a rank thread that cannot be made is one line, and the
+  // ones made stop before they meet the others.
+  try {
+    infini::parallel::RunOnThreads(options.nthread_per_process,
+                                   "the rank threads (--nthread_per_process=" +
+                                       std::to_string(options.nthread_per_process) + ")",
+                                   run_rank);
+  } catch (const infini::parallel::ThreadStartError& error) {
+    std::fprintf(stderr, "gpt2: %s\n", infini::OneLine(error.what()).c_str());
+    return 1;
   }
-  for (std::thread& rank : ranks) rank.join();
   return exit_code;
 }

@@ -61,7 +61,11 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
   auto integer = [](int64_t* field, const char* name, int64_t minimum, int64_t maximum) {
     return [=](const std::string& value) { *field = ParseInteger(name, value, minimum, maximum); };
   };
+  // Token counts stop at 2^40; step counts at a billion (a billion steps of
+  // the smallest model take weeks, and every step count times a step's
+  // tokens stays far from overflowing int64).
   constexpr int64_t kMax = int64_t{1} << 40;
+  constexpr int64_t kMaxSteps = 1'000'000'000;
   const auto set_dtype = [o](const std::string& v) {
     if (v == "float32") {
       o->dtype = TrainDtype::kFloat32;
@@ -105,8 +109,8 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
       {"num_iteration",
        "optimizer steps to take, in total across resumes (default 20; alias "
        "--steps)",
-       false, integer(&o->steps, "num_iteration", 0, kMax)},
-      {"steps", "", false, integer(&o->steps, "steps", 0, kMax)},
+       false, integer(&o->steps, "num_iteration", 0, kMaxSteps)},
+      {"steps", "", false, integer(&o->steps, "steps", 0, kMaxSteps)},
       {"dtype", "float32 (default) or bfloat16 (GPU only; float32 master weights)", false,
        set_dtype},
       {"learning_rate", "AdamW learning rate (default 3e-3)", false,
@@ -138,14 +142,14 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
       {"val_loss_every",
        "steps between validation losses; 0: after the last step only (alias "
        "--val_every)",
-       false, integer(&o->val_every, "val_loss_every", 0, kMax)},
-      {"val_every", "", false, integer(&o->val_every, "val_every", 0, kMax)},
+       false, integer(&o->val_every, "val_loss_every", 0, kMaxSteps)},
+      {"val_every", "", false, integer(&o->val_every, "val_every", 0, kMaxSteps)},
       {"val_batches", "micro-batches per rank per validation; 0 disables (default 4)", false,
        integer(&o->val_batches, "val_batches", 0, 1 << 20)},
       {"checkpoint_dir", "save weights, optimizer and data position here", false,
        text(&o->checkpoint_dir)},
       {"checkpoint_every", "steps between checkpoints; 0: after the last step only", false,
-       integer(&o->checkpoint_every, "checkpoint_every", 0, kMax)},
+       integer(&o->checkpoint_every, "checkpoint_every", 0, kMaxSteps)},
       {"resume", "continue from the latest checkpoint in --checkpoint_dir, if any", true,
        [o](const std::string& v) { o->resume = ParseBool("resume", v); }},
       {"ccl_backend", "collective backend (default $INFINI_CCL_BACKEND, else auto)", false,
@@ -171,9 +175,9 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
       {"bucket_size_mb", "gradient bucket size of --overlap in MiB (default 25, as torch DDP)",
        false, integer(&o->bucket_size_mb, "bucket_size_mb", 1, 1 << 14)},
       {"throughput_skip_steps", "first steps left out of the throughput average (default 2)", false,
-       integer(&o->throughput_skip_steps, "throughput_skip_steps", 0, kMax)},
+       integer(&o->throughput_skip_steps, "throughput_skip_steps", 0, kMaxSteps)},
       {"log_every", "steps between progress lines (default 1)", false,
-       integer(&o->log_every, "log_every", 1, kMax)},
+       integer(&o->log_every, "log_every", 1, kMaxSteps)},
   };
 }
 
