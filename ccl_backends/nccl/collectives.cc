@@ -21,7 +21,11 @@ inline infiniCclResult_t PrepareReduction(DLDataType datatype, infiniCclRedOp_t 
       result != infiniCclSuccess) [[unlikely]] {
     return result;
   }
-  return RequireComm(comm, call);
+  if (infiniCclResult_t result = RequireComm(comm, call); result != infiniCclSuccess) {
+    return result;
+  }
+  *nccl_op = SingleRankSafe(*nccl_op, comm);
+  return infiniCclSuccess;
 }
 
 // Type and communicator checks of every collective that only moves data; a

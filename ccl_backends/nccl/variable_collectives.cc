@@ -223,6 +223,7 @@ infiniCclResult_t ReduceScatterV(const void* sendbuff, const size_t* sendcounts,
       result != infiniCclSuccess) {
     return result;
   }
+  nccl_op = SingleRankSafe(nccl_op, comm);
   const int rank = layout.rank;
   if (infiniCclResult_t result =
           RequireOwnCount(kCall, "recvcount", recvcount, "sendcounts", sendcounts[rank], rank);

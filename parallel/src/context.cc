@@ -13,6 +13,7 @@
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
+#include "run_store.h"
 
 namespace infini::parallel {
 namespace {
@@ -53,14 +54,75 @@ std::string VisibleDevicesVariable(const Environment& environment,
 
 }  // namespace
 
+namespace internal {
+
+RunStoreEndpoint OpenRunStore(const Environment& environment, const ProcessTopology& topology,
+                              const RuntimeSettings& settings) {
+  RunStoreEndpoint endpoint;
+  // The run's secret, handed down by the launcher; without one (ranks started
+  // by torchrun, srun or mpirun) the store is as open as torchrun's.
+  const auto token_entry = environment.find(rendezvous::kRunTokenVariable);
+  const std::string token = token_entry != environment.end() ? token_entry->second : "";
+  endpoint.token = token;
+  const StoreLocation& location = settings.store;
+  std::string host = location.host;
+  uint16_t port = location.port;
+  endpoint.connect_timeout =
+      std::chrono::duration_cast<std::chrono::milliseconds>(settings.timeout + kStoreTimeoutMargin);
+  if (location.kind == StoreLocation::Kind::kInProcess) {
+    auto server = HostStore("127.0.0.1", 0, token);
+    host = "127.0.0.1";
+    port = server->port();
+    endpoint.hosted_server = server;
+  } else if (location.kind == StoreLocation::Kind::kMaster && topology.global_proc_rank == 0) {
+    // Only on MASTER_ADDR's address when this host has it, else on every
+    // interface, saying so (docs/rendezvous.md).
+    const std::string listen_address =
+        MasterStoreListenAddress(location, topology.nnodes, LogPrefix());
+    try {
+      endpoint.hosted_server = HostStore(listen_address, port, token);
+    } catch (const rendezvous::StoreError& error) {
+      throw ParallelConfigError("MASTER_PORT='" + std::to_string(port) +
+                                "': global rank 0 could not host the store there (" + error.what() +
+                                "): expected a free port");
+    }
+    host = listen_address == "0.0.0.0" ? "127.0.0.1" : listen_address;
+  }
+  endpoint.host = host;
+  endpoint.port = port;
+  endpoint.key_namespace = KeyNamespace(settings);
+  endpoint.settings = settings;
+  return endpoint;
+}
+
+std::string KeyNamespace(const RuntimeSettings& settings) {
+  return settings.run_id + "/" + std::to_string(settings.restart_count);
+}
+
+std::shared_ptr<rendezvous::Store> RunStoreEndpoint::Connect() const {
+  return ConnectRunStore(host, port, connect_timeout, token, key_namespace, settings);
+}
+
+std::shared_ptr<rendezvous::Store> ConnectRunStore(const std::string& host, uint16_t port,
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::string& token,
+                                                   const std::string& key_namespace,
+                                                   const RuntimeSettings& settings) {
+  // A wait for an unreachable store says so on stderr (store_access.h).
+  std::shared_ptr<rendezvous::Store> client =
+      ConnectToRunStore(host, port, timeout, token, settings, LogPrefix());
+  client->set_timeout(timeout);
+  return std::make_shared<rendezvous::PrefixStore>(key_namespace, std::move(client));
+}
+
+}  // namespace internal
+
 Context::Context(Rank rank, RuntimeSettings settings)
     : rank_(std::move(rank)), settings_(std::move(settings)) {}
 
 Context::~Context() = default;
 
-std::string Context::key_namespace() const {
-  return settings_.run_id + "/" + std::to_string(settings_.restart_count);
-}
+std::string Context::key_namespace() const { return internal::KeyNamespace(settings_); }
 
 std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   const Environment environment = options.environment ? *options.environment : CurrentEnvironment();
@@ -91,38 +153,14 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   context->shares_device_ = SharesDevice(rank, device_type, visible, settings.devices_isolated);
   backend->SetDevice(context->device_index_);
 
-  // The run's secret, handed down by the launcher; without one (ranks started
-  // by torchrun, srun or mpirun) the store is as open as torchrun's.
-  const auto token_entry = environment.find(rendezvous::kRunTokenVariable);
-  const std::string token = token_entry != environment.end() ? token_entry->second : "";
-  context->store_token_ = token;
-  const StoreLocation& location = settings.store;
-  std::string host = location.host;
-  uint16_t port = location.port;
-  const auto connect_timeout =
-      std::chrono::duration_cast<std::chrono::milliseconds>(settings.timeout + kStoreTimeoutMargin);
-  if (location.kind == StoreLocation::Kind::kInProcess) {
-    auto server = HostStore("127.0.0.1", 0, token);
-    host = "127.0.0.1";
-    port = server->port();
-    context->hosted_server_ = server;
-  } else if (location.kind == StoreLocation::Kind::kMaster && topology.global_proc_rank == 0) {
-    // Only on MASTER_ADDR's address when this host has it, else on every
-    // interface, saying so (docs/rendezvous.md).
-    const std::string listen_address =
-        MasterStoreListenAddress(location, topology.nnodes, LogPrefix());
-    try {
-      context->hosted_server_ = HostStore(listen_address, port, token);
-    } catch (const rendezvous::StoreError& error) {
-      throw ParallelConfigError("MASTER_PORT='" + std::to_string(port) +
-                                "': global rank 0 could not host the store there (" + error.what() +
-                                "): expected a free port");
-    }
-    host = listen_address == "0.0.0.0" ? "127.0.0.1" : listen_address;
-  }
+  internal::RunStoreEndpoint endpoint = internal::OpenRunStore(environment, topology, settings);
+  const std::string& host = endpoint.host;
+  const uint16_t port = endpoint.port;
+  context->hosted_server_ = endpoint.hosted_server;
+  context->store_token_ = endpoint.token;
   context->store_host_ = host;
   context->store_port_ = port;
-  context->store_timeout_ = connect_timeout;
+  context->store_timeout_ = endpoint.connect_timeout;
   context->store_ = context->ConnectStore();
   if (settings.debug != DebugLevel::kOff) {
     INFINI_LOG(INFO) << rank.ToString() << " from " << topology.source << " variables: backend "
@@ -134,11 +172,8 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
 }
 
 std::shared_ptr<rendezvous::Store> Context::ConnectStore() const {
-  // A wait for an unreachable store says so on stderr (store_access.h).
-  std::shared_ptr<rendezvous::Store> client = ConnectToRunStore(
-      store_host_, store_port_, store_timeout_, store_token_, settings_, LogPrefix());
-  client->set_timeout(store_timeout_);
-  return std::make_shared<rendezvous::PrefixStore>(key_namespace(), std::move(client));
+  return internal::ConnectRunStore(store_host_, store_port_, store_timeout_, store_token_,
+                                   key_namespace(), settings_);
 }
 
 std::unique_ptr<ProcessGroup> Context::NewGroup(const std::string& name,

@@ -56,7 +56,10 @@ int main(int argc, char** argv) {
         }
       } catch (const std::exception& error) {
         std::printf("%s: FAILED: %s\n", rank_name.c_str(), error.what());
-        ++failures;
+        std::fflush(stdout);
+        // The process's other thread ranks would wait for this one until the
+        // watchdog's timeout: stop them now.
+        std::_Exit(1);
       }
       std::fflush(stdout);
     });
