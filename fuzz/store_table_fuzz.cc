@@ -6,13 +6,20 @@
 // table. Checked after every operation: answers go only to the client that
 // asked or to a client that was waiting, a waiting client gets exactly one
 // answer, a Get's value and NumKeys agree with the model, timeouts come only
-// at or after the deadline, and the table's waiter counts agree.
+// at or after the deadline, and the table's waiter counts agree. The table
+// runs under small limits (from the program's first byte): a Set, Add or
+// CompareSet refused as "store full" changes nothing, a Get or Wait refused
+// for its bookkeeping does not wait, the stored bytes are exactly the
+// model's keys and values, and the waiter bytes never pass their cap and are
+// all given back once nobody waits.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "key_value_table.h"
@@ -23,6 +30,7 @@ using infini::rendezvous::ClientId;
 using infini::rendezvous::Completion;
 using infini::rendezvous::KeyValueTable;
 using infini::rendezvous::Milliseconds;
+using infini::rendezvous::TableLimits;
 using infini::rendezvous::wire::MessageType;
 using infini::rendezvous::wire::Request;
 
@@ -54,8 +62,17 @@ struct WaitingClient {
   Milliseconds deadline = 0;
 };
 
+TableLimits LimitsFrom(uint8_t byte) {
+  TableLimits limits;
+  limits.max_stored_bytes = 200 + static_cast<size_t>(byte % 16) * 40;
+  limits.max_waiter_bytes = 300 + static_cast<size_t>(byte / 16) * 60;
+  return limits;
+}
+
 class Model {
  public:
+  explicit Model(uint8_t limits) : table_(LimitsFrom(limits)) {}
+
   void Run(Program& program) {
     while (!program.Done()) Step(program);
   }
@@ -97,8 +114,37 @@ class Model {
     Apply(client, request);
   }
 
+  static bool Refusal(const Completion& completion, const char* naming) {
+    return completion.reply.type == MessageType::kError &&
+           completion.reply.error.find(naming) != std::string::npos;
+  }
+
   void Apply(ClientId client, const Request& request) {
     const bool answered = table_.Handle(client, request, now_);
+    answers_ = table_.TakeCompletions();
+    // The requester's answer comes first (wake-ups it caused follow).
+    const bool store_full = answered && !answers_.empty() && answers_.front().client == client &&
+                            Refusal(answers_.front(), "max_stored_bytes");
+    const bool too_many_waiters = answered && !answers_.empty() &&
+                                  answers_.front().client == client &&
+                                  Refusal(answers_.front(), "max_buffered_bytes");
+    if (store_full) {
+      Require(request.type == MessageType::kSet || request.type == MessageType::kAdd ||
+                  request.type == MessageType::kCompareSet,
+              "store full for a request that stores nothing");
+      Require(answers_.size() == 1, "a refused write woke someone");
+      answers_.clear();
+      Check(kNoRequester);
+      return;
+    }
+    if (too_many_waiters) {
+      Require(request.type == MessageType::kGet || request.type == MessageType::kWait,
+              "a waiter refusal for a request that does not wait");
+      Require(table_.waiter_bytes() <= table_.limits().max_waiter_bytes, "waiters beyond the cap");
+      answers_.clear();
+      Check(kNoRequester);
+      return;
+    }
     if (!answered) {
       Require(request.type == MessageType::kGet || request.type == MessageType::kWait,
               "only Get and Wait may wait");
@@ -144,7 +190,9 @@ class Model {
   void Check(ClientId requester, bool answered = true, const Request& request = {},
              const std::map<std::string, std::string>& before = {}) {
     bool requester_answered = false;
-    for (const Completion& completion : table_.TakeCompletions()) {
+    std::deque<Completion> completions = std::exchange(answers_, {});
+    if (completions.empty()) completions = table_.TakeCompletions();
+    for (const Completion& completion : completions) {
       const auto& reply = completion.reply;
       if (completion.client == requester && !requester_answered && answered) {
         requester_answered = true;
@@ -169,6 +217,15 @@ class Model {
             "an answered request got no answer");
     Require(table_.num_waiters() == waiting_.size(), "waiter count differs from the model");
     Require(table_.num_keys() == values_.size(), "key count differs from the model");
+    completions.clear();  // the replies went out: no value is kept alive by one
+    size_t stored = 0;
+    for (const auto& [key, value] : values_) {
+      stored += key.size() + KeyValueTable::kKeyOverheadBytes + value.size();
+    }
+    Require(table_.stored_bytes() == stored, "stored bytes differ from the model's");
+    Require(table_.stored_bytes() <= table_.limits().max_stored_bytes, "stored beyond the cap");
+    Require(table_.waiter_bytes() <= table_.limits().max_waiter_bytes, "waiters beyond the cap");
+    Require(!waiting_.empty() || table_.waiter_bytes() == 0, "waiter bytes kept after the waits");
     for (const auto& [client, waiting] : waiting_) {
       Require(table_.IsWaiting(client), "a waiting client is not waiting in the table");
       Require(table_.NextDeadline() <= waiting.deadline, "a deadline later than a waiter's");
@@ -201,6 +258,7 @@ class Model {
   }
 
   KeyValueTable table_;
+  std::deque<Completion> answers_;  // taken by Apply, checked by Check
   Milliseconds now_ = 0;
   std::map<std::string, std::string> values_;
   std::map<ClientId, WaitingClient> waiting_;
@@ -210,7 +268,7 @@ class Model {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Program program(data, size);
-  Model model;
+  Model model(program.Byte());
   model.Run(program);
   return 0;
 }

@@ -37,6 +37,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -275,6 +276,15 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void StartThread() {
     thread_ = std::thread([this] {
       pthread_setname_np(pthread_self(), "infini_store");
+      // libuv writes with writev(2): a reply to a client that reset its
+      // connection raises SIGPIPE, whose default action kills the process
+      // (the launcher, a rank). Blocked on this thread, the write fails with
+      // EPIPE and that connection is closed; the pending signal dies with the
+      // thread.
+      sigset_t pipe_only;
+      sigemptyset(&pipe_only);
+      sigaddset(&pipe_only, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
       uv_run(&loop_, UV_RUN_DEFAULT);
       auth::ReleaseThreadState();
     });
@@ -798,7 +808,8 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     int count = 0;
     while ((count = epoll_wait(self->hangup_fd_, events, 64, 0)) > 0) {
       for (int i = 0; i < count; ++i) {
-        const auto found = self->connections_.find(events[i].data.u64);
+        const ClientId id = events[i].data.u64;  // a copy: epoll_event is packed
+        const auto found = self->connections_.find(id);
         if (found != self->connections_.end()) self->Close(found->second);
       }
       if (count < 64) break;
@@ -843,8 +854,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     delete write;
     connection->unsent_bytes -= bytes;
     self->unsent_bytes_ -= bytes;
-    if (connection->closing) return;
-    if (status < 0) {
+    if (connection->closing) {
+      // Cancelled by the close; what it held is free for the others.
+    } else if (status < 0) {
       self->Close(connection);
     } else {
       connection->last_activity = self->Now();
@@ -879,7 +891,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   static void OnShutdown(uv_shutdown_t* request, int /*status*/) {
     auto* connection = static_cast<Connection*>(request->handle->data);
     delete reinterpret_cast<ShutdownRequest*>(request);
-    connection->server->Close(connection);
+    TcpStoreServerImpl* self = connection->server;
+    self->Close(connection);
+    self->Pump();
   }
 
   void Close(Connection* connection) {

@@ -321,6 +321,29 @@ TEST(TcpStoreHostileTest, AClientThatNeverReadsItsRepliesStallsNobodyElse) {
               server->buffered_bytes() >> 10);
 }
 
+// A client pipelines Gets of a large value and resets its connection as the
+// replies start to arrive: the server's next write fails (EPIPE). It raised
+// SIGPIPE on the store's thread, and its default action killed the process
+// that hosts the store (here the test; in a run, the launcher).
+TEST(TcpStoreHostileTest, AClientThatResetsWhileItsRepliesAreWrittenDoesNotKillTheStore) {
+  auto server = StartServer();
+  auto other = ConnectTo(*server, milliseconds(10000));
+  other->Set("big", std::string(size_t{256} << 10, 'b'));
+  for (int round = 0; round < 5; ++round) {
+    RawStoreSocket leaving(server->port());
+    ASSERT_TRUE(leaving.Greet());
+    std::string requests;
+    for (int i = 0; i < 64; ++i)
+      requests += FrameWriter(MessageType::kGet).Str("big").I64(0).Finish();
+    ASSERT_TRUE(leaving.Send(requests));
+    ASSERT_FALSE(leaving.ReadFrame().empty());  // replies are being written
+    linger reset{.l_onoff = 1, .l_linger = 0};
+    ::setsockopt(leaving.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+  }  // each closes with unread replies: a reset
+  ASSERT_TRUE(Eventually([&] { return server->num_connections() == 1; }, milliseconds(5000)));
+  EXPECT_EQ(other->Get("big").size(), size_t{256} << 10);
+}
+
 TEST(TcpStoreHostileTest, AConnectionThatNeverCompletesItsHelloIsClosedByTheHelloTimeout) {
   TcpStoreServerOptions options;
   options.token = kToken;
