@@ -23,6 +23,7 @@
 namespace {
 
 using ::testing::AllOf;
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -294,7 +295,8 @@ TEST(ParallelLaunchTest, ARankWaitingForAnUnreachableStoreSaysSoAndGivesUpWithOn
   ASSERT_EQ(master_waits.size(), 2u) << master.output;  // at 5 s and 35 s
   EXPECT_THAT(master_waits[0], AllOf(HasSubstr(" (MASTER_ADDR/MASTER_PORT) since "),
                                      HasSubstr(" s (INFINI_CCL_TIMEOUT_S=6 + 30 s)")));
-  EXPECT_THAT(master_waits[1], HasSubstr(", 35 s ago "));
+  // 30 s after the first (a loaded machine may wake half a second late).
+  EXPECT_THAT(master_waits[1], AnyOf(HasSubstr(", 35 s ago "), HasSubstr(", 36 s ago ")));
   EXPECT_THAT(master.output, AllOf(HasSubstr("after 36s: Connection refused"),
                                    Not(HasSubstr("terminate called"))));
 }
