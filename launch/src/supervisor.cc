@@ -19,6 +19,7 @@
 #include "infini/launch/file_limit.h"
 #include "infini/launch/options.h"
 #include "infini/launch/pid_namespace.h"
+#include "infini/launch/rank_watcher.h"
 #include "infini/launch/signal_watcher.h"
 
 namespace infini::launch {
@@ -47,35 +48,69 @@ void ClosePipe(int* fd) {
   *fd = -1;
 }
 
-// Forks and execs one rank. Everything the child touches is prepared before
-// fork: the launcher may have threads (the store server), so the child may
-// only make async-signal-safe calls until exec.
-// `in_namespace`: the child starts in the keeper's PID namespace, where its
-// parent (outside) reads as pid 0.
-void Spawn(Child* child, pid_t launcher_pid, bool in_namespace) {
-  const RankSpec& spec = *child->spec;
+// A rank's command line, environment and pipes, made before any fork.
+struct Prepared {
   std::vector<char*> argv, envp;
-  for (const std::string& word : spec.argv) argv.push_back(const_cast<char*>(word.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& entry : spec.environment)
-    envp.push_back(const_cast<char*>(entry.c_str()));
-  envp.push_back(nullptr);
-  const char* path = spec.program_path.c_str();
+  int out_pipe[2] = {-1, -1};
+  int err_pipe[2] = {-1, -1};
+  int exec_pipe[2] = {-1, -1};
+};
 
-  int out_pipe[2], err_pipe[2], exec_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) out_pipe[0] = out_pipe[1] = -1;
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) err_pipe[0] = err_pipe[1] = -1;
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) exec_pipe[0] = exec_pipe[1] = -1;
-  if (out_pipe[0] < 0 || err_pipe[0] < 0 || exec_pipe[0] < 0) {
+// False, with the child's spawn failure recorded, when a pipe cannot be made.
+bool Prepare(Child* child, Prepared* prepared) {
+  const RankSpec& spec = *child->spec;
+  for (const std::string& word : spec.argv)
+    prepared->argv.push_back(const_cast<char*>(word.c_str()));
+  prepared->argv.push_back(nullptr);
+  for (const std::string& entry : spec.environment)
+    prepared->envp.push_back(const_cast<char*>(entry.c_str()));
+  prepared->envp.push_back(nullptr);
+  int* const pipes[] = {prepared->out_pipe, prepared->err_pipe, prepared->exec_pipe};
+  for (int* fds : pipes) {
+    if (pipe2(fds, O_CLOEXEC) == 0) continue;
     child->exit.spawn_failed = true;
     child->exit.detail = std::string("cannot create pipes: ") + strerror(errno);
-    for (int fd :
-         {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_pipe[0], exec_pipe[1]}) {
-      if (fd >= 0) close(fd);
+    for (int* opened : pipes) {
+      for (int i = 0; i < 2; ++i) ClosePipe(&opened[i]);
     }
+    return false;
+  }
+  return true;
+}
+
+// The launcher's side once the rank is forked (`pid`) or its fork failed
+// (-errno): closes the write ends, keeps the read ends.
+void Started(Child* child, Prepared* prepared, pid_t pid) {
+  ClosePipe(&prepared->out_pipe[1]);
+  ClosePipe(&prepared->err_pipe[1]);
+  ClosePipe(&prepared->exec_pipe[1]);
+  if (pid < 0) {
+    child->exit.spawn_failed = true;
+    child->exit.detail = std::string("fork failed: ") + strerror(-pid);
+    ClosePipe(&prepared->out_pipe[0]);
+    ClosePipe(&prepared->err_pipe[0]);
+    ClosePipe(&prepared->exec_pipe[0]);
     return;
   }
+  child->pid = pid;
+  child->exit.pid = pid;
+  child->running = true;
+  child->pipe_fd[RankOutput::kStdout] = prepared->out_pipe[0];
+  child->pipe_fd[RankOutput::kStderr] = prepared->err_pipe[0];
+  for (int fd : child->pipe_fd) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  child->exec_error_fd = prepared->exec_pipe[0];
+}
 
+// Forks and execs one rank from the launcher. Everything the child touches
+// is prepared before fork: the launcher may have threads (the store server),
+// so the child may only make async-signal-safe calls until exec.
+// `in_namespace`: the child starts in the keeper's PID namespace, where its
+// parent (outside) reads as pid 0.
+void ForkAndExec(Child* child, Prepared* prepared, pid_t launcher_pid, bool in_namespace) {
+  const char* path = child->spec->program_path.c_str();
+  const int out_write = prepared->out_pipe[1];
+  const int err_write = prepared->err_pipe[1];
+  const int exec_write = prepared->exec_pipe[1];
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
@@ -83,35 +118,24 @@ void Spawn(Child* child, pid_t launcher_pid, bool in_namespace) {
     // The launcher may have died before prctl took effect.
     if (getppid() != (in_namespace ? 0 : launcher_pid)) _exit(128 + SIGKILL);
     if (in_namespace) MountProcForNamespace();
-    dup2(out_pipe[1], STDOUT_FILENO);
-    dup2(err_pipe[1], STDERR_FILENO);
+    dup2(out_write, STDOUT_FILENO);
+    dup2(err_write, STDERR_FILENO);
     SignalWatcher::ResetInChild();
     RestoreOpenFileLimitInChild();
-    execve(path, argv.data(), envp.data());
+    execve(path, prepared->argv.data(), prepared->envp.data());
     int error = errno;
-    [[maybe_unused]] ssize_t ignored = write(exec_pipe[1], &error, sizeof(error));
+    [[maybe_unused]] ssize_t ignored = write(exec_write, &error, sizeof(error));
     _exit(127);
   }
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  close(exec_pipe[1]);
-  if (pid < 0) {
-    child->exit.spawn_failed = true;
-    child->exit.detail = std::string("fork failed: ") + strerror(errno);
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    close(exec_pipe[0]);
-    return;
-  }
+  const int fork_error = errno;
   // Also here, so the group exists before the launcher may signal it.
-  setpgid(pid, pid);
-  child->pid = pid;
-  child->exit.pid = pid;
-  child->running = true;
-  child->pipe_fd[RankOutput::kStdout] = out_pipe[0];
-  child->pipe_fd[RankOutput::kStderr] = err_pipe[0];
-  for (int fd : child->pipe_fd) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  child->exec_error_fd = exec_pipe[0];
+  if (pid > 0) setpgid(pid, pid);
+  Started(child, prepared, pid > 0 ? pid : -fork_error);
+}
+
+void Spawn(Child* child, pid_t launcher_pid, bool in_namespace) {
+  Prepared prepared;
+  if (Prepare(child, &prepared)) ForkAndExec(child, &prepared, launcher_pid, in_namespace);
 }
 
 // Blocks until the child has exec'd (the pipe closes) or reports why not.
@@ -147,19 +171,24 @@ class AttemptSupervisor {
       std::string why;
       keeper_ = PidNamespaceKeeper::Start(&why);
     }
-    const bool in_namespace = keeper_ && keeper_->Enter();
-    for (Child& child : children_) Spawn(&child, launcher_pid, in_namespace);
-    if (in_namespace) keeper_->Leave();
+    if (keeper_) {
+      const bool in_namespace = keeper_->Enter();
+      for (Child& child : children_) Spawn(&child, launcher_pid, in_namespace);
+      if (in_namespace) keeper_->Leave();
+    } else {
+      SpawnThroughWatcher(launcher_pid);
+    }
     for (Child& child : children_) CollectExecResult(&child);
     result_.all_started = Clock::now();
     for (Child& child : children_) {
       if (child.exit.spawn_failed && !child.running) RecordFailure(&child);
     }
     Loop();
-    // What is left of the run: the namespace (its PID 1 ends it), and
-    // orphans this subreaper adopted.
+    // What is left of the run: the namespace (its PID 1 ends it), or what
+    // the watcher adopted (it kills it), and orphans this subreaper adopted.
     const pid_t keeper_pid = keeper_ ? keeper_->pid() : -1;
     keeper_.reset();
+    watcher_.reset();
     KillAdoptedProcesses(keeper_pid);
     for (Child& child : children_) {
       child.output->FlushPartialLines();
@@ -180,6 +209,58 @@ class AttemptSupervisor {
   bool AnyPipeOpen() const {
     return std::any_of(children_.begin(), children_.end(),
                        [](const Child& c) { return c.pipe_fd[0] >= 0 || c.pipe_fd[1] >= 0; });
+  }
+
+  // Without a PID namespace: the watcher (rank_watcher.h) forks the ranks,
+  // so that nothing of theirs outlives the run even when this launcher is
+  // SIGKILLed. If it cannot be forked, the launcher forks them itself (and
+  // only its subreaper sweep at the end of the attempt is left).
+  void SpawnThroughWatcher(pid_t launcher_pid) {
+    std::vector<Prepared> prepared(children_.size());
+    std::vector<RankLaunch> launches;
+    std::vector<size_t> launched;
+    for (size_t i = 0; i < children_.size(); ++i) {
+      if (!Prepare(&children_[i], &prepared[i])) continue;
+      launches.push_back({children_[i].spec->program_path.c_str(), prepared[i].argv.data(),
+                          prepared[i].envp.data(), prepared[i].out_pipe[1], prepared[i].err_pipe[1],
+                          prepared[i].exec_pipe[1]});
+      launched.push_back(i);
+    }
+    std::string why;
+    if (!launches.empty()) watcher_ = RankWatcher::Start(launches, &why);
+    for (size_t k = 0; k < launched.size(); ++k) {
+      const size_t i = launched[k];
+      if (watcher_) {
+        Started(&children_[i], &prepared[i], watcher_->rank_pids()[k]);
+      } else {
+        ForkAndExec(&children_[i], &prepared[i], launcher_pid, false);
+      }
+    }
+  }
+
+  // How a rank's wait status (from waitpid or relayed by the watcher) changes it.
+  void OnStatus(pid_t pid, int status) {
+    for (Child& child : children_) {
+      if (child.pid != pid || !child.running) continue;
+      if (WIFSTOPPED(status)) {
+        child.stopped_since = Clock::now();
+        child.stop_signal = WSTOPSIG(status);
+        continue;
+      }
+      if (WIFCONTINUED(status)) {
+        child.stopped_since.reset();
+        continue;
+      }
+      child.running = false;
+      child.stopped_since.reset();
+      if (WIFEXITED(status)) {
+        child.exit.exited = true;
+        child.exit.exit_code = WEXITSTATUS(status);
+      } else if (WIFSIGNALED(status)) {
+        child.exit.signal_number = WTERMSIG(status);
+      }
+      if (child.exit.failed()) RecordFailure(&child);
+    }
   }
 
   void SignalGroups(int signal_number) {
@@ -212,34 +293,24 @@ class AttemptSupervisor {
   }
 
   void Reap() {
+    if (watcher_) {
+      std::vector<std::pair<pid_t, int>> relayed;
+      watcher_->TakeStatuses(&relayed);
+      for (auto [pid, status] : relayed) OnStatus(pid, status);
+    }
     int status = 0;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
-      // Pids that are not ranks are orphans we adopted as subreaper.
-      if (keeper_ && pid == keeper_->pid() && !WIFSTOPPED(status) && !WIFCONTINUED(status)) {
-        keeper_->MarkReaped();
+      // Pids that are not ranks are orphans we adopted as subreaper (also
+      // ranks of a watcher that died: they die with it).
+      const bool ended = !WIFSTOPPED(status) && !WIFCONTINUED(status);
+      if (keeper_ && pid == keeper_->pid() && ended) keeper_->MarkReaped();
+      if (watcher_ && pid == watcher_->pid()) {
+        if (ended) watcher_->MarkReaped();
+        // Stopped, it would relay nothing: the run would never end.
+        if (WIFSTOPPED(status)) kill(pid, SIGCONT);
       }
-      for (Child& child : children_) {
-        if (child.pid != pid || !child.running) continue;
-        if (WIFSTOPPED(status)) {
-          child.stopped_since = Clock::now();
-          child.stop_signal = WSTOPSIG(status);
-          continue;
-        }
-        if (WIFCONTINUED(status)) {
-          child.stopped_since.reset();
-          continue;
-        }
-        child.running = false;
-        child.stopped_since.reset();
-        if (WIFEXITED(status)) {
-          child.exit.exited = true;
-          child.exit.exit_code = WEXITSTATUS(status);
-        } else if (WIFSIGNALED(status)) {
-          child.exit.signal_number = WTERMSIG(status);
-        }
-        if (child.exit.failed()) RecordFailure(&child);
-      }
+      OnStatus(pid, status);
     }
   }
 
@@ -300,6 +371,11 @@ class AttemptSupervisor {
       std::vector<std::pair<Child*, int>> owners;
       fds.push_back({SignalWatcher::fd(), POLLIN, 0});
       owners.emplace_back(nullptr, -1);
+      const int status_fd = watcher_ ? watcher_->status_fd() : -1;
+      if (status_fd >= 0) {
+        fds.push_back({status_fd, POLLIN, 0});
+        owners.emplace_back(nullptr, -1);
+      }
       const size_t first_console = fds.size();
       Console::Get().AddPollEntries(&fds);
       owners.resize(fds.size(), {nullptr, -1});
@@ -322,6 +398,7 @@ class AttemptSupervisor {
           ClosePipe(&child->pipe_fd[stream]);
       }
       if (ready > 0 && (fds[0].revents & POLLIN)) HandleSignals();
+      if (ready > 0 && status_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) Reap();
       now = Clock::now();
       if (stopping_ && !killed_ && now >= kill_deadline_) {
         SignalGroups(SIGKILL);
@@ -356,6 +433,7 @@ class AttemptSupervisor {
   Clock::time_point next_monitor_;
   std::optional<Clock::time_point> drain_deadline_;
   std::unique_ptr<PidNamespaceKeeper> keeper_;
+  std::unique_ptr<RankWatcher> watcher_;
 };
 
 }  // namespace

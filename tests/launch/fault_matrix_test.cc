@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -223,6 +224,211 @@ TEST(FaultMatrix, LauncherSigkillTakesDaemonsAndGrandchildrenAlong) {
   Report("launcher_sigkill", 137, Ms(Clock::now() - fault));
   EXPECT_TRUE(none_left) << "needs the PID namespace (root): docs/reliability.md";
 }
+
+// Runs without a PID namespace, where the ranks' watcher (rank_watcher.h)
+// keeps the promise: as the user nobody (clone(CLONE_NEWPID) is refused, as
+// for any unprivileged user; the launcher is not told), or as root with
+// INFINI_RUN_PID_NAMESPACE=0.
+enum class WithoutNamespace { kAsNobody, kForcedOff };
+
+class NoPidNamespaceTest : public ::testing::TestWithParam<WithoutNamespace> {
+ protected:
+  void SetUp() override {
+    if (AsNobody() && !CanRunAsNobody()) {
+      GTEST_SKIP() << "needs /usr/bin/setpriv (util-linux) and the user nobody";
+    }
+    OpenToEveryone(dir_);
+  }
+  bool AsNobody() const { return GetParam() == WithoutNamespace::kAsNobody; }
+  LaunchSetup Setup() const {
+    LaunchSetup setup;
+    setup.as_nobody = AsNobody();
+    if (!AsNobody()) setup.extra_environment.push_back("INFINI_RUN_PID_NAMESPACE=0");
+    return setup;
+  }
+  std::string Case(const std::string& what) const {
+    return what + (AsNobody() ? "_nobody" : "_forced_off");
+  }
+  // The pid written in `name` under the run's folder, once it is there.
+  pid_t PidIn(const std::string& name, seconds bound = seconds(20)) const {
+    const std::string path = dir_.path() + "/" + name;
+    auto deadline = Clock::now() + bound;
+    while (!std::filesystem::exists(path) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return static_cast<pid_t>(std::atoi(ReadFile(path).c_str()));
+  }
+  // Ranks, grandchildren and double-forked setsid daemons of both ranks.
+  std::vector<pid_t> EveryDescendant() const {
+    std::vector<pid_t> pids;
+    for (const char* name :
+         {"0.0.pid", "1.0.pid", "0.grandchild", "1.grandchild", "0.daemon", "1.daemon"}) {
+      pids.push_back(PidIn(name));
+    }
+    return pids;
+  }
+  // Whether they are ours to look at: alive, in our PID namespace, and run by
+  // nobody when the launcher is.
+  void ExpectAliveOutsideAnyNamespace(const std::vector<pid_t>& pids) const {
+    const passwd* nobody = getpwnam("nobody");
+    for (pid_t pid : pids) {
+      ASSERT_GT(pid, 0);
+      EXPECT_FALSE(ProcessGone(pid)) << pid;
+      EXPECT_TRUE(InOurPidNamespace(pid)) << pid << ": no PID namespace on this path";
+      if (AsNobody() && geteuid() == 0 && nobody) {
+        EXPECT_EQ(UidOf(pid), long{nobody->pw_uid});
+      }
+    }
+  }
+
+  TempDir dir_;
+};
+
+std::string Survivors(const std::vector<pid_t>& pids) {
+  std::string alive;
+  for (pid_t pid : pids) {
+    if (!ProcessGone(pid)) alive += " " + std::to_string(pid);
+  }
+  return alive;
+}
+
+// Issue 18 item 6: the launcher is SIGKILLed, so nothing of it can clean up;
+// its ranks, their grandchildren and their double-forked setsid daemons
+// (which escape every process group) must all be gone within 5 s.
+TEST_P(NoPidNamespaceTest, LauncherSigkillLeavesNoRankGrandchildOrDaemon) {
+  LauncherProcess launcher(
+      Concat({"--nproc_per_node=2"},
+             Child(dir_, {"--daemon", "--grandchild", "--sleep_ms=60000", "--ignore_sigterm"})),
+      Setup());
+  const std::vector<pid_t> pids = EveryDescendant();
+  ExpectAliveOutsideAnyNamespace(pids);
+  auto fault = Clock::now();
+  kill(launcher.pid(), SIGKILL);
+  launcher.Wait(seconds(10));
+  while (!Survivors(pids).empty() && Clock::now() - fault < seconds(5)) {
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  const long long stop_ms = Ms(Clock::now() - fault);
+  Report(Case("launcher_sigkill"), 137, stop_ms);
+  EXPECT_EQ(Survivors(pids), "") << "alive 5 s after the launcher's SIGKILL";
+  EXPECT_TRUE(NoProcessLeft(seconds(5))) << "the watcher ends too";
+}
+
+TEST_P(NoPidNamespaceTest, ARankFailureStopsTheOthersAndTheirDescendants) {
+  LauncherProcess launcher(
+      Concat({"--nproc_per_node=3", "--term_timeout=5"},
+             Child(dir_, {"--daemon", "--grandchild", "--fail_rank=1", "--exit_code=7",
+                          "--fail_after_ms=500", "--sleep_ms=60000"})),
+      Setup());
+  const std::vector<pid_t> pids = EveryDescendant();
+  LauncherResult result = launcher.Wait(seconds(30));
+  Report(Case("rank_exit_nonzero"), result.exit_code, result.elapsed.count());
+  EXPECT_EQ(result.exit_code, 7) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("first failure: rank 1"));
+  EXPECT_THAT(result.err, HasSubstr("exit code 7"));
+  EXPECT_LT(result.elapsed, seconds(15));
+  EXPECT_EQ(Survivors(pids), "");
+  EXPECT_TRUE(NoProcessLeft(seconds(5)));
+}
+
+TEST_P(NoPidNamespaceTest, CtrlCGives130AndLeavesNothing) {
+  LauncherProcess launcher(Concat({"--nproc_per_node=2", "--term_timeout=5"},
+                                  Child(dir_, {"--daemon", "--grandchild", "--sleep_ms=60000"})),
+                           Setup());
+  const std::vector<pid_t> pids = EveryDescendant();
+  auto fault = Clock::now();
+  kill(launcher.pid(), SIGINT);
+  LauncherResult result = WaitFrom(launcher, fault, seconds(10));
+  Report(Case("launcher_sigint"), result.exit_code, result.elapsed.count());
+  EXPECT_EQ(result.exit_code, 130) << result.err;
+  EXPECT_LT(result.elapsed, seconds(10));
+  EXPECT_EQ(Survivors(pids), "");
+  EXPECT_TRUE(NoProcessLeft(seconds(5)));
+}
+
+// The watcher is the ranks' parent: it reports how they ended, stops included.
+TEST_P(NoPidNamespaceTest, ExitStatusesAndStopsReachTheLauncher) {
+  {
+    LauncherProcess launcher(
+        Concat({"--nproc_per_node=2", "--term_timeout=5"}, Child(dir_, {"--sleep_ms=60000"})),
+        Setup());
+    pid_t rank1 = FindRankPid(launcher.pid(), 1);
+    ASSERT_GT(rank1, 0);
+    auto fault = Clock::now();
+    kill(rank1, SIGKILL);
+    LauncherResult result = WaitFrom(launcher, fault, seconds(15));
+    Report(Case("rank_sigkill"), result.exit_code, result.elapsed.count());
+    EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("first failure: rank 1"));
+    EXPECT_THAT(result.err, HasSubstr("SIGKILL"));
+  }
+  {
+    LauncherProcess launcher(
+        Concat({"--nproc_per_node=3", "--term_timeout=2", "--rdzv_conf=heartbeat_timeout=1"},
+               Child(dir_, {"--sleep_ms=60000"})),
+        Setup());
+    pid_t rank2 = FindRankPid(launcher.pid(), 2);
+    ASSERT_GT(rank2, 0);
+    auto fault = Clock::now();
+    kill(rank2, SIGSTOP);
+    LauncherResult result = WaitFrom(launcher, fault, seconds(15));
+    Report(Case("rank_sigstop"), result.exit_code, result.elapsed.count());
+    EXPECT_EQ(result.exit_code, 128 + SIGSTOP) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("stopped by SIGSTOP"));
+  }
+  {
+    LauncherProcess launcher(
+        Concat({"--nproc_per_node=2"},
+               Child(dir_, {"--fail_rank=0", "--segfault", "--fail_after_ms=100"})),
+        Setup());
+    LauncherResult result = launcher.Wait(seconds(30));
+    EXPECT_EQ(result.exit_code, 128 + SIGSEGV) << result.err;
+  }
+  EXPECT_TRUE(NoProcessLeft(seconds(5)));
+}
+
+// A normal end takes daemons and grandchildren along, restarts work, and a
+// rank that ended is reaped at once (no zombie while the others run).
+TEST_P(NoPidNamespaceTest, NormalEndsRestartsAndNoZombies) {
+  {
+    LauncherProcess launcher(
+        Concat({"--nproc_per_node=2"},
+               Child(dir_, {"--daemon", "--grandchild", "--long_from=1", "--sleep_ms=3000"})),
+        Setup());
+    const std::vector<pid_t> pids = EveryDescendant();
+    const pid_t rank0 = pids[0];  // exits at once, rank 1 sleeps 3 s
+    auto deadline = Clock::now() + seconds(2);
+    while (std::filesystem::exists("/proc/" + std::to_string(rank0)) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    EXPECT_FALSE(std::filesystem::exists("/proc/" + std::to_string(rank0)))
+        << "rank 0 ended but was not reaped (a zombie)";
+    LauncherResult result = launcher.Wait(seconds(30));
+    Report(Case("daemons_end_with_run"), result.exit_code, result.elapsed.count());
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(Survivors(pids), "");
+  }
+  {
+    TempDir restarts;
+    OpenToEveryone(restarts);
+    LauncherProcess launcher(Concat({"--nproc_per_node=2", "--max_restarts=2", "--term_timeout=2"},
+                                    Child(restarts, {"--fail_rank=1", "--fail_attempts=2",
+                                                     "--exit_code=4", "--fail_after_ms=100"})),
+                             Setup());
+    LauncherResult result = launcher.Wait(seconds(30));
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(RecordedEnvironment(restarts.path(), 0, 2)["TORCHELASTIC_RESTART_COUNT"], "2");
+  }
+  EXPECT_TRUE(NoProcessLeft(seconds(5)));
+}
+
+INSTANTIATE_TEST_SUITE_P(FaultMatrix, NoPidNamespaceTest,
+                         ::testing::Values(WithoutNamespace::kAsNobody,
+                                           WithoutNamespace::kForcedOff),
+                         [](const ::testing::TestParamInfo<WithoutNamespace>& param) {
+                           return param.param == WithoutNamespace::kAsNobody ? "AsNobody"
+                                                                             : "ForcedOff";
+                         });
 
 TEST(FaultMatrix, NodeLostWhileJoiningStopsTheOthers) {
   TempDir dir;

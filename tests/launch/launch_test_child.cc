@@ -80,7 +80,9 @@ int main(int argc, char** argv) {
     if (fork() == 0) {
       setsid();
       if (fork() == 0) {
-        WriteFileAtomically(flags["dir"] + "/" + std::to_string(rank) + ".daemon", "started\n");
+        // Its pid (as seen in its PID namespace, if any): the tests check it is gone.
+        WriteFileAtomically(flags["dir"] + "/" + std::to_string(rank) + ".daemon",
+                            std::to_string(getpid()) + "\n");
         freopen("/dev/null", "w", stdout);
         freopen("/dev/null", "w", stderr);
         for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -91,7 +93,8 @@ int main(int argc, char** argv) {
   if (flags.count("grandchild")) {
     if (fork() == 0) {
       signal(SIGTERM, SIG_IGN);
-      WriteFileAtomically(flags["dir"] + "/" + std::to_string(rank) + ".grandchild", "started\n");
+      WriteFileAtomically(flags["dir"] + "/" + std::to_string(rank) + ".grandchild",
+                          std::to_string(getpid()) + "\n");
       for (int i = 0; i < 600; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
       _exit(0);
     }

@@ -2,11 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +27,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+constexpr char kSetpriv[] = "/usr/bin/setpriv";
+
+pid_t ParentOf(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos || close_paren + 4 >= stat.size()) return -1;
+  return static_cast<pid_t>(std::atoi(stat.c_str() + close_paren + 4));
+}
+
+}  // namespace
+
 bool ProcessGone(pid_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return true;
   // A zombie is dead; its parent (init or the launcher) just did not reap it yet.
@@ -34,7 +48,25 @@ bool ProcessGone(pid_t pid) {
                           text[close_paren + 2] == 'Z');
 }
 
-}  // namespace
+bool CanRunAsNobody() {
+  return geteuid() != 0 || (access(kSetpriv, X_OK) == 0 && getpwnam("nobody") != nullptr &&
+                            getgrnam("nogroup") != nullptr);
+}
+
+void OpenToEveryone(const TempDir& dir) { chmod(dir.path().c_str(), 0777); }
+
+bool InOurPidNamespace(pid_t pid) {
+  std::error_code error;
+  auto theirs = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/ns/pid", error);
+  return !error && theirs == std::filesystem::read_symlink("/proc/self/ns/pid");
+}
+
+long UidOf(pid_t pid) {
+  for (const std::string& line : Lines(ReadFile("/proc/" + std::to_string(pid) + "/status"))) {
+    if (line.rfind("Uid:", 0) == 0) return std::atol(line.c_str() + 4);
+  }
+  return -1;
+}
 
 TempDir::TempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "infini_launch_test_XXXXXX");
@@ -92,7 +124,9 @@ pid_t FindRankPid(pid_t launcher, int rank, std::chrono::milliseconds bound) {
       std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
       size_t close_paren = stat.rfind(')');
       if (close_paren == std::string::npos) continue;
-      if (std::atoi(stat.c_str() + close_paren + 4) != launcher) continue;
+      // Without a PID namespace the ranks' parent is the launcher's watcher.
+      const pid_t parent = static_cast<pid_t>(std::atoi(stat.c_str() + close_paren + 4));
+      if (parent != launcher && ParentOf(parent) != launcher) continue;
       std::string environment = ReadFile("/proc/" + std::to_string(pid) + "/environ");
       if (environment.find(std::string("\0") + wanted + '\0') != std::string::npos) return pid;
     }
@@ -116,7 +150,11 @@ LauncherProcess::LauncherProcess(const std::vector<std::string>& arguments,
   }
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, (capture_.path() + "/err").c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  std::vector<std::string> words = {LauncherPath()};
+  std::vector<std::string> words;
+  if (setup.as_nobody && geteuid() == 0) {
+    words = {kSetpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"};
+  }
+  words.push_back(LauncherPath());
   words.insert(words.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;
   for (std::string& word : words) argv.push_back(word.data());

@@ -38,7 +38,8 @@ std::vector<pid_t> ProcessesOfThisTest();
 // Whether none is left, waiting up to `bound`.
 bool NoProcessLeft(std::chrono::milliseconds bound = std::chrono::seconds(10));
 // The pid (in this namespace) of the rank with RANK=`rank` whose parent is
-// `launcher`; -1 if none within `bound`.
+// `launcher` (or the launcher's watcher, a child of it, when the run has no
+// PID namespace); -1 if none within `bound`.
 pid_t FindRankPid(pid_t launcher, int rank,
                   std::chrono::milliseconds bound = std::chrono::seconds(20));
 
@@ -48,7 +49,23 @@ struct LaunchSetup {
   // INFINI_RUN_TOKEN=TestToken() in the launcher's environment, as a
   // scheduler would hand it to every node.
   bool with_token = true;
+  // The launcher runs as user nobody (through setpriv, which execs it: the
+  // pid stays the launcher's), as an unprivileged user would start it: no
+  // PID namespace. Nothing changes when the test is not root already.
+  bool as_nobody = false;
 };
+
+// Whether LaunchSetup::as_nobody can be honoured: the test is not root (it
+// is unprivileged already), or setpriv and the user nobody exist.
+bool CanRunAsNobody();
+// chmod 0777, so that a launcher run as nobody and its ranks write there.
+void OpenToEveryone(const TempDir& dir);
+// Whether `pid` lives in this process's PID namespace.
+bool InOurPidNamespace(pid_t pid);
+// The real uid of `pid`, -1 if it is gone.
+long UidOf(pid_t pid);
+// Whether `pid` is dead (gone, or a zombie not reaped yet).
+bool ProcessGone(pid_t pid);
 
 std::string TestToken();
 

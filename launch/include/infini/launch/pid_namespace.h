@@ -4,7 +4,7 @@
 // launcher ends it or dies (PR_SET_PDEATHSIG, and end of file on its pipe),
 // so setsid daemons and grandchildren go too, even when the launcher is
 // SIGKILLed. Needs CAP_SYS_ADMIN (root); elsewhere Start returns null and
-// the launcher relies on being a child subreaper (docs/reliability.md).
+// a RankWatcher (rank_watcher.h) keeps the promise (docs/reliability.md).
 #pragma once
 
 #include <sys/types.h>

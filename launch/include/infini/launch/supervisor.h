@@ -74,13 +74,15 @@ struct SupervisorOptions {
   // A rank stopped (SIGSTOP, SIGTSTP...) this long counts as failed, so the
   // run ends naming it rather than waiting on it.
   std::chrono::milliseconds stopped_rank_timeout{std::chrono::seconds(15)};
-  // Fork the ranks into a new PID namespace when the kernel permits.
+  // Fork the ranks into a new PID namespace when the kernel permits; else
+  // (or when false) through a RankWatcher.
   bool use_pid_namespace = true;
 };
 
 // Runs the ranks of one attempt to the end. Every child is in its own process
-// group, dies with the launcher (PR_SET_PDEATHSIG) and is reaped before this
-// returns; so is every descendant (pid_namespace.h). The console is written
+// group, dies with the launcher (PR_SET_PDEATHSIG; without a PID namespace,
+// with the watcher that forked it) and is reaped before this returns; so is
+// every descendant (pid_namespace.h, rank_watcher.h). The console is written
 // without blocking (console.h).
 AttemptResult RunAttempt(const std::vector<RankSpec>& ranks, const SupervisorOptions& options);
 
