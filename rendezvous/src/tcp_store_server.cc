@@ -87,6 +87,9 @@ constexpr size_t kReadChunkBytes = size_t{64} << 10;
 // requests, and the start of the next one. Not charged (bounded per
 // connection); a frame larger than this is admitted whole first.
 constexpr size_t kUnchargedInputBytes = size_t{4} << 10;
+// An unauthenticated connection this old may be closed when descriptors run
+// short (the caps close the oldest whatever its age).
+constexpr Milliseconds kDescriptorShedAfterMs = 1000;
 // Connections accepted per loop turn; the rest wait in the kernel's queue
 // until the connections already open were served.
 constexpr unsigned kAcceptsPerTurn = 16;
@@ -489,9 +492,12 @@ class TcpStoreServerImpl final : public TcpStoreServer {
       return;
     }
     // Descriptors are handed out lowest first: this one's number tells how
-    // many are in use.
+    // many are in use. Only a connection that had time to say its hello is
+    // closed for them (a client of the run says it at once; so does one of
+    // a store without a token, whose hello is all it needs).
     if (static_cast<size_t>(fd) + descriptor_reserve_ >= descriptor_limit_ &&
-        !unauthenticated_.empty() && unauthenticated_.front() != connection) {
+        !unauthenticated_.empty() && unauthenticated_.front() != connection &&
+        Now() - unauthenticated_.front()->accepted_at >= kDescriptorShedAfterMs) {
       WarnAboutDescriptors(/*reached=*/false);
       Shed(unauthenticated_.front());
     }
