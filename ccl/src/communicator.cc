@@ -455,7 +455,9 @@ Communicator Communicator::Split(int color, int key, const CommConfig& config) c
   const auto [child_rank, child_size] =
       internal::CheckSplitMembership(*backend_, new_handle, world_size_);
   // The child may use the parent's bootstrap: it lives as long as either.
-  return Communicator(backend_, new_handle, child_rank, child_size, bootstrap_);
+  Communicator child(backend_, new_handle, child_rank, child_size, bootstrap_);
+  child.RecordDevice(device_.device_id);  // the parent's, whatever is current here
+  return child;
 }
 
 void Communicator::Abort() {
