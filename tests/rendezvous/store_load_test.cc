@@ -374,7 +374,10 @@ TEST(TcpStoreMemoryTest, SixteenWaitsOn65536KeysGiveTheirMemoryBackWhenTheyEnd) 
       after.at("rss_kib") >> 10);
   EXPECT_GT(charged_while_waiting, 0) << "waiters are charged to max_buffered_bytes";
   EXPECT_EQ(after.at("charged"), 0);
+#ifndef INFINI_STORE_TEST_SANITIZED
+  // (A sanitizer's allocator keeps freed memory in quarantine: no figure.)
   EXPECT_LT(after.at("rss_kib") - baseline_kib, 64 * 1024) << "the waits' memory was kept";
+#endif
 }
 
 // An insider's stored bytes are bounded: beyond max_stored_bytes a Set is an
