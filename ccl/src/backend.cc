@@ -250,9 +250,9 @@ Communicator Backend::CommInitRank(int world_size, const UniqueId& id, int rank,
                         std::move(bridge));
   }
   const int device = kCurrentDevice;
-  const std::vector<infiniCclComm_t> handles = InitHandles(
-      world_size, id, std::span(&rank, 1), std::span(&device, 1), config,
-      bridge ? bridge->table() : nullptr);
+  const std::vector<infiniCclComm_t> handles =
+      InitHandles(world_size, id, std::span(&rank, 1), std::span(&device, 1), config,
+                  bridge ? bridge->table() : nullptr);
   return Communicator(shared_from_this(), handles[0], rank, world_size, std::move(bridge));
 }
 
@@ -265,8 +265,10 @@ std::vector<infiniCclComm_t> Backend::InitHandles(int world_size, const UniqueId
   const int count = static_cast<int>(ranks.size());
   if (count > 1 && capabilities_.one_rank_per_process()) {
     throw Error(infiniCclInvalidUsage,
-                "backend '" + info_.name + "' allows one rank per process (its plugin declares "
-                "INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS), asked for " + std::to_string(count) +
+                "backend '" + info_.name +
+                    "' allows one rank per process (its plugin declares "
+                    "INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS), asked for " +
+                    std::to_string(count) +
                     " ranks in this process; run one process per rank (--nthread_per_process=1)");
   }
   std::vector<infiniCclComm_t> handles(ranks.size(), nullptr);

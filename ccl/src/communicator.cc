@@ -66,9 +66,8 @@ size_t Blocks(int world_size) { return world_size > 0 ? static_cast<size_t>(worl
 
 }  // namespace
 
-Communicator::Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle,
-                           int rank, int world_size,
-                           std::shared_ptr<internal::BootstrapBridge> bootstrap)
+Communicator::Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle, int rank,
+                           int world_size, std::shared_ptr<internal::BootstrapBridge> bootstrap)
     : backend_(std::move(backend)),
       plugin_(&backend_->plugin()),
       handle_(handle),

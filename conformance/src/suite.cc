@@ -695,9 +695,8 @@ Outcome NonBlockingInit(RankContext& context) {
   };
   if (std::string bad = settle("init"); !bad.empty()) return Fail(bad);
   std::string enqueue_failure;
-  const std::string wrong =
-      SumCheck(context, comm, {context.rank, context.world_size}, 5,
-               [&] { enqueue_failure = settle("all_reduce"); });
+  const std::string wrong = SumCheck(context, comm, {context.rank, context.world_size}, 5,
+                                     [&] { enqueue_failure = settle("all_reduce"); });
   if (!enqueue_failure.empty()) return Fail(enqueue_failure);
   if (!wrong.empty()) return Fail("all_reduce on a non-blocking communicator: " + wrong);
   comm.Destroy();
@@ -848,9 +847,10 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
                       : "needs 2 ranks",
                   AbortUnblocks));
   if (capabilities.one_rank_per_process() && threads_per_process > 1) {
-    RefuseLayout(items, "the plugin allows one rank per process "
-                        "(INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS); this layout has " +
-                            std::to_string(threads_per_process) + " ranks per process");
+    RefuseLayout(items,
+                 "the plugin allows one rank per process "
+                 "(INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS); this layout has " +
+                     std::to_string(threads_per_process) + " ranks per process");
   }
   return items;
 }

@@ -226,9 +226,9 @@ void Watchdog::Loop() {
       }
       if (now - work.start > work.timeout) {
         const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(work.timeout);
-        const std::string why =
-            work.diagnose ? DiagnoseWithin(work.diagnose, kDiagnoseWindow)
-                          : "a rank skipped it, called another collective, or died";
+        const std::string why = work.diagnose
+                                    ? DiagnoseWithin(work.diagnose, kDiagnoseWindow)
+                                    : "a rank skipped it, called another collective, or died";
         Fire(work.Describe() + " did not complete within INFINI_CCL_TIMEOUT_S=" +
                  std::to_string(seconds.count()) + " s (" + why + ")",
              work.owner);

@@ -209,9 +209,9 @@ TEST(ConformanceRun, WrongResultIsAFailNamingTheFirstWrongElement) {
 // 1-rank worlds made): refused at init by the host, so nothing is judged on
 // the wrong world and nothing passes.
 TEST(ConformanceRun, PluginMakingSmallerCommunicatorsThanAskedIsRefusedNeverPassed) {
-  const RunResult run = Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=1",
-                                    "--nthread_per_process=2 --filter=float32",
-                                    "KVTEST_FAULT=one_rank_comms");
+  const RunResult run =
+      Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=1",
+                  "--nthread_per_process=2 --filter=float32", "KVTEST_FAULT=one_rank_comms");
   EXPECT_EQ(run.exit_code, 1) << run.output;
   const std::vector<Row> rows = Rows(run.output);
   ASSERT_FALSE(rows.empty()) << run.output;
@@ -233,9 +233,9 @@ TEST(ConformanceRun, ResultsWrongInOneLayoutOnlyAreAFailInThatLayout) {
   const RunResult processes =
       Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=2", "--filter=all_reduce/float32", fault);
   EXPECT_EQ(processes.exit_code, 0) << processes.output;
-  const RunResult threads = Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=1",
-                                        "--nthread_per_process=2 --filter=all_reduce/float32",
-                                        fault);
+  const RunResult threads =
+      Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=1",
+                  "--nthread_per_process=2 --filter=all_reduce/float32", fault);
   EXPECT_EQ(threads.exit_code, 1) << threads.output;
   const Row* sum = Find(Rows(threads.output), "all_reduce/float32/sum");
   ASSERT_NE(sum, nullptr) << threads.output;
@@ -261,8 +261,8 @@ TEST(ConformanceRun, OneRankPerProcessBackendIsUnsupportedInThreadLayoutsAndExit
     EXPECT_NE(row.detail.find("INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS"), std::string::npos)
         << row.name << ": " << row.detail;
   }
-  const RunResult processes = Conformance(KVTEST_ONE_PLUGIN_PATH, "--nproc_per_node=2",
-                                          "--filter=float32");
+  const RunResult processes =
+      Conformance(KVTEST_ONE_PLUGIN_PATH, "--nproc_per_node=2", "--filter=float32");
   ASSERT_EQ(processes.exit_code, 0) << processes.output;
   const Row* sum = Find(Rows(processes.output), "all_reduce/float32/sum");
   ASSERT_NE(sum, nullptr) << processes.output;

@@ -20,10 +20,9 @@
 // conformance suite itself: "wrong_all_reduce" (float32 sums come back with
 // element 2 off by one), "hang_broadcast" (the root never sends),
 // "one_rank_comms" (comm_init_ranks quietly makes a world of one for each
-// rank, as a library asked for a 1x2 layout did), "wrong_with_threads" (float32 sums are off by one on
-// communicators made several to a process: wrong in one layout only),
-// "hang_init" (comm_init_ranks never returns, and cannot be aborted: there
-// is no handle yet).
+// rank, as a library asked for a 1x2 layout did), "wrong_with_threads" (float32 sums are off by one
+// on communicators made several to a process: wrong in one layout only), "hang_init"
+// (comm_init_ranks never returns, and cannot be aborted: there is no handle yet).
 //
 // Built twice: KVTEST_ONE_RANK_PER_PROCESS gives libinfini_ccl_kvtest_one.so,
 // which declares INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS (oneCCL's CPU
@@ -171,8 +170,8 @@ infiniCclResult_t Take(const Comm& comm, const std::string& key, void* data, siz
       return Fail(infiniCclAborted, "the communicator was aborted while waiting for '" + key + "'");
     }
     size_t found = 0;
-    const infiniCclResult_t result =
-        comm.bootstrap.get(comm.bootstrap.context, full_key.c_str(), data, bytes, &found, g_poll_ms);
+    const infiniCclResult_t result = comm.bootstrap.get(comm.bootstrap.context, full_key.c_str(),
+                                                        data, bytes, &found, g_poll_ms);
     if (result == infiniCclSuccess) {
       if (found == bytes) return infiniCclSuccess;
       return Fail(infiniCclInvalidUsage, "'" + key + "' holds " + std::to_string(found) +

@@ -43,7 +43,7 @@ namespace {
 int g_calls = 0;  // collective calls that reached the plugin
 int g_last_blocking = -1;
 char g_last_vendor_options[256] = "";
-int g_init_calls = 0;          // process-wide init entry calls
+int g_init_calls = 0;           // process-wide init entry calls
 char g_init_options[256] = "";  // what init received: "k=v;...|rank,count,local,local_count"
 thread_local const char* g_last_error = "";
 

@@ -71,7 +71,7 @@ class BootstrapStore {
 namespace internal {
 class BootstrapBridge;  // a BootstrapStore seen through the C ABI
 struct DeferredInit;    // a CommInitRank issued inside GroupStart/GroupEnd
-}
+}  // namespace internal
 
 class Backend;
 
@@ -419,8 +419,8 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // can (comm_init_ranks, concurrent comm_init_rank, or inside a group),
   // each checked against the rank and size asked for.
   std::vector<infiniCclComm_t> InitHandles(int world_size, const UniqueId& id,
-                                           std::span<const int> ranks,
-                                           std::span<const int> devices, const CommConfig& config,
+                                           std::span<const int> ranks, std::span<const int> devices,
+                                           const CommConfig& config,
                                            const infiniCclBootstrap_t* bootstrap) const;
   // Makes the communicators of the CommInitRank calls of the calling
   // thread's group that just closed.

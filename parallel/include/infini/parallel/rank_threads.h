@@ -41,8 +41,8 @@ using ThreadMaker = std::function<std::thread(std::function<void()>)>;
 // made, the k made return without running body and are joined, and
 // ThreadStartError names `what`, k + 1, `count` and why. `body` handles its
 // own exceptions.
-inline void RunOnThreads(int count, const std::string& what,
-                         const std::function<void(int)>& body, const ThreadMaker& make = {}) {
+inline void RunOnThreads(int count, const std::string& what, const std::function<void(int)>& body,
+                         const ThreadMaker& make = {}) {
   enum class Gate { kWait, kGo, kStop };
   std::mutex mutex;
   std::condition_variable changed;
