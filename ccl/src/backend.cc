@@ -1,3 +1,7 @@
+// Backend: loading a plugin once per process (the registry, the init entry),
+// the unique id and every way of making communicators (one rank, several
+// ranks of a process, ranks grouped between GroupStart and GroupEnd), each
+// checked against what was asked, and the device runtime.
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -13,6 +17,7 @@
 #include "deferred_init.h"
 #include "infini/ccl/ccl.h"
 #include "membership.h"
+#include "missing_entry.h"
 #include "plugin_init.h"
 #include "plugin_loader.h"
 #include "process_exit.h"
@@ -403,9 +408,7 @@ std::vector<Communicator> Backend::CommInitAll(std::span<const int> devices,
 
 void Backend::GroupStart() const {
   if (!capabilities_.group()) {
-    throw Error(infiniCclUnsupported, "backend '" + info_.name +
-                                          "' does not implement group_start (an optional entry "
-                                          "of its plugin)");
+    internal::RefuseMissingEntry(info_.name, "group_start");
   }
   Check(plugin_->group_start(), "group_start");
   ++t_open_groups[this].depth;
@@ -413,9 +416,7 @@ void Backend::GroupStart() const {
 
 void Backend::GroupEnd() const {
   if (!capabilities_.group()) {
-    throw Error(infiniCclUnsupported, "backend '" + info_.name +
-                                          "' does not implement group_end (an optional entry "
-                                          "of its plugin)");
+    internal::RefuseMissingEntry(info_.name, "group_end");
   }
   OpenGroup* group = OpenGroupOf(this);
   if (group == nullptr) {

@@ -11,6 +11,7 @@
 #include "deferred_init.h"
 #include "infini/ccl/ccl.h"
 #include "membership.h"
+#include "missing_entry.h"
 #include "process_exit.h"
 #include "tensor_checks.h"
 
@@ -162,9 +163,7 @@ void Communicator::Require(Collective collective, DLDataType dtype, ReduceOp op)
   if (capabilities.Supports(collective, dtype, op)) return;
   const std::string& name = backend_->info().name;
   if (!capabilities.Implements(collective)) {
-    throw Error(infiniCclUnsupported, "backend '" + name + "' does not implement " +
-                                          std::string(CollectiveName(collective)) +
-                                          " (an optional entry of its plugin)");
+    internal::RefuseMissingEntry(name, CollectiveName(collective));
   }
   std::string what = std::string(CollectiveName(collective)) + " on " + DataTypeName(dtype);
   if (IsReduction(collective)) what += " with " + std::string(ReduceOpName(op));
@@ -442,9 +441,7 @@ Communicator Communicator::Split(int color, int key, const CommConfig& config) c
     throw Error(infiniCclInvalidUsage, "Split: the communicator is not valid");
   }
   if (plugin_->comm_split == nullptr) {
-    throw Error(infiniCclUnsupported, "backend '" + backend_->info().name +
-                                          "' does not implement comm_split (an optional entry "
-                                          "of its plugin)");
+    internal::RefuseMissingEntry(backend_->info().name, "comm_split");
   }
   const internal::PluginConfig plugin_config(config);
   infiniCclComm_t new_handle = nullptr;
@@ -461,9 +458,7 @@ Communicator Communicator::Split(int color, int key, const CommConfig& config) c
 
 void Communicator::Abort() {
   if (plugin_ != nullptr && plugin_->comm_abort == nullptr) {
-    throw Error(infiniCclUnsupported, "backend '" + backend_->info().name +
-                                          "' does not implement comm_abort (an optional entry "
-                                          "of its plugin)");
+    internal::RefuseMissingEntry(backend_->info().name, "comm_abort");
   }
   if (internal::ProcessIsExiting()) return internal::LeaveToProcessEnd(handle());
   infiniCclComm_t handle = TakeOwnedHandle();
