@@ -59,7 +59,7 @@ class BackendRegistry {
     // Before any other entry: a library may read its settings only once.
     internal::InitPlugin(*loaded.plugin, loaded.library_path, options);
     BackendInfo info;
-    const infiniCclPlugin_v2_t& plugin = *loaded.plugin;
+    const infiniCclPlugin_t& plugin = *loaded.plugin;
     info.name = plugin.name;
     info.library_path = loaded.library_path;
     info.abi_version = loaded.abi_version;
@@ -102,7 +102,7 @@ class BackendRegistry {
 
 }  // namespace
 
-Backend::Backend(const infiniCclPlugin_v2_t* plugin, BackendInfo info)
+Backend::Backend(const infiniCclPlugin_t* plugin, BackendInfo info)
     : plugin_(plugin), info_(std::move(info)), capabilities_(*plugin) {}
 
 std::shared_ptr<const Backend> Backend::Load(std::string_view spec,

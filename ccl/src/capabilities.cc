@@ -9,7 +9,7 @@
 namespace infini::ccl {
 namespace {
 
-const void* EntryOf(const infiniCclPlugin_v2_t& plugin, Collective collective) {
+const void* EntryOf(const infiniCclPlugin_t& plugin, Collective collective) {
   switch (collective) {
     case Collective::kAllReduce:
       return reinterpret_cast<const void*>(plugin.all_reduce);
@@ -109,7 +109,7 @@ ReduceOp ParseReduceOp(std::string_view name) {
                               "': expected sum, prod, max, min or avg");
 }
 
-Capabilities::Capabilities(const infiniCclPlugin_v2_t& plugin)
+Capabilities::Capabilities(const infiniCclPlugin_t& plugin)
     : features_(plugin.features),
       split_(plugin.comm_split != nullptr),
       abort_(plugin.comm_abort != nullptr),

@@ -10,7 +10,7 @@ namespace {
 // that may be in another world.
 void Discard(const Backend& backend, infiniCclComm_t handle) {
   if (handle == nullptr) return;
-  const infiniCclPlugin_v2_t& plugin = backend.plugin();
+  const infiniCclPlugin_t& plugin = backend.plugin();
   (plugin.comm_abort != nullptr ? plugin.comm_abort : plugin.comm_destroy)(handle);
 }
 
@@ -22,7 +22,7 @@ struct Membership {
 };
 
 Membership Ask(const Backend& backend, infiniCclComm_t handle, std::string_view call) {
-  const infiniCclPlugin_v2_t& plugin = backend.plugin();
+  const infiniCclPlugin_t& plugin = backend.plugin();
   Membership membership;
   const infiniCclResult_t rank = plugin.comm_user_rank(handle, &membership.rank);
   const infiniCclResult_t count = plugin.comm_count(handle, &membership.count);

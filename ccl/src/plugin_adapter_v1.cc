@@ -12,10 +12,68 @@
 #include <utility>
 
 #include "infini/ccl/error.h"
-#include "plugin_adapters.h"
+#include "plugin_versions.h"
+#include "table_checks.h"
 
 namespace infini::ccl::internal {
 namespace {
+
+// Bytes of a v1 table up to and including its last mandatory entry; the
+// optional capture entries after it may be absent from an older plugin.
+constexpr size_t kMinimumV1TableBytes = offsetof(infiniCclPlugin_v1_t, stream_begin_capture);
+
+void ValidateV1Table(const infiniCclPlugin_v1_t& plugin, const std::string& library_path) {
+  if (plugin.abi_version != INFINI_CCL_PLUGIN_ABI_VERSION_V1) {
+    throw LoadError("backend plugin " + library_path + " exports '" + INFINI_CCL_PLUGIN_SYMBOL_V1 +
+                    "' with abi_version " + std::to_string(plugin.abi_version) +
+                    ", expected 1 (a table under the version-1 symbol must say version 1)");
+  }
+  if (plugin.struct_size < kMinimumV1TableBytes) {
+    throw LoadError("backend plugin " + library_path + " has an entry table of " +
+                    std::to_string(plugin.struct_size) + " bytes, expected at least " +
+                    std::to_string(kMinimumV1TableBytes) + " for ABI version 1");
+  }
+  RequireEntries({Named("name", plugin.name),
+                  Named("get_version", plugin.get_version),
+                  Named("get_error_string", plugin.get_error_string),
+                  Named("get_last_error", plugin.get_last_error),
+                  Named("get_device_count", plugin.get_device_count),
+                  Named("set_device", plugin.set_device),
+                  Named("get_device", plugin.get_device),
+                  Named("mem_alloc", plugin.mem_alloc),
+                  Named("mem_free", plugin.mem_free),
+                  Named("memcpy_async", plugin.memcpy_async),
+                  Named("memset_async", plugin.memset_async),
+                  Named("stream_create", plugin.stream_create),
+                  Named("stream_destroy", plugin.stream_destroy),
+                  Named("stream_synchronize", plugin.stream_synchronize),
+                  Named("stream_wait_event", plugin.stream_wait_event),
+                  Named("event_create", plugin.event_create),
+                  Named("event_destroy", plugin.event_destroy),
+                  Named("event_record", plugin.event_record),
+                  Named("event_query", plugin.event_query),
+                  Named("event_synchronize", plugin.event_synchronize),
+                  Named("event_elapsed_ms", plugin.event_elapsed_ms),
+                  Named("get_unique_id", plugin.get_unique_id),
+                  Named("comm_init_rank", plugin.comm_init_rank),
+                  Named("comm_split", plugin.comm_split),
+                  Named("comm_destroy", plugin.comm_destroy),
+                  Named("comm_abort", plugin.comm_abort),
+                  Named("comm_get_async_error", plugin.comm_get_async_error),
+                  Named("comm_count", plugin.comm_count),
+                  Named("comm_user_rank", plugin.comm_user_rank),
+                  Named("group_start", plugin.group_start),
+                  Named("group_end", plugin.group_end),
+                  Named("all_reduce", plugin.all_reduce),
+                  Named("broadcast", plugin.broadcast),
+                  Named("reduce", plugin.reduce),
+                  Named("all_gather", plugin.all_gather),
+                  Named("reduce_scatter", plugin.reduce_scatter),
+                  Named("send", plugin.send),
+                  Named("recv", plugin.recv),
+                  Named("barrier", plugin.barrier)},
+                 library_path, 1);
+}
 
 // Trampolines cannot carry a pointer to "their" v1 table, so each adapted
 // plugin gets a slot, and the trampolines are instantiated once per slot.
@@ -97,6 +155,12 @@ void FillSlot(int slot, infiniCclPlugin_v2_t& v2, std::integer_sequence<int, Slo
 
 }  // namespace
 
+namespace {
+
+// A v2 table that serves a v1 plugin: entries whose signature did not change
+// are the plugin's own pointers; the others go through trampolines that know
+// `v1`. Throws LoadError when more v1 plugins are loaded than the adapter
+// has slots for (a process loads a handful of backends at most).
 const infiniCclPlugin_v2_t* AdaptV1(const infiniCclPlugin_v1_t* v1,
                                     const std::string& library_path) {
   static std::mutex mutex;
@@ -171,6 +235,14 @@ const infiniCclPlugin_v2_t* AdaptV1(const infiniCclPlugin_v1_t* v1,
   }
   FillSlot(slot, v2, std::make_integer_sequence<int, kSlots>{});
   return &v2;
+}
+
+}  // namespace
+
+const infiniCclPlugin_t* ReadV1Table(const void* symbol, const std::string& library_path) {
+  const auto* table = static_cast<const infiniCclPlugin_v1_t*>(symbol);
+  ValidateV1Table(*table, library_path);
+  return AdaptV1(table, library_path);
 }
 
 }  // namespace infini::ccl::internal

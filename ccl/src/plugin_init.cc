@@ -53,7 +53,7 @@ std::vector<VendorOption> VendorOptionsFromEnvironment() {
   return options;
 }
 
-void InitPlugin(const infiniCclPlugin_v2_t& plugin, const std::string& library_path,
+void InitPlugin(const infiniCclPlugin_t& plugin, const std::string& library_path,
                 std::span<const VendorOption> options) {
   std::vector<VendorOption> all(options.begin(), options.end());
   for (VendorOption& option : VendorOptionsFromEnvironment()) all.push_back(std::move(option));

@@ -14,7 +14,7 @@ namespace infini::ccl::internal {
 // ("BACKEND:KEY=VALUE;..."); and the process's place in the run from the
 // launcher's environment. Throws LoadError naming the plugin (or the
 // variable, for a malformed entry).
-void InitPlugin(const infiniCclPlugin_v2_t& plugin, const std::string& library_path,
+void InitPlugin(const infiniCclPlugin_t& plugin, const std::string& library_path,
                 std::span<const VendorOption> options);
 
 // INFINI_CCL_VENDOR_OPTIONS parsed; LoadError names the bad entry.

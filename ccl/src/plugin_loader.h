@@ -12,7 +12,7 @@ namespace infini::ccl::internal {
 struct LoadedPlugin {
   // The newest table; for an older plugin, its adapter's. Never freed:
   // plugins stay loaded for the life of the process.
-  const infiniCclPlugin_v2_t* plugin = nullptr;
+  const infiniCclPlugin_t* plugin = nullptr;
   uint32_t abi_version = 0;  // the version the library itself implements
   std::string library_path;
 };
@@ -34,11 +34,5 @@ std::vector<std::string> InstalledBackendNames();
 // (contains '/'), and validates its entry table. Throws LoadError with one
 // line that names everything tried and why each failed.
 LoadedPlugin OpenPlugin(std::string_view name_or_path);
-
-// Check the entry table of an opened library and return the host's copy of a
-// v2 table (entries an older v2 header lacked are NULL); throw LoadError.
-const infiniCclPlugin_v2_t* ValidateV2Table(const infiniCclPlugin_v2_t& plugin,
-                                            const std::string& library_path);
-void ValidateV1Table(const infiniCclPlugin_v1_t& plugin, const std::string& library_path);
 
 }  // namespace infini::ccl::internal

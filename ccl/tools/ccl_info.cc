@@ -102,8 +102,9 @@ int main(int argc, char** argv) {
     }
     std::printf("backend:      %s\n", info.name.c_str());
     std::printf("library:      %s\n", info.library_path.c_str());
-    std::printf("abi version:  %u%s (this InfiniCCL supports 1 and 2)\n", info.abi_version,
-                info.abi_version < INFINI_CCL_PLUGIN_ABI_VERSION ? ", adapted" : "");
+    std::printf("abi version:  %u%s (this InfiniCCL supports %s)\n", info.abi_version,
+                info.abi_version < INFINI_CCL_PLUGIN_ABI_VERSION ? ", adapted" : "",
+                infini::ccl::SupportedAbiVersions().c_str());
     std::printf("version:      %s\n", info.version.c_str());
     std::printf("device:       %s %s, dlpack type %s, visibility variable %s\n",
                 info.device_vendor.c_str(), info.device_kind.c_str(),

@@ -541,7 +541,7 @@ Outcome WorldInit(RankContext& context) {
 
 Outcome RankAndCount(RankContext& context) {
   int plugin_rank = -1, plugin_count = -1;
-  const infiniCclPlugin_v2_t& plugin = context.backend->plugin();
+  const infiniCclPlugin_t& plugin = context.backend->plugin();
   context.backend->Check(plugin.comm_user_rank(context.world.handle(), &plugin_rank),
                          "comm_user_rank");
   context.backend->Check(plugin.comm_count(context.world.handle(), &plugin_count), "comm_count");

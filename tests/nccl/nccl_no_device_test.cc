@@ -64,9 +64,9 @@ TEST(NcclWithoutGpu, ExportsTheV2TableOnly) {
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   ASSERT_NE(library, nullptr) << path << ": " << dlerror();
   const auto* table =
-      static_cast<const infiniCclPlugin_v2_t*>(dlsym(library, INFINI_CCL_PLUGIN_SYMBOL_V2));
+      static_cast<const infiniCclPlugin_t*>(dlsym(library, INFINI_CCL_PLUGIN_SYMBOL_V2));
   ASSERT_NE(table, nullptr) << dlerror();
-  EXPECT_EQ(table->struct_size, sizeof(infiniCclPlugin_v2_t));
+  EXPECT_EQ(table->struct_size, sizeof(infiniCclPlugin_t));
   EXPECT_EQ(table->abi_version, static_cast<uint32_t>(INFINI_CCL_PLUGIN_ABI_VERSION_V2));
   EXPECT_STREQ(table->name, "nccl");
   EXPECT_EQ(dlsym(library, INFINI_CCL_PLUGIN_SYMBOL_V1), nullptr);

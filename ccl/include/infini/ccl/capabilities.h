@@ -59,7 +59,7 @@ class Capabilities {
  public:
   Capabilities() = default;
   // Asks `plugin` (its entries and supports()) once.
-  explicit Capabilities(const infiniCclPlugin_v2_t& plugin);
+  explicit Capabilities(const infiniCclPlugin_t& plugin);
 
   // The plugin has the entry for `collective` (optional ones may be NULL).
   bool Implements(Collective collective) const {

@@ -320,7 +320,7 @@ class Communicator {
   void RecordDevice(int device_index);
 
   std::shared_ptr<const Backend> backend_;
-  const infiniCclPlugin_v2_t* plugin_ = nullptr;  // backend_'s table, for the hot path
+  const infiniCclPlugin_t* plugin_ = nullptr;  // backend_'s table, for the hot path
   DLDevice device_{kDLCPU, 0};
   // Atomic: Abort() may run on a watchdog thread while the rank's thread
   // reads the handle to issue a collective.
@@ -331,6 +331,9 @@ class Communicator {
   // Lent to the plugin for this communicator's lifetime (and its splits').
   std::shared_ptr<internal::BootstrapBridge> bootstrap_;
 };
+
+// The plugin ABI versions this InfiniCCL loads, as text ("1 and 2").
+std::string SupportedAbiVersions();
 
 // Where a backend came from and what it is; printed by ccl_info.
 struct BackendInfo {
@@ -368,7 +371,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   const BackendInfo& info() const { return info_; }
   const Capabilities& capabilities() const { return capabilities_; }
   // The plugin's table (a v1 plugin's is adapted to v2 by the loader).
-  const infiniCclPlugin_v2_t& plugin() const { return *plugin_; }
+  const infiniCclPlugin_t& plugin() const { return *plugin_; }
 
   // ---- Communicators (NCCL names) ----
   // `bootstrap`, when given, is lent to the plugin (the group's scope of the
@@ -412,7 +415,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // it is no longer infiniCclInProgress (or Abort on a deadline).
   void Check(infiniCclResult_t result, std::string_view what) const;
 
-  Backend(const infiniCclPlugin_v2_t* plugin, BackendInfo info);
+  Backend(const infiniCclPlugin_t* plugin, BackendInfo info);
 
  private:
   // The plugin's communicators of ranks[i] on devices[i], made the way it
@@ -426,7 +429,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // thread's group that just closed.
   void RunDeferredInits() const;
 
-  const infiniCclPlugin_v2_t* plugin_;
+  const infiniCclPlugin_t* plugin_;
   BackendInfo info_;
   Capabilities capabilities_;
 };

@@ -9,7 +9,7 @@
  *
  * The host looks for the newest symbol it knows (v2), then older ones (v1).
  * It only ever works with the newest table: an older plugin's table is
- * adapted to it by one adapter per older version (ccl/src/plugin_adapters),
+ * adapted to it by one adapter per older version (ccl/src/plugin_versions.h),
  * as NCCL's core does for its net and tuner plugins. A plugin may export
  * several versions. The host refuses, with one line saying which versions it
  * found and which it supports, a plugin it cannot read.
@@ -32,6 +32,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* The current table, by a name that does not change with the version: the
+ * host's code uses it, so a new version is one edit here. A plugin names
+ * the version it implements (infiniCclPlugin_v2_t). */
 typedef infiniCclPlugin_v2_t infiniCclPlugin_t;
 #ifdef __cplusplus
 } /* extern "C" */

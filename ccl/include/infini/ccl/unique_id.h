@@ -6,7 +6,7 @@
 
 namespace infini::ccl {
 
-// Opaque bytes of the size the backend declares (infiniCclPlugin_v2_t::
+// Opaque bytes of the size the backend declares (infiniCclPlugin_t::
 // unique_id_bytes: 128 for NCCL, 4108 for HCCL). The backend checks the size
 // when a communicator is made from it.
 class UniqueId {

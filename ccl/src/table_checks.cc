@@ -1,0 +1,31 @@
+#include "table_checks.h"
+
+#include "infini/ccl/error.h"
+
+namespace infini::ccl::internal {
+
+void RequireEntries(std::initializer_list<Entry> entries, const std::string& library_path,
+                    int abi_version) {
+  for (const Entry& entry : entries) {
+    if (entry.pointer == nullptr) {
+      throw LoadError("backend plugin " + library_path + " leaves the required entry '" +
+                      entry.name + "' of its ABI version " + std::to_string(abi_version) +
+                      " table empty");
+    }
+  }
+}
+
+void RequireAllOrNone(std::initializer_list<Entry> entries, const std::string& library_path) {
+  size_t set = 0;
+  std::string names;
+  for (const Entry& entry : entries) {
+    set += entry.pointer != nullptr ? 1 : 0;
+    names += (names.empty() ? "" : ", ") + std::string(entry.name);
+  }
+  if (set != 0 && set != entries.size()) {
+    throw LoadError("backend plugin " + library_path + " sets only some of the entries " + names +
+                    ": expected all of them or none");
+  }
+}
+
+}  // namespace infini::ccl::internal
