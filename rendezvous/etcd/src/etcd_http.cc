@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
 #include <mutex>
 
 #include "infini/rendezvous/store.h"
@@ -104,6 +105,35 @@ void UseRecordedSockets(CURL* curl, EtcdHttp* self) {
   curl_easy_setopt(curl, CURLOPT_CLOSESOCKETDATA, self);
 }
 
+// Frees a request's header list when the request is done.
+struct HeaderListDeleter {
+  void operator()(curl_slist* headers) const { curl_slist_free_all(headers); }
+};
+using HeaderList = std::unique_ptr<curl_slist, HeaderListDeleter>;
+
+// What every request to etcd sets: a fresh handle state, our recorded
+// sockets, the URL and JSON body, where the reply goes, no signals, and the
+// JSON (and, when logged in, authorization) headers.
+HeaderList PrepareRequest(CURL* curl, EtcdHttp* self, const std::string& url,
+                          const std::string& body, curl_write_callback write, void* sink,
+                          const std::string& auth_token) {
+  curl_easy_reset(curl);
+  UseRecordedSockets(curl, self);
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, sink);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_slist* list = curl_slist_append(nullptr, "Content-Type: application/json");
+  if (!auth_token.empty()) {
+    list = curl_slist_append(list, ("Authorization: " + auth_token).c_str());
+  }
+  HeaderList headers(list);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers.get());
+  return headers;
+}
+
 }  // namespace
 
 EtcdHttp::~EtcdHttp() { curl_easy_cleanup(static_cast<CURL*>(curl_)); }
@@ -137,22 +167,10 @@ JsonValue EtcdHttp::Call(const std::string& path, const std::string& body) {
   for (size_t tried = 0; tried < endpoints_.size(); ++tried) {
     const std::string url = "http://" + endpoints_[current_] + path;
     std::string reply;
-    curl_easy_reset(curl);
-    UseRecordedSockets(curl, this);
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, AppendToString);
-    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &reply);
+    const HeaderList headers =
+        PrepareRequest(curl, this, url, body, AppendToString, &reply, auth_token_);
     curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(request_timeout_.count()));
-    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-    curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-    if (!auth_token_.empty()) {
-      headers = curl_slist_append(headers, ("Authorization: " + auth_token_).c_str());
-    }
-    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
     const CURLcode code = curl_easy_perform(curl);
-    curl_slist_free_all(headers);
     ++counters_->requests;
     counters_->bytes_sent += body.size();
     counters_->bytes_received += reply.size();
@@ -195,29 +213,17 @@ bool EtcdHttp::Stream(const std::string& path, const std::string& body,
   CURL* curl = static_cast<CURL*>(curl_);
   const std::string url = "http://" + endpoints_[current_] + path;
   StreamState state{"", &on_message, &keep_going, deadline, counters_.get(), false, ""};
-  curl_easy_reset(curl);
-  UseRecordedSockets(curl, this);
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, ConsumeStream);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &state);
+  const HeaderList headers =
+      PrepareRequest(curl, this, url, body, ConsumeStream, &state, auth_token_);
   curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, CheckStreamProgress);
   curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &state);
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(request_timeout_.count()));
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   // A member that dies without closing the socket: no byte for this long.
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPIDLE, 2L);
   curl_easy_setopt(curl, CURLOPT_TCP_KEEPINTVL, 1L);
-  curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-  if (!auth_token_.empty()) {
-    headers = curl_slist_append(headers, ("Authorization: " + auth_token_).c_str());
-  }
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   const CURLcode code = curl_easy_perform(curl);
-  curl_slist_free_all(headers);
   ++counters_->requests;
   counters_->bytes_sent += body.size();
   if (state.ended_by_message) return true;
