@@ -16,6 +16,7 @@
 #include "comm_config.h"
 #include "deferred_init.h"
 #include "infini/ccl/ccl.h"
+#include "infini/common/launch_env.h"
 #include "membership.h"
 #include "missing_entry.h"
 #include "plugin_init.h"
@@ -109,9 +110,9 @@ std::shared_ptr<const Backend> Backend::Load(std::string_view spec,
                                              std::span<const VendorOption> options) {
   std::string source = "--ccl_backend";
   if (spec.empty()) {
-    const char* from_environment = std::getenv("INFINI_CCL_BACKEND");
+    const char* from_environment = std::getenv(env::kBackend);
     spec = from_environment != nullptr && *from_environment != '\0' ? from_environment : "auto";
-    source = "INFINI_CCL_BACKEND";
+    source = env::kBackend;
   }
   if (spec.find('/') == std::string_view::npos && !IsBackendName(spec)) {
     throw LoadError(source + "='" + std::string(spec) +

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <set>
 
+#include "infini/common/launch_env.h"
+
 namespace infini::launch {
 
 EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank,
@@ -28,11 +30,11 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
       {"LOCAL_PROC_RANK", std::to_string(local_rank)},
       {"PROC_WORLD_SIZE", std::to_string(world_size)},
       // ours
-      {"INFINI_CCL_BACKEND", world.ccl_backend},
-      {"INFINI_RUN_ID", world.run_id},
-      {"INFINI_STORE_ADDR", world.store_addr},
-      {"INFINI_STORE_PORT", std::to_string(world.store_port)},
-      {"INFINI_RESTART_COUNT", restart_count},
+      {env::kBackend, world.ccl_backend},
+      {env::kRunId, world.run_id},
+      {env::kStoreAddr, world.store_addr},
+      {env::kStorePort, std::to_string(world.store_port)},
+      {env::kRestartCount, restart_count},
       // torchrun's agent variables
       {"ROLE_RANK", std::to_string(global_rank)},
       {"ROLE_NAME", world.role},
@@ -46,7 +48,7 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
   if (!world.inherited_nccl_async_error_handling) {
     variables.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");  // torchrun's default
   }
-  if (!world.run_token.empty()) variables.emplace_back("INFINI_RUN_TOKEN", world.run_token);
+  if (!world.run_token.empty()) variables.emplace_back(env::kRunToken, world.run_token);
   if (!world.visibility_variable.empty()) {
     const size_t index = static_cast<size_t>(local_rank);
     variables.emplace_back(world.visibility_variable, index < world.visible_devices.size()
@@ -54,7 +56,7 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
                                                           : std::to_string(local_rank));
     // Tells parallel/ that the devices it sees are this process's own, so a
     // rank takes its thread's device among them, not its node-wide index.
-    variables.emplace_back("INFINI_CCL_DEVICES_ISOLATED", "1");
+    variables.emplace_back(env::kDevicesIsolated, "1");
   }
   // torchrun: one OpenMP thread per rank unless the user chose, so that
   // several ranks do not oversubscribe the CPUs.

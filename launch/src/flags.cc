@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "infini/common/launch_env.h"
 #include "infini/launch/device_count.h"
 #include "infini/launch/log_files.h"
 #include "infini/launch/net_util.h"
@@ -728,7 +729,7 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
 
   options->ccl_backend = FLAGS_ccl_backend;
   if (options->ccl_backend.empty()) {
-    const char* from_environment = getenv("INFINI_CCL_BACKEND");
+    const char* from_environment = getenv(env::kBackend);
     options->ccl_backend = from_environment && *from_environment ? from_environment : "auto";
   }
   if (options->ccl_backend.find_first_of(" \t\n=") != std::string::npos) {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "infini/common/launch_env.h"
 #include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
 
@@ -238,18 +239,18 @@ uint16_t ReadPort(const Environment& environment, const std::string& name) {
 
 StoreLocation ReadStoreLocation(const Environment& environment, const ProcessTopology& topology) {
   StoreLocation location;
-  const bool has_address = Get(environment, "INFINI_STORE_ADDR").has_value();
-  const bool has_port = Get(environment, "INFINI_STORE_PORT").has_value();
+  const bool has_address = Get(environment, env::kStoreAddr).has_value();
+  const bool has_port = Get(environment, env::kStorePort).has_value();
   if (has_address != has_port) {
-    Fail(std::string(has_address ? "INFINI_STORE_PORT" : "INFINI_STORE_ADDR") + " is not set but " +
-         (has_address ? Quoted(environment, "INFINI_STORE_ADDR")
-                      : Quoted(environment, "INFINI_STORE_PORT")) +
+    Fail(std::string(has_address ? env::kStorePort : env::kStoreAddr) + " is not set but " +
+         (has_address ? Quoted(environment, env::kStoreAddr)
+                      : Quoted(environment, env::kStorePort)) +
          " is: expected both (the launcher's store) or neither");
   }
   if (has_address) {
     location.kind = StoreLocation::Kind::kLauncher;
-    location.host = *Get(environment, "INFINI_STORE_ADDR");
-    location.port = ReadPort(environment, "INFINI_STORE_PORT");
+    location.host = *Get(environment, env::kStoreAddr);
+    location.port = ReadPort(environment, env::kStorePort);
     return location;
   }
   const bool has_master_port = Get(environment, "MASTER_PORT").has_value();
@@ -318,7 +319,7 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
                                     const ProcessTopology& topology) {
   RuntimeSettings settings;
   settings.store = ReadStoreLocation(environment, topology);
-  if (auto run_id = Get(environment, "INFINI_RUN_ID")) {
+  if (auto run_id = Get(environment, env::kRunId)) {
     settings.run_id = *run_id;
   } else if (auto torch_run_id = Get(environment, "TORCHELASTIC_RUN_ID")) {
     settings.run_id = *torch_run_id;
@@ -344,7 +345,7 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
     }
   }
   settings.allow_device_sharing = ReadFlag(environment, "INFINI_CCL_ALLOW_DEVICE_SHARING");
-  settings.devices_isolated = ReadFlag(environment, "INFINI_CCL_DEVICES_ISOLATED");
+  settings.devices_isolated = ReadFlag(environment, env::kDevicesIsolated);
   if (auto log_dir = Get(environment, "INFINI_CCL_LOG_DIR")) settings.log_dir = *log_dir;
   return settings;
 }

@@ -6,10 +6,12 @@
 
 #include <string>
 
+#include "infini/common/launch_env.h"
+
 namespace infini::rendezvous {
 
 // The name of the environment variable that carries the token.
-inline constexpr const char* kRunTokenVariable = "INFINI_RUN_TOKEN";
+inline constexpr const char* kRunTokenVariable = env::kRunToken;
 
 // The value of INFINI_RUN_TOKEN, or "" when it is unset (no authentication).
 std::string RunTokenFromEnvironment();
