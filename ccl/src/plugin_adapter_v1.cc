@@ -23,16 +23,8 @@ namespace {
 constexpr size_t kMinimumV1TableBytes = offsetof(infiniCclPlugin_v1_t, stream_begin_capture);
 
 void ValidateV1Table(const infiniCclPlugin_v1_t& plugin, const std::string& library_path) {
-  if (plugin.abi_version != INFINI_CCL_PLUGIN_ABI_VERSION_V1) {
-    throw LoadError("backend plugin " + library_path + " exports '" + INFINI_CCL_PLUGIN_SYMBOL_V1 +
-                    "' with abi_version " + std::to_string(plugin.abi_version) +
-                    ", expected 1 (a table under the version-1 symbol must say version 1)");
-  }
-  if (plugin.struct_size < kMinimumV1TableBytes) {
-    throw LoadError("backend plugin " + library_path + " has an entry table of " +
-                    std::to_string(plugin.struct_size) + " bytes, expected at least " +
-                    std::to_string(kMinimumV1TableBytes) + " for ABI version 1");
-  }
+  RequireHeader(library_path, INFINI_CCL_PLUGIN_SYMBOL_V1, INFINI_CCL_PLUGIN_ABI_VERSION_V1,
+                plugin.abi_version, plugin.struct_size, kMinimumV1TableBytes);
   RequireEntries({Named("name", plugin.name),
                   Named("get_version", plugin.get_version),
                   Named("get_error_string", plugin.get_error_string),

@@ -22,16 +22,8 @@ constexpr size_t kMaxUniqueIdBytes = size_t{1} << 20;
 
 const infiniCclPlugin_t* ReadV2Table(const void* symbol, const std::string& library_path) {
   const auto& plugin = *static_cast<const infiniCclPlugin_v2_t*>(symbol);
-  if (plugin.abi_version != INFINI_CCL_PLUGIN_ABI_VERSION_V2) {
-    throw LoadError("backend plugin " + library_path + " exports '" + INFINI_CCL_PLUGIN_SYMBOL_V2 +
-                    "' with abi_version " + std::to_string(plugin.abi_version) +
-                    ", expected 2 (a table under the version-2 symbol must say version 2)");
-  }
-  if (plugin.struct_size < INFINI_CCL_PLUGIN_V2_MIN_SIZE) {
-    throw LoadError("backend plugin " + library_path + " has an entry table of " +
-                    std::to_string(plugin.struct_size) + " bytes, expected at least " +
-                    std::to_string(INFINI_CCL_PLUGIN_V2_MIN_SIZE) + " for ABI version 2");
-  }
+  RequireHeader(library_path, INFINI_CCL_PLUGIN_SYMBOL_V2, INFINI_CCL_PLUGIN_ABI_VERSION_V2,
+                plugin.abi_version, plugin.struct_size, INFINI_CCL_PLUGIN_V2_MIN_SIZE);
   // Our own copy: entries past the plugin's struct_size (an older v2 header)
   // are NULL, and entries a newer header added after ours are ignored.
   auto copy = std::make_unique<infiniCclPlugin_v2_t>();

@@ -4,6 +4,22 @@
 
 namespace infini::ccl::internal {
 
+void RequireHeader(const std::string& library_path, const char* symbol, uint32_t expected_version,
+                   uint32_t abi_version, size_t struct_size, size_t minimum_size) {
+  const std::string expected = std::to_string(expected_version);
+  if (abi_version != expected_version) {
+    throw LoadError("backend plugin " + library_path + " exports '" + symbol +
+                    "' with abi_version " + std::to_string(abi_version) + ", expected " + expected +
+                    " (a table under the version-" + expected + " symbol must say version " +
+                    expected + ")");
+  }
+  if (struct_size < minimum_size) {
+    throw LoadError("backend plugin " + library_path + " has an entry table of " +
+                    std::to_string(struct_size) + " bytes, expected at least " +
+                    std::to_string(minimum_size) + " for ABI version " + expected);
+  }
+}
+
 void RequireEntries(std::initializer_list<Entry> entries, const std::string& library_path,
                     int abi_version) {
   for (const Entry& entry : entries) {

@@ -1,6 +1,8 @@
 // Checks every version's reader makes of a plugin's entry table.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 
@@ -14,6 +16,12 @@ template <typename Function>
 Entry Named(const char* name, Function* pointer) {
   return Entry{name, reinterpret_cast<const void*>(pointer)};
 }
+
+// What every version's table begins with: the version it says it is (which
+// must be the one its exported `symbol` names) and a size that holds its
+// required entries. Throws LoadError naming the library and both figures.
+void RequireHeader(const std::string& library_path, const char* symbol, uint32_t expected_version,
+                   uint32_t abi_version, size_t struct_size, size_t minimum_size);
 
 // Throws LoadError naming the first entry that is NULL.
 void RequireEntries(std::initializer_list<Entry> entries, const std::string& library_path,
