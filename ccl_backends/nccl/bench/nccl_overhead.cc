@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "../communicator.h"  // the plugin's communicator, to call NCCL on the same one
+#include "../src/communicator.h"  // the plugin's communicator, to call NCCL on the same one
 #include "infini/ccl/ccl.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
