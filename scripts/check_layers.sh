@@ -12,7 +12,7 @@ root=${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 # it), launch/ never ccl/ or parallel/, parallel/ never launch/, dataloader/
 # nothing but common/.
 rules=(
-  "common:"
+  "common:common"
   "rendezvous:rendezvous common"
   "ccl:ccl common"
   "dataloader:data common"

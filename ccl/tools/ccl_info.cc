@@ -8,6 +8,7 @@
 #include <string>
 
 #include "infini/ccl/ccl.h"
+#include "infini/common/flags.h"
 
 DEFINE_string(ccl_backend, "",
               "Backend to load: a name (gloo, nccl, auto) or a path to a plugin library. "
@@ -79,11 +80,10 @@ void PrintSupport(const Capabilities& capabilities) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "Loads an InfiniCCL backend plugin and prints what it is.\n"
-      "  ccl_info --ccl_backend=gloo [--capabilities]\n"
-      "  ccl_info --ccl_backend=/path/to/libinfini_ccl_myvendor.so");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(&argc, &argv, "ccl_info [--ccl_backend=NAME|PATH] [--capabilities]",
+                       "Loads an InfiniCCL backend plugin and prints what it is.\n"
+                       "  ccl_info --ccl_backend=gloo --capabilities\n"
+                       "  ccl_info --ccl_backend=/path/to/libinfini_ccl_myvendor.so");
   try {
     const auto backend = Backend::Load(FLAGS_ccl_backend);
     const auto& info = backend->info();
