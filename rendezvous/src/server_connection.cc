@@ -1,0 +1,387 @@
+// One client's connection in the store server: its bytes read within its
+// allowance, large requests admitted to the budget whole, its requests
+// served in order (the hello through HandleHello, the rest by the table),
+// its replies written, a refusal flushed before it is closed, and its
+// peer's close noticed while it is not read (the hang-up epoll set).
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "key_value_table.h"
+#include "request_codec.h"
+#include "tcp_store_server_impl.h"
+#include "wire_protocol.h"
+
+namespace infini::rendezvous::store_server {
+namespace {
+
+using wire::FrameWriter;
+using wire::MessageType;
+
+// Replies queued for one connection above which it is neither read nor served
+// until its client catches up; while the budget is spent, the bound is lower.
+constexpr size_t kMaxUnsentBytesPerConnection = size_t{4} << 20;
+constexpr size_t kMaxUnsentBytesOverBudget = size_t{64} << 10;
+// Input a connection past its hello may hold without admission: small
+// requests, and the start of the next one. Not charged (bounded per
+// connection); a frame larger than this is admitted whole first.
+constexpr size_t kUnchargedInputBytes = size_t{4} << 10;
+
+struct WriteRequest {
+  uv_write_t request;
+  wire::EncodedReply reply;
+  size_t charge = 0;  // its share of the budget (the value is the store's)
+};
+
+struct ShutdownRequest {
+  uv_shutdown_t request;
+};
+
+}  // namespace
+
+// ---- reading ----
+
+// Input a connection past its hello may hold now.
+size_t TcpStoreServerImpl::InputAllowance(const Connection* connection) {
+  return kUnchargedInputBytes + connection->admitted_bytes;
+}
+
+void TcpStoreServerImpl::OnAllocate(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* buffer) {
+  // One buffer for every connection: the loop is single-threaded and OnRead
+  // copies what it got before the next read. A connection past its hello
+  // reads no more than its allowance (a connection before it is refused
+  // above max_unauthenticated_bytes, unread).
+  auto* connection = static_cast<Connection*>(handle->data);
+  auto* self = connection->server;
+  size_t room = self->read_chunk_.size();
+  if (connection->hello.ready()) {
+    const size_t allowance = InputAllowance(connection);
+    const size_t held = connection->input.buffered_bytes();
+    room = std::min(room, allowance > held ? allowance - held : 0);
+  }
+  *buffer = uv_buf_init(self->read_chunk_.data(), static_cast<unsigned>(room));
+}
+
+void TcpStoreServerImpl::OnRead(uv_stream_t* stream, ssize_t bytes_read, const uv_buf_t* buffer) {
+  auto* connection = static_cast<Connection*>(stream->data);
+  TcpStoreServerImpl* self = connection->server;
+  if (bytes_read == UV_ENOBUFS) {  // its allowance is full: stop reading
+    self->UpdateReading(connection);
+    return;
+  }
+  if (bytes_read < 0) {  // EOF or a broken connection
+    self->Close(connection);
+    self->Pump();
+    return;
+  }
+  if (bytes_read == 0 || connection->refusing || connection->closing) return;
+  self->Receive(connection, buffer->base, static_cast<size_t>(bytes_read));
+  self->Pump();
+}
+
+void TcpStoreServerImpl::Receive(Connection* connection, const char* bytes, size_t count) {
+  if (!connection->hello.ready() &&
+      connection->input.buffered_bytes() + count > options_.max_unauthenticated_bytes) {
+    // Not even copied: a stranger gets a few KiB of this server, no more.
+    Refuse(connection, "more than " + std::to_string(options_.max_unauthenticated_bytes) +
+                           " bytes before the hello was accepted");
+    return;
+  }
+  connection->input.Append(bytes, count);
+  CountInput(connection);
+  connection->last_activity = Now();
+  MarkReady(connection);
+}
+
+void TcpStoreServerImpl::CountInput(Connection* connection) {
+  const size_t held = connection->input.buffered_bytes();
+  input_bytes_ = input_bytes_ - connection->counted_input_bytes + held;
+  connection->counted_input_bytes = held;
+}
+
+bool TcpStoreServerImpl::CanServe(const Connection* connection) const {
+  return !connection->closing && !connection->refusing && !connection->waiting &&
+         connection->unsent_bytes <=
+             (OverBudget() ? kMaxUnsentBytesOverBudget : kMaxUnsentBytesPerConnection);
+}
+
+void TcpStoreServerImpl::MarkReady(Connection* connection) {
+  if (connection->ready || connection->closing) return;
+  connection->ready = true;
+  ready_.push_back(connection);
+}
+
+// Handles the connection's buffered requests, in order, until one waits,
+// its replies pile up, its next request waits for admission, or no whole
+// frame is left.
+void TcpStoreServerImpl::Serve(Connection* connection) {
+  while (CanServe(connection)) {
+    const bool ready = connection->hello.ready();
+    const size_t limit = ready ? options_.max_message_bytes : options_.max_unauthenticated_bytes;
+    std::string_view body;
+    const auto status = connection->input.Next(limit, &body);
+    if (status == wire::FrameParser::Status::kNeedMore) {
+      if (ready) Admit(connection);
+      break;
+    }
+    if (status == wire::FrameParser::Status::kTooLarge) {
+      Refuse(connection, TooLargeText(connection));
+      return;
+    }
+    if (ready) {
+      HandleRequest(connection, body);
+      ReleaseAdmission(connection);
+    } else {
+      HandleHello(connection, body);
+    }
+    DeliverCompletions();
+  }
+  if (connection->closing || connection->refusing) return;
+  connection->input.Compact();
+  CountInput(connection);
+  UpdateReading(connection);
+}
+
+void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view body) {
+  wire::Request request;
+  if (const std::string error = wire::DecodeRequest(body, limits_, &request); !error.empty()) {
+    Refuse(connection, error);
+    return;
+  }
+  connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
+}
+
+// ---- admission ----
+
+// The size of the connection's next frame (header included) once its
+// header arrived, else 0.
+size_t TcpStoreServerImpl::NextFrameBytes(const Connection* connection) {
+  if (connection->input.buffered_bytes() < wire::kFrameHeaderBytes) return 0;
+  return wire::kFrameHeaderBytes + connection->input.announced_body_bytes();
+}
+
+// The connection's next frame is not whole: one larger than its uncharged
+// input waits for admission (in the queue) unless it has it.
+void TcpStoreServerImpl::Admit(Connection* connection) {
+  const size_t frame = NextFrameBytes(connection);
+  if (frame <= kUnchargedInputBytes || connection->admitted_bytes > 0 || connection->queued) {
+    return;
+  }
+  connection->queued = true;
+  admission_queue_.push_back(connection->id);
+  AdmitQueued();
+}
+
+// Admits waiting frames, oldest first, while the budget holds each whole.
+void TcpStoreServerImpl::AdmitQueued() {
+  while (!admission_queue_.empty()) {
+    const auto found = connections_.find(admission_queue_.front());
+    if (found == connections_.end() || !found->second->queued) {
+      admission_queue_.pop_front();  // left, or refused, meanwhile
+      continue;
+    }
+    Connection* connection = found->second;
+    const size_t frame = NextFrameBytes(connection);
+    const size_t charged = Charged();
+    if (charged > options_.max_buffered_bytes || frame > options_.max_buffered_bytes - charged) {
+      return;
+    }
+    admission_queue_.pop_front();
+    connection->queued = false;
+    connection->admitted_bytes = frame;
+    admitted_bytes_ += frame;
+    // Room for all of it now, so that the buffer never doubles past it.
+    connection->input.Reserve(frame + kUnchargedInputBytes);
+    connection->last_activity = Now();  // the stall clock starts now
+    UpdateReading(connection);
+  }
+}
+
+void TcpStoreServerImpl::ReleaseAdmission(Connection* connection) {
+  admitted_bytes_ -= connection->admitted_bytes;
+  connection->admitted_bytes = 0;
+}
+
+std::string TcpStoreServerImpl::TooLargeText(const Connection* connection) const {
+  const uint32_t announced = connection->input.announced_body_bytes();
+  if (!connection->hello.ready()) {
+    return "message of " + std::to_string(announced) +
+           " bytes refused before the hello was accepted (at most " +
+           std::to_string(options_.max_unauthenticated_bytes) + ")";
+  }
+  return "message of " + std::to_string(announced) +
+         " bytes refused: the store's max_message_bytes is " +
+         std::to_string(options_.max_message_bytes);
+}
+
+bool TcpStoreServerImpl::WantsToRead(const Connection* connection) const {
+  if (connection->closing || connection->refusing || connection->queued) return false;
+  if (!connection->hello.ready()) return true;
+  return connection->input.buffered_bytes() < InputAllowance(connection);
+}
+
+// Reads when it may; a connection that is not read is watched for its
+// peer's close instead.
+void TcpStoreServerImpl::UpdateReading(Connection* connection) {
+  if (connection->closing || connection->refusing) return;
+  const bool want = WantsToRead(connection);
+  if (want != connection->reading) {
+    if (want) {
+      if (uv_read_start(Stream(connection), OnAllocate, OnRead) != 0) {
+        Close(connection);
+        return;
+      }
+    } else {
+      uv_read_stop(Stream(connection));
+    }
+    connection->reading = want;
+  }
+  if (want) {
+    Unwatch(connection);
+  } else {
+    Watch(connection);
+  }
+}
+
+// ---- hang-ups of connections that are not read ----
+
+void TcpStoreServerImpl::Watch(Connection* connection) {
+  if (connection->watched) return;
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
+  epoll_event event{};
+  event.events = EPOLLRDHUP;  // and EPOLLERR, EPOLLHUP, always reported
+  event.data.u64 = connection->id;
+  if (epoll_ctl(hangup_fd_, EPOLL_CTL_ADD, fd, &event) == 0) connection->watched = true;
+}
+
+void TcpStoreServerImpl::Unwatch(Connection* connection) {
+  if (!connection->watched) return;
+  connection->watched = false;
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
+  epoll_ctl(hangup_fd_, EPOLL_CTL_DEL, fd, nullptr);
+}
+
+void TcpStoreServerImpl::OnHangup(uv_poll_t* poll, int /*status*/, int /*events*/) {
+  auto* self = static_cast<TcpStoreServerImpl*>(poll->data);
+  epoll_event events[64];
+  int count = 0;
+  while ((count = epoll_wait(self->hangup_fd_, events, 64, 0)) > 0) {
+    for (int i = 0; i < count; ++i) {
+      const ClientId id = events[i].data.u64;  // a copy: epoll_event is packed
+      const auto found = self->connections_.find(id);
+      if (found != self->connections_.end()) self->Close(found->second);
+    }
+    if (count < 64) break;
+  }
+  self->Pump();
+}
+
+// ---- writing, refusing, closing ----
+
+void TcpStoreServerImpl::Send(Connection* connection, wire::EncodedReply reply) {
+  if (connection->closing) return;
+  auto* write = new WriteRequest;
+  write->reply = std::move(reply);
+  uv_buf_t buffers[2];
+  buffers[0] =
+      uv_buf_init(write->reply.head.data(), static_cast<unsigned>(write->reply.head.size()));
+  unsigned count = 1;
+  if (write->reply.value) {
+    // libuv only reads from this buffer; the value is shared, not copied.
+    buffers[1] = uv_buf_init(const_cast<char*>(write->reply.value->data()),
+                             static_cast<unsigned>(write->reply.value->size()));
+    count = 2;
+  }
+  const size_t bytes = write->reply.size();
+  write->charge = write->reply.head.size();
+  if (uv_write(&write->request, Stream(connection), buffers, count, OnWritten) != 0) {
+    delete write;
+    Close(connection);
+    return;
+  }
+  connection->unsent_bytes += bytes;
+  unsent_bytes_ += bytes;
+  reply_charge_ += write->charge;
+}
+
+void TcpStoreServerImpl::OnWritten(uv_write_t* request, int status) {
+  auto* connection = static_cast<Connection*>(request->handle->data);
+  auto* write = reinterpret_cast<WriteRequest*>(request);
+  TcpStoreServerImpl* self = connection->server;
+  const size_t bytes = write->reply.size();
+  self->reply_charge_ -= write->charge;
+  delete write;
+  connection->unsent_bytes -= bytes;
+  self->unsent_bytes_ -= bytes;
+  if (connection->closing) {
+    // Cancelled by the close; what it held is free for the others.
+  } else if (status < 0) {
+    self->Close(connection);
+  } else {
+    connection->last_activity = self->Now();
+    self->MarkReady(connection);  // it may have paused on its reply queue
+  }
+  self->Pump();
+}
+
+// Tells the client why, then closes its connection once the reply is out.
+void TcpStoreServerImpl::Refuse(Connection* connection, const std::string& reason) {
+  if (connection->closing || connection->refusing) return;
+  if (!connection->hello.ready()) {
+    num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Send(connection, wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}});
+  if (connection->closing) return;
+  connection->refusing = true;
+  connection->queued = false;
+  ReleaseAdmission(connection);
+  Unwatch(connection);
+  uv_read_stop(Stream(connection));
+  connection->reading = false;
+  connection->input.Clear();
+  CountInput(connection);
+  auto* shutdown = new ShutdownRequest;
+  if (uv_shutdown(&shutdown->request, Stream(connection), OnShutdown) != 0) {
+    delete shutdown;
+    Close(connection);
+  }
+}
+
+void TcpStoreServerImpl::OnShutdown(uv_shutdown_t* request, int /*status*/) {
+  auto* connection = static_cast<Connection*>(request->handle->data);
+  delete reinterpret_cast<ShutdownRequest*>(request);
+  TcpStoreServerImpl* self = connection->server;
+  self->Close(connection);
+  self->Pump();
+}
+
+void TcpStoreServerImpl::Close(Connection* connection) {
+  if (connection->closing) return;
+  if (connection->hello.state() == ServerHandshake::State::kAwaitProof && !connection->refusing &&
+      !connection->shed) {
+    // A client that would not answer the challenge (it had no token).
+    num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
+  }
+  connection->closing = true;
+  connection->queued = false;
+  ReleaseAdmission(connection);
+  Unwatch(connection);
+  strangers_.Remove(connection->id);
+  table_.Forget(connection->id);
+  connection->input.Clear();
+  CountInput(connection);
+  connections_.erase(connection->id);
+  num_connections_.store(connections_.size(), std::memory_order_relaxed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&connection->handle),
+           [](uv_handle_t* handle) { delete static_cast<Connection*>(handle->data); });
+}
+
+}  // namespace infini::rendezvous::store_server

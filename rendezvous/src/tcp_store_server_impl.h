@@ -1,0 +1,194 @@
+// The store server's connection layer, declared once for the files that
+// define it, each one concern (the overview is at the top of
+// tcp_store_server.cc):
+//   tcp_store_server.cc   options, the loop and its thread, Pump(), timers,
+//                         the sweep, memory given back, stop;
+//   server_accept.cc      the listening socket, accepting, strangers shed
+//                         for the caps and the descriptor reserve, the hello;
+//   server_connection.cc  one client's connection: reading, admission to the
+//                         budget, serving requests, writing, refusing, closing.
+// What knows no sockets is apart: KeyValueTable (keys, values, waiters),
+// ServerHandshake (the hello and the run token's challenge), Strangers and
+// DescriptorLimit (who is shed), request_codec (framing).
+#pragma once
+
+#include <sys/socket.h>
+#include <uv.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "infini/rendezvous/tcp_store.h"
+#include "key_value_table.h"
+#include "request_codec.h"
+#include "server_handshake.h"
+#include "strangers.h"
+
+namespace infini::rendezvous::store_server {
+
+class TcpStoreServerImpl;
+
+struct Connection {
+  uv_tcp_t handle;
+  TcpStoreServerImpl* server = nullptr;
+  ClientId id = 0;
+  wire::FrameParser input;
+  size_t counted_input_bytes = 0;  // input's share of the server's buffered bytes
+  size_t unsent_bytes = 0;         // replies handed to libuv, not yet written
+  size_t admitted_bytes = 0;       // the first frame's size once admitted (charged)
+  ServerHandshake hello;
+  Milliseconds accepted_at = 0;
+  Milliseconds last_activity = 0;  // a byte read or a reply written
+  bool reading = false;
+  bool watched = false;   // in the hang-up epoll set (not being read)
+  bool queued = false;    // waits for admission of its first frame
+  bool closing = false;   // uv_close was called; freed in its callback
+  bool refusing = false;  // an error reply is being flushed before closing
+  bool shed = false;      // closed to make room, not refused
+  bool waiting = false;   // its request waits in the table
+  bool ready = false;     // in the server's ready queue
+};
+
+class TcpStoreServerImpl final : public TcpStoreServer {
+ public:
+  explicit TcpStoreServerImpl(const TcpStoreServerOptions& options);
+  ~TcpStoreServerImpl() override;
+
+  void Listen();
+  void StartThread();
+
+  uint16_t port() const override { return port_; }
+  size_t num_keys() const override { return num_keys_.load(std::memory_order_relaxed); }
+  size_t num_waiters() const override { return num_waiters_.load(std::memory_order_relaxed); }
+  size_t num_connections() const override {
+    return num_connections_.load(std::memory_order_relaxed);
+  }
+  size_t num_refused_hellos() const override {
+    return num_refused_hellos_.load(std::memory_order_relaxed);
+  }
+  size_t buffered_bytes() const override {
+    return buffered_bytes_published_.load(std::memory_order_relaxed);
+  }
+  size_t charged_bytes() const override {
+    return charged_bytes_published_.load(std::memory_order_relaxed);
+  }
+  size_t stored_bytes() const override {
+    return stored_bytes_published_.load(std::memory_order_relaxed);
+  }
+  size_t num_shed_connections() const override { return num_shed_.load(std::memory_order_relaxed); }
+
+ private:
+  // ---- the loop (tcp_store_server.cc) ----
+  template <typename Handle>
+  void InitHandle(int result, Handle* handle, const std::string& where);
+  void CheckUv(int result, const std::string& where, const char* what);
+  void CloseServerHandles();
+  void ResolveBindAddress(const std::string& where, sockaddr_storage* address);
+  uint64_t SweepIntervalMs() const;
+  Milliseconds Now() const { return static_cast<Milliseconds>(uv_now(&loop_)); }
+  void Pump();
+  void PublishCounters();
+  void DeliverCompletions();
+  void GiveBackFreedMemory();
+  void ArmDeadlineTimer();
+  static void OnDeadline(uv_timer_t* timer);
+  static void OnSweep(uv_timer_t* timer);
+  static void OnStop(uv_async_t* async);
+
+  // ---- accepting, strangers, the hello (server_accept.cc) ----
+  static void OnConnection(uv_stream_t* listener, int status);
+  static void OnTurnEnd(uv_check_t* check);
+  void AcceptOne();
+  void ReadWhatArrived(Connection* connection);
+  void MakeRoomFor(Connection* connection);
+  void Shed(Connection* connection);
+  void WarnIfNearDescriptorLimit(Connection* accepted, int status);
+  void WarnAboutDescriptors(bool reached);
+  static void EnableKeepalive(Connection* connection);
+  void HandleHello(Connection* connection, std::string_view body);
+
+  // ---- one connection (server_connection.cc) ----
+  static uv_stream_t* Stream(Connection* connection) {
+    return reinterpret_cast<uv_stream_t*>(&connection->handle);
+  }
+  // The budget: admitted frames, waiters and unsent replies.
+  size_t Charged() const { return admitted_bytes_ + table_.waiter_bytes() + reply_charge_; }
+  bool OverBudget() const { return Charged() >= options_.max_buffered_bytes; }
+  static size_t InputAllowance(const Connection* connection);
+  static void OnAllocate(uv_handle_t* handle, size_t suggested, uv_buf_t* buffer);
+  static void OnRead(uv_stream_t* stream, ssize_t bytes_read, const uv_buf_t* buffer);
+  void Receive(Connection* connection, const char* bytes, size_t count);
+  void CountInput(Connection* connection);
+  bool CanServe(const Connection* connection) const;
+  void MarkReady(Connection* connection);
+  void Serve(Connection* connection);
+  void HandleRequest(Connection* connection, std::string_view body);
+  static size_t NextFrameBytes(const Connection* connection);
+  void Admit(Connection* connection);
+  void AdmitQueued();
+  void ReleaseAdmission(Connection* connection);
+  std::string TooLargeText(const Connection* connection) const;
+  bool WantsToRead(const Connection* connection) const;
+  void UpdateReading(Connection* connection);
+  void Watch(Connection* connection);
+  void Unwatch(Connection* connection);
+  static void OnHangup(uv_poll_t* poll, int status, int events);
+  void Send(Connection* connection, wire::EncodedReply reply);
+  static void OnWritten(uv_write_t* request, int status);
+  void Refuse(Connection* connection, const std::string& reason);
+  static void OnShutdown(uv_shutdown_t* request, int status);
+  void Close(Connection* connection);
+
+  const TcpStoreServerOptions options_;
+  const HelloTerms hello_terms_;
+  wire::RequestLimits limits_;
+  uv_loop_t loop_{};
+  uv_tcp_t listener_{};
+  uv_timer_t deadline_timer_{};
+  uv_timer_t sweep_timer_{};
+  uv_async_t stop_async_{};
+  uv_check_t turn_check_{};
+  uv_poll_t hangup_poll_{};
+  int hangup_fd_ = -1;                      // epoll set of the connections not being read
+  std::vector<uv_handle_t*> open_handles_;  // the server's own handles, to close
+  bool loop_initialized_ = false;
+  bool stopping_ = false;
+  uint16_t port_ = 0;
+  std::thread thread_;
+
+  // Loop thread only.
+  KeyValueTable table_;
+  std::unordered_map<ClientId, Connection*> connections_;
+  ClientId last_client_id_ = 0;
+  std::deque<Connection*> ready_;
+  std::deque<ClientId> admission_queue_;
+  Strangers strangers_;  // connections that may be shed
+  DescriptorLimit descriptors_;
+  unsigned accepted_this_turn_ = 0;
+  bool accept_deferred_ = false;
+  bool pumping_ = false;
+  size_t input_bytes_ = 0;     // received, not yet handled
+  size_t unsent_bytes_ = 0;    // replies not yet written, values included
+  size_t admitted_bytes_ = 0;  // admitted frames, whole (charged)
+  size_t reply_charge_ = 0;    // unsent replies less shared values (charged)
+  size_t trim_high_water_ = 0;
+  std::vector<char> read_chunk_;
+
+  std::atomic<size_t> num_keys_{0};
+  std::atomic<size_t> num_waiters_{0};
+  std::atomic<size_t> num_connections_{0};
+  std::atomic<size_t> num_refused_hellos_{0};
+  std::atomic<size_t> num_shed_{0};
+  std::atomic<size_t> buffered_bytes_published_{0};
+  std::atomic<size_t> charged_bytes_published_{0};
+  std::atomic<size_t> stored_bytes_published_{0};
+};
+
+}  // namespace infini::rendezvous::store_server
