@@ -14,6 +14,7 @@
 #include <limits>
 #include <string>
 
+#include "infini/common/flags.h"
 #include "infini/common/one_line.h"
 #include "infini/data/error.h"
 #include "infini/data/sampler.h"
@@ -160,14 +161,14 @@ void PrintPlan() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "prints the global sample indices one data-parallel rank reads at each step\n"
-      "  dataloader_plan --num_samples=N --micro_batch_size=B --dp_size=D --dp_rank=R\n"
-      "                  [--gradient_accumulation_steps=A] [--consumed_samples=C]\n"
-      "                  [--shuffle --seed=S] [--pad_tail] --steps=K\n"
+  infini::flags::Parse(
+      &argc, &argv,
+      "dataloader_plan --num_samples=N --micro_batch_size=B --dp_size=D --dp_rank=R\n"
+      "                       [--gradient_accumulation_steps=A] [--consumed_samples=C]\n"
+      "                       [--shuffle --seed=S] [--pad_tail] --steps=K",
+      "Prints the global sample indices one data-parallel rank reads at each step,\n"
       "one line per step: step=K epoch=E consumed_samples=C samples=i,i;i,i\n"
-      "(';' separates micro-steps, -1 marks padding)");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+      "(';' separates micro-steps, -1 marks padding).");
   if (argc > 1) {
     std::cerr << "dataloader_plan: unexpected argument '" << infini::OneLine(argv[1])
               << "': expected only --flags (see --help)\n";

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "infini/common/flags.h"
 #include "infini/common/one_line.h"
 #include "infini/data/error.h"
 #include "infini/data/token_file.h"
@@ -91,10 +92,9 @@ void Convert() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage(
-      "converts text to an llm.c .bin token file\n"
-      "  make_token_bin --input=FILE --output=FILE.bin [--input_format=bytes|ids]");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(&argc, &argv,
+                       "make_token_bin --input=FILE --output=FILE.bin [--input_format=bytes|ids]",
+                       "Converts text to an llm.c .bin token file.");
   if (argc > 1) {
     std::cerr << "make_token_bin: unexpected argument '" << infini::OneLine(argv[1])
               << "': expected only --flags (see --help)\n";
