@@ -17,13 +17,8 @@ namespace {
 inline infiniCclResult_t PrepareReduction(DLDataType datatype, infiniCclRedOp_t op,
                                           infiniCclComm_t comm, const char* call,
                                           ncclDataType_t* type, ncclRedOp_t* nccl_op) {
-  if (infiniCclResult_t result = ReductionTypeAndOp(datatype, op, call, type, nccl_op);
-      result != infiniCclSuccess) [[unlikely]] {
-    return result;
-  }
-  if (infiniCclResult_t result = RequireComm(comm, call); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(ReductionTypeAndOp(datatype, op, call, type, nccl_op));
+  CCLCHECK(RequireComm(comm, call));
   *nccl_op = SingleRankSafe(*nccl_op, comm);
   return infiniCclSuccess;
 }
@@ -32,10 +27,7 @@ inline infiniCclResult_t PrepareReduction(DLDataType datatype, infiniCclRedOp_t 
 // type NCCL cannot reduce travels as bytes, so `count` may be rescaled.
 inline infiniCclResult_t PrepareMovement(DLDataType datatype, infiniCclComm_t comm,
                                          const char* call, ncclDataType_t* type, size_t* count) {
-  if (infiniCclResult_t result = MovementType(datatype, call, type, count);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(MovementType(datatype, call, type, count));
   return RequireComm(comm, call);
 }
 
@@ -52,10 +44,7 @@ infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, 
   constexpr const char* kCall = "all_reduce";
   ncclDataType_t type;
   ncclRedOp_t nccl_op;
-  if (infiniCclResult_t result = PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op));
   return Enqueued(
       ncclAllReduce(sendbuff, recvbuff, count, type, nccl_op, comm->nccl, ToCuda(stream)), kCall,
       comm->nccl);
@@ -65,10 +54,7 @@ infiniCclResult_t Broadcast(const void* sendbuff, void* recvbuff, size_t count, 
                             int root, infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "broadcast";
   ncclDataType_t type;
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &type, &count);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &type, &count));
   return Enqueued(ncclBroadcast(sendbuff, recvbuff, count, type, root, comm->nccl, ToCuda(stream)),
                   kCall, comm->nccl);
 }
@@ -79,10 +65,7 @@ infiniCclResult_t Reduce(const void* sendbuff, void* recvbuff, size_t count, DLD
   constexpr const char* kCall = "reduce";
   ncclDataType_t type;
   ncclRedOp_t nccl_op;
-  if (infiniCclResult_t result = PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op));
   return Enqueued(
       ncclReduce(sendbuff, recvbuff, count, type, nccl_op, root, comm->nccl, ToCuda(stream)), kCall,
       comm->nccl);
@@ -92,10 +75,7 @@ infiniCclResult_t AllGather(const void* sendbuff, void* recvbuff, size_t sendcou
                             DLDataType datatype, infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "all_gather";
   ncclDataType_t type;
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &type, &sendcount);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &type, &sendcount));
   return Enqueued(ncclAllGather(sendbuff, recvbuff, sendcount, type, comm->nccl, ToCuda(stream)),
                   kCall, comm->nccl);
 }
@@ -106,10 +86,7 @@ infiniCclResult_t ReduceScatter(const void* sendbuff, void* recvbuff, size_t rec
   constexpr const char* kCall = "reduce_scatter";
   ncclDataType_t type;
   ncclRedOp_t nccl_op;
-  if (infiniCclResult_t result = PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareReduction(datatype, op, comm, kCall, &type, &nccl_op));
   return Enqueued(
       ncclReduceScatter(sendbuff, recvbuff, recvcount, type, nccl_op, comm->nccl, ToCuda(stream)),
       kCall, comm->nccl);
@@ -119,10 +96,7 @@ infiniCclResult_t Send(const void* sendbuff, size_t count, DLDataType datatype, 
                        infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "send";
   ncclDataType_t type;
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &type, &count);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &type, &count));
   return Enqueued(ncclSend(sendbuff, count, type, peer, comm->nccl, ToCuda(stream)), kCall,
                   comm->nccl);
 }
@@ -131,10 +105,7 @@ infiniCclResult_t Recv(void* recvbuff, size_t count, DLDataType datatype, int pe
                        infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "recv";
   ncclDataType_t type;
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &type, &count);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &type, &count));
   return Enqueued(ncclRecv(recvbuff, count, type, peer, comm->nccl, ToCuda(stream)), kCall,
                   comm->nccl);
 }
@@ -143,17 +114,11 @@ infiniCclResult_t AllToAll(const void* sendbuff, void* recvbuff, size_t count, D
                            infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "all_to_all";
   ncclDataType_t type;
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
+  CCLCHECK(RequireComm(comm, kCall));
   int nranks = 0;
-  if (infiniCclResult_t result = CommCount(comm, &nranks); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CommCount(comm, &nranks));
   const size_t block_bytes = count * ElementBytes(datatype);  // before count becomes NCCL's
-  if (infiniCclResult_t result = MovementType(datatype, kCall, &type, &count);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(MovementType(datatype, kCall, &type, &count));
   if (sendbuff == recvbuff && count > 0 && nranks > 1) {
     // Blocks are exchanged concurrently, so in place a block would be
     // overwritten before it is sent.
@@ -167,18 +132,10 @@ infiniCclResult_t AllToAll(const void* sendbuff, void* recvbuff, size_t count, D
   return InNcclGroup(kCall, comm->nccl, [&] {
     for (int peer = 0; peer < nranks; ++peer) {
       const size_t offset = static_cast<size_t>(peer) * block_bytes;
-      if (infiniCclResult_t result =
-              Enqueued(ncclSend(send_bytes + offset, count, type, peer, comm->nccl, cuda_stream),
-                       kCall, comm->nccl);
-          result != infiniCclSuccess) {
-        return result;
-      }
-      if (infiniCclResult_t result =
-              Enqueued(ncclRecv(recv_bytes + offset, count, type, peer, comm->nccl, cuda_stream),
-                       kCall, comm->nccl);
-          result != infiniCclSuccess) {
-        return result;
-      }
+      CCLCHECK(Enqueued(ncclSend(send_bytes + offset, count, type, peer, comm->nccl, cuda_stream),
+                        kCall, comm->nccl));
+      CCLCHECK(Enqueued(ncclRecv(recv_bytes + offset, count, type, peer, comm->nccl, cuda_stream),
+                        kCall, comm->nccl));
     }
     return infiniCclSuccess;
   });
@@ -186,8 +143,7 @@ infiniCclResult_t AllToAll(const void* sendbuff, void* recvbuff, size_t count, D
 
 infiniCclResult_t Barrier(infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "barrier";
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess)
-    return result;
+  CCLCHECK(RequireComm(comm, kCall));
   return Enqueued(ncclAllReduce(comm->barrier_word, comm->barrier_word, 1, ncclUint32, ncclSum,
                                 comm->nccl, ToCuda(stream)),
                   kCall, comm->nccl);

@@ -23,15 +23,8 @@ infiniCclResult_t NewComm(std::string_view call, const CommOptions& options,
                           std::unique_ptr<infiniCclComm>* comm) {
   auto created = std::make_unique<infiniCclComm>();
   created->name = options.name;
-  if (infiniCclResult_t result = CheckCuda(cudaGetDevice(&created->device), call);
-      result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result =
-          CheckCuda(cudaMalloc(&created->barrier_word, sizeof(uint32_t)), call);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckCuda(cudaGetDevice(&created->device), call));
+  CCLCHECK(CheckCuda(cudaMalloc(&created->barrier_word, sizeof(uint32_t)), call));
   if (infiniCclResult_t result =
           CheckCuda(cudaMemset(created->barrier_word, 0, sizeof(uint32_t)), call);
       result != infiniCclSuccess) {
@@ -151,14 +144,9 @@ infiniCclResult_t GetUniqueId(void* unique_id, const infiniCclBootstrap_t* /*boo
   if (unique_id == nullptr) {
     return Fail(infiniCclInvalidArgument, "get_unique_id: unique_id is NULL");
   }
-  if (infiniCclResult_t result = RequireDevice("get_unique_id"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("get_unique_id"));
   ncclUniqueId id;
-  if (infiniCclResult_t result = CheckNccl(ncclGetUniqueId(&id), "get_unique_id: ncclGetUniqueId");
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckNccl(ncclGetUniqueId(&id), "get_unique_id: ncclGetUniqueId"));
   std::memcpy(unique_id, id.internal, sizeof(id.internal));
   return infiniCclSuccess;
 }
@@ -180,14 +168,10 @@ infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* un
   // The config first: a bad vendor option is the same mistake with or
   // without a device.
   CommOptions options;
-  if (infiniCclResult_t result = ReadOptions(config, kCall, &options); result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
+  CCLCHECK(ReadOptions(config, kCall, &options));
+  CCLCHECK(RequireDevice(kCall));
   std::unique_ptr<infiniCclComm> fresh;
-  if (infiniCclResult_t result = NewComm(kCall, options, &fresh); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(NewComm(kCall, options, &fresh));
   PendingComm created(fresh.release());
   created->rank = rank;
   created->nranks = nranks;
@@ -222,19 +206,11 @@ infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* d
   // The config first: a bad vendor option is the same mistake with or
   // without a device.
   CommOptions options;
-  if (infiniCclResult_t result = ReadOptions(config, kCall, &options); result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = RequireDevice(kCall); result != infiniCclSuccess) return result;
-  if (infiniCclResult_t result = CheckInitRanksArguments(ncomms, devices, ranks, nranks, options);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(ReadOptions(config, kCall, &options));
+  CCLCHECK(RequireDevice(kCall));
+  CCLCHECK(CheckInitRanksArguments(ncomms, devices, ranks, nranks, options));
   int caller_device = 0;
-  if (infiniCclResult_t result = CheckCuda(cudaGetDevice(&caller_device), kCall);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckCuda(cudaGetDevice(&caller_device), kCall));
   // Declared before the pending communicators, so restored after they are
   // freed on a failure.
   const RestoreDevice restore_caller_device{caller_device};
@@ -245,14 +221,9 @@ infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* d
   created.reserve(static_cast<size_t>(ncomms));
   nccl_configs.reserve(static_cast<size_t>(ncomms));
   for (int index = 0; index < ncomms; ++index) {
-    if (infiniCclResult_t result = CheckCuda(cudaSetDevice(devices[index]), kCall);
-        result != infiniCclSuccess) {
-      return result;
-    }
+    CCLCHECK(CheckCuda(cudaSetDevice(devices[index]), kCall));
     std::unique_ptr<infiniCclComm> fresh;
-    if (infiniCclResult_t result = NewComm(kCall, options, &fresh); result != infiniCclSuccess) {
-      return result;
-    }
+    CCLCHECK(NewComm(kCall, options, &fresh));
     fresh->rank = ranks[index];
     fresh->nranks = nranks;
     created.emplace_back(fresh.release());
@@ -264,10 +235,7 @@ infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* d
   // or in others. NCCL takes each rank's device from the current device at
   // its call.
   const ncclUniqueId id = ToNcclId(unique_id);
-  if (infiniCclResult_t result = CheckNccl(ncclGroupStart(), "comm_init_ranks: ncclGroupStart");
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckNccl(ncclGroupStart(), "comm_init_ranks: ncclGroupStart"));
   ncclResult_t first_failure = ncclSuccess;
   int failed_device = devices[0];
   for (int index = 0; index < ncomms; ++index) {
@@ -299,18 +267,12 @@ infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclC
   constexpr std::string_view kCall = "comm_split";
   if (newcomm == nullptr) return Fail(infiniCclInvalidArgument, "comm_split: newcomm is NULL");
   *newcomm = nullptr;
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireComm(comm, kCall));
   CommOptions options;
-  if (infiniCclResult_t result = ReadOptions(config, kCall, &options); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(ReadOptions(config, kCall, &options));
   ScopedDevice on_device(comm->device);  // the new communicator shares the parent's device
   std::unique_ptr<infiniCclComm> fresh;
-  if (infiniCclResult_t result = NewComm(kCall, options, &fresh); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(NewComm(kCall, options, &fresh));
   PendingComm created(fresh.release());
   ncclConfig_t nccl_config = ToNcclConfig(options, created->name);
   const ncclResult_t result = ncclCommSplit(comm->nccl, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key,
@@ -369,15 +331,9 @@ infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* asy
   if (async_error == nullptr) {
     return Fail(infiniCclInvalidArgument, "comm_get_async_error: async_error is NULL");
   }
-  if (infiniCclResult_t result = RequireComm(comm, kCall); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireComm(comm, kCall));
   ncclResult_t state = ncclSuccess;
-  if (infiniCclResult_t result =
-          CheckNccl(ncclCommGetAsyncError(comm->nccl, &state), kCall, comm->nccl);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckNccl(ncclCommGetAsyncError(comm->nccl, &state), kCall, comm->nccl));
   *async_error = FromNccl(state);
   if (state != ncclSuccess && state != ncclInProgress) {
     // NCCL's text, also kept for the caller's next get_last_error().
@@ -407,10 +363,7 @@ namespace {
 // creating it; a non-blocking one may still be in progress.
 infiniCclResult_t LearnShape(infiniCclComm_t comm, std::string_view call) {
   ncclResult_t state = ncclSuccess;
-  if (infiniCclResult_t result = CheckNccl(ncclCommGetAsyncError(comm->nccl, &state), call);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckNccl(ncclCommGetAsyncError(comm->nccl, &state), call));
   if (state == ncclInProgress) {
     return Fail(infiniCclInProgress, std::string(call) +
                                          ": the communicator is still being created "
@@ -418,14 +371,8 @@ infiniCclResult_t LearnShape(infiniCclComm_t comm, std::string_view call) {
   }
   int rank = -1;
   int nranks = -1;
-  if (infiniCclResult_t result = CheckNccl(ncclCommUserRank(comm->nccl, &rank), call, comm->nccl);
-      result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = CheckNccl(ncclCommCount(comm->nccl, &nranks), call, comm->nccl);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckNccl(ncclCommUserRank(comm->nccl, &rank), call, comm->nccl));
+  CCLCHECK(CheckNccl(ncclCommCount(comm->nccl, &nranks), call, comm->nccl));
   comm->rank = rank;
   comm->nranks = nranks;
   return infiniCclSuccess;
@@ -435,13 +382,9 @@ infiniCclResult_t LearnShape(infiniCclComm_t comm, std::string_view call) {
 
 infiniCclResult_t CommCount(infiniCclComm_t comm, int* nranks) {
   if (nranks == nullptr) return Fail(infiniCclInvalidArgument, "comm_count: nranks is NULL");
-  if (infiniCclResult_t result = RequireComm(comm, "comm_count"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireComm(comm, "comm_count"));
   if (comm->nranks < 0) {
-    if (infiniCclResult_t result = LearnShape(comm, "comm_count"); result != infiniCclSuccess) {
-      return result;
-    }
+    CCLCHECK(LearnShape(comm, "comm_count"));
   }
   *nranks = comm->nranks;
   return infiniCclSuccess;
@@ -449,13 +392,9 @@ infiniCclResult_t CommCount(infiniCclComm_t comm, int* nranks) {
 
 infiniCclResult_t CommUserRank(infiniCclComm_t comm, int* rank) {
   if (rank == nullptr) return Fail(infiniCclInvalidArgument, "comm_user_rank: rank is NULL");
-  if (infiniCclResult_t result = RequireComm(comm, "comm_user_rank"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireComm(comm, "comm_user_rank"));
   if (comm->rank < 0) {
-    if (infiniCclResult_t result = LearnShape(comm, "comm_user_rank"); result != infiniCclSuccess) {
-      return result;
-    }
+    CCLCHECK(LearnShape(comm, "comm_user_rank"));
   }
   *rank = comm->rank;
   return infiniCclSuccess;

@@ -129,11 +129,7 @@ infiniCclResult_t ApplyVendorOptions(std::string_view call, const infiniCclVendo
                     std::to_string(vendor.count));
   }
   for (size_t index = 0; index < vendor.count; ++index) {
-    if (infiniCclResult_t result =
-            ApplyOption(call, vendor.keys[index], vendor.values[index], options);
-        result != infiniCclSuccess) {
-      return result;
-    }
+    CCLCHECK(ApplyOption(call, vendor.keys[index], vendor.values[index], options));
   }
   return infiniCclSuccess;
 }
@@ -157,10 +153,7 @@ infiniCclResult_t WalkExtensions(std::string_view call, const infiniCclExtension
                       std::to_string(extension->struct_size) + ", smaller than its fields");
     }
     const auto& vendor = *reinterpret_cast<const infiniCclVendorOptions_t*>(extension);
-    if (infiniCclResult_t result = ApplyVendorOptions(call, vendor, options);
-        result != infiniCclSuccess) {
-      return result;
-    }
+    CCLCHECK(ApplyVendorOptions(call, vendor, options));
   }
   return infiniCclSuccess;
 }
@@ -193,10 +186,7 @@ infiniCclResult_t ReadOptions(const infiniCclConfig_t* config, std::string_view 
   // timeout_ms: NCCL has no per-communicator timeout; stream_priority: the
   // plugin creates no stream of its own. Both are accepted and unused.
   if (INFINI_CCL_HAS_FIELD(config, extensions)) {
-    if (infiniCclResult_t result = WalkExtensions(call, config->extensions, options);
-        result != infiniCclSuccess) {
-      return result;
-    }
+    CCLCHECK(WalkExtensions(call, config->extensions, options));
   }
   return CheckCtaRange(call, options);
 }

@@ -84,9 +84,7 @@ infiniCclResult_t GetDeviceCount(int* count) {
 }
 
 infiniCclResult_t SetDevice(int device) {
-  if (infiniCclResult_t result = RequireDevice("set_device"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("set_device"));
   const int device_count = GetVisibility().device_count;
   if (device < 0 || device >= device_count) {
     return Fail(infiniCclInvalidArgument, "set_device: device " + std::to_string(device) +
@@ -99,18 +97,14 @@ infiniCclResult_t SetDevice(int device) {
 
 infiniCclResult_t GetDevice(int* device) {
   if (device == nullptr) return Fail(infiniCclInvalidArgument, "get_device: device is NULL");
-  if (infiniCclResult_t result = RequireDevice("get_device"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("get_device"));
   return CheckCuda(cudaGetDevice(device), "get_device: cudaGetDevice");
 }
 
 infiniCclResult_t MemAlloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return Fail(infiniCclInvalidArgument, "mem_alloc: ptr is NULL");
   *ptr = nullptr;
-  if (infiniCclResult_t result = RequireDevice("mem_alloc"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("mem_alloc"));
   if (bytes == 0) return infiniCclSuccess;
   const cudaError_t error = cudaMalloc(ptr, bytes);
   if (error != cudaSuccess) *ptr = nullptr;
@@ -124,18 +118,14 @@ infiniCclResult_t MemFree(void* ptr) {
 
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
                               infiniCclStream_t stream) {
-  if (infiniCclResult_t result = RequireDevice("memcpy_async"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("memcpy_async"));
   if (bytes == 0) return infiniCclSuccess;
   return CheckCuda(cudaMemcpyAsync(dst, src, bytes, ToCuda(kind), ToCuda(stream)),
                    "memcpy_async: cudaMemcpyAsync");
 }
 
 infiniCclResult_t MemsetAsync(void* ptr, int value, size_t bytes, infiniCclStream_t stream) {
-  if (infiniCclResult_t result = RequireDevice("memset_async"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("memset_async"));
   if (bytes == 0) return infiniCclSuccess;
   return CheckCuda(cudaMemsetAsync(ptr, value, bytes, ToCuda(stream)),
                    "memset_async: cudaMemsetAsync");
@@ -144,9 +134,7 @@ infiniCclResult_t MemsetAsync(void* ptr, int value, size_t bytes, infiniCclStrea
 infiniCclResult_t StreamCreate(infiniCclStream_t* stream) {
   if (stream == nullptr) return Fail(infiniCclInvalidArgument, "stream_create: stream is NULL");
   *stream = nullptr;
-  if (infiniCclResult_t result = RequireDevice("stream_create"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("stream_create"));
   // Non-blocking: our streams never wait for the legacy default stream, so
   // a framework's work elsewhere cannot serialize with collectives.
   cudaStream_t created = nullptr;
@@ -163,9 +151,7 @@ infiniCclResult_t StreamDestroy(infiniCclStream_t stream) {
 }
 
 infiniCclResult_t StreamSynchronize(infiniCclStream_t stream) {
-  if (infiniCclResult_t result = RequireDevice("stream_synchronize"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("stream_synchronize"));
   return CheckCuda(cudaStreamSynchronize(ToCuda(stream)),
                    "stream_synchronize: cudaStreamSynchronize");
 }
@@ -179,9 +165,7 @@ infiniCclResult_t StreamWaitEvent(infiniCclStream_t stream, infiniCclEvent_t eve
 infiniCclResult_t EventCreate(infiniCclEvent_t* event) {
   if (event == nullptr) return Fail(infiniCclInvalidArgument, "event_create: event is NULL");
   *event = nullptr;
-  if (infiniCclResult_t result = RequireDevice("event_create"); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireDevice("event_create"));
   cudaEvent_t created = nullptr;  // with timing: event_elapsed_ms needs it
   const infiniCclResult_t result = CheckCuda(cudaEventCreate(&created), "event_create");
   if (result == infiniCclSuccess) *event = reinterpret_cast<infiniCclEvent_t>(created);

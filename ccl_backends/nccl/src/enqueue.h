@@ -42,11 +42,7 @@ inline infiniCclResult_t Enqueued(ncclResult_t result, const char* call, ncclCom
 // would stay inside it.
 template <typename Body>
 infiniCclResult_t InNcclGroup(const char* call, ncclComm_t comm, Body&& body) {
-  if (infiniCclResult_t result =
-          CheckNccl(ncclGroupStart(), std::string(call) + ": ncclGroupStart");
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckNccl(ncclGroupStart(), std::string(call) + ": ncclGroupStart"));
   const infiniCclResult_t first_failure = body();
   const infiniCclResult_t ended =
       CheckNccl(ncclGroupEnd(), std::string(call) + ": ncclGroupEnd", comm);

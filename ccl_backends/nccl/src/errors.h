@@ -28,6 +28,18 @@ infiniCclResult_t CheckNccl(ncclResult_t result, std::string_view call, ncclComm
 // runtime's (non-sticky) error state so that later calls do not inherit it.
 infiniCclResult_t CheckCuda(cudaError_t error, std::string_view call);
 
+// Returns `expression`'s result (an infiniCclResult_t) from the calling
+// function unless it is infiniCclSuccess, as NCCL's NCCLCHECK: whoever failed
+// has already recorded the text, and ncclResult_t is translated only by
+// FromNccl/CheckNccl/Enqueued, so this forwards and never maps.
+#define CCLCHECK(expression)                                    \
+  do {                                                          \
+    if (const infiniCclResult_t cclcheck_result = (expression); \
+        cclcheck_result != infiniCclSuccess) [[unlikely]] {     \
+      return cclcheck_result;                                   \
+    }                                                           \
+  } while (false)
+
 // Runs `body` (which returns infiniCclResult_t) and turns any escaping
 // exception into infiniCclInternalError: no exception may cross the C ABI.
 template <typename Body>

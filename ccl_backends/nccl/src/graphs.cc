@@ -25,11 +25,8 @@ infiniCclResult_t StreamEndCapture(infiniCclStream_t stream, infiniCclGraph_t* g
   }
   *graph = nullptr;
   auto captured = std::make_unique<infiniCclGraph>();
-  if (infiniCclResult_t result = CheckCuda(cudaStreamEndCapture(ToCuda(stream), &captured->graph),
-                                           "stream_end_capture: cudaStreamEndCapture");
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CheckCuda(cudaStreamEndCapture(ToCuda(stream), &captured->graph),
+                     "stream_end_capture: cudaStreamEndCapture"));
   if (infiniCclResult_t result =
           CheckCuda(cudaGraphInstantiate(&captured->executable, captured->graph, 0),
                     "stream_end_capture: cudaGraphInstantiate");

@@ -147,10 +147,7 @@ infiniCclResult_t MovementLayout(DLDataType dtype, std::string_view call, ncclDa
 infiniCclResult_t MovementType(DLDataType dtype, std::string_view call, ncclDataType_t* type,
                                size_t* count) {
   size_t scale = 1;
-  if (infiniCclResult_t result = MovementLayout(dtype, call, type, &scale);
-      result != infiniCclSuccess) [[unlikely]] {
-    return result;
-  }
+  CCLCHECK(MovementLayout(dtype, call, type, &scale));
   *count *= scale;
   return infiniCclSuccess;
 }

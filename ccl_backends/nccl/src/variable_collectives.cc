@@ -25,17 +25,10 @@ struct Layout {
 
 infiniCclResult_t PrepareMovement(DLDataType datatype, infiniCclComm_t comm, const char* call,
                                   Layout* layout) {
-  if (infiniCclResult_t result = MovementLayout(datatype, call, &layout->type, &layout->scale);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(MovementLayout(datatype, call, &layout->type, &layout->scale));
   layout->element_bytes = ElementBytes(datatype);
-  if (infiniCclResult_t result = RequireComm(comm, call); result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = CommUserRank(comm, &layout->rank); result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireComm(comm, call));
+  CCLCHECK(CommUserRank(comm, &layout->rank));
   return CommCount(comm, &layout->nranks);
 }
 
@@ -107,22 +100,13 @@ infiniCclResult_t AllToAllV(const void* sendbuff, const size_t* sendcounts, cons
                             void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
                             DLDataType datatype, infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "all_to_all_v";
-  if (infiniCclResult_t result = RequireArrays(kCall, {sendcounts, sdispls, recvcounts, rdispls},
-                                               "sendcounts, sdispls, recvcounts and rdispls");
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireArrays(kCall, {sendcounts, sdispls, recvcounts, rdispls},
+                         "sendcounts, sdispls, recvcounts and rdispls"));
   Layout layout;
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &layout);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &layout));
   const int rank = layout.rank;
-  if (infiniCclResult_t result = RequireOwnCount(kCall, "sendcounts[rank]", sendcounts[rank],
-                                                 "recvcounts", recvcounts[rank], rank);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireOwnCount(kCall, "sendcounts[rank]", sendcounts[rank], "recvcounts",
+                           recvcounts[rank], rank));
   if (sendbuff == recvbuff) {
     for (int peer = 0; peer < layout.nranks; ++peer) {
       if (peer != rank && (sendcounts[peer] > 0 || recvcounts[peer] > 0)) {
@@ -134,25 +118,15 @@ infiniCclResult_t AllToAllV(const void* sendbuff, const size_t* sendcounts, cons
       }
     }
   }
-  if (infiniCclResult_t result =
-          CopyOwnBlock(At(recvbuff, rdispls[rank], layout), At(sendbuff, sdispls[rank], layout),
-                       sendcounts[rank], layout, *comm, stream, kCall);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CopyOwnBlock(At(recvbuff, rdispls[rank], layout), At(sendbuff, sdispls[rank], layout),
+                        sendcounts[rank], layout, *comm, stream, kCall));
   return InNcclGroup(kCall, comm->nccl, [&] {
     for (int peer = 0; peer < layout.nranks; ++peer) {
       if (peer == rank) continue;
-      if (infiniCclResult_t result = SendBlock(At(sendbuff, sdispls[peer], layout),
-                                               sendcounts[peer], peer, layout, comm, stream, kCall);
-          result != infiniCclSuccess) {
-        return result;
-      }
-      if (infiniCclResult_t result = RecvBlock(At(recvbuff, rdispls[peer], layout),
-                                               recvcounts[peer], peer, layout, comm, stream, kCall);
-          result != infiniCclSuccess) {
-        return result;
-      }
+      CCLCHECK(SendBlock(At(sendbuff, sdispls[peer], layout), sendcounts[peer], peer, layout, comm,
+                         stream, kCall));
+      CCLCHECK(RecvBlock(At(recvbuff, rdispls[peer], layout), recvcounts[peer], peer, layout, comm,
+                         stream, kCall));
     }
     return infiniCclSuccess;
   });
@@ -162,41 +136,20 @@ infiniCclResult_t AllGatherV(const void* sendbuff, size_t sendcount, void* recvb
                              const size_t* recvcounts, const size_t* rdispls, DLDataType datatype,
                              infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "all_gather_v";
-  if (infiniCclResult_t result =
-          RequireArrays(kCall, {recvcounts, rdispls}, "recvcounts and rdispls");
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireArrays(kCall, {recvcounts, rdispls}, "recvcounts and rdispls"));
   Layout layout;
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &layout);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &layout));
   const int rank = layout.rank;
-  if (infiniCclResult_t result =
-          RequireOwnCount(kCall, "sendcount", sendcount, "recvcounts", recvcounts[rank], rank);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireOwnCount(kCall, "sendcount", sendcount, "recvcounts", recvcounts[rank], rank));
   // In place (sendbuff is this rank's block of recvbuff) the copy is a no-op.
-  if (infiniCclResult_t result = CopyOwnBlock(At(recvbuff, rdispls[rank], layout), sendbuff,
-                                              sendcount, layout, *comm, stream, kCall);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CopyOwnBlock(At(recvbuff, rdispls[rank], layout), sendbuff, sendcount, layout, *comm,
+                        stream, kCall));
   return InNcclGroup(kCall, comm->nccl, [&] {
     for (int peer = 0; peer < layout.nranks; ++peer) {
       if (peer == rank) continue;
-      if (infiniCclResult_t result =
-              SendBlock(sendbuff, sendcount, peer, layout, comm, stream, kCall);
-          result != infiniCclSuccess) {
-        return result;
-      }
-      if (infiniCclResult_t result = RecvBlock(At(recvbuff, rdispls[peer], layout),
-                                               recvcounts[peer], peer, layout, comm, stream, kCall);
-          result != infiniCclSuccess) {
-        return result;
-      }
+      CCLCHECK(SendBlock(sendbuff, sendcount, peer, layout, comm, stream, kCall));
+      CCLCHECK(RecvBlock(At(recvbuff, rdispls[peer], layout), recvcounts[peer], peer, layout, comm,
+                         stream, kCall));
     }
     return infiniCclSuccess;
   });
@@ -207,40 +160,23 @@ infiniCclResult_t ReduceScatterV(const void* sendbuff, const size_t* sendcounts,
                                  DLDataType datatype, infiniCclRedOp_t op, infiniCclComm_t comm,
                                  infiniCclStream_t stream) {
   constexpr const char* kCall = "reduce_scatter_v";
-  if (infiniCclResult_t result =
-          RequireArrays(kCall, {sendcounts, sdispls}, "sendcounts and sdispls");
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireArrays(kCall, {sendcounts, sdispls}, "sendcounts and sdispls"));
   ncclDataType_t type;
   ncclRedOp_t nccl_op;
-  if (infiniCclResult_t result = ReductionTypeAndOp(datatype, op, kCall, &type, &nccl_op);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(ReductionTypeAndOp(datatype, op, kCall, &type, &nccl_op));
   Layout layout;  // for the rank, size and element width; reductions never move as bytes
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &layout);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &layout));
   nccl_op = SingleRankSafe(nccl_op, comm);
   const int rank = layout.rank;
-  if (infiniCclResult_t result =
-          RequireOwnCount(kCall, "recvcount", recvcount, "sendcounts", sendcounts[rank], rank);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(RequireOwnCount(kCall, "recvcount", recvcount, "sendcounts", sendcounts[rank], rank));
   // Block r reduces onto rank r; the other ranks' recvbuff is unused (NCCL
   // allows NULL there).
   return InNcclGroup(kCall, comm->nccl, [&] {
     for (int root = 0; root < layout.nranks; ++root) {
-      if (infiniCclResult_t result = Enqueued(
-              ncclReduce(At(sendbuff, sdispls[root], layout), root == rank ? recvbuff : nullptr,
-                         sendcounts[root], type, nccl_op, root, comm->nccl, ToCuda(stream)),
-              kCall, comm->nccl);
-          result != infiniCclSuccess) {
-        return result;
-      }
+      CCLCHECK(Enqueued(
+          ncclReduce(At(sendbuff, sdispls[root], layout), root == rank ? recvbuff : nullptr,
+                     sendcounts[root], type, nccl_op, root, comm->nccl, ToCuda(stream)),
+          kCall, comm->nccl));
     }
     return infiniCclSuccess;
   });
@@ -250,14 +186,8 @@ infiniCclResult_t Gather(const void* sendbuff, void* recvbuff, size_t count, DLD
                          int root, infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "gather";
   Layout layout;
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &layout);
-      result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = RequireRoot(kCall, root, layout.nranks);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &layout));
+  CCLCHECK(RequireRoot(kCall, root, layout.nranks));
   const int rank = layout.rank;
   if (rank != root) {
     return InNcclGroup(kCall, comm->nccl, [&] {
@@ -265,19 +195,13 @@ infiniCclResult_t Gather(const void* sendbuff, void* recvbuff, size_t count, DLD
     });
   }
   const auto block = [&](int owner) { return static_cast<size_t>(owner) * count; };
-  if (infiniCclResult_t result = CopyOwnBlock(At(recvbuff, block(root), layout), sendbuff, count,
-                                              layout, *comm, stream, kCall);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CopyOwnBlock(At(recvbuff, block(root), layout), sendbuff, count, layout, *comm, stream,
+                        kCall));
   return InNcclGroup(kCall, comm->nccl, [&] {
     for (int peer = 0; peer < layout.nranks; ++peer) {
       if (peer == root) continue;
-      if (infiniCclResult_t result = RecvBlock(At(recvbuff, block(peer), layout), count, peer,
-                                               layout, comm, stream, kCall);
-          result != infiniCclSuccess) {
-        return result;
-      }
+      CCLCHECK(
+          RecvBlock(At(recvbuff, block(peer), layout), count, peer, layout, comm, stream, kCall));
     }
     return infiniCclSuccess;
   });
@@ -287,14 +211,8 @@ infiniCclResult_t Scatter(const void* sendbuff, void* recvbuff, size_t count, DL
                           int root, infiniCclComm_t comm, infiniCclStream_t stream) {
   constexpr const char* kCall = "scatter";
   Layout layout;
-  if (infiniCclResult_t result = PrepareMovement(datatype, comm, kCall, &layout);
-      result != infiniCclSuccess) {
-    return result;
-  }
-  if (infiniCclResult_t result = RequireRoot(kCall, root, layout.nranks);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(PrepareMovement(datatype, comm, kCall, &layout));
+  CCLCHECK(RequireRoot(kCall, root, layout.nranks));
   const int rank = layout.rank;
   if (rank != root) {
     return InNcclGroup(kCall, comm->nccl, [&] {
@@ -302,19 +220,13 @@ infiniCclResult_t Scatter(const void* sendbuff, void* recvbuff, size_t count, DL
     });
   }
   const auto block = [&](int owner) { return static_cast<size_t>(owner) * count; };
-  if (infiniCclResult_t result = CopyOwnBlock(recvbuff, At(sendbuff, block(root), layout), count,
-                                              layout, *comm, stream, kCall);
-      result != infiniCclSuccess) {
-    return result;
-  }
+  CCLCHECK(CopyOwnBlock(recvbuff, At(sendbuff, block(root), layout), count, layout, *comm, stream,
+                        kCall));
   return InNcclGroup(kCall, comm->nccl, [&] {
     for (int peer = 0; peer < layout.nranks; ++peer) {
       if (peer == root) continue;
-      if (infiniCclResult_t result = SendBlock(At(sendbuff, block(peer), layout), count, peer,
-                                               layout, comm, stream, kCall);
-          result != infiniCclSuccess) {
-        return result;
-      }
+      CCLCHECK(
+          SendBlock(At(sendbuff, block(peer), layout), count, peer, layout, comm, stream, kCall));
     }
     return infiniCclSuccess;
   });
