@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "infini/ccl/error.h"
+#include "infini/common/launch_env.h"
 #include "infini/common/one_line.h"
 
 namespace infini::ccl::internal {
@@ -69,10 +70,14 @@ void InitPlugin(const infiniCclPlugin_t& plugin, const std::string& library_path
   init.option_count = keys.size();
   init.option_keys = keys.data();
   init.option_values = values.data();
-  init.process_rank = FirstNumber({"GLOBAL_PROC_RANK", "RANK", "SLURM_PROCID", "PMI_RANK"});
-  init.process_count = FirstNumber({"PROC_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS", "PMI_SIZE"});
-  init.local_process_rank = FirstNumber({"LOCAL_PROC_RANK", "LOCAL_RANK", "SLURM_LOCALID"});
-  init.local_process_count = FirstNumber({"NPROC_PER_NODE", "LOCAL_WORLD_SIZE"});
+  init.process_rank = FirstNumber(
+      {env::infinitrain::kGlobalProcessRank, env::torchrun::kRank, "SLURM_PROCID", "PMI_RANK"});
+  init.process_count = FirstNumber(
+      {env::infinitrain::kProcessWorldSize, env::torchrun::kWorldSize, "SLURM_NTASKS", "PMI_SIZE"});
+  init.local_process_rank = FirstNumber(
+      {env::infinitrain::kLocalProcessRank, env::torchrun::kLocalRank, "SLURM_LOCALID"});
+  init.local_process_count =
+      FirstNumber({env::infinitrain::kProcessesPerNode, env::torchrun::kLocalWorldSize});
   const infiniCclResult_t result = plugin.init(&init);
   if (result != infiniCclSuccess) {
     const char* why = plugin.get_last_error();

@@ -12,23 +12,25 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
   const int global_rank = world.node_rank * world.processes_per_node + local_rank;
   const int world_size = world.nnodes * world.processes_per_node;
   const std::string restart_count = std::to_string(world.restart_count);
+  namespace torchrun = env::torchrun;
+  namespace infinitrain = env::infinitrain;
   EnvironmentVariables variables = {
       // torchrun's names
-      {"RANK", std::to_string(global_rank)},
-      {"LOCAL_RANK", std::to_string(local_rank)},
-      {"WORLD_SIZE", std::to_string(world_size)},
-      {"LOCAL_WORLD_SIZE", std::to_string(world.processes_per_node)},
-      {"GROUP_RANK", std::to_string(world.node_rank)},
-      {"MASTER_ADDR", world.master_addr},
-      {"MASTER_PORT", std::to_string(world.master_port)},
-      {"TORCHELASTIC_RUN_ID", world.run_id},
-      {"TORCHELASTIC_RESTART_COUNT", restart_count},
+      {torchrun::kRank, std::to_string(global_rank)},
+      {torchrun::kLocalRank, std::to_string(local_rank)},
+      {torchrun::kWorldSize, std::to_string(world_size)},
+      {torchrun::kLocalWorldSize, std::to_string(world.processes_per_node)},
+      {torchrun::kGroupRank, std::to_string(world.node_rank)},
+      {torchrun::kMasterAddr, world.master_addr},
+      {torchrun::kMasterPort, std::to_string(world.master_port)},
+      {torchrun::kRunId, world.run_id},
+      {torchrun::kRestartCount, restart_count},
       // InfiniTrain's names
-      {"NNODES", std::to_string(world.nnodes)},
-      {"NPROC_PER_NODE", std::to_string(world.processes_per_node)},
-      {"GLOBAL_PROC_RANK", std::to_string(global_rank)},
-      {"LOCAL_PROC_RANK", std::to_string(local_rank)},
-      {"PROC_WORLD_SIZE", std::to_string(world_size)},
+      {infinitrain::kNnodes, std::to_string(world.nnodes)},
+      {infinitrain::kProcessesPerNode, std::to_string(world.processes_per_node)},
+      {infinitrain::kGlobalProcessRank, std::to_string(global_rank)},
+      {infinitrain::kLocalProcessRank, std::to_string(local_rank)},
+      {infinitrain::kProcessWorldSize, std::to_string(world_size)},
       // ours
       {env::kBackend, world.ccl_backend},
       {env::kRunId, world.run_id},
@@ -36,17 +38,17 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
       {env::kStorePort, std::to_string(world.store_port)},
       {env::kRestartCount, restart_count},
       // torchrun's agent variables
-      {"ROLE_RANK", std::to_string(global_rank)},
-      {"ROLE_NAME", world.role},
-      {"ROLE_WORLD_SIZE", std::to_string(world_size)},
-      {"GROUP_WORLD_SIZE", std::to_string(world.nnodes)},
-      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(world.max_restarts)},
+      {torchrun::kRoleRank, std::to_string(global_rank)},
+      {torchrun::kRoleName, world.role},
+      {torchrun::kRoleWorldSize, std::to_string(world_size)},
+      {torchrun::kGroupWorldSize, std::to_string(world.nnodes)},
+      {torchrun::kMaxRestarts, std::to_string(world.max_restarts)},
       // MASTER_PORT is free for the program's own store (torchrun's
       // TORCHELASTIC_USE_AGENT_STORE=False case).
-      {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {torchrun::kUseAgentStore, "False"},
   };
   if (!world.inherited_nccl_async_error_handling) {
-    variables.emplace_back("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");  // torchrun's default
+    variables.emplace_back(torchrun::kNcclAsyncErrorHandling, "1");  // torchrun's default
   }
   if (!world.run_token.empty()) variables.emplace_back(env::kRunToken, world.run_token);
   if (!world.visibility_variable.empty()) {
@@ -61,7 +63,7 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
   // torchrun: one OpenMP thread per rank unless the user chose, so that
   // several ranks do not oversubscribe the CPUs.
   if (!inherited_omp_threads && world.processes_per_node > 1) {
-    variables.emplace_back("OMP_NUM_THREADS", "1");
+    variables.emplace_back(torchrun::kOmpNumThreads, "1");
   }
   return variables;
 }

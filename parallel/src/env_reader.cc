@@ -95,45 +95,48 @@ void RequireBlockNumbering(const Environment& environment, const std::string& ra
 }
 
 ProcessTopology ReadOurs(const Environment& environment) {
-  FamilyReader reader(environment, "infini_run", "GLOBAL_PROC_RANK");
+  FamilyReader reader(environment, "infini_run", env::infinitrain::kGlobalProcessRank);
   ProcessTopology topology;
   topology.source = "infini_run";
-  topology.global_proc_rank = reader.Rank("GLOBAL_PROC_RANK");
-  topology.local_proc_rank = reader.Rank("LOCAL_PROC_RANK");
-  const int proc_world_size = reader.Count("PROC_WORLD_SIZE");
-  topology.nnodes = reader.Count("NNODES");
-  topology.processes_per_node = reader.Count("NPROC_PER_NODE");
+  topology.global_proc_rank = reader.Rank(env::infinitrain::kGlobalProcessRank);
+  topology.local_proc_rank = reader.Rank(env::infinitrain::kLocalProcessRank);
+  const int proc_world_size = reader.Count(env::infinitrain::kProcessWorldSize);
+  topology.nnodes = reader.Count(env::infinitrain::kNnodes);
+  topology.processes_per_node = reader.Count(env::infinitrain::kProcessesPerNode);
   if (static_cast<int64_t>(topology.nnodes) * topology.processes_per_node != proc_world_size) {
-    Fail(Quoted(environment, "PROC_WORLD_SIZE") + ": expected NNODES × NPROC_PER_NODE = " +
+    Fail(Quoted(environment, env::infinitrain::kProcessWorldSize) +
+         ": expected NNODES × NPROC_PER_NODE = " +
          std::to_string(int64_t{topology.nnodes} * topology.processes_per_node));
   }
-  reader.RequireLess("GLOBAL_PROC_RANK", topology.global_proc_rank, "PROC_WORLD_SIZE",
-                     proc_world_size);
-  reader.RequireLess("LOCAL_PROC_RANK", topology.local_proc_rank, "NPROC_PER_NODE",
-                     topology.processes_per_node);
-  RequireBlockNumbering(environment, "GLOBAL_PROC_RANK", "LOCAL_PROC_RANK", topology, "");
+  reader.RequireLess(env::infinitrain::kGlobalProcessRank, topology.global_proc_rank,
+                     env::infinitrain::kProcessWorldSize, proc_world_size);
+  reader.RequireLess(env::infinitrain::kLocalProcessRank, topology.local_proc_rank,
+                     env::infinitrain::kProcessesPerNode, topology.processes_per_node);
+  RequireBlockNumbering(environment, env::infinitrain::kGlobalProcessRank,
+                        env::infinitrain::kLocalProcessRank, topology, "");
   topology.node_rank = topology.global_proc_rank / topology.processes_per_node;
   return topology;
 }
 
 ProcessTopology ReadTorchrun(const Environment& environment) {
-  FamilyReader reader(environment, "torchrun", "RANK");
+  FamilyReader reader(environment, "torchrun", env::torchrun::kRank);
   ProcessTopology topology;
   topology.source = "torchrun";
-  topology.global_proc_rank = reader.Rank("RANK");
-  topology.local_proc_rank = reader.Rank("LOCAL_RANK");
-  const int world_size = reader.Count("WORLD_SIZE");
-  topology.processes_per_node = reader.Count("LOCAL_WORLD_SIZE");
-  reader.RequireLess("RANK", topology.global_proc_rank, "WORLD_SIZE", world_size);
-  reader.RequireLess("LOCAL_RANK", topology.local_proc_rank, "LOCAL_WORLD_SIZE",
-                     topology.processes_per_node);
-  topology.nnodes = NodesOf(environment, "WORLD_SIZE", world_size, "LOCAL_WORLD_SIZE",
-                            topology.processes_per_node);
-  RequireBlockNumbering(environment, "RANK", "LOCAL_RANK", topology, "");
+  topology.global_proc_rank = reader.Rank(env::torchrun::kRank);
+  topology.local_proc_rank = reader.Rank(env::torchrun::kLocalRank);
+  const int world_size = reader.Count(env::torchrun::kWorldSize);
+  topology.processes_per_node = reader.Count(env::torchrun::kLocalWorldSize);
+  reader.RequireLess(env::torchrun::kRank, topology.global_proc_rank, env::torchrun::kWorldSize,
+                     world_size);
+  reader.RequireLess(env::torchrun::kLocalRank, topology.local_proc_rank,
+                     env::torchrun::kLocalWorldSize, topology.processes_per_node);
+  topology.nnodes = NodesOf(environment, env::torchrun::kWorldSize, world_size,
+                            env::torchrun::kLocalWorldSize, topology.processes_per_node);
+  RequireBlockNumbering(environment, env::torchrun::kRank, env::torchrun::kLocalRank, topology, "");
   topology.node_rank = topology.global_proc_rank / topology.processes_per_node;
-  if (auto group_rank = reader.OptionalRank("GROUP_RANK");
+  if (auto group_rank = reader.OptionalRank(env::torchrun::kGroupRank);
       group_rank && *group_rank != topology.node_rank) {
-    Fail(Quoted(environment, "GROUP_RANK") + ": expected node rank " +
+    Fail(Quoted(environment, env::torchrun::kGroupRank) + ": expected node rank " +
          std::to_string(topology.node_rank) + " = RANK / LOCAL_WORLD_SIZE");
   }
   return topology;
@@ -253,7 +256,7 @@ StoreLocation ReadStoreLocation(const Environment& environment, const ProcessTop
     location.port = ReadPort(environment, env::kStorePort);
     return location;
   }
-  const bool has_master_port = Get(environment, "MASTER_PORT").has_value();
+  const bool has_master_port = Get(environment, env::torchrun::kMasterPort).has_value();
   if (topology.proc_world_size() == 1 && !has_master_port) return location;  // in-process
   if (!has_master_port) {
     Fail(
@@ -263,8 +266,8 @@ StoreLocation ReadStoreLocation(const Environment& environment, const ProcessTop
         " processes (start the program with infini_run, or set MASTER_ADDR and MASTER_PORT)");
   }
   location.kind = StoreLocation::Kind::kMaster;
-  location.port = ReadPort(environment, "MASTER_PORT");
-  auto master_address = Get(environment, "MASTER_ADDR");
+  location.port = ReadPort(environment, env::torchrun::kMasterPort);
+  auto master_address = Get(environment, env::torchrun::kMasterAddr);
   if (!master_address) {
     if (topology.nnodes > 1) {
       Fail("MASTER_ADDR is not set: expected the address of the node of global rank 0 (" +
@@ -307,8 +310,8 @@ std::optional<int64_t> ReadInteger(const Environment& environment, const std::st
 }
 
 ProcessTopology ReadProcessTopology(const Environment& environment) {
-  if (IsSet(environment, "GLOBAL_PROC_RANK")) return ReadOurs(environment);
-  if (IsSet(environment, "RANK")) return ReadTorchrun(environment);
+  if (IsSet(environment, env::infinitrain::kGlobalProcessRank)) return ReadOurs(environment);
+  if (IsSet(environment, env::torchrun::kRank)) return ReadTorchrun(environment);
   if (IsSet(environment, "SLURM_PROCID")) return ReadSlurm(environment);
   if (IsSet(environment, "OMPI_COMM_WORLD_RANK")) return ReadOpenMpi(environment);
   if (IsSet(environment, "PMI_RANK")) return ReadPmi(environment);
@@ -321,10 +324,10 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
   settings.store = ReadStoreLocation(environment, topology);
   if (auto run_id = Get(environment, env::kRunId)) {
     settings.run_id = *run_id;
-  } else if (auto torch_run_id = Get(environment, "TORCHELASTIC_RUN_ID")) {
+  } else if (auto torch_run_id = Get(environment, env::torchrun::kRunId)) {
     settings.run_id = *torch_run_id;
   }
-  if (auto restarts = ReadInteger(environment, "TORCHELASTIC_RESTART_COUNT", 0, kMaxCount,
+  if (auto restarts = ReadInteger(environment, env::torchrun::kRestartCount, 0, kMaxCount,
                                   "a non-negative integer")) {
     settings.restart_count = static_cast<int>(*restarts);
   }

@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "errors.h"
+#include "infini/common/launch_env.h"
 
 namespace infini::gloo_backend {
 namespace {
 
 constexpr const char* kInterfaceVariable = "GLOO_SOCKET_IFNAME";
 // Where the run's master is, in the order they are consulted.
-constexpr const char* kMasterVariables[] = {"MASTER_ADDR", "INFINI_STORE_ADDR"};
+constexpr const char* kMasterVariables[] = {env::torchrun::kMasterAddr, env::kStoreAddr};
 
 std::string NumericHost(const sockaddr* address) {
   char text[NI_MAXHOST] = {};
@@ -205,7 +206,7 @@ std::string EvidenceOfOtherHosts() {
   const struct {
     const char* world;
     const char* local;
-  } kSizes[] = {{"WORLD_SIZE", "LOCAL_WORLD_SIZE"},
+  } kSizes[] = {{env::torchrun::kWorldSize, env::torchrun::kLocalWorldSize},
                 {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}};
   for (const auto& sizes : kSizes) {
     const auto world = IntegerVariable(sizes.world);

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "infini/ccl/ccl.h"
+#include "infini/common/launch_env.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 
@@ -118,21 +119,21 @@ int main(int argc, char** argv) {
   try {
     const int64_t launched_at_ns = FlagValue(argc, argv, "launched_at_ns");
     const bool print_phases = HasFlag(argc, argv, "--phases");
-    const int rank = EnvInt("RANK");
-    const int world_size = EnvInt("WORLD_SIZE");
-    const int local_rank = EnvInt("LOCAL_RANK");
-    const std::string key = Env("INFINI_RUN_ID") + "/first_allreduce/unique_id";
+    const int rank = EnvInt(infini::env::torchrun::kRank);
+    const int world_size = EnvInt(infini::env::torchrun::kWorldSize);
+    const int local_rank = EnvInt(infini::env::torchrun::kLocalRank);
+    const std::string key = Env(infini::env::kRunId) + "/first_allreduce/unique_id";
 
     phases.Mark("main");
     auto backend = infini::ccl::Backend::Load();  // INFINI_CCL_BACKEND, or auto
     phases.Mark("loaded");
     // Under --isolate_devices the process sees only its own device.
-    const char* isolated = std::getenv("INFINI_CCL_DEVICES_ISOLATED");
+    const char* isolated = std::getenv(infini::env::kDevicesIsolated);
     const int device = isolated != nullptr && std::strcmp(isolated, "1") == 0 ? 0 : local_rank;
     if (backend->info().device_type != kDLCPU) backend->SetDevice(device);
     phases.Mark("device");
     auto store = infini::rendezvous::TcpStoreClient::Connect(
-        Env("INFINI_STORE_ADDR"), static_cast<uint16_t>(EnvInt("INFINI_STORE_PORT")),
+        Env(infini::env::kStoreAddr), static_cast<uint16_t>(EnvInt(infini::env::kStorePort)),
         infini::rendezvous::Store::kDefaultTimeout, infini::rendezvous::RunTokenFromEnvironment());
     infini::ccl::UniqueId id;
     if (rank == 0) {

@@ -34,6 +34,7 @@
 
 #include "../src/communicator.h"  // the plugin's communicator, to call NCCL on the same one
 #include "infini/ccl/ccl.h"
+#include "infini/common/launch_env.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 
@@ -478,17 +479,19 @@ int EnvInt(const char* name) {
 // launcher's store.
 int RunProcess(const std::shared_ptr<const Backend>& backend) {
   Rank r;
-  r.rank = EnvInt("RANK");
-  r.world = EnvInt("WORLD_SIZE");
+  r.rank = EnvInt(infini::env::torchrun::kRank);
+  r.world = EnvInt(infini::env::torchrun::kWorldSize);
   // Under --isolate_devices the process sees only its own device.
-  const char* isolated = std::getenv("INFINI_CCL_DEVICES_ISOLATED");
-  r.device = isolated != nullptr && std::strcmp(isolated, "1") == 0 ? 0 : EnvInt("LOCAL_RANK");
+  const char* isolated = std::getenv(infini::env::kDevicesIsolated);
+  r.device = isolated != nullptr && std::strcmp(isolated, "1") == 0
+                 ? 0
+                 : EnvInt(infini::env::torchrun::kLocalRank);
   r.backend = backend;
   r.sync_ranks = [] {};  // the warm-up collectives line the ranks up
-  const char* run_id = std::getenv("INFINI_RUN_ID");
+  const char* run_id = std::getenv(infini::env::kRunId);
   const std::string prefix = std::string(run_id != nullptr ? run_id : "run") + "/nccl_overhead/";
   auto store = rendezvous::TcpStoreClient::Connect(
-      std::getenv("INFINI_STORE_ADDR"), static_cast<uint16_t>(EnvInt("INFINI_STORE_PORT")),
+      std::getenv(infini::env::kStoreAddr), static_cast<uint16_t>(EnvInt(infini::env::kStorePort)),
       rendezvous::Store::kDefaultTimeout, rendezvous::RunTokenFromEnvironment());
   ncclUniqueId direct_id;
   UniqueId plugin_id;
@@ -517,8 +520,8 @@ int main(int argc, char** argv) {
   using namespace infini::ccl::nccl_bench;
   try {
     auto backend = infini::ccl::Backend::Load("nccl");
-    const bool launched =
-        std::getenv("WORLD_SIZE") != nullptr && std::getenv("INFINI_STORE_ADDR") != nullptr;
+    const bool launched = std::getenv(infini::env::torchrun::kWorldSize) != nullptr &&
+                          std::getenv(infini::env::kStoreAddr) != nullptr;
     return launched ? RunProcess(backend) : RunThreads(backend);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "nccl_overhead_bench: %s\n", error.what());

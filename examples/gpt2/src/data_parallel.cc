@@ -8,6 +8,7 @@
 #include <string>
 
 #include "infini/ccl/ccl.h"
+#include "infini/common/launch_env.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/env_reader.h"
 #include "infini/parallel/process_group.h"
@@ -119,7 +120,7 @@ std::unique_ptr<DataParallelGroup> DataParallelGroup::Create(const std::string& 
   // A direct run is one rank: it needs no backend unless one is named.
   const parallel::ProcessTopology topology =
       parallel::ReadProcessTopology(parallel::CurrentEnvironment());
-  const char* backend_variable = std::getenv("INFINI_CCL_BACKEND");
+  const char* backend_variable = std::getenv(infini::env::kBackend);
   const bool backend_named =
       !backend_spec.empty() || (backend_variable != nullptr && *backend_variable != '\0');
   if (topology.proc_world_size() == 1 && threads_per_process == 1 && !backend_named) {
