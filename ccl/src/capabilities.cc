@@ -45,45 +45,6 @@ const void* EntryOf(const infiniCclPlugin_t& plugin, Collective collective) {
 
 }  // namespace
 
-std::string_view CollectiveName(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce:
-      return "all_reduce";
-    case Collective::kBroadcast:
-      return "broadcast";
-    case Collective::kReduce:
-      return "reduce";
-    case Collective::kAllGather:
-      return "all_gather";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-    case Collective::kSend:
-      return "send";
-    case Collective::kRecv:
-      return "recv";
-    case Collective::kAllToAll:
-      return "all_to_all";
-    case Collective::kBarrier:
-      return "barrier";
-    case Collective::kAllToAllV:
-      return "all_to_all_v";
-    case Collective::kAllGatherV:
-      return "all_gather_v";
-    case Collective::kReduceScatterV:
-      return "reduce_scatter_v";
-    case Collective::kGather:
-      return "gather";
-    case Collective::kScatter:
-      return "scatter";
-  }
-  return "unknown";
-}
-
-bool IsReduction(Collective collective) {
-  return collective == Collective::kAllReduce || collective == Collective::kReduce ||
-         collective == Collective::kReduceScatter || collective == Collective::kReduceScatterV;
-}
-
 std::string_view ReduceOpName(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:

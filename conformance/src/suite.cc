@@ -421,12 +421,6 @@ std::string RunCase(RankContext& context, const CaseSpec& spec) {
   }
 }
 
-bool HasInPlaceForm(Collective collective) {
-  return collective == Collective::kAllReduce || collective == Collective::kReduce ||
-         collective == Collective::kBroadcast || collective == Collective::kAllGather ||
-         collective == Collective::kReduceScatter;
-}
-
 std::string ItemName(Collective collective, DLDataType dtype, std::optional<ReduceOp> op) {
   std::string name = collective == Collective::kSend ? "send_recv_ring"
                                                      : std::string(ccl::CollectiveName(collective));
@@ -464,7 +458,7 @@ Item CollectiveItem(Collective collective, DLDataType dtype, std::optional<Reduc
   item.run = [collective, dtype, op](RankContext& context) {
     for (int64_t count : context.options.counts) {
       for (bool in_place : {false, true}) {
-        if (in_place && !HasInPlaceForm(collective)) continue;
+        if (in_place && !ccl::HasInPlaceForm(collective)) continue;
         const CaseSpec spec{collective, dtype, op, count, in_place};
         const std::string wrong = RunCase(context, spec);
         if (!wrong.empty()) return Fail(Describe(spec) + ": " + wrong);

@@ -297,10 +297,7 @@ const char* GetLastError() { return t_last_error.c_str(); }
 
 int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_t op) {
   if (dtype.lanes != 1) return 0;
-  const bool reduction =
-      collective == infiniCclCollAllReduce || collective == infiniCclCollReduce ||
-      collective == infiniCclCollReduceScatter || collective == infiniCclCollReduceScatterV;
-  return reduction && op == infiniCclAvg ? 0 : 1;
+  return infiniCclCollectiveReduces(collective) && op == infiniCclAvg ? 0 : 1;
 }
 
 // ---- Entries: device runtime (host memory behind kDLExtDev) --------------------

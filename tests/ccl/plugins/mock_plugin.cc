@@ -178,10 +178,7 @@ infiniCclResult_t AsyncError(infiniCclComm_t, infiniCclResult_t* error, const ch
 // No average, and nothing but float32 and int32 for reductions: what an
 // HCCL-like library declares.
 int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_t op) {
-  const bool reduction =
-      collective == infiniCclCollAllReduce || collective == infiniCclCollReduce ||
-      collective == infiniCclCollReduceScatter || collective == infiniCclCollReduceScatterV;
-  if (!reduction) return 1;
+  if (!infiniCclCollectiveReduces(collective)) return 1;
   const bool float32 = dtype.code == kDLFloat && dtype.bits == 32;
   const bool int32 = dtype.code == kDLInt && dtype.bits == 32;
   return (float32 || int32) && op != infiniCclAvg ? 1 : 0;

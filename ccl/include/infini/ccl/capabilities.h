@@ -8,33 +8,10 @@
 #include <cstdint>
 #include <string_view>
 
+#include "infini/ccl/collectives.h"
 #include "infini/ccl/plugin_abi.h"
 
 namespace infini::ccl {
-
-// Operation kinds; values match infiniCclCollective_t. The hot path carries
-// these, names are for logs, debug mode and the watchdog.
-enum class Collective {
-  kAllReduce = infiniCclCollAllReduce,
-  kBroadcast = infiniCclCollBroadcast,
-  kReduce = infiniCclCollReduce,
-  kAllGather = infiniCclCollAllGather,
-  kReduceScatter = infiniCclCollReduceScatter,
-  kSend = infiniCclCollSend,
-  kRecv = infiniCclCollRecv,
-  kAllToAll = infiniCclCollAllToAll,
-  kBarrier = infiniCclCollBarrier,
-  kAllToAllV = infiniCclCollAllToAllV,
-  kAllGatherV = infiniCclCollAllGatherV,
-  kReduceScatterV = infiniCclCollReduceScatterV,
-  kGather = infiniCclCollGather,
-  kScatter = infiniCclCollScatter,
-};
-inline constexpr int kNumCollectives = infiniCclNumCollectives;
-// "all_reduce", "all_to_all_v", ... (the plugin entry's name).
-std::string_view CollectiveName(Collective collective);
-// Whether the collective takes a reduction operator.
-bool IsReduction(Collective collective);
 
 enum class ReduceOp {
   kSum = infiniCclSum,

@@ -59,6 +59,32 @@ typedef enum {
   infiniCclNumCollectives = 14
 } infiniCclCollective_t;
 
+/* constexpr in C++, so that the host's table of collectives
+ * (infini/ccl/collectives.h) is checked against it at compile time. */
+#ifdef __cplusplus
+#define INFINI_CCL_ABI_INLINE static constexpr inline
+#else
+#define INFINI_CCL_ABI_INLINE static inline
+#endif
+
+/* 1 when `collective` takes a reduction operator, else 0 (also for a value
+ * this header does not know). A plugin's supports() asks it, so that it
+ * judges only the type, and the operator for reductions:
+ *   if (infiniCclCollectiveReduces(collective)) return reducible(dtype, op);
+ *   return movable(dtype);
+ * A new collective is one value above and, when it reduces, one case here. */
+INFINI_CCL_ABI_INLINE int infiniCclCollectiveReduces(infiniCclCollective_t collective) {
+  switch (collective) {
+    case infiniCclCollAllReduce:
+    case infiniCclCollReduce:
+    case infiniCclCollReduceScatter:
+    case infiniCclCollReduceScatterV:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 /* ---- Behaviour that no entry's presence can tell (infiniCclPlugin_v2_t.features) */
 /* Non-blocking communicators (config.blocking = 0): init, split and
  * collectives may return infiniCclInProgress (ncclConfig_t.blocking). */
