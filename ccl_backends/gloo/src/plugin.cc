@@ -77,28 +77,14 @@ bool IsMovable(DLDataType dtype) noexcept {
   }
 }
 
+// Reductions: the types and operators gloo's kernels have; everything else
+// moves any type of whole bytes. Which collectives reduce, the ABI says.
 int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_t op) {
-  switch (collective) {
-    case infiniCclCollAllReduce:
-    case infiniCclCollReduce:
-    case infiniCclCollReduceScatter:
-    case infiniCclCollReduceScatterV:
-      return SupportsReduction(dtype, op) ? 1 : 0;
-    case infiniCclCollBroadcast:
-    case infiniCclCollAllGather:
-    case infiniCclCollSend:
-    case infiniCclCollRecv:
-    case infiniCclCollAllToAll:
-    case infiniCclCollAllToAllV:
-    case infiniCclCollAllGatherV:
-    case infiniCclCollGather:
-    case infiniCclCollScatter:
-      return IsMovable(dtype) ? 1 : 0;
-    case infiniCclCollBarrier:
-      return 1;
-    default:
-      return 0;
-  }
+  const int index = static_cast<int>(collective);
+  if (index < 0 || index >= infiniCclNumCollectives) return 0;  // newer than this plugin
+  if (collective == infiniCclCollBarrier) return 1;
+  if (infiniCclCollectiveReduces(collective)) return SupportsReduction(dtype, op) ? 1 : 0;
+  return IsMovable(dtype) ? 1 : 0;
 }
 
 }  // namespace

@@ -5,28 +5,11 @@
 namespace infini::ccl::nccl {
 
 int Supports(infiniCclCollective_t collective, DLDataType datatype, infiniCclRedOp_t op) {
-  switch (collective) {
-    case infiniCclCollAllReduce:
-    case infiniCclCollReduce:
-    case infiniCclCollReduceScatter:
-    case infiniCclCollReduceScatterV:
-      return Reducible(datatype, op) ? 1 : 0;
-    case infiniCclCollBroadcast:
-    case infiniCclCollAllGather:
-    case infiniCclCollSend:
-    case infiniCclCollRecv:
-    case infiniCclCollAllToAll:
-    case infiniCclCollAllToAllV:
-    case infiniCclCollAllGatherV:
-    case infiniCclCollGather:
-    case infiniCclCollScatter:
-      return Movable(datatype) ? 1 : 0;
-    case infiniCclCollBarrier:
-      return 1;
-    case infiniCclNumCollectives:
-      break;
-  }
-  return 0;  // a collective this plugin's header does not know
+  const int index = static_cast<int>(collective);
+  if (index < 0 || index >= infiniCclNumCollectives) return 0;  // unknown to this plugin's header
+  if (collective == infiniCclCollBarrier) return 1;
+  if (infiniCclCollectiveReduces(collective)) return Reducible(datatype, op) ? 1 : 0;
+  return Movable(datatype) ? 1 : 0;
 }
 
 }  // namespace infini::ccl::nccl

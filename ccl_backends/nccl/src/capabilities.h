@@ -17,9 +17,10 @@ inline constexpr uint64_t kFeatures = INFINI_CCL_FEATURE_NONBLOCKING |
                                       INFINI_CCL_FEATURE_CONCURRENT_INIT |
                                       INFINI_CCL_FEATURE_ABORT_UNBLOCKS;
 
-// Reductions (all_reduce, reduce, reduce_scatter, reduce_scatter_v): the
-// types and operators NCCL reduces (types.h: Reducible). Data movement: any
-// type of a whole number of bytes. Barrier: always.
+// Reductions (infiniCclCollectiveReduces: all_reduce, reduce, reduce_scatter,
+// reduce_scatter_v): the types and operators NCCL reduces (types.h:
+// Reducible). Data movement: any type of a whole number of bytes. Barrier:
+// always. A collective newer than this plugin's header: no.
 int Supports(infiniCclCollective_t collective, DLDataType datatype, infiniCclRedOp_t op);
 
 }  // namespace infini::ccl::nccl

@@ -68,9 +68,19 @@ const char* GetErrorString(infiniCclResult_t result) {
 
 const char* GetLastError() { return t_last_error.c_str(); }
 
-// Step 4: answer 1 for each collective × type (× operator) your library
-// computes. Nothing yet.
-int Supports(infiniCclCollective_t, DLDataType, infiniCclRedOp_t) { return 0; }
+// Step 4: answer 1 for each type (and, for a reduction, operator) your
+// library computes. The ABI says which collectives reduce
+// (infiniCclCollectiveReduces), so supports() judges only types and
+// operators, and a collective added to the ABI needs no edit here. Nothing yet.
+bool Reducible(DLDataType, infiniCclRedOp_t) { return false; }  // e.g. float32 with sum
+bool Movable(DLDataType) { return false; }                      // e.g. any type of whole bytes
+
+int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_t op) {
+  const int index = static_cast<int>(collective);
+  if (index < 0 || index >= infiniCclNumCollectives) return 0;  // newer than this plugin
+  if (infiniCclCollectiveReduces(collective)) return Reducible(dtype, op) ? 1 : 0;
+  return Movable(dtype) ? 1 : 0;
+}
 
 // ---- Device runtime (step 2) ------------------------------------------------
 
