@@ -1,4 +1,6 @@
-// The store client: one blocking TCP connection, poll() for every deadline.
+// The store client: one blocking TCP connection, poll() for every deadline
+// (the transport: client_connection.h); here the hello, the retries of
+// Connect, and the requests and their replies.
 //
 // Get and Wait carry their timeout to the server, which answers kTimeout and
 // keeps the connection usable. The client's own deadline (the server's plus a
@@ -8,24 +10,22 @@
 // it since the last reply) is made again before the next request.
 
 #include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+#include <chrono>
+#include <cstdio>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
+#include "client_connection.h"
 #include "hello_auth.h"
+#include "infini/common/launch_env.h"
 #include "infini/common/one_line.h"
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/run_token.h"
@@ -35,8 +35,14 @@
 namespace infini::rendezvous {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
+using store_client::Clamp;
+using store_client::Clock;
+using store_client::Connection;
+using store_client::DeadlineAfter;
+using store_client::IoFailure;
+using store_client::kLongestTimeout;
+using store_client::TryConnect;
 using wire::BodyReader;
 using wire::FrameWriter;
 using wire::MessageType;
@@ -44,22 +50,9 @@ using wire::MessageType;
 // How long past a Get/Wait timeout the client waits for the server's own
 // timeout reply before it declares the server unresponsive.
 constexpr milliseconds kServerReplyGrace{std::chrono::seconds(10)};
-// Timeouts are clamped to this so that deadline arithmetic cannot overflow.
-constexpr milliseconds kLongestTimeout{std::chrono::hours(24 * 365)};
 // The shortest connection attempt while Connect reports its wait: one SYN
 // and its answer, on any network a store is used over.
 constexpr milliseconds kMinAttempt{std::chrono::seconds(1)};
-
-milliseconds Clamp(milliseconds timeout) {
-  return std::clamp(timeout, milliseconds(0), kLongestTimeout);
-}
-
-Clock::time_point DeadlineAfter(milliseconds timeout) { return Clock::now() + Clamp(timeout); }
-
-int MillisecondsLeft(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(left, 0, 1'000'000'000));
-}
 
 // "0.3s", "5s", "300s".
 std::string Seconds(milliseconds duration) {
@@ -79,27 +72,6 @@ std::string QuotedList(const std::vector<std::string>& keys) {
   return text;
 }
 
-std::string ErrnoText(int error) { return std::strerror(error); }
-
-// Waits until `fd` is ready for `events` or the deadline passes (false).
-bool PollUntil(int fd, short events, Clock::time_point deadline) {
-  for (;;) {
-    pollfd descriptor{.fd = fd, .events = events, .revents = 0};
-    const int ready = poll(&descriptor, 1, MillisecondsLeft(deadline));
-    if (ready > 0) return true;  // readiness, or an error that the next call reports
-    if (ready == 0) {
-      if (Clock::now() >= deadline) return false;
-      continue;
-    }
-    if (errno != EINTR) return true;
-  }
-}
-
-// A failed transfer: what happened, without the endpoint.
-struct IoFailure {
-  std::string what;
-};
-
 // The connection ended during the hello without a word from the store (one
 // out of descriptors closes what it cannot serve; a crowded one closes
 // connections to make room): Connect tries again while its time lasts.
@@ -107,107 +79,6 @@ class HelloCut : public StoreError {
  public:
   using StoreError::StoreError;
 };
-
-class Connection {
- public:
-  explicit Connection(int fd) : fd_(fd) {}
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
-  ~Connection() { ::close(fd_); }
-
-  void SendAll(std::string_view bytes, Clock::time_point deadline) {
-    while (!bytes.empty()) {
-      if (!PollUntil(fd_, POLLOUT, deadline)) throw IoFailure{"it did not accept data in time"};
-      const ssize_t sent = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (sent < 0) {
-        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-        throw IoFailure{"sending failed: " + ErrnoText(errno)};
-      }
-      bytes.remove_prefix(static_cast<size_t>(sent));
-    }
-  }
-
-  void ReceiveExactly(char* bytes, size_t length, Clock::time_point deadline,
-                      const std::string& late_message) {
-    while (length > 0) {
-      if (!PollUntil(fd_, POLLIN, deadline)) throw IoFailure{late_message};
-      const ssize_t received = ::recv(fd_, bytes, length, MSG_DONTWAIT);
-      if (received == 0) throw IoFailure{"the store closed the connection"};
-      if (received < 0) {
-        if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-        throw IoFailure{"receiving failed: " + ErrnoText(errno)};
-      }
-      bytes += received;
-      length -= static_cast<size_t>(received);
-    }
-  }
-
-  // Whether the server closed the connection (or reset it) while no request
-  // was in flight; any byte it sent unasked also makes the connection unusable.
-  bool ClosedByPeer() {
-    pollfd descriptor{.fd = fd_, .events = POLLIN, .revents = 0};
-    if (::poll(&descriptor, 1, 0) <= 0) return false;
-    char byte;
-    const ssize_t peeked = ::recv(fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-  }
-
-  // Returns one reply body; a body longer than `max_body_bytes` is taken as a
-  // corrupt stream.
-  std::string ReceiveFrame(Clock::time_point deadline, const std::string& late_message,
-                           size_t max_body_bytes) {
-    char header[wire::kFrameHeaderBytes];
-    ReceiveExactly(header, sizeof(header), deadline, late_message);
-    const uint32_t body_bytes = wire::DecodeU32(header);
-    if (body_bytes == 0 || body_bytes > max_body_bytes) {
-      throw IoFailure{"it sent a malformed reply (length " + std::to_string(body_bytes) + ")"};
-    }
-    std::string body(body_bytes, '\0');
-    ReceiveExactly(body.data(), body.size(), deadline, late_message);
-    return body;
-  }
-
- private:
-  int fd_;
-};
-
-// Connects one socket to `address`, within the deadline; returns the fd or -1
-// with `error` set.
-int ConnectSocket(const addrinfo& address, Clock::time_point deadline, int* error) {
-  const int fd = ::socket(address.ai_family, address.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                          address.ai_protocol);
-  if (fd < 0) {
-    *error = errno;
-    return -1;
-  }
-  if (::connect(fd, address.ai_addr, address.ai_addrlen) != 0) {
-    if (errno != EINPROGRESS) {
-      *error = errno;
-      ::close(fd);
-      return -1;
-    }
-    if (!PollUntil(fd, POLLOUT, deadline)) {
-      *error = ETIMEDOUT;
-      ::close(fd);
-      return -1;
-    }
-    int socket_error = 0;
-    socklen_t length = sizeof(socket_error);
-    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &socket_error, &length) != 0) socket_error = errno;
-    if (socket_error != 0) {
-      *error = socket_error;
-      ::close(fd);
-      return -1;
-    }
-  }
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-  return fd;
-}
-
-int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadline,
-               std::string* failure);
 
 class TcpStoreClientImpl final : public TcpStoreClient {
  public:
@@ -362,7 +233,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
       Break("the server did not ask for the run token");
       throw StoreHandshakeError(
           "store at " + endpoint_ + " does not ask for the run token, but this client holds one (" +
-          kRunTokenVariable + "): it is not this run's store (another program took the port?)");
+          env::kRunToken + "): it is not this run's store (another program took the port?)");
     }
     BodyReader reader(reply);
     uint8_t type = 0;
@@ -404,16 +275,16 @@ class TcpStoreClientImpl final : public TcpStoreClient {
           "store at " + endpoint_ +
           " refused the run token: the store requires one and this client has "
           "none; set " +
-          kRunTokenVariable + " to the run's token");
+          env::kRunToken + " to the run's token");
     }
     if (!auth::ProofMatches(auth::Side::kServer, token_, client_nonce, server_nonce,
                             server_proof)) {
       Break("the server's proof does not match the run token");
       throw StoreHandshakeError(
           "store at " + endpoint_ +
-          " does not hold this client's run token (its proof does not match " + kRunTokenVariable +
-          "): it is another run's store, or " + kRunTokenVariable + " is another run's; set " +
-          kRunTokenVariable + " to the token of the run that started this store");
+          " does not hold this client's run token (its proof does not match " + env::kRunToken +
+          "): it is another run's store, or " + env::kRunToken + " is another run's; set " +
+          env::kRunToken + " to the token of the run that started this store");
     }
     std::string reply =
         Exchange(FrameWriter(MessageType::kProof)
@@ -427,7 +298,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
       if (!refusal.Str(&message)) message = "(no reason given)";
       Break("run token refused");
       throw StoreHandshakeError("store at " + endpoint_ + " refused the run token: " + message +
-                                "; set " + kRunTokenVariable +
+                                "; set " + env::kRunToken +
                                 " to the token of the run that started this store");
     }
     return reply;
@@ -572,32 +443,6 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
   size_t max_keys_per_request_ = 0;
 };
-
-// Connects once to any address of host:port; returns the fd or -1 with a
-// reason.
-int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadline,
-               std::string* failure) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* addresses = nullptr;
-  const int resolved = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses);
-  if (resolved != 0) {
-    *failure = std::string("cannot resolve host '") + OneLine(host) +
-               "': " + (resolved == EAI_SYSTEM ? ErrnoText(errno) : gai_strerror(resolved));
-    return -1;
-  }
-  int fd = -1;
-  for (const addrinfo* address = addresses; address != nullptr && fd < 0;
-       address = address->ai_next) {
-    int error = 0;
-    fd = ConnectSocket(*address, deadline, &error);
-    if (fd < 0) *failure = ErrnoText(error);
-  }
-  freeaddrinfo(addresses);
-  return fd;
-}
 
 }  // namespace
 
