@@ -1,7 +1,8 @@
 // Backend: loading a plugin once per process (the registry, the init entry),
 // the unique id and every way of making communicators (one rank, several
-// ranks of a process, ranks grouped between GroupStart and GroupEnd), each
-// checked against what was asked, and the device runtime.
+// ranks of a process, all of them over a MemoryBootstrapStore, ranks grouped
+// between GroupStart and GroupEnd), each checked against what was asked, and
+// choosing the device (streams, events and buffers are device.cc's).
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -16,6 +17,7 @@
 #include "comm_config.h"
 #include "deferred_init.h"
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/memory_bootstrap_store.h"
 #include "infini/common/launch_env.h"
 #include "membership.h"
 #include "missing_entry.h"
@@ -155,60 +157,6 @@ void CheckRankOf(int world_size, int rank, std::string_view call) {
                     " is outside [0, world_size=" + std::to_string(world_size) + ")");
   }
 }
-
-// An in-process store, for CommInitAll: every rank is here, so a plugin that
-// needs a bootstrap gets one without any server.
-class LocalBootstrapStore : public BootstrapStore {
- public:
-  void Set(const std::string& key, const std::string& value) override {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      values_[key] = value;
-    }
-    changed_.notify_all();
-  }
-  std::string Get(const std::string& key, std::chrono::milliseconds timeout) override {
-    Wait({key}, timeout);
-    std::lock_guard<std::mutex> lock(mutex_);
-    return values_.at(key);
-  }
-  std::optional<std::string> TryGet(const std::string& key) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = values_.find(key);
-    if (found == values_.end()) return std::nullopt;
-    return found->second;
-  }
-  int64_t Add(const std::string& key, int64_t delta) override {
-    int64_t value = 0;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto found = values_.find(key);
-      if (found != values_.end()) value = std::stoll(found->second);
-      value += delta;
-      values_[key] = std::to_string(value);
-    }
-    changed_.notify_all();
-    return value;
-  }
-  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    if (timeout.count() < 0) timeout = std::chrono::minutes(5);
-    std::unique_lock<std::mutex> lock(mutex_);
-    const bool all_there = changed_.wait_for(lock, timeout, [&] {
-      for (const auto& key : keys) {
-        if (values_.count(key) == 0) return false;
-      }
-      return true;
-    });
-    if (!all_there) {
-      throw Error(infiniCclTimeout, "local bootstrap: timed out waiting for key '" + keys[0] + "'");
-    }
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::string> values_;
-};
 
 }  // namespace
 
@@ -400,7 +348,7 @@ std::vector<Communicator> Backend::CommInitRanks(int world_size, const UniqueId&
 
 std::vector<Communicator> Backend::CommInitAll(std::span<const int> devices,
                                                const CommConfig& config) const {
-  auto bootstrap = std::make_shared<LocalBootstrapStore>();
+  auto bootstrap = std::make_shared<MemoryBootstrapStore>();
   const UniqueId id = GetUniqueId(bootstrap);
   std::vector<int> ranks(devices.size());
   for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int>(i);

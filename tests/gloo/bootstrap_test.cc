@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "infini/ccl/memory_bootstrap_store.h"
 #include "rank_runner.h"
 
 namespace infini::gloo_test {
@@ -73,7 +74,7 @@ TEST(GlooBootstrap, RanksMeetThroughTheHostBootstrapWithoutStartingAServer) {
   // A fresh process: no earlier test's private server is listening there.
   RunInFreshProcess([] {
     ASSERT_EQ(ListeningSocketsOfThisProcess(), 0);
-    auto store = std::make_shared<MemoryBootstrapStore>();
+    auto store = std::make_shared<ccl::MemoryBootstrapStore>();
     const ccl::UniqueId id = GlooBackend()->GetUniqueId(store);
     EXPECT_EQ(id.size(), GlooBackend()->info().unique_id_bytes);
     int listening_during = -1;
@@ -98,7 +99,8 @@ TEST(GlooBootstrap, RanksMeetThroughTheHostBootstrapWithoutStartingAServer) {
 }
 
 TEST(GlooBootstrap, IdMadeWithTheBootstrapIsRefusedWithoutOne) {
-  const ccl::UniqueId id = GlooBackend()->GetUniqueId(std::make_shared<MemoryBootstrapStore>());
+  const ccl::UniqueId id =
+      GlooBackend()->GetUniqueId(std::make_shared<ccl::MemoryBootstrapStore>());
   try {
     GlooBackend()->CommInitRank(1, id, 0, ConfigWithTimeout(5000));
     ADD_FAILURE() << "init without the bootstrap the id was made with succeeded";
@@ -109,7 +111,7 @@ TEST(GlooBootstrap, IdMadeWithTheBootstrapIsRefusedWithoutOne) {
 }
 
 TEST(GlooBootstrap, SplitMeetsThroughTheParentsBootstrap) {
-  auto store = std::make_shared<MemoryBootstrapStore>();
+  auto store = std::make_shared<ccl::MemoryBootstrapStore>();
   const ccl::UniqueId id = GlooBackend()->GetUniqueId(store);
   RunThreadRanks(
       4, id,
@@ -152,7 +154,7 @@ TEST(GlooInitRanks, OneCallMakesEveryRankOfTheGroup) {
 }
 
 TEST(GlooInitRanks, BatchOfTwoRanksJoinsARankMadeAloneOverTheBootstrap) {
-  auto store = std::make_shared<MemoryBootstrapStore>();
+  auto store = std::make_shared<ccl::MemoryBootstrapStore>();
   const ccl::UniqueId id = GlooBackend()->GetUniqueId(store);
   const ccl::CommConfig config = ConfigWithTimeout(60000);
   ccl::Communicator alone;

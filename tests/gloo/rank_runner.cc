@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "infini/ccl/memory_bootstrap_store.h"
+
 namespace infini::gloo_test {
 
 const char* LaunchName(Launch launch) {
@@ -25,57 +27,6 @@ const char* LaunchName(Launch launch) {
     default:
       return "processes";
   }
-}
-
-void MemoryBootstrapStore::Set(const std::string& key, const std::string& value) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    values_[key] = value;
-  }
-  changed_.notify_all();
-}
-
-std::string MemoryBootstrapStore::Get(const std::string& key, std::chrono::milliseconds timeout) {
-  Wait({key}, timeout);
-  std::lock_guard<std::mutex> lock(mutex_);
-  return values_.at(key);
-}
-
-int64_t MemoryBootstrapStore::Add(const std::string& key, int64_t delta) {
-  int64_t value = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = values_.find(key);
-    if (found != values_.end()) value = std::stoll(found->second);
-    value += delta;
-    values_[key] = std::to_string(value);
-  }
-  changed_.notify_all();
-  return value;
-}
-
-void MemoryBootstrapStore::Wait(const std::vector<std::string>& keys,
-                                std::chrono::milliseconds timeout) {
-  if (timeout.count() < 0) timeout = std::chrono::minutes(2);
-  std::unique_lock<std::mutex> lock(mutex_);
-  const bool present = changed_.wait_for(lock, timeout, [&] {
-    for (const std::string& key : keys) {
-      if (values_.count(key) == 0) return false;
-    }
-    return true;
-  });
-  if (!present) {
-    throw ccl::Error(infiniCclTimeout, "memory bootstrap: no key '" +
-                                           (keys.empty() ? std::string() : keys.front()) +
-                                           "' after " + std::to_string(timeout.count()) + " ms");
-  }
-}
-
-std::set<std::string> MemoryBootstrapStore::Keys() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  std::set<std::string> keys;
-  for (const auto& [key, value] : values_) keys.insert(key);
-  return keys;
 }
 
 const std::shared_ptr<const ccl::Backend>& GlooBackend() {
@@ -220,7 +171,8 @@ void RunRanks(Launch launch, int world_size, const RankBody& body, const ccl::Co
     ExitChild();
   }
   std::shared_ptr<ccl::BootstrapStore> bootstrap;
-  if (launch == Launch::kThreadsOverBootstrap) bootstrap = std::make_shared<MemoryBootstrapStore>();
+  if (launch == Launch::kThreadsOverBootstrap)
+    bootstrap = std::make_shared<ccl::MemoryBootstrapStore>();
   const ccl::UniqueId id = GlooBackend()->GetUniqueId(bootstrap);
   if (launch != Launch::kProcesses) {
     RunThreadRanks(world_size, id, body, config, bootstrap);

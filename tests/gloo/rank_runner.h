@@ -3,13 +3,8 @@
 // host bootstrap store) or child processes, and reports every rank's failure.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -19,29 +14,13 @@ namespace infini::gloo_test {
 
 enum class Launch {
   kThreads,               // threads; the plugin starts its private store
-  kThreadsOverBootstrap,  // threads sharing a host bootstrap (MemoryBootstrapStore)
+  kThreadsOverBootstrap,  // threads sharing a host bootstrap (ccl::MemoryBootstrapStore)
   kProcesses,             // child processes; the plugin's private store
 };
 const char* LaunchName(Launch launch);
 
 // The gloo backend (loaded once).
 const std::shared_ptr<const ccl::Backend>& GlooBackend();
-
-// A host bootstrap kept in memory, shared by the thread ranks of a test; it
-// remembers every key that was set, so a test can see what the plugin used.
-class MemoryBootstrapStore : public ccl::BootstrapStore {
- public:
-  void Set(const std::string& key, const std::string& value) override;
-  std::string Get(const std::string& key, std::chrono::milliseconds timeout) override;
-  int64_t Add(const std::string& key, int64_t delta) override;
-  void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
-  std::set<std::string> Keys() const;
-
- private:
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<std::string, std::string> values_;
-};
 
 using RankBody = std::function<void(ccl::Communicator& comm)>;
 
