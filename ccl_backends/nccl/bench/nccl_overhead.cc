@@ -71,16 +71,10 @@ void NcclCheck(ncclResult_t result, const char* what) {
   }
 }
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
-
-struct CollectiveInfo {
-  Collective collective;
-  const char* name;
-};
-constexpr CollectiveInfo kCollectives[] = {{Collective::kAllReduce, "all_reduce"},
-                                           {Collective::kAllGather, "all_gather"},
-                                           {Collective::kReduceScatter, "reduce_scatter"},
-                                           {Collective::kBroadcast, "broadcast"}};
+// The collectives compared, in this order; names and count rules are ccl's
+// (infini/ccl/collectives.h).
+constexpr Collective kCompared[] = {Collective::kAllReduce, Collective::kAllGather,
+                                    Collective::kReduceScatter, Collective::kBroadcast};
 
 // nccl-tests' bus bandwidth factor.
 double BusFactor(Collective collective, int world) {
@@ -91,9 +85,9 @@ double BusFactor(Collective collective, int world) {
     case Collective::kReduceScatter:
       return static_cast<double>(world - 1) / world;
     case Collective::kBroadcast:
+    default:
       return 1.0;
   }
-  return 1.0;
 }
 
 std::vector<size_t> Sizes(size_t min_bytes, size_t max_bytes) {
@@ -140,16 +134,13 @@ struct Rank {
 constexpr DLDataType kFloat32{kDLFloat, 32, 1};
 
 // Element counts (float32) of one call of `collective` at `bytes`, as
-// nccl-tests sizes them: all_gather/reduce_scatter's size is the full buffer.
+// nccl-tests sizes them: the size of all_gather and reduce_scatter is the
+// full buffer, and their count one rank's share of it.
 size_t CallCount(Collective collective, size_t bytes, int world) {
   const size_t elements = bytes / sizeof(float);
-  switch (collective) {
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-      return elements / static_cast<size_t>(world);
-    default:
-      return elements;
-  }
+  const CountRule rule = CountRuleOf(collective);
+  const bool per_rank = rule == CountRule::kPerRankSend || rule == CountRule::kPerRankRecv;
+  return per_rank ? elements / static_cast<size_t>(world) : elements;
 }
 
 void Direct(const Rank& r, Collective collective, size_t count) {
@@ -170,6 +161,9 @@ void Direct(const Rank& r, Collective collective, size_t count) {
       NcclCheck(ncclBroadcast(r.send, r.recv, count, ncclFloat32, 0, r.direct, r.stream),
                 "ncclBroadcast");
       break;
+    default:
+      throw std::logic_error("nccl_overhead_bench has no direct call for " +
+                             std::string(CollectiveName(collective)));
   }
 }
 
@@ -211,6 +205,9 @@ void Plugin(const Rank& r, Collective collective, const PluginCall& call) {
     case Collective::kBroadcast:
       comm.Broadcast(call.send, call.recv, 0, *r.plugin_stream);
       break;
+    default:
+      throw std::logic_error("nccl_overhead_bench has no plugin call for " +
+                             std::string(CollectiveName(collective)));
   }
 }
 
@@ -259,7 +256,7 @@ void PrintRow(bool leader, const char* format, ...) {
   std::fflush(stdout);
 }
 
-bool Selected(const char* name) {
+bool Selected(std::string_view name) {
   std::stringstream list(FLAGS_collectives);
   for (std::string item; std::getline(list, item, ',');) {
     if (item == name) return true;
@@ -273,23 +270,22 @@ void BandwidthTable(Rank& r) {
            "\n## Collectives: direct NCCL vs InfiniCCL plugin (float32, sum, out-of-place)\n");
   PrintRow(leader, "%-15s %10s %12s %14s %12s %14s %10s\n", "collective", "size", "direct_us",
            "direct_busbw", "infini_us", "infini_busbw", "delta_us");
-  for (const CollectiveInfo& info : kCollectives) {
-    if (!Selected(info.name)) continue;
+  for (Collective collective : kCompared) {
+    const std::string name(CollectiveName(collective));
+    if (!Selected(name)) continue;
     for (size_t bytes : Sizes(FLAGS_min_bytes, FLAGS_max_bytes)) {
-      const size_t count = CallCount(info.collective, bytes, r.world);
+      const size_t count = CallCount(collective, bytes, r.world);
       if (count == 0) continue;  // smaller than one element per rank
       const bool large = bytes >= FLAGS_large_bytes;
       const int iters = large ? FLAGS_large_iters : FLAGS_iters;
       const int warmup = large ? std::min(FLAGS_warmup_iters, 2) : FLAGS_warmup_iters;
-      const PluginCall call = MakePluginCall(r, info.collective, count);
-      const double direct_us =
-          TimePerCall(r, warmup, iters, [&] { Direct(r, info.collective, count); });
-      const double plugin_us =
-          TimePerCall(r, warmup, iters, [&] { Plugin(r, info.collective, call); });
-      const double factor = BusFactor(info.collective, r.world);
+      const PluginCall call = MakePluginCall(r, collective, count);
+      const double direct_us = TimePerCall(r, warmup, iters, [&] { Direct(r, collective, count); });
+      const double plugin_us = TimePerCall(r, warmup, iters, [&] { Plugin(r, collective, call); });
+      const double factor = BusFactor(collective, r.world);
       const double direct_busbw = bytes / (direct_us * 1e3) * factor;  // GB/s
       const double plugin_busbw = bytes / (plugin_us * 1e3) * factor;
-      PrintRow(leader, "%-15s %10s %12.2f %14.2f %12.2f %14.2f %+10.2f\n", info.name,
+      PrintRow(leader, "%-15s %10s %12.2f %14.2f %12.2f %14.2f %+10.2f\n", name.c_str(),
                SizeText(bytes).c_str(), direct_us, direct_busbw, plugin_us, plugin_busbw,
                plugin_us - direct_us);
     }
