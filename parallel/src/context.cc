@@ -3,7 +3,9 @@
 #include <map>
 #include <mutex>
 
-#include "group_state.h"
+#include "group_creation.h"
+#include "group_environment.h"
+#include "infini/common/launch_env.h"
 #include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
@@ -11,7 +13,6 @@
 #include "infini/parallel/store_access.h"
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/prefix_store.h"
-#include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "run_store.h"
 
@@ -61,7 +62,7 @@ RunStoreEndpoint OpenRunStore(const Environment& environment, const ProcessTopol
   RunStoreEndpoint endpoint;
   // The run's secret, handed down by the launcher; without one (ranks started
   // by torchrun, srun or mpirun) the store is as open as torchrun's.
-  const auto token_entry = environment.find(rendezvous::kRunTokenVariable);
+  const auto token_entry = environment.find(env::kRunToken);
   const std::string token = token_entry != environment.end() ? token_entry->second : "";
   endpoint.token = token;
   const StoreLocation& location = settings.store;
@@ -178,8 +179,25 @@ std::shared_ptr<rendezvous::Store> Context::ConnectStore() const {
 
 std::unique_ptr<ProcessGroup> Context::NewGroup(const std::string& name,
                                                 std::vector<int> global_ranks) {
-  return std::unique_ptr<ProcessGroup>(
-      new ProcessGroup(internal::CreateGroup(shared_from_this(), name, std::move(global_ranks))));
+  // What the group may see of this rank: copies and shared handles, so that
+  // a group (and a watchdog diagnosis of it) never needs the Context.
+  internal::GroupEnvironment environment{
+      .rank = rank_,
+      .backend = backend_,
+      .device_index = device_index_,
+      .shares_device = shares_device_,
+      .store = store_,
+      .connect_store =
+          [host = store_host_, port = store_port_, timeout = store_timeout_, token = store_token_,
+           key_namespace = key_namespace(), settings = settings_] {
+            return internal::ConnectRunStore(host, port, timeout, token, key_namespace, settings);
+          },
+      .key_prefix = key_namespace(),
+      .timeout = settings_.timeout,
+      .debug = settings_.debug,
+  };
+  return std::make_unique<ProcessGroup>(
+      internal::CreateGroup(std::move(environment), name, std::move(global_ranks)));
 }
 
 std::unique_ptr<ProcessGroup> Context::NewWorldGroup() {

@@ -117,8 +117,8 @@ uint32_t FlightRecorder::RegisterGroup(const std::string& store_key, const std::
   return position->second;
 }
 
-uint64_t FlightRecorder::Record(uint32_t group, uint64_t sequence, const char* op, DLDataType dtype,
-                                int64_t count, int global_rank) {
+uint64_t FlightRecorder::Record(uint32_t group, uint64_t sequence, std::string_view op,
+                                DLDataType dtype, int64_t count, int global_rank) {
   const int64_t now = WallMicros();
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = next_id_++;

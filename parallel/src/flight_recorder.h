@@ -2,7 +2,8 @@
 // its analyzer). Every operation of every process group is recorded in a
 // ring of the last kFlightRecorderEntries (group, sequence number, op, dtype,
 // count, state, times). Recording copies a few integers and a static op name
-// under a mutex: no string is built on the hot path.
+// (ccl's name of the collective) under a mutex: no string is built on the
+// hot path.
 //
 // When the watchdog fires, the process publishes its records through the
 // run's store, gathers the other members' for a short while and analyses
@@ -19,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace infini::rendezvous {
@@ -36,7 +38,8 @@ struct FlightEntry {
   uint64_t id = 0;  // 0: empty slot
   uint32_t group = 0;
   uint64_t sequence = 0;
-  const char* op = "";  // a static string
+  // ccl::CollectiveName's text, or parallel's own (work_state.h): static.
+  std::string_view op;
   DLDataType dtype{};
   int64_t count = 0;
   int global_rank = 0;
@@ -55,7 +58,7 @@ class FlightRecorder {
   uint32_t RegisterGroup(const std::string& store_key, const std::string& name,
                          const std::vector<int>& members);
   // Returns the entry's id for Update.
-  uint64_t Record(uint32_t group, uint64_t sequence, const char* op, DLDataType dtype,
+  uint64_t Record(uint32_t group, uint64_t sequence, std::string_view op, DLDataType dtype,
                   int64_t count, int global_rank);
   // No-op when the entry was already overwritten by newer ones.
   void Update(uint64_t id, FlightState state);

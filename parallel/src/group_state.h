@@ -1,7 +1,11 @@
-// Internal: what a ProcessGroup holds, and how it is made.
+// Internal: what a ProcessGroup holds. It is made by CreateGroup
+// (group_creation.h) and issues work in process_group.cc; it sees its rank
+// through a GroupEnvironment, never the Context.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -9,14 +13,15 @@
 #include <vector>
 
 #include "event_pool.h"
+#include "group_environment.h"
 #include "infini/ccl/ccl.h"
-#include "infini/parallel/context.h"
 #include "watchdog.h"
 
 namespace infini::parallel::internal {
 
 class GroupState : public WatchedGroup {
  public:
+  explicit GroupState(GroupEnvironment seen) : environment(std::move(seen)) {}
   ~GroupState() override;
 
   std::string WatchName() const override { return name; }
@@ -26,7 +31,7 @@ class GroupState : public WatchedGroup {
   // Abort from any thread, at most once.
   void AbortOnce();
 
-  std::shared_ptr<Context> context;
+  const GroupEnvironment environment;
   std::string name;
   // "<name>.<hash of members>/<generation>": where the group's keys live.
   std::string store_key;
@@ -44,13 +49,7 @@ class GroupState : public WatchedGroup {
   bool watched = false;
 };
 
-// Collective over `members` (see Context::NewGroup).
-std::unique_ptr<GroupState> CreateGroup(std::shared_ptr<Context> context, const std::string& name,
-                                        std::vector<int> members);
-
-// Next generation of group `key` made by global rank `global_rank` in this
-// process: 0, 1, 2, ... Members make groups in the same order, so their
-// counts agree, and a group made twice never reads the first one's id.
-uint64_t NextGeneration(int global_rank, const std::string& key);
+// "0, 2, 5": a member list in messages.
+std::string MemberList(const std::vector<int>& members);
 
 }  // namespace infini::parallel::internal

@@ -1,6 +1,6 @@
 #include "infini/parallel/unique_id_exchange.h"
 
-#include "group_state.h"
+#include "generation.h"
 #include "infini/parallel/errors.h"
 #include "run_store.h"
 

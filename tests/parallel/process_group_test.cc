@@ -185,6 +185,49 @@ TEST(ProcessGroupTest, CollectiveOnAGroupOfOtherRanksIsAClearError) {
                                HasSubstr("global rank 1 is not a member (members: 0)")));
 }
 
+// The public accessor GradientReducer allocates through (it was a friend of
+// the group's internals).
+TEST(ProcessGroupTest, AGroupNamesTheBackendItsCommunicatorRunsOn) {
+  auto errors = RunRanks(2, [&](Context& context) {
+    auto world = context.NewWorldGroup();
+    auto solo = context.NewGroup("solo", {0});  // global rank 1 is not a member
+    EXPECT_EQ(world->backend(), context.backend());
+    EXPECT_EQ(solo->backend(), context.backend());
+    EXPECT_EQ(world->backend()->info().name, "gloo");
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+}
+
+// A group sees its rank through what it was given (backend, store, rank,
+// timeouts), not through the Context: it works on after the Context is gone.
+TEST(ProcessGroupTest, AGroupKeepsWorkingAfterItsContextIsGone) {
+  std::vector<float> sums(2, 0);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 2; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        auto context = MakeContext(t, 2);
+        auto world = context->NewWorldGroup();
+        const int me = context->rank().global_rank();
+        context.reset();
+        ccl::DeviceBuffer buffer(world->backend(), sizeof(float));
+        const float value = static_cast<float>(me + 1);
+        buffer.CopyFromHost(&value, sizeof(float));
+        auto tensor = buffer.AsTensor(ccl::dtype::kFloat32, 1);
+        world->AllReduce(tensor, tensor, ccl::ReduceOp::kSum);
+        buffer.CopyToHost(&sums[static_cast<size_t>(me)], sizeof(float));
+        world->Barrier();
+      } catch (const std::exception& error) {
+        errors[static_cast<size_t>(t)] = error.what();
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+  EXPECT_EQ(sums, (std::vector<float>{3, 3}));
+}
+
 TEST(ProcessGroupTest, RefusesBadMemberLists) {
   auto context = MakeContext(0, 1);
   EXPECT_THROW(context->NewGroup("twice", {0, 0}), ParallelUsageError);

@@ -8,54 +8,30 @@
 // signature through the store before running it.
 #pragma once
 
-#include <chrono>
-#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/parallel/watchdog.h"
+#include "infini/parallel/work.h"
 
 namespace infini::parallel {
 
-class Context;
 namespace internal {
-struct WorkState;
 class GroupState;
 }  // namespace internal
 
-// The exit status of a process ended by the watchdog (the convention of
-// timeout(1): "it took too long").
-inline constexpr int kWatchdogExitCode = 124;
-
-// One operation in flight.
-class Work {
- public:
-  explicit Work(std::shared_ptr<internal::WorkState> state);
-  // Done, or failed.
-  bool IsCompleted() const;
-  // Blocks the host until the operation is done; throws its error if it
-  // failed. (A hung operation is the watchdog's business.)
-  void Wait() const;
-  // Like Wait(), but gives up after `timeout` and returns false.
-  bool Wait(std::chrono::milliseconds timeout) const;
-  // Makes future work on `compute_stream` wait for this operation, without
-  // blocking the host.
-  void WaitOnStream(const ccl::Stream& compute_stream) const;
-  // The failure, or nullptr.
-  std::exception_ptr error() const;
-  // "all_reduce #3 on group 'world' (64 bytes, global rank 2)".
-  std::string Describe() const;
-
- private:
-  std::shared_ptr<internal::WorkState> state_;
-};
-
+// Made by Context::NewGroup (which is collective over the members); the
+// group itself only issues work.
 class ProcessGroup {
  public:
   ~ProcessGroup();  // destroys the communicator, or aborts it after a failure
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  // Takes over a group made by internal::CreateGroup (Context::NewGroup).
+  explicit ProcessGroup(std::unique_ptr<internal::GroupState> state);
 
   const std::string& name() const;
   const std::vector<int>& members() const;  // global ranks, in group-rank order
@@ -64,6 +40,9 @@ class ProcessGroup {
   int size() const;
   // Global rank of group rank `group_rank`.
   int GlobalRankOf(int group_rank) const;
+  // The backend the group's communicator runs on, for buffers and streams
+  // the group's work uses (a GradientReducer allocates its storage there).
+  const std::shared_ptr<const ccl::Backend>& backend() const;
 
   // Asynchronous forms return at once (host backends: once done); the
   // communication stream first waits for `compute_stream` (default: the
@@ -105,9 +84,6 @@ class ProcessGroup {
   void Abort();
 
  private:
-  friend class Context;
-  friend class GradientReducer;  // allocates on the group's backend
-  explicit ProcessGroup(std::unique_ptr<internal::GroupState> state);
   std::unique_ptr<internal::GroupState> state_;
 };
 

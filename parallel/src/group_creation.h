@@ -1,0 +1,23 @@
+// Internal: making a process group (model: c10d's new_group, which lives
+// outside the ProcessGroup): member validation, the group's keys (a digest
+// of its members and a generation), the unique id shared from its root, the
+// arrival keys that let an overdue init name who never came, and the
+// communicator's init under the watchdog.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "group_environment.h"
+#include "group_state.h"
+
+namespace infini::parallel::internal {
+
+// Collective over `members` (see Context::NewGroup). A rank that is not a
+// member gets a group without a communicator. Throws ParallelUsageError for
+// a bad name or member list.
+std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std::string& name,
+                                        std::vector<int> members);
+
+}  // namespace infini::parallel::internal

@@ -1,0 +1,67 @@
+#include "group_state.h"
+
+#include "flight_recorder.h"
+#include "infini/rendezvous/store.h"
+
+namespace infini::parallel::internal {
+
+std::string MemberList(const std::vector<int>& members) {
+  std::string text;
+  for (size_t i = 0; i < members.size(); ++i) {
+    text += (i == 0 ? "" : ", ") + std::to_string(members[i]);
+  }
+  return text;
+}
+
+GroupState::~GroupState() {
+  if (watched) Watchdog::Instance().RemoveGroup(this);
+  if (!comm.valid()) return;
+  // After a failure, a peer may never answer: destroy would wait forever.
+  bool failed = aborted.load();
+  if (!failed) {
+    const infiniCclResult_t error = AsyncError();
+    failed = error != infiniCclSuccess && error != infiniCclInProgress;
+  }
+  try {
+    if (failed) {
+      AbortOnce();
+    } else {
+      std::lock_guard<std::mutex> lock(abort_mutex);
+      comm.Destroy();
+    }
+  } catch (...) {
+    // A destructor cannot report; the process is ending or moving on.
+  }
+}
+
+infiniCclResult_t GroupState::AsyncError() {
+  if (!comm.valid()) return infiniCclSuccess;
+  try {
+    return comm.GetAsyncError();
+  } catch (const ccl::Error&) {
+    return infiniCclSuccess;
+  }
+}
+
+void GroupState::AbortFromWatchdog() { AbortOnce(); }
+
+void GroupState::ReportHang(const std::function<void(const std::string&)>& print) {
+  HangScene scene;
+  scene.store_key = store_key;
+  scene.name = name;
+  scene.members = members;
+  scene.threads_per_process = environment.rank.threads_per_process();
+  scene.proc_rank = environment.rank.global_proc_rank();
+  // Its own connection: the rank's may be inside a call on another thread.
+  std::shared_ptr<rendezvous::Store> store = environment.connect_store();
+  store->set_timeout(kFlightGatherWindow);
+  GatherHangReport(*store, scene, kFlightGatherWindow, print);
+}
+
+void GroupState::AbortOnce() {
+  std::lock_guard<std::mutex> lock(abort_mutex);
+  aborted = true;
+  if (comm.valid()) comm.Abort();
+}
+
+}  // namespace infini::parallel::internal
