@@ -7,7 +7,7 @@
 namespace infini::rendezvous {
 
 std::string RunTokenFromEnvironment() {
-  const char* token = std::getenv(kRunTokenVariable);
+  const char* token = std::getenv(env::kRunToken);
   return token == nullptr ? std::string() : std::string(token);
 }
 

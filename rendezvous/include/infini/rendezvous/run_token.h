@@ -10,8 +10,8 @@
 
 namespace infini::rendezvous {
 
-// The name of the environment variable that carries the token.
-inline constexpr const char* kRunTokenVariable = env::kRunToken;
+// The variable that carries the token is env::kRunToken
+// (infini/common/launch_env.h, where every launcher variable is named).
 
 // The value of INFINI_RUN_TOKEN, or "" when it is unset (no authentication).
 std::string RunTokenFromEnvironment();
