@@ -14,25 +14,43 @@ namespace infini::rendezvous {
 using wire::FrameWriter;
 using wire::MessageType;
 
+namespace {
+
+// GCC 12 warns on designated initializers that leave fields to their
+// defaults; these name the two kinds of step instead.
+ServerHandshake::Step Refusal(std::string text) {
+  ServerHandshake::Step step;
+  step.refusal = std::move(text);
+  return step;
+}
+
+ServerHandshake::Step Reply(std::string frame) {
+  ServerHandshake::Step step;
+  step.reply = std::move(frame);
+  return step;
+}
+
+}  // namespace
+
 ServerHandshake::Step ServerHandshake::Next(std::string_view body, const HelloTerms& terms) {
   if (state_ == State::kAwaitProof) {
     std::string proof;
     const std::string error = wire::DecodeProof(body, &proof);
     if (!error.empty() || !auth::ProofMatches(auth::Side::kClient, terms.token, client_nonce_,
                                               server_nonce_, proof)) {
-      return {.refusal = error.empty() ? "the proof does not match this run's token" : error};
+      return Refusal(error.empty() ? "the proof does not match this run's token" : error);
     }
     return Accept(terms);
   }
   uint32_t version = 0;
   std::string client_nonce;
   if (std::string error = wire::DecodeHello(body, &version, &client_nonce); !error.empty()) {
-    return {.refusal = std::move(error)};
+    return Refusal(std::move(error));
   }
   if (version != wire::kVersion) {
-    return {.refusal = "store protocol version " + std::to_string(version) +
-                       " is not supported; this server speaks version " +
-                       std::to_string(wire::kVersion)};
+    return Refusal("store protocol version " + std::to_string(version) +
+                   " is not supported; this server speaks version " +
+                   std::to_string(wire::kVersion));
   }
   if (terms.token.empty()) return Accept(terms);
   Step step;
@@ -55,13 +73,13 @@ ServerHandshake::Step ServerHandshake::Accept(const HelloTerms& terms) {
   state_ = State::kReady;
   client_nonce_.clear();
   server_nonce_.clear();
-  return {.reply = FrameWriter(MessageType::kHelloOk)
-                       .U32(wire::kMagic)
-                       .U32(wire::kVersion)
-                       .U64(terms.max_message_bytes)
-                       .U32(static_cast<uint32_t>(
-                           std::min<size_t>(terms.max_keys_per_request, UINT32_MAX)))
-                       .Finish()};
+  return Reply(
+      FrameWriter(MessageType::kHelloOk)
+          .U32(wire::kMagic)
+          .U32(wire::kVersion)
+          .U64(terms.max_message_bytes)
+          .U32(static_cast<uint32_t>(std::min<size_t>(terms.max_keys_per_request, UINT32_MAX)))
+          .Finish());
 }
 
 }  // namespace infini::rendezvous
