@@ -31,17 +31,34 @@ constexpr int kLauncherErrorExitCode = 1;
 // How long queued console output may take to drain at exit.
 constexpr std::chrono::milliseconds kConsoleFlushBound{2000};
 
-WorldContext MakeWorld(const LaunchOptions& options, const NodeRendezvous& node, int attempt) {
+// Where this node's ranks meet in one attempt: from the rendezvous for a
+// real start, made up from the options for --dry_run.
+struct NodePlacement {
+  int node_rank = 0;
+  std::string master_addr;  // the program's own store (MASTER_ADDR:MASTER_PORT)
+  uint16_t master_port = 0;
+  std::string store_addr;  // the launcher's store
+  uint16_t store_port = 0;
+};
+
+NodePlacement PlacementOf(const NodeRendezvous& node) {
+  return {node.node_rank(), node.master_addr(), node.master_port(), node.store_addr(),
+          node.store_port()};
+}
+
+// The world every rank of an attempt shares: the one builder of the real
+// start and of --dry_run, so the two print and set the same variables.
+WorldContext MakeWorld(const LaunchOptions& options, const NodePlacement& placement, int attempt) {
   WorldContext world;
   world.nnodes = options.nnodes;
   world.processes_per_node = options.processes_per_node;
-  world.node_rank = node.node_rank();
+  world.node_rank = placement.node_rank;
   world.run_id = options.run_id;
   world.ccl_backend = options.ccl_backend;
-  world.master_addr = node.master_addr();
-  world.master_port = node.master_port();
-  world.store_addr = node.store_addr();
-  world.store_port = node.store_port();
+  world.master_addr = placement.master_addr;
+  world.master_port = placement.master_port;
+  world.store_addr = placement.store_addr;
+  world.store_port = placement.store_port;
   world.restart_count = attempt;
   world.max_restarts = options.max_restarts;
   world.role = options.role;
@@ -52,9 +69,13 @@ WorldContext MakeWorld(const LaunchOptions& options, const NodeRendezvous& node,
   return world;
 }
 
+// The variables of local rank `local_rank` (real start and --dry_run).
+EnvironmentVariables RankVariables(const WorldContext& world, int local_rank) {
+  return LauncherVariables(world, local_rank, getenv("OMP_NUM_THREADS") != nullptr);
+}
+
 std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldContext& world,
                                     RunLogFolder* logs, int attempt) {
-  const bool omp_set = getenv("OMP_NUM_THREADS") != nullptr;
   std::vector<RankSpec> specs;
   for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
     RankSpec spec;
@@ -62,7 +83,7 @@ std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldCon
     spec.global_rank = world.node_rank * options.processes_per_node + local_rank;
     spec.program_path = options.program_path;
     spec.argv = options.program_argv;
-    spec.environment = MergeEnvironment(environ, LauncherVariables(world, local_rank, omp_set));
+    spec.environment = MergeEnvironment(environ, RankVariables(world, local_rank));
     const int redirected = options.redirects.CodeFor(local_rank);
     const bool shown = options.ShowsOnConsole(local_rank);
     spec.output.global_rank = spec.global_rank;
@@ -87,35 +108,34 @@ std::string ShellQuoted(const std::string& word) {
   return OneLine(quoted + "'");
 }
 
-int PrintDryRun(const LaunchOptions& options) {
-  WorldContext world;
-  world.nnodes = options.nnodes;
-  world.processes_per_node = options.processes_per_node;
-  world.node_rank = std::max(options.node_rank, 0);
-  world.run_id = options.run_id;
-  world.ccl_backend = options.ccl_backend;
-  world.max_restarts = options.max_restarts;
-  world.role = options.role;
-  world.run_token = options.run_token.empty() ? "" : "(secret)";  // never printed
-  world.visibility_variable = options.visibility_variable;
-  world.visible_devices = options.visible_devices;
-  world.inherited_nccl_async_error_handling = getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") != nullptr;
+// --dry_run's placement: the rendezvous endpoint for several nodes (node 0's
+// MASTER_PORT is picked at launch), free local ports for one.
+NodePlacement DryRunPlacement(const LaunchOptions& options) {
+  NodePlacement placement;
+  placement.node_rank = std::max(options.node_rank, 0);
   if (options.multi_node()) {
-    world.master_addr = world.store_addr = options.rendezvous_host;
-    world.store_port = options.rendezvous_port;
-    printf("# multi-node: MASTER_PORT is picked by node 0 at launch (shown as 0)%s\n",
-           options.node_rank < 0 ? "; node rank assigned at join (shown as 0)" : "");
+    placement.master_addr = placement.store_addr = options.rendezvous_host;
+    placement.store_port = options.rendezvous_port;
   } else {
-    world.master_addr = world.store_addr = "127.0.0.1";
-    world.master_port = PickFreePort("127.0.0.1");
-    world.store_port =
+    placement.master_addr = placement.store_addr = "127.0.0.1";
+    placement.master_port = PickFreePort("127.0.0.1");
+    placement.store_port =
         options.rendezvous_port ? options.rendezvous_port : PickFreePort("127.0.0.1");
   }
-  const bool omp_set = getenv("OMP_NUM_THREADS") != nullptr;
+  return placement;
+}
+
+int PrintDryRun(const LaunchOptions& options) {
+  WorldContext world = MakeWorld(options, DryRunPlacement(options), 0);
+  if (!world.run_token.empty()) world.run_token = "(secret)";  // never printed
+  if (options.multi_node()) {
+    printf("# multi-node: MASTER_PORT is picked by node 0 at launch (shown as 0)%s\n",
+           options.node_rank < 0 ? "; node rank assigned at join (shown as 0)" : "");
+  }
   for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
     printf("rank %d (local rank %d):\n", world.node_rank * options.processes_per_node + local_rank,
            local_rank);
-    for (const auto& [name, value] : LauncherVariables(world, local_rank, omp_set)) {
+    for (const auto& [name, value] : RankVariables(world, local_rank)) {
       printf("  %s=%s\n", name.c_str(), ShellQuoted(value).c_str());
     }
     std::string command = "  command: " + ShellQuoted(options.program_path);
@@ -188,7 +208,7 @@ class Launcher {
 
   // Returns the exit status when the run is over, nothing to restart.
   std::optional<int> RunOneAttempt(int attempt) {
-    WorldContext world = MakeWorld(options_, *node_, attempt);
+    WorldContext world = MakeWorld(options_, PlacementOf(*node_), attempt);
     std::vector<RankSpec> specs = MakeRankSpecs(options_, world, logs_.get(), attempt);
     AttemptResult result = RunAttempt(specs, MakeSupervisorOptions(attempt));
     SummaryContext context{
@@ -300,7 +320,11 @@ int RunLauncher(const LaunchOptions& options) {
 int Main(int argc, char** argv) {
   LaunchOptions options;
   try {
-    if (!ParseLaunchCommandLine(argc, argv, &options)) return 0;
+    if (!ParseLaunchCommandLine(argc, argv, &options)) {
+      fputs(LaunchUsage().c_str(), stdout);
+      return 0;
+    }
+    ResolveLaunchOptions(&options);
     if (options.dry_run) return PrintDryRun(options);
   } catch (const UsageError& error) {
     Say(std::string("error: ") + error.what());

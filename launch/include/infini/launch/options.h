@@ -1,4 +1,6 @@
-// What the user asked infini_run to do, parsed and validated.
+// What the user asked infini_run to do: parsed from argv alone
+// (ParseLaunchCommandLine, command_line.cc), then completed from the machine
+// (ResolveLaunchOptions, resolve_options.cc).
 #pragma once
 
 #include <chrono>
@@ -44,8 +46,13 @@ struct StreamSelection {
   int CodeFor(int local_rank) const;
 };
 
+// Fields marked "resolved" are set by ResolveLaunchOptions; the parser
+// leaves them at their defaults.
 struct LaunchOptions {
   int nnodes = 1;
+  // --nproc_per_node as given: a number, or gpu, cpu, auto. The parser sets
+  // processes_per_node for a number and 0 for the others (resolved).
+  std::string processes_per_node_spec = "1";
   int processes_per_node = 1;
   int node_rank = -1;  // -1: assigned in join order
   // Where the launchers meet. Port 0 (single node only): a free port.
@@ -55,38 +62,49 @@ struct LaunchOptions {
   // (host:port each) instead of a store on node 0.
   bool rendezvous_on_etcd = false;
   std::vector<std::string> etcd_endpoints;
+  // --rdzv_id, or derived from the endpoint (torchrun's static form); empty
+  // after parsing otherwise (resolved: generated from host, pid, random).
   std::string run_id;
   bool run_id_given = false;
   std::chrono::milliseconds rendezvous_timeout{std::chrono::seconds(300)};
   // A node whose launcher sent no heartbeat this long is lost; also how long
   // a store call may take and a rank may stay stopped.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(15)};
-  // The run's secret: every store this launcher hosts or joins demands it;
-  // ranks get it as INFINI_RUN_TOKEN. Empty: unauthenticated (multi-node
-  // without a token: torchrun's trusted-network model, with a warning).
+  // The run's secret (resolved: from run_token_file, else INFINI_RUN_TOKEN,
+  // else a new one for a single node): every store this launcher hosts or
+  // joins demands it; ranks get it as INFINI_RUN_TOKEN. Empty:
+  // unauthenticated (multi-node without a token: torchrun's trusted-network
+  // model, with a warning).
   std::string run_token;
+  std::string run_token_file;  // --rdzv_conf=token_file=PATH
   // --local_addr: the MASTER_ADDR node 0 publishes (default: the endpoint host).
   std::string local_addr;
   std::string role = "default";  // --role (ROLE_NAME)
   // --isolate_devices: each rank sees only its own device(s) through the
-  // backend's visibility variable (empty: the backend has none).
+  // backend's visibility variable (resolved; empty: the backend has none).
   bool isolate_devices = false;
   std::string visibility_variable;
-  std::vector<std::string> visible_devices;  // the launcher's own list, if set
-  bool use_pid_namespace = true;
+  std::vector<std::string> visible_devices;  // the launcher's own list, if set (resolved)
+  bool use_pid_namespace = true;             // resolved: INFINI_RUN_PID_NAMESPACE=0 turns it off
+  // --ccl_backend; empty after parsing when not given (resolved:
+  // INFINI_CCL_BACKEND, else auto).
   std::string ccl_backend = "auto";
   int max_restarts = 0;
   std::chrono::milliseconds monitor_interval{100};
   std::chrono::milliseconds term_timeout{std::chrono::seconds(30)};
-  std::string log_dir;  // empty: no log files
+  std::string log_dir;  // empty: no log files (resolved: a private default when --tee/--redirects)
   StreamSelection redirects;
   StreamSelection tee;
   std::vector<int> local_ranks_filter;  // empty: every local rank on the console
   bool dry_run = false;
-  // The program and its arguments; program_argv[0] as the user wrote it,
-  // program_path the executable found (PATH lookup, X_OK checked).
+  // The program and its arguments; program_argv[0] as the user wrote it
+  // (resolved: python3 -u [-m] put before a Python program), program_path
+  // the executable found (resolved: PATH lookup, X_OK checked).
   std::vector<std::string> program_argv;
   std::string program_path;
+  bool python_module = false;    // --module (-m)
+  bool python_run_path = false;  // --run_path
+  bool no_python = false;        // --no_python
 
   bool multi_node() const { return nnodes > 1; }
   bool ShowsOnConsole(int local_rank) const;
@@ -97,9 +115,20 @@ struct LaunchOptions {
 using ::infini::OneLine;
 
 // Parses infini_run's command line (both spellings of every flag, `--` or the
-// first non-flag word starts the program). Throws UsageError. Returns false
-// when --help was asked for (the usage was printed).
+// first non-flag word starts the program) from argv alone: no process,
+// file or environment is read. Throws UsageError. Returns false when --help
+// was asked for (print LaunchUsage()).
 bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options);
+
+// infini_run's --help text (infini/common/usage.h's format).
+std::string LaunchUsage();
+
+// Completes parsed options from the machine: the backend from
+// INFINI_CCL_BACKEND, the run id, the secret (token file or environment),
+// the process count of gpu/cpu/auto (running bin/ccl_info), device
+// isolation, the default log folder and the program's path. Throws
+// UsageError (one line, exit 2).
+void ResolveLaunchOptions(LaunchOptions* options);
 
 // Folder holding the running infini_run (to find ccl_info beside it).
 std::string ExecutableDirectory();

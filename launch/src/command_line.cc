@@ -1,0 +1,497 @@
+// infini_run's command line, parsed: argv -> LaunchOptions with every check
+// that needs nothing beyond argv (no process, file or environment), so it
+// is fuzzed as it is (fuzz/launch_cli_fuzz.cc). What needs the machine (the
+// process count of gpu/cpu/auto, the program's path, the run's secret and
+// id, device isolation) is resolve_options.cc's.
+#include <charconv>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "flag_definitions.h"
+#include "infini/common/usage.h"
+#include "infini/launch/options.h"
+#include "option_checks.h"
+
+namespace infini::launch {
+namespace {
+
+// torchrun's one-letter spellings.
+std::string LongName(const std::string& name) {
+  if (name == "r") return "redirects";
+  if (name == "t") return "tee";
+  if (name == "m") return "module";
+  return name;
+}
+
+const FlagDefinition* FindFlag(const std::string& name) {
+  for (const FlagDefinition& flag : LaunchFlags()) {
+    if (name == flag.name) return &flag;
+  }
+  return nullptr;
+}
+
+// The value of every flag after argv: its default unless given.
+class FlagValues {
+ public:
+  FlagValues() {
+    for (const FlagDefinition& flag : LaunchFlags()) values_[flag.name] = flag.default_value;
+  }
+  void Set(const std::string& name, const std::string& value) { values_[name] = value; }
+  const std::string& operator[](const std::string& name) const { return values_.at(name); }
+  bool Bool(const std::string& name) const {
+    const std::string& value = values_.at(name);
+    return value == "true" || value == "1";
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+std::string Quoted(const std::string& flag, const std::string& value) {
+  return flags::QuotedFlag(flag, value);
+}
+
+bool ParseWholeInt(const std::string& text, long long* value) {
+  if (text.empty()) return false;
+  const char* end = text.data() + text.size();
+  auto [ptr, error] = std::from_chars(text.data(), end, *value);
+  return error == std::errc() && ptr == end;
+}
+
+int ParseIntFlag(const std::string& flag, const std::string& value, long long min_value,
+                 long long max_value, const std::string& expected) {
+  long long parsed = 0;
+  if (!ParseWholeInt(value, &parsed) || parsed < min_value || parsed > max_value) {
+    throw UsageError(flags::BadValueMessage(flag, value, expected));
+  }
+  return static_cast<int>(parsed);
+}
+
+std::chrono::milliseconds ParseSecondsFlag(const std::string& flag, const std::string& value,
+                                           bool zero_allowed) {
+  char* end = nullptr;
+  double seconds = std::strtod(value.c_str(), &end);
+  bool valid = !value.empty() && end == value.c_str() + value.size() && std::isfinite(seconds) &&
+               (zero_allowed ? seconds >= 0 : seconds > 0) && seconds < 1e7;
+  if (!valid) {
+    throw UsageError(Quoted(flag, value) + ": expected a number of seconds" +
+                     (zero_allowed ? " >= 0" : " > 0") + " and below 10000000 (e.g. 30 or 0.5)");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000)));
+}
+
+StreamSelection ParseStreamSelection(const std::string& flag, const std::string& value) {
+  const std::string expected =
+      ": expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or LOCAL_RANK:CODE,... "
+      "(e.g. 0:3,1:2)";
+  StreamSelection selection;
+  if (value.find(':') == std::string::npos) {
+    long long code = 0;
+    if (!ParseWholeInt(value, &code) || code < 0 || code > 3) {
+      throw UsageError(Quoted(flag, value) + expected);
+    }
+    selection.default_code = static_cast<int>(code);
+    return selection;
+  }
+  for (const std::string& entry : SplitList(value, ',')) {
+    size_t colon = entry.find(':');
+    long long local_rank = 0, code = 0;
+    if (colon == std::string::npos || !ParseWholeInt(entry.substr(0, colon), &local_rank) ||
+        local_rank < 0 || local_rank > INT_MAX || !ParseWholeInt(entry.substr(colon + 1), &code) ||
+        code < 0 || code > 3) {
+      throw UsageError(Quoted(flag, value) + expected);
+    }
+    selection.code_by_local_rank[static_cast<int>(local_rank)] = static_cast<int>(code);
+  }
+  return selection;
+}
+
+// "host[:port]" or "[v6addr]:port".
+void ParseEndpoint(const std::string& flag, const std::string& value, uint16_t default_port,
+                   std::string* host, uint16_t* port) {
+  std::string host_part = value;
+  std::string port_part;
+  if (!value.empty() && value[0] == '[') {
+    size_t close = value.find(']');
+    if (close == std::string::npos) {
+      throw UsageError(Quoted(flag, value) + ": expected HOST[:PORT] ('[' without ']')");
+    }
+    host_part = value.substr(1, close - 1);
+    if (close + 1 < value.size()) {
+      if (value[close + 1] != ':') {
+        throw UsageError(Quoted(flag, value) + ": expected [ADDRESS]:PORT");
+      }
+      port_part = value.substr(close + 2);
+      if (port_part.empty()) throw UsageError(Quoted(flag, value) + ": the port is missing");
+    }
+  } else if (size_t colon = value.rfind(':'); colon != std::string::npos) {
+    host_part = value.substr(0, colon);
+    port_part = value.substr(colon + 1);
+    if (port_part.empty()) throw UsageError(Quoted(flag, value) + ": the port is missing");
+  }
+  if (host_part.empty()) {
+    throw UsageError(Quoted(flag, value) + ": expected HOST[:PORT]; the host is missing");
+  }
+  *host = host_part;
+  *port = port_part.empty()
+              ? default_port
+              : static_cast<uint16_t>(ParseIntFlag(flag, port_part, 1, 65535,
+                                                   "HOST[:PORT] with a numeric PORT in 1..65535"));
+}
+
+bool IsSafeRunId(const std::string& run_id) {
+  if (run_id.empty() || run_id.size() > 128 || run_id[0] == '.') return false;
+  for (char c : run_id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct SplitCommandLine {
+  std::vector<std::pair<std::string, std::string>> flag_values;  // name, value
+  std::vector<std::string> program_argv;
+  bool help = false;
+};
+
+// Splits launcher flags from the program, accepting --name=value,
+// --name value, -name, dashes or underscores in names and --noBOOL.
+SplitCommandLine SplitArguments(int argc, char** argv) {
+  SplitCommandLine split;
+  int index = 1;
+  for (; index < argc; ++index) {
+    std::string argument = argv[index];
+    if (argument == "--") {
+      ++index;
+      break;
+    }
+    if (argument.size() < 2 || argument[0] != '-') break;  // the program starts here
+    std::string body = argument.substr(argument[1] == '-' ? 2 : 1);
+    size_t equals = body.find('=');
+    std::string name = LongName(body.substr(0, equals));
+    for (char& c : name) c = c == '-' ? '_' : c;
+    if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
+      split.help = true;
+      continue;
+    }
+    const FlagDefinition* flag = FindFlag(name);
+    std::string value;
+    if (flag == nullptr && name.rfind("no", 0) == 0 && equals == std::string::npos) {
+      flag = FindFlag(name.substr(2));
+      if (flag != nullptr && !flag->is_bool) flag = nullptr;
+      name = name.substr(2);
+      value = "false";
+    } else if (flag != nullptr && equals != std::string::npos) {
+      value = body.substr(equals + 1);
+    } else if (flag != nullptr && flag->is_bool) {
+      value = "true";
+    } else if (flag != nullptr) {
+      if (index + 1 >= argc) throw UsageError(flags::MissingValueMessage("infini_run", name));
+      value = argv[++index];
+    }
+    if (flag == nullptr) {
+      throw UsageError(
+          flags::UnknownFlagMessage("infini_run", argument.substr(0, argument.find('='))) +
+          "; the program's own flags go after the program, or after --");
+    }
+    if (flag->is_bool && value != "true" && value != "false" && value != "1" && value != "0") {
+      throw UsageError(flags::BadValueMessage(name, value, "true or false"));
+    }
+    split.flag_values.emplace_back(name, value);
+  }
+  for (; index < argc; ++index) split.program_argv.push_back(argv[index]);
+  return split;
+}
+
+// torchrun's c10d settings are accepted; ours are honoured; others refused.
+// The token file is read by the resolver.
+void ParseRendezvousConf(const FlagValues& flag, LaunchOptions* options) {
+  static const std::set<std::string> kAcceptedTorchrunKeys = {
+      "read_timeout", "last_call_timeout", "close_timeout", "timeout", "is_host", "use_libuv"};
+  std::optional<std::chrono::milliseconds> keep_alive_interval;
+  std::optional<int> keep_alive_attempts;
+  for (const std::string& setting : SplitList(flag["rdzv_conf"], ',')) {
+    if (setting.empty()) continue;
+    const size_t equals = setting.find('=');
+    const std::string key = setting.substr(0, equals);
+    const std::string value = equals == std::string::npos ? "" : setting.substr(equals + 1);
+    const std::string name = "rdzv_conf " + key;
+    if (key == "join_timeout") {
+      options->rendezvous_timeout = ParseSecondsFlag(name, value, false);
+    } else if (key == "heartbeat_timeout") {
+      options->heartbeat_timeout = ParseSecondsFlag(name, value, false);
+      if (options->heartbeat_timeout < std::chrono::milliseconds(200)) {
+        throw UsageError(Quoted("rdzv_conf", setting) + ": expected at least 0.2 seconds");
+      }
+    } else if (key == "keep_alive_interval") {
+      keep_alive_interval = ParseSecondsFlag(name, value, false);
+    } else if (key == "keep_alive_max_attempt") {
+      keep_alive_attempts = ParseIntFlag(name, value, 1, 1000, "a count in 1..1000");
+    } else if (key == "token_file") {
+      if (value.empty()) throw UsageError(Quoted("rdzv_conf", setting) + ": expected a path");
+      options->run_token_file = value;
+    } else if (!kAcceptedTorchrunKeys.count(key) || equals == std::string::npos) {
+      throw UsageError(Quoted("rdzv_conf", setting) +
+                       ": expected KEY=VALUE with KEY one of join_timeout, heartbeat_timeout, "
+                       "keep_alive_interval, keep_alive_max_attempt, token_file, read_timeout, "
+                       "last_call_timeout, close_timeout, timeout, is_host, use_libuv");
+    }
+  }
+  if (keep_alive_interval || keep_alive_attempts) {
+    options->heartbeat_timeout =
+        keep_alive_interval.value_or(std::chrono::seconds(5)) * keep_alive_attempts.value_or(3);
+  }
+}
+
+// --rdzv_backend=etcd: HOST[:PORT],... (etcd's client port 2379 by default).
+void ParseEtcdEndpoints(const FlagValues& flag, LaunchOptions* options) {
+  if (flag["rdzv_endpoint"].empty()) {
+    throw UsageError("--rdzv_backend=" + flag["rdzv_backend"] +
+                     " needs --rdzv_endpoint=HOST:2379[,HOST:2379...], the etcd members");
+  }
+  for (const std::string& member : SplitList(flag["rdzv_endpoint"], ',')) {
+    std::string host;
+    uint16_t port = 0;
+    ParseEndpoint("rdzv_endpoint", member, 2379, &host, &port);
+    const bool bracket = host.find(':') != std::string::npos;
+    options->etcd_endpoints.push_back((bracket ? "[" + host + "]" : host) + ":" +
+                                      std::to_string(port));
+    if (options->etcd_endpoints.size() == 1) {
+      options->rendezvous_host = host;  // named in messages
+      options->rendezvous_port = port;
+    }
+  }
+}
+
+void ParseRendezvous(const FlagValues& flag, LaunchOptions* options) {
+  const std::string& backend = flag["rdzv_backend"];
+  options->rendezvous_on_etcd = backend == "etcd" || backend == "etcd-v2";
+  if (backend != "c10d" && backend != "static" && !options->rendezvous_on_etcd) {
+    throw UsageError(Quoted("rdzv_backend", backend) + ": expected c10d, static or etcd (etcd-v2)");
+  }
+  options->rendezvous_timeout = ParseSecondsFlag("rdzv_timeout", flag["rdzv_timeout"], false);
+  ParseRendezvousConf(flag, options);
+  if (flag.Bool("standalone")) {
+    if (options->nnodes != 1) {
+      throw UsageError("--standalone runs a single node, but --nnodes=" +
+                       std::to_string(options->nnodes));
+    }
+    return;  // a free local port, whatever else was given (as torchrun)
+  }
+  const std::string& endpoint = flag["rdzv_endpoint"];
+  const std::string& master_addr = flag["master_addr"];
+  const std::string& master_port = flag["master_port"];
+  if (options->rendezvous_on_etcd) {
+    ParseEtcdEndpoints(flag, options);
+  } else if (!endpoint.empty()) {
+    ParseEndpoint("rdzv_endpoint", endpoint, 29400, &options->rendezvous_host,
+                  &options->rendezvous_port);
+  } else if (!master_addr.empty() || !master_port.empty()) {
+    options->rendezvous_host = master_addr.empty() ? "127.0.0.1" : master_addr;
+    options->rendezvous_port =
+        master_port.empty() ? 29500
+                            : static_cast<uint16_t>(ParseIntFlag("master_port", master_port, 1,
+                                                                 65535, "a port in 1..65535"));
+    if (master_addr.find(':') != std::string::npos && master_addr.find('[') == std::string::npos &&
+        master_addr.find("::") == std::string::npos) {
+      throw UsageError(Quoted("master_addr", master_addr) +
+                       ": expected a host without a port (use --master_port)");
+    }
+  } else if (options->multi_node()) {
+    throw UsageError("--nnodes=" + std::to_string(options->nnodes) +
+                     " needs --rdzv_endpoint=HOST[:PORT] (or --master_addr) so the nodes can meet");
+  }
+  if (options->multi_node() && !options->run_id_given) {
+    if (!endpoint.empty() && backend != "static") {
+      throw UsageError("--nnodes=" + std::to_string(options->nnodes) +
+                       " needs --rdzv_id=ID, the same on every node (as torchrun)");
+    }
+    // torchrun's static form (--master_addr/--master_port): the endpoint
+    // names the run.
+    std::string id = "static-";
+    for (char c : options->rendezvous_host) {
+      id += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ? c : '_';
+    }
+    options->run_id = id.substr(0, 100) + "-" + std::to_string(options->rendezvous_port);
+  }
+}
+
+void ParseOutput(const FlagValues& flag, LaunchOptions* options) {
+  options->redirects = ParseStreamSelection("redirects", flag["redirects"]);
+  options->tee = ParseStreamSelection("tee", flag["tee"]);
+  options->log_dir = flag["log_dir"];
+  if (!flag["local_ranks_filter"].empty()) {
+    for (const std::string& entry : SplitList(flag["local_ranks_filter"], ',')) {
+      options->local_ranks_filter.push_back(ParseIntFlag(
+          "local_ranks_filter", entry, 0, INT_MAX,
+          "comma-separated local ranks below --nproc_per_node=" + flag["nproc_per_node"]));
+    }
+  }
+}
+
+void ParseTorchrunOnlyFlags(const FlagValues& flag, LaunchOptions* options) {
+  const std::string& start_method = flag["start_method"];
+  if (start_method != "spawn" && start_method != "fork" && start_method != "forkserver") {
+    throw UsageError(Quoted("start_method", start_method) + ": expected spawn, fork or forkserver");
+  }
+  const std::string& logs_specs = flag["logs_specs"];
+  if (!logs_specs.empty() && logs_specs != "default") {
+    throw UsageError(Quoted("logs_specs", logs_specs) +
+                     ": expected 'default' (infini_run has torchrun's default log layout only)");
+  }
+  const std::string& role = flag["role"];
+  if (role.empty() || role.find_first_of("\n\r=") != std::string::npos) {
+    throw UsageError(Quoted("role", role) + ": expected a name");
+  }
+  options->role = role;
+  const std::string& local_addr = flag["local_addr"];
+  if (local_addr.find_first_of(" \t\n/") != std::string::npos) {
+    throw UsageError(Quoted("local_addr", local_addr) + ": expected a host name or address");
+  }
+  options->local_addr = local_addr;
+}
+
+void ParseProgramForm(const FlagValues& flag, LaunchOptions* options) {
+  options->python_module = flag.Bool("module");
+  options->python_run_path = flag.Bool("run_path");
+  options->no_python = flag.Bool("no_python");
+  if (options->python_module && options->no_python) {
+    throw UsageError("--module and --no_python exclude each other");
+  }
+}
+
+}  // namespace
+
+int StreamSelection::CodeFor(int local_rank) const {
+  auto found = code_by_local_rank.find(local_rank);
+  return found == code_by_local_rank.end() ? default_code : found->second;
+}
+
+bool LaunchOptions::ShowsOnConsole(int local_rank) const {
+  if (local_ranks_filter.empty()) return true;
+  for (int shown : local_ranks_filter) {
+    if (shown == local_rank) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> SplitList(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, separator)) parts.push_back(part);
+  return parts;
+}
+
+void CheckBackendName(const std::string& ccl_backend) {
+  if (ccl_backend.find_first_of(" \t\n=") != std::string::npos) {
+    throw UsageError(Quoted("ccl_backend", ccl_backend) +
+                     ": expected a backend name (nccl, gloo, auto) or a plugin path");
+  }
+}
+
+void CheckAgainstProcessCount(const LaunchOptions& options) {
+  const long long world_size = static_cast<long long>(options.nnodes) * options.processes_per_node;
+  if (world_size > INT_MAX) {
+    throw UsageError("--nnodes=" + std::to_string(options.nnodes) +
+                     " x --nproc_per_node=" + std::to_string(options.processes_per_node) + " = " +
+                     std::to_string(world_size) + " ranks: expected at most " +
+                     std::to_string(INT_MAX));
+  }
+  for (const StreamSelection* selection : {&options.redirects, &options.tee}) {
+    for (const auto& [local_rank, code] : selection->code_by_local_rank) {
+      if (local_rank >= options.processes_per_node) {
+        throw UsageError("--" + std::string(selection == &options.tee ? "tee" : "redirects") +
+                         " names local rank " + std::to_string(local_rank) +
+                         ", expected ranks below --nproc_per_node=" +
+                         std::to_string(options.processes_per_node));
+      }
+    }
+  }
+  for (int local_rank : options.local_ranks_filter) {
+    if (local_rank >= options.processes_per_node) {
+      throw UsageError(
+          flags::BadValueMessage("local_ranks_filter", std::to_string(local_rank),
+                                 "comma-separated local ranks below --nproc_per_node=" +
+                                     std::to_string(options.processes_per_node)));
+    }
+  }
+}
+
+bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
+  SplitCommandLine split = SplitArguments(argc, argv);
+  if (split.help) return false;
+  FlagValues flag;
+  for (const auto& [name, value] : split.flag_values) flag.Set(name, value);
+  options->program_argv = split.program_argv;
+
+  // nnodes: N, or torchrun's MIN:MAX with MIN == MAX (no elastic ranges).
+  std::string nnodes = flag["nnodes"];
+  if (size_t colon = nnodes.find(':'); colon != std::string::npos) {
+    if (nnodes.substr(0, colon) != nnodes.substr(colon + 1)) {
+      throw UsageError(Quoted("nnodes", nnodes) +
+                       ": elastic ranges are not supported, expected one number of nodes");
+    }
+    nnodes = nnodes.substr(0, colon);
+  }
+  options->nnodes = ParseIntFlag("nnodes", nnodes, 1, 1 << 20, "a number of nodes in 1..1048576");
+
+  if (!flag["node_rank"].empty()) {
+    options->node_rank = ParseIntFlag(
+        "node_rank", flag["node_rank"], 0, options->nnodes - 1,
+        "a node rank in [0, " + std::to_string(options->nnodes) + ") (below --nnodes)");
+  } else if (!options->multi_node()) {
+    options->node_rank = 0;
+  }
+
+  const std::string& run_id = flag["rdzv_id"];
+  options->run_id_given = !run_id.empty() && run_id != "none";
+  if (options->run_id_given) {
+    if (!IsSafeRunId(run_id)) {
+      throw UsageError(Quoted("rdzv_id", run_id) +
+                       ": expected 1-128 characters of [A-Za-z0-9._-], not starting with '.'");
+    }
+    options->run_id = run_id;
+  }
+
+  options->ccl_backend = flag["ccl_backend"];
+  CheckBackendName(options->ccl_backend);
+
+  ParseRendezvous(flag, options);
+  options->max_restarts =
+      ParseIntFlag("max_restarts", flag["max_restarts"], 0, 1000000, "a count in 0..1000000");
+  options->monitor_interval = ParseSecondsFlag("monitor_interval", flag["monitor_interval"], false);
+  options->term_timeout = ParseSecondsFlag("term_timeout", flag["term_timeout"], true);
+  options->dry_run = flag.Bool("dry_run");
+
+  // A number is checked here; gpu, cpu and auto need the machine.
+  const std::string& processes_per_node = flag["nproc_per_node"];
+  options->processes_per_node_spec = processes_per_node;
+  if (processes_per_node == "gpu" || processes_per_node == "cpu" || processes_per_node == "auto") {
+    options->processes_per_node = 0;
+  } else {
+    // 65536 processes per node: far above any machine's cores or devices,
+    // and nnodes x nproc_per_node stays an int.
+    options->processes_per_node = ParseIntFlag("nproc_per_node", processes_per_node, 1, 65536,
+                                               "a number in 1..65536, or auto, gpu or cpu");
+  }
+  ParseTorchrunOnlyFlags(flag, options);
+  options->isolate_devices = flag.Bool("isolate_devices");
+  ParseOutput(flag, options);
+  if (options->processes_per_node > 0) CheckAgainstProcessCount(*options);
+  ParseProgramForm(flag, options);
+  if (options->program_argv.empty()) {
+    throw UsageError(
+        "no program given: expected infini_run [FLAGS] [--] PROGRAM [ARGS...] (see --help)");
+  }
+  return true;
+}
+
+}  // namespace infini::launch

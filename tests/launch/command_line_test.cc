@@ -1,0 +1,114 @@
+// infini_run's parser (launch/src/command_line.cc) alone: argv in,
+// LaunchOptions or one UsageError out, with no process started and nothing
+// read from the environment (ResolveLaunchOptions does that).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "infini/launch/options.h"
+
+namespace {
+
+using infini::launch::LaunchOptions;
+using infini::launch::ParseLaunchCommandLine;
+using infini::launch::UsageError;
+using ::testing::HasSubstr;
+
+LaunchOptions Parse(std::vector<std::string> arguments) {
+  arguments.insert(arguments.begin(), "infini_run");
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  argv.push_back(nullptr);
+  LaunchOptions options;
+  EXPECT_TRUE(ParseLaunchCommandLine(static_cast<int>(arguments.size()), argv.data(), &options));
+  return options;
+}
+
+std::string Refusal(const std::vector<std::string>& arguments) {
+  try {
+    Parse(arguments);
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "(accepted)";
+}
+
+TEST(LaunchCommandLine, ParsesTorchrunsSpellingsIntoOptions) {
+  const LaunchOptions options =
+      Parse({"--nnodes=2", "--nproc-per-node", "4", "--node_rank=1", "--rdzv_endpoint=h:1234",
+             "--rdzv_id=job", "-r", "0:3", "--noisolate_devices", "--", "prog", "--x"});
+  EXPECT_EQ(options.nnodes, 2);
+  EXPECT_EQ(options.processes_per_node, 4);
+  EXPECT_EQ(options.node_rank, 1);
+  EXPECT_EQ(options.rendezvous_host, "h");
+  EXPECT_EQ(options.rendezvous_port, 1234);
+  EXPECT_EQ(options.run_id, "job");
+  EXPECT_EQ(options.redirects.CodeFor(0), 3);
+  EXPECT_FALSE(options.isolate_devices);
+  EXPECT_EQ(options.program_argv, (std::vector<std::string>{"prog", "--x"}));
+}
+
+// What needs the machine is left for ResolveLaunchOptions.
+TEST(LaunchCommandLine, LeavesWhatNeedsTheMachineUnresolved) {
+  setenv("INFINI_CCL_BACKEND", "from_environment", 1);
+  setenv("INFINI_RUN_TOKEN", "secret", 1);
+  const LaunchOptions options =
+      Parse({"--nproc_per_node=gpu", "--rdzv_conf=token_file=/no/such/file", "prog"});
+  unsetenv("INFINI_CCL_BACKEND");
+  unsetenv("INFINI_RUN_TOKEN");
+  EXPECT_EQ(options.processes_per_node, 0);  // counted by ccl_info later
+  EXPECT_EQ(options.processes_per_node_spec, "gpu");
+  EXPECT_EQ(options.ccl_backend, "");
+  EXPECT_EQ(options.run_token, "");
+  EXPECT_EQ(options.run_token_file, "/no/such/file");
+  EXPECT_EQ(options.run_id, "");
+  EXPECT_EQ(options.program_path, "");  // not looked up in PATH
+  EXPECT_EQ(options.program_argv, (std::vector<std::string>{"prog"}));
+}
+
+TEST(LaunchCommandLine, TorchrunsStaticFormNamesTheRunAfterTheEndpoint) {
+  const LaunchOptions options =
+      Parse({"--nnodes=2", "--master_addr=10.0.0.1", "--master_port=29500", "prog"});
+  EXPECT_EQ(options.run_id, "static-10.0.0.1-29500");
+}
+
+TEST(LaunchCommandLine, EachBadValueIsOneRefusalNamingTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--no_such_flag=1", "prog"},
+       "unknown flag '--no_such_flag' (see infini_run --help); the program's own flags go after "
+       "the program, or after --"},
+      {{"--nproc_per_node=x", "prog"},
+       "--nproc_per_node='x': expected a number in 1..65536, or auto, gpu or cpu"},
+      {{"--dry_run=maybe", "prog"}, "--dry_run='maybe': expected true or false"},
+      {{"--nnodes"}, "--nnodes needs a value (see infini_run --help)"},
+      {{"--nproc_per_node=2", "--tee=5:1", "prog"},
+       "--tee names local rank 5, expected ranks below --nproc_per_node=2"},
+      {{"--nproc_per_node=2", "--local_ranks_filter=2", "prog"},
+       "--local_ranks_filter='2': expected comma-separated local ranks below --nproc_per_node=2"},
+      {{"--module", "--no_python", "prog"}, "--module and --no_python exclude each other"},
+      {{"--ccl_backend=a b", "prog"},
+       "--ccl_backend='a b': expected a backend name (nccl, gloo, auto) or a plugin path"},
+      {{}, "no program given: expected infini_run [FLAGS] [--] PROGRAM [ARGS...] (see --help)"},
+  };
+  for (const auto& [arguments, refusal] : cases) {
+    EXPECT_EQ(Refusal(arguments), refusal);
+  }
+}
+
+TEST(LaunchCommandLine, HelpIsAskedForAndTheUsageListsEveryFlag) {
+  std::vector<std::string> arguments = {"infini_run", "--nproc_per_node=2", "--help"};
+  std::vector<char*> argv;
+  for (std::string& argument : arguments) argv.push_back(argument.data());
+  LaunchOptions options;
+  EXPECT_FALSE(ParseLaunchCommandLine(static_cast<int>(argv.size()), argv.data(), &options));
+  const std::string usage = infini::launch::LaunchUsage();
+  EXPECT_THAT(usage,
+              ::testing::StartsWith("usage: infini_run [FLAGS] [--] PROGRAM [PROGRAM_ARGS...]\n"));
+  EXPECT_THAT(usage, HasSubstr("\n  --nproc_per_node=VALUE (default: \"1\")\n"));
+  EXPECT_THAT(usage, HasSubstr("\n  --dry_run[=BOOL] (default: false)\n"));
+}
+
+}  // namespace
