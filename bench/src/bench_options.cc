@@ -12,23 +12,16 @@
 namespace infini::bench {
 namespace {
 
-struct CollectiveEntry {
-  Collective collective;
-  std::string_view name;
-};
-
-constexpr CollectiveEntry kCollectives[] = {{Collective::kAllReduce, "all_reduce"},
-                                            {Collective::kAllGather, "all_gather"},
-                                            {Collective::kReduceScatter, "reduce_scatter"},
-                                            {Collective::kBroadcast, "broadcast"},
-                                            {Collective::kReduce, "reduce"},
-                                            {Collective::kSendRecv, "sendrecv"},
-                                            {Collective::kAllToAll, "all_to_all"}};
+// The collectives ccl_bench times; what each is, ccl's table says.
+constexpr Collective kBenchCollectives[] = {Collective::kAllReduce,     Collective::kAllGather,
+                                            Collective::kReduceScatter, Collective::kBroadcast,
+                                            Collective::kReduce,        Collective::kSend,
+                                            Collective::kAllToAll};
 
 std::string CollectiveNameList() {
   std::string names;
-  for (const CollectiveEntry& entry : kCollectives) {
-    names += std::string(names.empty() ? "" : ", ") + std::string(entry.name);
+  for (Collective collective : kBenchCollectives) {
+    names += std::string(names.empty() ? "" : ", ") + std::string(BenchCollectiveName(collective));
   }
   return names;
 }
@@ -69,9 +62,9 @@ std::vector<Collective> ParseCollectives(std::string_view flag, std::string_view
     const size_t comma = std::min(text.find(',', begin), text.size());
     const std::string_view word = text.substr(begin, comma - begin);
     bool known = false;
-    for (const CollectiveEntry& entry : kCollectives) {
-      if (entry.name == word) {
-        collectives.push_back(entry.collective);
+    for (Collective collective : kBenchCollectives) {
+      if (BenchCollectiveName(collective) == word) {
+        collectives.push_back(collective);
         known = true;
       }
     }
@@ -178,28 +171,18 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
 
 }  // namespace
 
-std::string_view CollectiveName(Collective collective) {
-  for (const CollectiveEntry& entry : kCollectives) {
-    if (entry.collective == collective) return entry.name;
-  }
-  return "unknown";
+std::string_view BenchCollectiveName(Collective collective) {
+  return collective == Collective::kSend ? "sendrecv" : ccl::CollectiveName(collective);
 }
 
 const std::vector<Collective>& AllCollectives() {
-  static const auto* all = [] {
-    auto* collectives = new std::vector<Collective>;
-    for (const CollectiveEntry& entry : kCollectives) collectives->push_back(entry.collective);
-    return collectives;
-  }();
+  static const auto* all =
+      new std::vector<Collective>(std::begin(kBenchCollectives), std::end(kBenchCollectives));
   return *all;
 }
 
 std::string_view TimingName(Timing timing) {
   return timing == Timing::kBackToBack ? "back_to_back" : "per_iteration";
-}
-
-bool HasInPlaceForm(Collective collective) {
-  return collective != Collective::kSendRecv && collective != Collective::kAllToAll;
 }
 
 int64_t ParseByteCount(std::string_view flag, std::string_view text) {

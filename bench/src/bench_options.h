@@ -21,22 +21,17 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class Collective {
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kBroadcast,
-  kReduce,
-  kSendRecv,
-  kAllToAll
-};
+// A case times one of ccl's collectives (infini/ccl/collectives.h says what
+// each is: reduces, in-place form). Collective::kSend stands for the
+// send/recv ring: each rank sends to the next and receives from the previous.
+using ccl::Collective;
 
-// "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce",
-// "sendrecv", "all_to_all".
-std::string_view CollectiveName(Collective collective);
+// The name a case goes by in flags and tables: ccl's, except "sendrecv"
+// (nccl-tests' name) for the ring.
+std::string_view BenchCollectiveName(Collective collective);
+// What --collectives=all runs, in this order: all_reduce, all_gather,
+// reduce_scatter, broadcast, reduce, sendrecv, all_to_all.
 const std::vector<Collective>& AllCollectives();
-// True for the collectives that have an in-place form.
-bool HasInPlaceForm(Collective collective);
 
 // How a case's time is measured (both: backend events on the rank's stream).
 //   kBackToBack (nccl-tests'): a barrier, then --iters launches one after

@@ -182,9 +182,9 @@ void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& 
 std::vector<CaseSpec> CasesToRun(const BenchOptions& options, bool report) {
   std::vector<CaseSpec> cases;
   for (Collective collective : options.collectives) {
-    if (options.in_place && !HasInPlaceForm(collective)) {
+    if (options.in_place && !ccl::HasInPlaceForm(collective)) {
       if (report) {
-        std::cerr << "ccl_bench: " << CollectiveName(collective)
+        std::cerr << "ccl_bench: " << BenchCollectiveName(collective)
                   << " has no in-place form; skipped under --inplace\n";
       }
       continue;
@@ -197,27 +197,6 @@ std::vector<CaseSpec> CasesToRun(const BenchOptions& options, bool report) {
   return cases;
 }
 
-// The plugin entry each of ccl_bench's collectives calls.
-ccl::Collective EntryOf(Collective collective) {
-  switch (collective) {
-    case Collective::kAllReduce:
-      return ccl::Collective::kAllReduce;
-    case Collective::kAllGather:
-      return ccl::Collective::kAllGather;
-    case Collective::kReduceScatter:
-      return ccl::Collective::kReduceScatter;
-    case Collective::kBroadcast:
-      return ccl::Collective::kBroadcast;
-    case Collective::kReduce:
-      return ccl::Collective::kReduce;
-    case Collective::kSendRecv:
-      return ccl::Collective::kSend;
-    case Collective::kAllToAll:
-      return ccl::Collective::kAllToAll;
-  }
-  return ccl::Collective::kAllReduce;
-}
-
 // Drops the cases the backend declares it cannot serve (an optional entry it
 // lacks, a type or operator it does not support), saying so once.
 std::vector<CaseSpec> SupportedCases(const std::vector<CaseSpec>& cases,
@@ -225,11 +204,11 @@ std::vector<CaseSpec> SupportedCases(const std::vector<CaseSpec>& cases,
   std::vector<CaseSpec> supported;
   std::string last_skipped;
   for (const CaseSpec& spec : cases) {
-    if (capabilities.Supports(EntryOf(spec.collective), spec.dtype, spec.op)) {
+    if (capabilities.Supports(spec.collective, spec.dtype, spec.op)) {
       supported.push_back(spec);
       continue;
     }
-    const std::string what = std::string(CollectiveName(spec.collective));
+    const std::string what = std::string(BenchCollectiveName(spec.collective));
     if (report && what != last_skipped) {
       std::cerr << "ccl_bench: " << what << " skipped: the backend does not support it on "
                 << ccl::DataTypeName(spec.dtype) << " (ccl_info --capabilities)\n";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <stdexcept>
 #include <vector>
 
 #include "infini/conformance/reference.h"
@@ -11,14 +12,9 @@ namespace {
 
 namespace reference = infini::conformance;
 
-bool Reduces(Collective collective) {
-  return collective == Collective::kAllReduce || collective == Collective::kReduce ||
-         collective == Collective::kReduceScatter;
-}
-
 // What the input values are for: the reduction, or data only moved.
 reference::Purpose PurposeOf(const CaseSpec& spec) {
-  return Reduces(spec.collective) ? reference::Purpose(spec.op) : std::nullopt;
+  return ccl::IsReduction(spec.collective) ? reference::Purpose(spec.op) : std::nullopt;
 }
 
 // What `rank` must hold in its receive view; empty when the output is
@@ -40,9 +36,11 @@ std::vector<double> ExpectedOutput(const CaseSpec& spec, const BufferPlan& plan,
       return reference::ExpectReduceScatter(spec.dtype, spec.op, world_size, rank, chunk);
     case Collective::kAllToAll:
       return reference::ExpectAllToAll(spec.dtype, world_size, rank, chunk);
-    case Collective::kSendRecv:
+    case Collective::kSend:  // the ring: from the previous rank
       return reference::ExpectReceived(spec.dtype, world_size, (rank + world_size - 1) % world_size,
                                        plan.recv_elements);
+    default:
+      break;
   }
   return {};
 }
@@ -54,8 +52,8 @@ std::string CaseName(const CaseSpec& spec, int world_size) {
   const BufferPlan plan =
       PlanBuffers(spec.collective, spec.requested_bytes, element_bytes, world_size);
   std::string name =
-      std::string(CollectiveName(spec.collective)) + "/" + ccl::DataTypeName(spec.dtype) + "/";
-  if (Reduces(spec.collective)) name += std::string(ccl::ReduceOpName(spec.op)) + "/";
+      std::string(BenchCollectiveName(spec.collective)) + "/" + ccl::DataTypeName(spec.dtype) + "/";
+  if (ccl::IsReduction(spec.collective)) name += std::string(ccl::ReduceOpName(spec.op)) + "/";
   name += spec.in_place ? "in_place/" : "out_of_place/";
   return name + "bytes:" + std::to_string(plan.bytes);
 }
@@ -132,8 +130,11 @@ void CollectiveCase::Launch() const {
       return comm.Reduce(send, recv, spec_.op, spec_.root, stream);
     case Collective::kAllToAll:
       return comm.AllToAll(send, recv, stream);
-    case Collective::kSendRecv:
+    case Collective::kSend:
       return SendRecvRing(send, recv);
+    default:
+      throw std::logic_error("ccl_bench has no case for " +
+                             std::string(BenchCollectiveName(spec_.collective)));
   }
 }
 

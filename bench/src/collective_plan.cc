@@ -15,8 +15,10 @@ double BusBandwidthFactor(Collective collective, int world_size) {
       return (ranks - 1) / ranks;
     case Collective::kBroadcast:
     case Collective::kReduce:
-    case Collective::kSendRecv:
+    case Collective::kSend:  // the send/recv ring
       return 1.0;
+    default:
+      break;
   }
   return 1.0;
 }

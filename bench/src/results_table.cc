@@ -8,11 +8,6 @@
 namespace infini::bench {
 namespace {
 
-bool Reduces(Collective collective) {
-  return collective == Collective::kAllReduce || collective == Collective::kReduce ||
-         collective == Collective::kReduceScatter;
-}
-
 bool HasRoot(Collective collective) {
   return collective == Collective::kBroadcast || collective == Collective::kReduce;
 }
@@ -72,7 +67,7 @@ void NcclTestsTableReporter::PrintRun(const Run& run) {
     out << "# " << run.benchmark_name() << ": " << run.error_message << std::endl;
     return;
   }
-  const std::string collective(CollectiveName(spec.collective));
+  const std::string collective(BenchCollectiveName(spec.collective));
   if (collective != current_collective_) {
     current_collective_ = collective;
     out << "#\n# " << collective << ", " << (spec.in_place ? "in-place" : "out-of-place") << "\n"
@@ -82,7 +77,7 @@ void NcclTestsTableReporter::PrintRun(const Run& run) {
   row.bytes = std::llround(CounterOr(run.counters, "bytes", 0));
   row.count = found->second.count;
   row.type = ccl::DataTypeName(spec.dtype);
-  row.redop = Reduces(spec.collective) ? std::string(ccl::ReduceOpName(spec.op)) : "none";
+  row.redop = ccl::IsReduction(spec.collective) ? std::string(ccl::ReduceOpName(spec.op)) : "none";
   row.root = HasRoot(spec.collective) ? spec.root : -1;
   row.time_us = CounterOr(run.counters, "time_us", 0);
   row.algbw_GBps = CounterOr(run.counters, "algbw_GBps", 0);

@@ -51,7 +51,7 @@ TEST(BenchOptions, FlagsSetTheirFieldsInBothSpellings) {
                      "--threads_per_process=4", "--min_bytes=1K", "--max_bytes=4M"},
                     &options));
   EXPECT_EQ(options.collectives,
-            (std::vector<Collective>{Collective::kAllGather, Collective::kSendRecv}));
+            (std::vector<Collective>{Collective::kAllGather, Collective::kSend}));
   EXPECT_EQ(ccl::DataTypeName(options.dtype), "bfloat16");
   EXPECT_EQ(options.op, ccl::ReduceOp::kMax);
   EXPECT_TRUE(options.in_place);
@@ -67,6 +67,24 @@ TEST(BenchOptions, AllSelectsEveryCollective) {
   BenchOptions options;
   ASSERT_TRUE(Parse({"--collectives=all"}, &options));
   EXPECT_EQ(options.collectives.size(), 7u);
+}
+
+// ccl_bench's collectives are ccl's (their properties come from ccl's
+// table); what the user sees stays: the spellings, the order of 'all', and
+// which cases --inplace skips.
+TEST(BenchOptions, CollectivesKeepTheirSpellingsOrderAndInPlaceForms) {
+  std::vector<std::string> names, without_in_place;
+  for (Collective collective : AllCollectives()) {
+    names.emplace_back(BenchCollectiveName(collective));
+    if (!ccl::HasInPlaceForm(collective)) without_in_place.push_back(names.back());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"all_reduce", "all_gather", "reduce_scatter",
+                                             "broadcast", "reduce", "sendrecv", "all_to_all"}));
+  EXPECT_EQ(without_in_place, (std::vector<std::string>{"sendrecv", "all_to_all"}));
+  BenchOptions options;
+  ASSERT_TRUE(Parse({"--collectives=sendrecv"}, &options));
+  EXPECT_EQ(options.collectives, (std::vector<Collective>{Collective::kSend}));
+  EXPECT_THROW(Parse({"--collectives=send"}, &options), UsageError) << "ccl's name, not bench's";
 }
 
 TEST(BenchOptions, UnknownFlagIsRefusedByName) {

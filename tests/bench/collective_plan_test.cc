@@ -12,7 +12,7 @@ TEST(CollectivePlan, BusBandwidthFactorsAreNcclTests) {
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kAllToAll, 2), 0.5);
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kBroadcast, 8), 1.0);
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kReduce, 8), 1.0);
-  EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kSendRecv, 8), 1.0);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kSend, 8), 1.0);
 }
 
 TEST(CollectivePlan, AllGatherBytesAreTheGatheredBuffer) {
@@ -42,8 +42,8 @@ TEST(CollectivePlan, ShardedSizesRoundToWholeElementsPerRank) {
 }
 
 TEST(CollectivePlan, UnshardedCollectivesUseTheWholeBuffer) {
-  for (Collective collective : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce,
-                                Collective::kSendRecv}) {
+  for (Collective collective :
+       {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce, Collective::kSend}) {
     const BufferPlan plan = PlanBuffers(collective, 4096, 2, 8);
     EXPECT_EQ(plan.send_elements, 2048);
     EXPECT_EQ(plan.recv_elements, 2048);
