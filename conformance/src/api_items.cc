@@ -1,0 +1,298 @@
+// The items that are not one collective: the device runtime, the unique id
+// and init, the communicator's queries, barrier, group, split, multi-device
+// and non-blocking init, capture and abort.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "suite_items.h"
+
+namespace infini::conformance::internal {
+
+Outcome DeviceCount(RankContext& context) {
+  const int count = context.backend->DeviceCount();
+  if (!context.device_problem.empty()) return Fail(context.device_problem);
+  return Pass(std::to_string(count) + " visible");
+}
+
+Outcome Memory(RankContext& context) {
+  context.ActivateDevice();
+  const DLDataType dtype = ccl::dtype::kInt32;
+  const std::vector<double> values = InputValues(dtype, std::nullopt, context.rank, 1, 0, 1000);
+  ccl::DeviceBuffer buffer = Upload(context, dtype, values);
+  const std::string wrong = Judge({Collective::kBroadcast, dtype, std::nullopt, 1000, false},
+                                  values, Download(buffer, dtype, 0, values.size()));
+  if (!wrong.empty()) return Fail("host → device → host copy: " + wrong);
+  context.backend->Check(context.backend->plugin().memset_async(buffer.data(), 0, 4000, nullptr),
+                         "memset_async");
+  context.backend->Check(context.backend->plugin().stream_synchronize(nullptr),
+                         "stream_synchronize");
+  const std::vector<double> zeros(1000, 0);
+  const std::string not_zero = Judge({Collective::kBroadcast, dtype, std::nullopt, 1000, false},
+                                     zeros, Download(buffer, dtype, 0, 1000));
+  if (!not_zero.empty()) return Fail("memset_async: " + not_zero);
+  return Pass();
+}
+
+Outcome StreamsAndEvents(RankContext& context) {
+  context.ActivateDevice();
+  ccl::Stream stream(context.backend);
+  ccl::Event start(context.backend), stop(context.backend);
+  start.Record(stream);
+  stop.Record(stream);
+  stream.WaitEvent(stop);
+  stream.Synchronize();
+  stop.Synchronize();
+  if (!stop.Query()) return Fail("event_query says not done after event_synchronize");
+  const float ms = stop.ElapsedMsSince(start);
+  if (!(ms >= 0)) return Fail("event_elapsed_ms gave " + std::to_string(ms) + ", expected >= 0");
+  return Pass();
+}
+
+Outcome UniqueIdThroughStore(RankContext& context) {
+  const size_t declared = context.backend->info().unique_id_bytes;
+  auto bootstrap = MakeBootstrap(*context.run_store, context.item_key + "/bootstrap/");
+  const std::string bytes = context.ShareUniqueId(context.item_key, bootstrap).ToBytes();
+  if (bytes.size() != declared) {
+    return Fail("the id has " + std::to_string(bytes.size()) + " bytes, the plugin declares " +
+                std::to_string(declared));
+  }
+  if (bytes == std::string(declared, '\0')) return Fail("get_unique_id left the id all zero");
+  return Pass(std::to_string(declared) + " bytes");
+}
+
+Outcome WorldInit(RankContext& context) {
+  if (context.world.valid()) {
+    const ccl::Capabilities& caps = context.capabilities();
+    const bool per_thread = caps.init_rank() && (context.threads == 1 || caps.concurrent_init());
+    return Pass(per_thread ? "comm_init_rank on each rank's thread"
+                           : "comm_init_ranks for the ranks of each process");
+  }
+  return {Verdict::kMissing, context.world_problem, false};
+}
+
+Outcome RankAndCount(RankContext& context) {
+  int plugin_rank = -1, plugin_count = -1;
+  const infiniCclPlugin_t& plugin = context.backend->plugin();
+  context.backend->Check(plugin.comm_user_rank(context.world.handle(), &plugin_rank),
+                         "comm_user_rank");
+  context.backend->Check(plugin.comm_count(context.world.handle(), &plugin_count), "comm_count");
+  if (plugin_rank != context.rank || plugin_count != context.world_size) {
+    return Fail("comm_user_rank/comm_count say rank " + std::to_string(plugin_rank) + " of " +
+                std::to_string(plugin_count) + ", expected " + std::to_string(context.rank) +
+                " of " + std::to_string(context.world_size));
+  }
+  return Pass();
+}
+
+Outcome AsyncErrorWhenHealthy(RankContext& context) {
+  std::string message;
+  const infiniCclResult_t state = context.world.GetAsyncError(&message);
+  if (state != infiniCclSuccess) {
+    return Fail(std::string("a healthy communicator reports ") + ccl::ResultName(state) + ": " +
+                message);
+  }
+  return Pass();
+}
+
+// Every rank adds to a counter, then enters the barrier; after it, the
+// counter must hold every rank's addition.
+Outcome BarrierOrders(RankContext& context) {
+  const std::string counter = context.item_key + "/arrived";
+  context.store->Add(counter, 1);
+  context.world.Barrier(context.stream);
+  context.stream.Synchronize();
+  const int64_t arrived = context.store->Add(counter, 0);
+  if (arrived < context.world_size) {
+    return Fail("barrier returned on rank " + std::to_string(context.rank) + " when only " +
+                std::to_string(arrived) + " of " + std::to_string(context.world_size) +
+                " ranks had arrived");
+  }
+  return Pass(context.backend->plugin().barrier != nullptr ? "plugin barrier"
+                                                           : "host fallback (all_reduce)");
+}
+
+namespace {
+
+// Where this rank stands in a communicator, as the suite laid it out.
+struct Position {
+  int rank;
+  int world_size;
+};
+
+// A float32 sum all_reduce of `count` on `comm`, checked against `place`.
+// `settled`, when given, runs between the enqueue and the stream's
+// synchronization: a non-blocking communicator's call may still be in
+// progress (not yet on the stream) when it returns.
+std::string SumCheck(RankContext& context, const ccl::Communicator& comm, Position place,
+                     int64_t count, const std::function<void()>& settled = {}) {
+  const DLDataType dtype = ccl::dtype::kFloat32;
+  const std::vector<double> values =
+      InputValues(dtype, ReduceOp::kSum, place.rank, place.world_size, 0, count);
+  ccl::DeviceBuffer buffer = Upload(context, dtype, values);
+  comm.AllReduce(buffer.AsTensor(dtype, count), buffer.AsTensor(dtype, count), ReduceOp::kSum,
+                 context.stream);
+  if (settled) settled();
+  context.stream.Synchronize();
+  return Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true},
+               ExpectAllReduce(dtype, ReduceOp::kSum, place.world_size, count),
+               Download(buffer, dtype, 0, static_cast<size_t>(count)));
+}
+
+}  // namespace
+
+Outcome GroupAggregates(RankContext& context) {
+  const DLDataType dtype = ccl::dtype::kFloat32;
+  const int64_t count = 33;
+  const auto values =
+      InputValues(dtype, ReduceOp::kSum, context.rank, context.world_size, 0, count);
+  ccl::DeviceBuffer first = Upload(context, dtype, values), second = Upload(context, dtype, values);
+  context.backend->GroupStart();
+  context.world.AllReduce(first.AsTensor(dtype, count), first.AsTensor(dtype, count),
+                          ReduceOp::kSum, context.stream);
+  context.world.AllReduce(second.AsTensor(dtype, count), second.AsTensor(dtype, count),
+                          ReduceOp::kSum, context.stream);
+  context.backend->GroupEnd();
+  context.stream.Synchronize();
+  const auto expected = ExpectAllReduce(dtype, ReduceOp::kSum, context.world_size, count);
+  for (const ccl::DeviceBuffer* buffer : {&first, &second}) {
+    const std::string wrong = Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true},
+                                    expected, Download(*buffer, dtype, 0, count));
+    if (!wrong.empty()) return Fail("two all_reduce in one group: " + wrong);
+  }
+  return Pass();
+}
+
+Outcome SplitHalves(RankContext& context) {
+  // Even and odd ranks; keys reverse the order inside each half.
+  const int color = context.rank % 2;
+  ccl::Communicator half = context.world.Split(color, context.world_size - context.rank);
+  Watched watched(*context.watch, half);
+  int members = 0, position = 0;
+  for (int r = context.world_size - 1; r >= 0; --r) {
+    if (r % 2 != color) continue;
+    if (r == context.rank) position = members;
+    ++members;
+  }
+  if (!half.valid())
+    return Fail("comm_split gave no communicator for color " + std::to_string(color));
+  if (half.world_size() != members || half.rank() != position) {
+    return Fail("the half of color " + std::to_string(color) + " has this rank as " +
+                std::to_string(half.rank()) + " of " + std::to_string(half.world_size()) +
+                ", expected " + std::to_string(position) + " of " + std::to_string(members) +
+                " (ordered by key)");
+  }
+  const std::string wrong = SumCheck(context, half, {position, members}, 17);
+  if (!wrong.empty()) return Fail("all_reduce on the half: " + wrong);
+  half.Destroy();
+  return Pass();
+}
+
+Outcome MultiDeviceInit(RankContext& context) {
+  const auto bootstrap = MakeBootstrap(*context.run_store, context.item_key + "/bootstrap/");
+  const ccl::UniqueId id = context.ShareUniqueId(context.item_key, bootstrap);
+  const int first_rank = context.rank - context.thread_rank;
+  const int first_device = context.device - context.thread_rank;
+  const bool host = context.backend->info().device_type == kDLCPU;
+  ccl::Communicator comm = context.meeting->OnePerThread(
+      context.thread_rank,
+      [&] {
+        std::vector<int> ranks, devices;
+        for (int t = 0; t < context.threads; ++t) {
+          ranks.push_back(first_rank + t);
+          devices.push_back(host ? 0 : first_device + t);
+        }
+        return context.backend->CommInitRanks(context.world_size, id, ranks, devices, {},
+                                              bootstrap);
+      },
+      context.options.item_timeout);
+  Watched watched(*context.watch, comm);
+  context.ActivateDevice();
+  const std::string wrong = SumCheck(context, comm, {context.rank, context.world_size}, 9);
+  if (!wrong.empty()) return Fail("all_reduce after comm_init_ranks: " + wrong);
+  comm.Destroy();
+  return Pass(std::to_string(context.threads) + " rank(s) per comm_init_ranks call");
+}
+
+Outcome NonBlockingInit(RankContext& context) {
+  ccl::CommConfig config;
+  config.blocking = false;
+  ccl::Communicator comm = context.NewCommunicator(context.item_key, config);
+  Watched watched(*context.watch, comm);
+  auto settle = [&](const char* what) -> std::string {
+    std::string message;
+    infiniCclResult_t state = comm.GetAsyncError(&message);
+    while (state == infiniCclInProgress) {  // bounded by the item's watch
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      state = comm.GetAsyncError(&message);
+    }
+    if (state == infiniCclSuccess) return "";
+    return std::string(what) + " ended in " + ccl::ResultName(state) + ": " + message;
+  };
+  if (std::string bad = settle("init"); !bad.empty()) return Fail(bad);
+  std::string enqueue_failure;
+  const std::string wrong = SumCheck(context, comm, {context.rank, context.world_size}, 5,
+                                     [&] { enqueue_failure = settle("all_reduce"); });
+  if (!enqueue_failure.empty()) return Fail(enqueue_failure);
+  if (!wrong.empty()) return Fail("all_reduce on a non-blocking communicator: " + wrong);
+  comm.Destroy();
+  return Pass();
+}
+
+Outcome CaptureReplays(RankContext& context) {
+  const DLDataType dtype = ccl::dtype::kFloat32;
+  const int64_t count = 65;
+  ccl::Stream stream(context.backend);
+  const auto values =
+      InputValues(dtype, ReduceOp::kSum, context.rank, context.world_size, 0, count);
+  ccl::DeviceBuffer send = Upload(context, dtype, values);
+  ccl::DeviceBuffer recv = Upload(context, dtype, {}, count);
+  stream.BeginCapture();
+  context.world.AllReduce(send.AsTensor(dtype, count), recv.AsTensor(dtype, count), ReduceOp::kSum,
+                          stream);
+  ccl::Graph graph = stream.EndCapture();
+  for (int replay = 0; replay < 2; ++replay) {
+    graph.Launch(stream);
+    stream.Synchronize();
+    const std::string wrong =
+        Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, false},
+              ExpectAllReduce(dtype, ReduceOp::kSum, context.world_size, count),
+              Download(recv, dtype, 0, count));
+    if (!wrong.empty()) return Fail("replay " + std::to_string(replay + 1) + ": " + wrong);
+  }
+  return Pass();
+}
+
+// Every rank waits for a message nobody sends; another thread aborts the
+// communicator; the wait must end.
+Outcome AbortUnblocks(RankContext& context) {
+  ccl::Communicator comm = context.NewCommunicator(context.item_key);
+  const DLDataType dtype = ccl::dtype::kFloat32;
+  ccl::DeviceBuffer buffer = Upload(context, dtype, {}, 1);
+  std::atomic<bool> entered{false};
+  std::thread aborter([&] {
+    while (!entered.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // The call has been issued; give it time to block before aborting.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    comm.Abort();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  std::string how = "returned";
+  try {
+    entered = true;
+    comm.Recv(buffer.AsTensor(dtype, 1), (context.rank + 1) % context.world_size, context.stream);
+    context.stream.Synchronize();
+  } catch (const ccl::Error& error) {
+    how = std::string("failed with ") + ccl::ResultName(error.code());
+  }
+  entered = true;
+  aborter.join();
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  return Pass("the blocked recv " + how + " " + std::to_string(waited.count()) +
+              " ms after it began");
+}
+}  // namespace infini::conformance::internal
