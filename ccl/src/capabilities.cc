@@ -77,7 +77,9 @@ Capabilities::Capabilities(const infiniCclPlugin_t& plugin)
       group_(plugin.group_start != nullptr && plugin.group_end != nullptr),
       capture_(plugin.stream_begin_capture != nullptr),
       init_rank_(plugin.comm_init_rank != nullptr),
-      init_ranks_(plugin.comm_init_ranks != nullptr) {
+      init_ranks_(plugin.comm_init_ranks != nullptr),
+      shrink_(plugin.comm_shrink != nullptr),
+      revoke_(plugin.comm_revoke != nullptr) {
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto collective = static_cast<Collective>(c);
     implemented_[c] = EntryOf(plugin, collective) != nullptr;

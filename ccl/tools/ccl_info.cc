@@ -41,6 +41,8 @@ void PrintFeatures(const Capabilities& capabilities) {
       YesNo(capabilities.init_rank()), YesNo(capabilities.multi_device_init()),
       YesNo(capabilities.concurrent_init()), YesNo(capabilities.abort_unblocks()),
       YesNo(capabilities.device_sharing()));
+  std::printf("              shrink=%s revoke=%s\n", YesNo(capabilities.shrink()),
+              YesNo(capabilities.revoke()));
 }
 
 // One line per collective: "all_reduce: float32(sum,prod,max,min,avg) ...".

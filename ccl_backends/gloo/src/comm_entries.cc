@@ -1,5 +1,6 @@
 // The communicator entries: unique ids, init (one rank, or several of this
-// process on threads), split, destroy, abort, state and grouping.
+// process on threads), split, shrink, revoke, destroy, abort, state and
+// grouping.
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -171,6 +172,58 @@ infiniCclResult_t CommSplitEntry(infiniCclComm_t comm, int color, int key, infin
     }
     const CommOptions options = ReadConfig(config, parent.options());
     *newcomm = ToHandle(parent.Split(color, key, options));
+  });
+}
+
+infiniCclResult_t CommShrinkEntry(infiniCclComm_t comm, const int32_t* excluded_ranks,
+                                  int32_t excluded_count, const infiniCclConfig_t* config,
+                                  int32_t flags, infiniCclComm_t* new_comm) {
+  // Not through CommCall: a revoked communicator is what one shrinks.
+  Communicator* parent = FromHandle(comm);
+  if (parent == nullptr) return Fail(infiniCclInvalidArgument, "comm_shrink: comm is NULL");
+  parent->Acquire();
+  ScopedSigpipeBlock no_sigpipe;
+  const infiniCclResult_t result = Guarded("comm_shrink", [&] {
+    RequireArgument(new_comm != nullptr, "new_comm is NULL");
+    *new_comm = nullptr;
+    RequireArgument(excluded_count >= 0 && (excluded_count == 0 || excluded_ranks != nullptr),
+                    "excluded_ranks is NULL or excluded_count " + std::to_string(excluded_count) +
+                        " is negative");
+    RequireArgument((flags & ~INFINI_CCL_SHRINK_ABORT) == 0,
+                    "flags " + std::to_string(flags) +
+                        ": expected INFINI_CCL_SHRINK_DEFAULT or INFINI_CCL_SHRINK_ABORT");
+    if (parent->aborted()) {
+      throw PluginError(infiniCclAborted, "the communicator was aborted (comm_abort)");
+    }
+    if (InGroup()) {
+      throw PluginError(infiniCclInvalidUsage,
+                        "comm_shrink inside group_start/group_end is not supported by the gloo "
+                        "backend; call it outside a group");
+    }
+    const std::vector<int32_t> excluded(excluded_ranks, excluded_ranks + excluded_count);
+    for (size_t i = 0; i < excluded.size(); ++i) {
+      RequireArgument(excluded[i] >= 0 && excluded[i] < parent->world_size() &&
+                          excluded[i] != parent->rank() &&
+                          (i == 0 || excluded[i - 1] < excluded[i]),
+                      "excluded_ranks[" + std::to_string(i) + "] " + std::to_string(excluded[i]) +
+                          ": expected sorted, distinct ranks of the communicator other than "
+                          "this one (" +
+                          std::to_string(parent->rank()) + ")");
+    }
+    const CommOptions options = ReadConfig(config, parent->options());
+    *new_comm = ToHandle(parent->Shrink(excluded, (flags & INFINI_CCL_SHRINK_ABORT) != 0, options));
+    return infiniCclSuccess;
+  });
+  parent->Release();
+  return result;
+}
+
+infiniCclResult_t CommRevokeEntry(infiniCclComm_t comm) {
+  ScopedSigpipeBlock no_sigpipe;
+  return Guarded("comm_revoke", [&] {
+    RequireArgument(comm != nullptr, "comm is NULL");
+    FromHandle(comm)->Revoke();
+    return infiniCclSuccess;
   });
 }
 

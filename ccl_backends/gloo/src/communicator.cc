@@ -67,6 +67,20 @@ Communicator* Communicator::Split(int color, int key, const CommOptions& options
   return Create(static_cast<int>(members.size()), new_rank, store_, std::move(prefix), options);
 }
 
+Communicator* Communicator::Shrink(const std::vector<int32_t>& excluded, bool abort_first,
+                                   const CommOptions& options) {
+  if (abort_first) Revoke();
+  const uint64_t shrink_index = next_shrink_index_++;
+  const auto below = std::lower_bound(excluded.begin(), excluded.end(), rank_) - excluded.begin();
+  const int new_rank = rank_ - static_cast<int>(below);
+  const int new_size = world_size_ - static_cast<int>(excluded.size());
+  // Survivors derive the same prefix; the list in it keeps two different
+  // shrinks of one parent (survivors that disagree) from meeting.
+  std::string prefix = key_prefix_ + "/shrink" + std::to_string(shrink_index) + "/x";
+  for (int32_t rank : excluded) prefix += "." + std::to_string(rank);
+  return Create(new_size, new_rank, store_, std::move(prefix), options);
+}
+
 void Communicator::Abort() {
   aborted_.store(true);
   RecordAsyncError(infiniCclAborted, "the communicator was aborted (comm_abort)");
@@ -75,9 +89,21 @@ void Communicator::Abort() {
   }
 }
 
+void Communicator::Revoke() {
+  revoked_.store(true);
+  RecordAsyncError(infiniCclRemoteError, "the communicator was revoked (comm_revoke)");
+  if (context_ != nullptr && context_->transport() != nullptr) {
+    context_->transport()->Abort("communicator revoked by comm_revoke");
+  }
+}
+
 void Communicator::ThrowIfAborted() const {
   if (aborted()) {
     throw PluginError(infiniCclAborted, "the communicator was aborted (comm_abort)");
+  }
+  if (revoked()) {
+    throw PluginError(infiniCclRemoteError,
+                      "the communicator was revoked (comm_revoke); shrink it or destroy it");
   }
 }
 

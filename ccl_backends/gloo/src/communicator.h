@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "config.h"
 #include "infini/ccl/plugin_abi.h"
@@ -69,10 +70,24 @@ class Communicator {
   // Collective (ncclCommSplit): nullptr for color < 0.
   Communicator* Split(int color, int key, const CommOptions& options);
 
+  // Collective over the ranks not in `excluded` (sorted, distinct, not
+  // this rank): a new communicator of them, ranks renumbered, met through
+  // this one's store under keys of its own (this communicator's prefix, its
+  // shrink count and the list), so no key of this context is reused and
+  // no excluded rank needs to be alive. `abort_first` revokes this
+  // communicator before (a blocked call waiting on a dead peer returns).
+  Communicator* Shrink(const std::vector<int32_t>& excluded, bool abort_first,
+                       const CommOptions& options);
+
   // Fails the blocked and future operations of this communicator.
   void Abort();
   bool aborted() const { return aborted_.load(); }
-  // Throws PluginError(infiniCclAborted) once Abort ran.
+  // Fails the blocked and future operations with infiniCclRemoteError;
+  // Shrink and destroy still work (MPI_Comm_revoke).
+  void Revoke();
+  bool revoked() const { return revoked_.load(); }
+  // Throws PluginError(infiniCclAborted) once Abort ran, and
+  // PluginError(infiniCclRemoteError) once Revoke ran.
   void ThrowIfAborted() const;
 
   // Keeps the first error that left the communicator unusable (a dead peer,
@@ -102,7 +117,9 @@ class Communicator {
   std::shared_ptr<GlooContext> context_;
   uint32_t next_tag_ = 0;
   uint64_t next_split_index_ = 0;
+  uint64_t next_shrink_index_ = 0;  // the same on every survivor: shrinks are collective
   std::atomic<bool> aborted_{false};
+  std::atomic<bool> revoked_{false};
   mutable std::mutex async_error_mutex_;
   std::atomic<infiniCclResult_t> async_error_{infiniCclSuccess};
   std::string async_error_message_;

@@ -18,6 +18,10 @@ infiniCclResult_t CommInitRanksEntry(infiniCclComm_t* comms, int ncomms, const i
                                      const infiniCclBootstrap_t* bootstrap);
 infiniCclResult_t CommSplitEntry(infiniCclComm_t comm, int color, int key, infiniCclComm_t* newcomm,
                                  const infiniCclConfig_t* config);
+infiniCclResult_t CommShrinkEntry(infiniCclComm_t comm, const int32_t* excluded_ranks,
+                                  int32_t excluded_count, const infiniCclConfig_t* config,
+                                  int32_t flags, infiniCclComm_t* new_comm);
+infiniCclResult_t CommRevokeEntry(infiniCclComm_t comm);
 infiniCclResult_t CommDestroyEntry(infiniCclComm_t comm);
 infiniCclResult_t CommAbortEntry(infiniCclComm_t comm);
 infiniCclResult_t CommGetAsyncErrorEntry(infiniCclComm_t comm, infiniCclResult_t* async_error,

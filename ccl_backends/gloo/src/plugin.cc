@@ -154,4 +154,6 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .graph_launch = nullptr,
     .graph_destroy = nullptr,
     .init = nullptr,  // gloo's settings are per communicator (vendor options)
+    .comm_shrink = gb::CommShrinkEntry,
+    .comm_revoke = gb::CommRevokeEntry,
 };

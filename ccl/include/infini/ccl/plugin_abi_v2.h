@@ -20,6 +20,8 @@
  *  - a device description: vendor, DLPack device type (kDLExtDev for chips
  *    DLPack has no code for) and the vendor's visibility variable.
  *  - asynchronous errors with text; optional v-collectives, gather, scatter.
+ *  - optional comm_shrink and comm_revoke (appended): a new communicator
+ *    without lost ranks, and outstanding work ended rather than hung.
  *
  * Rules (unchanged from v1): plain C only; every call returns an
  * infiniCclResult_t and keeps a one-line explanation for get_last_error();
@@ -433,7 +435,51 @@ typedef struct {
    * with get_last_error()'s text, naming the plugin. An unknown option key
    * is infiniCclInvalidUsage naming the key. */
   infiniCclResult_t (*init)(const infiniCclPluginInit_t* init);
+
+  /* ---- Optional fault tolerance (appended; older v2 tables end above) ----- */
+  /* Model: MPI ULFM's MPI_Comm_revoke/MPI_Comm_shrink, NCCL's
+   * ncclCommRevoke/ncclCommShrink. The survivors of a loss agree on who was
+   * lost before calling (the launcher publishes it); the host checks the
+   * list and the new communicator's rank and size, never the plugin's word. */
+
+  /* A new communicator of the ranks of `comm` not listed (ncclCommShrink),
+   * ranks renumbered in their old order to fill the gaps.
+   * Called by every rank NOT in the list, each with the same list; listed
+   * ranks do not call it (they may be dead). Collective over the survivors.
+   * Input: `excluded_ranks`, `excluded_count` ranks of `comm`, sorted,
+   * distinct, each in [0, comm_count), not the caller's (the host
+   * normalises and checks them); 0 ranks makes a copy of `comm`. `config`
+   * may be NULL (the parent's settings). `flags`: 0, or
+   * INFINI_CCL_SHRINK_ABORT to end the parent's outstanding work first
+   * (calls blocked on it return an error): use it when a peer is dead, as
+   * without it a call waiting for that peer would hold the shrink.
+   * Output: *new_comm, owned by the caller (comm_destroy/comm_abort).
+   * `comm` stays the caller's to free: still comm_destroy or comm_abort,
+   * and after INFINI_CCL_SHRINK_ABORT it serves no more work. With
+   * config.blocking = 0 it may return infiniCclInProgress as comm_split.
+   * A new communicator may use the parent's bootstrap. Optional. */
+  infiniCclResult_t (*comm_shrink)(infiniCclComm_t comm, const int32_t* excluded_ranks,
+                                   int32_t excluded_count, const infiniCclConfig_t* config,
+                                   int32_t flags, infiniCclComm_t* new_comm);
+  /* Ends the outstanding work of `comm` (ncclCommRevoke): calls blocked on
+   * it, here or on another thread, return an error; later calls on it are
+   * refused; comm_shrink, comm_destroy and comm_abort still work.
+   * Not collective: each rank that learns of a loss calls it for itself
+   * (usually every survivor). May return before the work has stopped, with
+   * comm_get_async_error saying infiniCclInProgress until it has.
+   * Safe from another thread. Optional. */
+  infiniCclResult_t (*comm_revoke)(infiniCclComm_t comm);
 } infiniCclPlugin_v2_t;
+
+/* comm_shrink's flags. */
+#define INFINI_CCL_SHRINK_DEFAULT 0
+/* End the parent's outstanding work first (NCCL_SHRINK_ABORT): for a
+ * parent whose peer is dead. */
+#define INFINI_CCL_SHRINK_ABORT 1
+
+/* A table has comm_shrink and comm_revoke only when its struct_size
+ * reaches them (the host reads shorter tables as NULL there). */
+#define INFINI_CCL_PLUGIN_V2_REVOKE_SIZE INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, comm_revoke)
 
 /* The smallest v2 table the host accepts: up to the last required entry.
  * Entries after it that an older v2 plugin's table lacks count as NULL. */
