@@ -1,12 +1,14 @@
-// How the launchers of one run meet: node 0 hosts the store, the others join;
-// they agree on the run's shape and on node ranks, start each attempt
-// together, tell each other when a node fails or restarts, and heartbeat so
-// that a node whose launcher dies or stalls is noticed.
+// How the launchers of one run meet: through a RendezvousHandler
+// (rendezvous_handler.h: node 0's TCP store or etcd, as --rdzv_backend
+// says) they join, agree on the run's shape and on node ranks; on top of
+// it, written once for every backend, this class starts each attempt
+// together, tells the other nodes when a node fails or restarts, and hears
+// when one is lost.
 //
 // Threads: Establish blocks (run it off the supervising thread). After
-// StartLink, one link thread owns the store connection: the supervising
-// thread only reads snapshots and queues writes, so no store call ever
-// delays signal handling or rank supervision.
+// StartLink, one link thread (rendezvous_link.h) owns the store connection:
+// the supervising thread only reads snapshots and queues writes, so no store
+// call ever delays signal handling or rank supervision.
 #pragma once
 
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "infini/launch/options.h"
+#include "infini/launch/rendezvous_handler.h"
 
 namespace infini::rendezvous {
 class TcpStoreServer;
@@ -31,7 +34,7 @@ struct PeerFailure {
   std::string message;
 };
 
-struct StoreLink;  // node_rendezvous.cc
+struct RendezvousLink;  // rendezvous_link.h
 
 class NodeRendezvous {
  public:
@@ -43,11 +46,11 @@ class NodeRendezvous {
   // and cut short by a signal).
   ~NodeRendezvous();
 
-  int node_rank() const { return node_rank_; }
-  const std::string& store_addr() const { return store_addr_; }
-  uint16_t store_port() const { return store_port_; }
-  const std::string& master_addr() const { return master_addr_; }
-  uint16_t master_port() const { return master_port_; }
+  int node_rank() const { return world_.node_rank; }
+  const std::string& store_addr() const { return world_.store_addr; }
+  uint16_t store_port() const { return world_.store_port; }
+  const std::string& master_addr() const { return world_.master_addr; }
+  uint16_t master_port() const { return world_.master_port; }
 
   // Multi-node: hands the store connection to the link thread.
   void StartLink();
@@ -76,30 +79,16 @@ class NodeRendezvous {
 
  private:
   NodeRendezvous() = default;
-  void Host(const LaunchOptions& options);
-  void Join(const LaunchOptions& options);
-  void AgreeWithHost(const LaunchOptions& options);
-  // --rdzv_backend=etcd: the launchers meet through etcd; node 0 still hosts
-  // the ranks' store.
-  void MeetOnEtcd(const LaunchOptions& options);
-  void AgreeOnEtcd(const LaunchOptions& options);
-  void HostRanksStore(const LaunchOptions& options);
-  void RemoveRunFromEtcd();
-  void StopEtcdThreads();
-  std::string EtcdEndpointsText() const;
-  void ClaimNodeRank(const LaunchOptions& options);
-  void PublishDirect(int attempt, bool restart, int exit_status, const std::string& message);
+  // Node 0: removes the run's keys where the meeting point outlives it.
+  void RemoveRun();
   std::string LostMessage(const std::string& while_doing);
 
   LaunchOptions options_;
-  std::unique_ptr<rendezvous::TcpStoreServer> server_;
-  std::shared_ptr<StoreLink> link_;
-  int node_rank_ = 0;
-  std::string store_addr_;
-  uint16_t store_port_ = 0;
-  std::string master_addr_;
-  uint16_t master_port_ = 0;
-  std::string my_identity_;  // host:pid, for messages
+  RendezvousWorld world_;
+  std::unique_ptr<rendezvous::TcpStoreServer> local_server_;  // single node
+  // Multi-node: the backend, and the link thread's state.
+  std::shared_ptr<RendezvousHandler> handler_;
+  std::shared_ptr<RendezvousLink> link_;
 };
 
 // Runs `establish` on a helper thread while this thread handles signals:

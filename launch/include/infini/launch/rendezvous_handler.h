@@ -1,0 +1,126 @@
+// Where the launchers of one run meet, behind one interface (torchrun's
+// RendezvousHandler: its agent calls next_rendezvous() and never asks which
+// backend answers). Two backends: node 0's TCP store (tcp_rendezvous.cc,
+// --rdzv_backend=c10d/static) and etcd (etcd_rendezvous.cc). What both share
+// is written once on top: JoinRound (agreeing on the configuration, claiming
+// node ranks), the link thread (rendezvous_link.cc) and the run's protocol
+// of attempts and outcomes (node_rendezvous.cc), all through the keys of
+// rendezvous_protocol.h.
+//
+// Threads: the join steps run on the thread that establishes the run; from
+// StartWatch on, every call that touches the network (store(), Watch,
+// RemoveRun) is the link thread's; Describe and Shutdown belong to the
+// supervising thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infini/launch/options.h"
+
+namespace infini::rendezvous {
+class Store;
+class StoreError;
+}  // namespace infini::rendezvous
+
+namespace infini::launch {
+
+// What one node learns by joining a round (torchrun's RendezvousInfo).
+struct RendezvousWorld {
+  // The membership's generation. Always 0 today: a round never reopens (a
+  // lost or late node stops the run); issue 20's re-rendezvous counts up.
+  int round = 0;
+  int node_rank = -1;
+  int nnodes = 1;
+  // The ranks' store (INFINI_STORE_ADDR/PORT) and MASTER_ADDR/MASTER_PORT.
+  std::string store_addr;
+  uint16_t store_port = 0;
+  std::string master_addr;
+  uint16_t master_port = 0;
+};
+
+// The run's configuration as the meeting point holds it, and how messages
+// name whose it is ("disagrees with <whose> on --x: <holder> has ...").
+struct AgreedConfig {
+  std::string encoded;
+  std::string whose;
+  std::string holder;
+};
+
+// A node found gone, with the one line that says how.
+struct LostNode {
+  int node_rank = 0;
+  std::string message;
+};
+
+// What the watch saw since its last look.
+struct MembershipChange {
+  std::vector<LostNode> lost;
+  // Nodes that arrived after the round closed (torchrun's num_nodes_waiting).
+  // 0 today: a node that finds the round full stops the run instead.
+  int nodes_waiting = 0;
+};
+
+class RendezvousHandler {
+ public:
+  virtual ~RendezvousHandler() = default;
+
+  // Join: reaches the meeting point, hosting it where this node does (TCP:
+  // node 0 binds the endpoint). Throws LaunchError naming the flag.
+  virtual void Connect() = 0;
+  // The connection the protocol's keys go through; valid after Connect, for
+  // the thread that owns it.
+  virtual rendezvous::Store& store() = 0;
+  // Agree on config: publishes `mine` where this node sets the run's
+  // configuration (TCP: node 0; etcd: the first to arrive) and returns the
+  // one the run holds. JoinRound compares the fields.
+  virtual AgreedConfig AgreeOnConfig(const std::string& mine) = 0;
+  // Claim a node rank: this node's rank in join order when --node_rank is
+  // not given. JoinRound refuses one past --nnodes and guards every rank
+  // against a second owner.
+  virtual int JoinOrderRank() = 0;
+  // Once `world->node_rank` is claimed: starts this node's heartbeat or
+  // lease, hosts what node 0 hosts, and fills in the ranks' store address.
+  virtual void Announce(RendezvousWorld* world) = 0;
+  // Whether this node hosts a store, and so at the end waits until every
+  // other node has read the outcome and left.
+  virtual bool hosts_store() const = 0;
+
+  // Heartbeat/lease and watch, from here on the link thread's: `on_change`
+  // is called (on any thread) whenever the meeting point reports a change.
+  // Returns how long the link may go without reading when no change came
+  // (etcd pushes changes; the TCP store is polled).
+  virtual std::chrono::milliseconds StartWatch(std::function<void()> on_change) = 0;
+  // One step of the link thread: keeps this node alive (heartbeat, or checks
+  // that its lease still is; throws StoreError when this node itself is
+  // lost) and returns the nodes found lost since the last step, each once.
+  virtual MembershipChange Watch() = 0;
+
+  // Describe: the meeting point, for messages ("etcd at a:1,b:2
+  // (--rdzv_endpoint)").
+  virtual std::string Describe() const = 0;
+  // A store failure while joining, as the one line the user reads.
+  virtual LaunchError JoinError(const rendezvous::StoreError& error) const = 0;
+
+  // Clean up. RemoveRun: node 0, last, on the link thread: removes the run's
+  // keys from a meeting point that outlives the run (etcd); nothing where it
+  // ends with node 0. Shutdown: ends the backend's threads and servers;
+  // `wait_for_link(bound)` returns once the link thread has left the store
+  // (or `bound` passed), for backends whose connection must be idle at exit.
+  virtual void RemoveRun() = 0;
+  virtual void Shutdown(const std::function<void(std::chrono::milliseconds)>& wait_for_link) = 0;
+};
+
+// The backend --rdzv_backend chose (multi-node runs only).
+std::shared_ptr<RendezvousHandler> MakeRendezvousHandler(const LaunchOptions& options);
+
+// Joins this node into the run's round through `handler`: connect, agree on
+// the configuration (a node that disagrees stops the run, naming the flag),
+// claim the node rank, announce. Throws LaunchError.
+RendezvousWorld JoinRound(RendezvousHandler& handler, const LaunchOptions& options);
+
+}  // namespace infini::launch

@@ -1,0 +1,235 @@
+// --rdzv_backend=etcd: the launchers meet through etcd; node 0 still hosts
+// the ranks' store, so that etcd carries the launchers' traffic only.
+// Liveness is each node's lease: its alive/<r> key vanishes when the lease
+// expires, and the watch on the run's prefix tells every node.
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "infini/launch/net_util.h"
+#include "infini/launch/rendezvous_handler.h"
+#include "infini/rendezvous/etcd_store.h"
+#include "infini/rendezvous/tcp_store.h"
+#include "rendezvous_protocol.h"
+
+namespace infini::launch {
+namespace {
+
+using rendezvous::EtcdEvent;
+using rendezvous::EtcdStore;
+using rendezvous::EtcdStoreOptions;
+using rendezvous::Store;
+using rendezvous::StoreError;
+using rendezvous::TcpStoreServer;
+using rendezvous::TcpStoreServerOptions;
+using std::chrono::milliseconds;
+
+// The link thread reads when the watch reports a change; this is only the
+// period of a read that no change prompted.
+constexpr milliseconds kQuietReadPeriod{2000};
+// How long the launcher's end waits for the link thread's last etcd request.
+constexpr milliseconds kLinkStopBound{6000};
+
+class EtcdRendezvous final : public RendezvousHandler {
+ public:
+  explicit EtcdRendezvous(const LaunchOptions& options) : options_(options) {
+    for (const std::string& endpoint : options.etcd_endpoints) {
+      endpoints_text_ += (endpoints_text_.empty() ? "" : ",") + endpoint;
+    }
+  }
+
+  void Connect() override {
+    EtcdStoreOptions etcd_options;
+    etcd_options.endpoints = options_.etcd_endpoints;
+    etcd_options.key_prefix = rendezvous::EtcdRunPrefix(options_.run_id, options_.run_token);
+    etcd_options.lease_ttl = options_.heartbeat_timeout;
+    etcd_options.request_timeout =
+        std::min(milliseconds(5000), std::max(milliseconds(500), options_.heartbeat_timeout / 2));
+    const char* user = getenv("INFINI_ETCD_USER");
+    const char* password = getenv("INFINI_ETCD_PASSWORD");
+    etcd_options.user = user ? user : "";
+    etcd_options.password = password ? password : "";
+    try {
+      etcd_ = EtcdStore::Connect(etcd_options);
+    } catch (const StoreError& error) {
+      const std::string what = error.what();
+      // etcd's own authentication: name the variables that carry the login.
+      if (what.find("user name is empty") != std::string::npos) {
+        throw LaunchError(
+            "etcd at " + endpoints_text_ +
+            " (--rdzv_endpoint) has authentication on and INFINI_ETCD_USER is not "
+            "set: expected INFINI_ETCD_USER and INFINI_ETCD_PASSWORD of an etcd user (" +
+            what + ")");
+      }
+      if (what.find("authentication failed") != std::string::npos) {
+        throw LaunchError("etcd at " + endpoints_text_ +
+                          " (--rdzv_endpoint) refused INFINI_ETCD_USER='" +
+                          OneLine(etcd_options.user) +
+                          "' and its INFINI_ETCD_PASSWORD: expected an etcd user and its "
+                          "password (" +
+                          what + ")");
+      }
+      throw LaunchError("cannot reach etcd at " + endpoints_text_ +
+                        " (--rdzv_endpoint, --rdzv_backend=etcd): " + what);
+    }
+    // Waits for node 0 are bounded by the join timeout; the link's by the
+    // heartbeat timeout (StartWatch).
+    etcd_->set_timeout(options_.rendezvous_timeout);
+  }
+
+  // Shutdown already did this; a watch must never call into a handler gone.
+  ~EtcdRendezvous() override {
+    if (etcd_) etcd_->StopBackground();
+  }
+
+  Store& store() override { return *etcd_; }
+
+  // The first node to arrive writes the run's configuration (a transaction:
+  // only one can).
+  AgreedConfig AgreeOnConfig(const std::string& mine) override {
+    return {etcd_->CompareSet(Key("config"), "", mine), "the run", "the first node"};
+  }
+
+  // Nobody hosts the meeting: the first to join is node 0.
+  int JoinOrderRank() override { return static_cast<int>(etcd_->Add(Key("joined"), 1)) - 1; }
+
+  void Announce(RendezvousWorld* world) override {
+    if (world->node_rank == 0) HostRanksStore();
+    etcd_->Set("alive/" + std::to_string(world->node_rank), NodeIdentity());
+    world->store_addr = etcd_->Get(Key("store_addr"));
+    world->store_port = static_cast<uint16_t>(std::stoi(etcd_->Get(Key("store_port"))));
+  }
+
+  bool hosts_store() const override { return ranks_server_ != nullptr; }
+
+  milliseconds StartWatch(std::function<void()> on_change) override {
+    etcd_->set_timeout(options_.heartbeat_timeout);
+    on_change_ = std::move(on_change);
+    // The watch's thread belongs to the store, which Shutdown stops first.
+    etcd_->Watch("", [this](const EtcdEvent& event) { Observe(event); });
+    return kQuietReadPeriod;
+  }
+
+  // This node's own lease first (it stalled longer than the lease lives),
+  // then the nodes whose lease expired before they said goodbye.
+  MembershipChange Watch() override {
+    if (!etcd_->lease_alive()) {
+      throw StoreError(
+          "this node's etcd lease expired (its infini_run stalled for "
+          "longer than --rdzv_conf=heartbeat_timeout=" +
+          Seconds(options_.heartbeat_timeout) + ")");
+    }
+    MembershipChange change;
+    std::lock_guard lock(mutex_);
+    for (int node : expired_) {
+      change.lost.push_back({node, "node " + std::to_string(node) + " lost: its infini_run (" +
+                                       alive_owner_[node] +
+                                       ") let its etcd lease expire: no keep-alive for " +
+                                       Seconds(options_.heartbeat_timeout) +
+                                       " (it died or stalled; --rdzv_conf=heartbeat_timeout)"});
+    }
+    reported_.insert(expired_.begin(), expired_.end());
+    expired_.clear();
+    return change;
+  }
+
+  std::string Describe() const override {
+    return "etcd at " + endpoints_text_ + " (--rdzv_endpoint)";
+  }
+
+  LaunchError JoinError(const StoreError& error) const override {
+    if (dynamic_cast<const rendezvous::StoreTimeoutError*>(&error)) {
+      return LaunchError("timed out after " + Seconds(options_.rendezvous_timeout) +
+                         " waiting for node 0 on etcd at " + endpoints_text_ +
+                         " (--rdzv_timeout); is node 0's infini_run running? (" + error.what() +
+                         ")");
+    }
+    return LaunchError("lost etcd at " + endpoints_text_ +
+                       " (--rdzv_endpoint) while joining the run: " + error.what());
+  }
+
+  // The others have left, or their keys expire with their leases.
+  void RemoveRun() override {
+    {
+      std::lock_guard lock(mutex_);
+      removing_ = true;  // the deletions that follow are no node's loss
+      expired_.clear();
+    }
+    etcd_->DeleteAll();
+  }
+
+  // No thread may be inside libcurl when the process exits (its and
+  // OpenSSL's exit-time cleanup would pull the ground from under it): the
+  // link thread ends (bounded by one request's timeout), then the store's
+  // lease and watch threads.
+  void Shutdown(const std::function<void(milliseconds)>& wait_for_link) override {
+    if (etcd_) {
+      wait_for_link(kLinkStopBound);
+      etcd_->StopBackground();
+    }
+    ranks_server_.reset();
+  }
+
+ private:
+  // Node 0: the ranks' store stays on node 0's launcher.
+  void HostRanksStore() {
+    const std::string bind_addr = options_.local_addr.empty() ? "0.0.0.0" : options_.local_addr;
+    const std::string published = options_.local_addr.empty() ? HostName() : options_.local_addr;
+    TcpStoreServerOptions server_options;
+    server_options.host = bind_addr;
+    server_options.port = 0;
+    server_options.token = options_.run_token;
+    try {
+      ranks_server_ = TcpStoreServer::Start(server_options);
+    } catch (const StoreError& error) {
+      throw LaunchError("node 0 cannot host the ranks' store on " + bind_addr +
+                        " (--local_addr): " + error.what());
+    }
+    etcd_->Set(Key("store_addr"), published);
+    etcd_->Set(Key("store_port"), std::to_string(ranks_server_->port()));
+    etcd_->Set(Key("master_addr"), published);
+    etcd_->Set(Key("master_port"), std::to_string(PickFreePort(bind_addr)));
+  }
+
+  // The watch's view of the run's keys (on the watch's thread).
+  void Observe(const EtcdEvent& event) {
+    {
+      std::lock_guard lock(mutex_);
+      if (removing_) return;  // node 0's own removal of every key
+      if (event.key.rfind(Key("left/"), 0) == 0 && !event.deleted) {
+        left_owners_.insert(event.key.substr(Key("left/").size()));
+      } else if (event.key.rfind("alive/", 0) == 0) {
+        const int node = std::atoi(event.key.c_str() + 6);
+        if (!event.deleted) {
+          alive_owner_[node] = event.value;
+        } else if (!left_owners_.count(alive_owner_[node]) && !reported_.count(node)) {
+          expired_.insert(node);  // its lease ran out before it said goodbye
+        }
+      }
+    }
+    on_change_();
+  }
+
+  const LaunchOptions options_;
+  std::string endpoints_text_;  // "host:port,host:port", for messages
+  std::unique_ptr<EtcdStore> etcd_;
+  std::unique_ptr<TcpStoreServer> ranks_server_;  // node 0
+  std::function<void()> on_change_;               // set before the watch starts
+
+  std::mutex mutex_;
+  // Guarded by mutex_: what the watch saw.
+  std::map<int, std::string> alive_owner_;  // node rank -> host:pid
+  std::set<std::string> left_owners_;
+  std::set<int> expired_;   // leases expired, not yet reported
+  std::set<int> reported_;  // reported lost
+  bool removing_ = false;   // node 0 is removing the run's keys
+};
+
+}  // namespace
+
+std::shared_ptr<RendezvousHandler> MakeEtcdRendezvous(const LaunchOptions& options) {
+  return std::make_shared<EtcdRendezvous>(options);
+}
+
+}  // namespace infini::launch

@@ -1,0 +1,78 @@
+// The link thread: once a node has joined, the one thread that talks to the
+// meeting point, whichever backend it is. It runs the writes the supervising
+// thread queues, keeps this node alive and watches the others (the handler's
+// Watch), and reads the run's keys into a snapshot, so that no store call
+// ever delays signal handling or rank supervision.
+//
+// Held by shared_ptr, with the handler: a link thread stuck in a call to a
+// stalled store can be left behind safely.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "infini/launch/node_rendezvous.h"
+#include "infini/launch/rendezvous_handler.h"
+
+namespace infini::rendezvous {
+class Store;
+}
+
+namespace infini::launch {
+
+struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
+  RendezvousLink(std::shared_ptr<RendezvousHandler> backend, const RendezvousWorld& world)
+      : handler(std::move(backend)), nnodes(world.nnodes), node_rank(world.node_rank) {}
+
+  // Starts the handler's watch and the (detached) thread.
+  void Start();
+  // Queues a write for the link thread.
+  void Post(std::function<void(rendezvous::Store&)> write);
+  // Waits up to `bound` until the thread has returned (or never started).
+  void WaitUntilFinished(std::chrono::milliseconds bound);
+  // No write queued or running.
+  bool Flushed() const { return writes.empty() && writes_in_flight == 0; }  // mutex held
+
+  // Set before the thread starts, then read-only.
+  const std::shared_ptr<RendezvousHandler> handler;
+  const int nnodes;
+  const int node_rank;
+  bool is_host = false;
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  // Guarded by mutex: requests from the supervising thread...
+  std::deque<std::function<void(rendezvous::Store&)>> writes;
+  int writes_in_flight = 0;
+  int watched_attempt = 0;
+  bool stop = false;
+  // ...and what the link thread saw.
+  std::optional<PeerFailure> failure;
+  std::map<int, bool> restart_by_attempt;
+  bool all_ready = false;
+  bool all_done = false;
+  bool all_left = false;
+  std::string missing_ready;  // node ranks, for the timeout message
+  std::string lost;           // the store failed: why
+  std::set<int> lost_nodes;   // nodes the watch found gone
+  uint64_t changes_seen = 0;  // changes the meeting point reported
+  bool started = false;       // Start ran: a thread runs Run
+  bool finished = false;      // Run returned
+
+ private:
+  void RunUntilStopped(std::chrono::milliseconds quiet_period);
+  void RunWrites();
+  void PublishLost(const MembershipChange& change);
+  void ReadPeers(int attempt);
+};
+
+}  // namespace infini::launch

@@ -1,0 +1,226 @@
+// --rdzv_backend=c10d/static: node 0's infini_run hosts the TCP store at the
+// rendezvous endpoint (ranks use it too); the other nodes join it. Liveness
+// is a heartbeat counter per node that node 0 watches.
+#include <time.h>
+
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "infini/launch/net_util.h"
+#include "infini/launch/rendezvous_handler.h"
+#include "infini/rendezvous/tcp_store.h"
+#include "rendezvous_protocol.h"
+
+namespace infini::launch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using rendezvous::ConnectProgress;
+using rendezvous::ConnectWait;
+using rendezvous::Store;
+using rendezvous::StoreError;
+using rendezvous::StoreHandshakeError;
+using rendezvous::TcpStoreClient;
+using rendezvous::TcpStoreServer;
+using rendezvous::TcpStoreServerOptions;
+using std::chrono::milliseconds;
+
+// "12:00:00 UTC", this host's wall clock.
+std::string ClockTime(std::chrono::system_clock::time_point when) {
+  const time_t seconds = std::chrono::system_clock::to_time_t(when);
+  tm local{};
+  char text[64];
+  if (localtime_r(&seconds, &local) == nullptr ||
+      std::strftime(text, sizeof(text), "%H:%M:%S %Z", &local) == 0) {
+    return "?";
+  }
+  return text;
+}
+
+// A joining node that cannot reach node 0's store yet says so after 5 s and
+// every 30 s (node 0 may start later, or never).
+ConnectProgress JoinWaitReporter(const LaunchOptions& options) {
+  ConnectProgress progress;
+  const milliseconds timeout = options.rendezvous_timeout;
+  progress.report = [timeout](const ConnectWait& wait) {
+    fprintf(stderr,
+            "infini_run: waiting for node 0's rendezvous store at %s (--rdzv_endpoint or "
+            "--master_addr/--master_port) since %s, %lld s ago (last try: %s); gives up at %s, "
+            "in %lld s (--rdzv_timeout %s)\n",
+            wait.endpoint.c_str(), ClockTime(wait.since).c_str(),
+            static_cast<long long>((wait.waited.count() + 500) / 1000),
+            OneLine(wait.last_failure).c_str(),
+            ClockTime(wait.since + wait.waited + wait.left).c_str(),
+            static_cast<long long>((wait.left.count() + 999) / 1000), Seconds(timeout).c_str());
+  };
+  return progress;
+}
+
+class TcpRendezvous final : public RendezvousHandler {
+ public:
+  explicit TcpRendezvous(const LaunchOptions& options)
+      : options_(options),
+        endpoint_(options.rendezvous_host + ":" + std::to_string(options.rendezvous_port)),
+        heartbeat_interval_(std::max(
+            milliseconds(50), std::min(options.heartbeat_timeout / 4, milliseconds(5000)))) {}
+
+  void Connect() override {
+    if (options_.node_rank < 0 && IsLocalHost(options_.rendezvous_host)) {
+      // Whoever binds the endpoint first hosts it (torchrun's c10d style).
+      try {
+        Host();
+      } catch (const LaunchError&) {
+        server_.reset();
+        Join();
+      }
+    } else if (options_.node_rank == 0) {
+      Host();
+    } else {
+      Join();
+    }
+  }
+
+  Store& store() override { return *store_; }
+
+  AgreedConfig AgreeOnConfig(const std::string& mine) override {
+    if (server_) {
+      store_->Set(Key("config"), mine);
+      return {mine, "node 0", "node 0"};
+    }
+    try {
+      return {store_->Get(Key("config")), "node 0", "node 0"};
+    } catch (const StoreError& error) {
+      throw LaunchError("the rendezvous endpoint " + endpoint_ +
+                        " answered but node 0 published no run configuration (" + error.what() +
+                        ")");
+    }
+  }
+
+  // The host is node 0 (MASTER_ADDR is the endpoint host); the others count
+  // from 1.
+  int JoinOrderRank() override {
+    return server_ ? 0 : static_cast<int>(store_->Add(Key("joined"), 1));
+  }
+
+  void Announce(RendezvousWorld* world) override {
+    node_rank_ = world->node_rank;
+    // From here node 0 watches this node's heartbeat.
+    store_->Add(NodeKeys("heartbeat", node_rank_), 1);
+    world->store_addr = options_.rendezvous_host;
+    world->store_port = options_.rendezvous_port;
+  }
+
+  bool hosts_store() const override { return server_ != nullptr; }
+
+  milliseconds StartWatch(std::function<void()>) override { return options_.monitor_interval; }
+
+  MembershipChange Watch() override {
+    MembershipChange change;
+    const Clock::time_point now = Clock::now();
+    if (now < next_heartbeat_) return change;
+    store_->Add(NodeKeys("heartbeat", node_rank_), 1);
+    if (server_) change.lost = CheckHeartbeats(now);
+    next_heartbeat_ = now + heartbeat_interval_;
+    return change;
+  }
+
+  std::string Describe() const override {
+    return "the rendezvous store at " + endpoint_ + " (node 0's infini_run died or stalled)";
+  }
+
+  // Unchanged from what the store said: "rendezvous store: <why>".
+  LaunchError JoinError(const StoreError& error) const override {
+    return LaunchError(std::string("rendezvous store: ") + error.what());
+  }
+
+  void RemoveRun() override {}  // the store ends with node 0
+
+  void Shutdown(const std::function<void(milliseconds)>&) override { server_.reset(); }
+
+ private:
+  void Host() {
+    TcpStoreServerOptions server_options;
+    server_options.host = options_.rendezvous_host;  // the address it is given
+    server_options.port = options_.rendezvous_port;
+    server_options.token = options_.run_token;
+    try {
+      server_ = TcpStoreServer::Start(server_options);
+    } catch (const StoreError& error) {
+      throw LaunchError("node 0 cannot host the rendezvous store at " + endpoint_ +
+                        " (--rdzv_endpoint): " + error.what());
+    }
+    store_ = TcpStoreClient::Connect(options_.rendezvous_host, server_->port(),
+                                     options_.rendezvous_timeout, options_.run_token);
+    store_->set_timeout(options_.heartbeat_timeout);
+    store_->Set(Key("master_addr"),
+                options_.local_addr.empty() ? options_.rendezvous_host : options_.local_addr);
+    store_->Set(Key("master_port"), std::to_string(PickFreePort(options_.rendezvous_host)));
+  }
+
+  void Join() {
+    try {
+      store_ = TcpStoreClient::Connect(options_.rendezvous_host, options_.rendezvous_port,
+                                       options_.rendezvous_timeout, options_.run_token,
+                                       JoinWaitReporter(options_));
+    } catch (const StoreHandshakeError& error) {
+      throw LaunchError("the rendezvous endpoint " + endpoint_ +
+                        " (--rdzv_endpoint) answered but is not this run's store: " + error.what());
+    } catch (const StoreError& error) {
+      throw LaunchError("cannot reach the rendezvous endpoint " + endpoint_ + " within " +
+                        Seconds(options_.rendezvous_timeout) +
+                        " (--rdzv_endpoint, --rdzv_timeout); is node 0's infini_run running? (" +
+                        error.what() + ")");
+    }
+    // Node 0 answers at once when alive: a stalled node 0 is noticed within
+    // the heartbeat timeout.
+    store_->set_timeout(options_.heartbeat_timeout);
+  }
+
+  // Node 0 only: a node whose counter did not move for heartbeat_timeout is
+  // lost.
+  std::vector<LostNode> CheckHeartbeats(Clock::time_point now) {
+    std::vector<LostNode> lost;
+    for (int node = 0; node < options_.nnodes; ++node) {
+      if (node == node_rank_ || reported_.count(node) ||
+          !store_->Check({NodeKeys("heartbeat", node)})) {
+        continue;
+      }
+      const int64_t count = store_->Add(NodeKeys("heartbeat", node), 0);
+      auto [entry, inserted] = heartbeats_.try_emplace(node, count, now);
+      if (inserted || entry->second.first != count) {
+        entry->second = {count, now};
+        continue;
+      }
+      if (now - entry->second.second < options_.heartbeat_timeout) continue;
+      reported_.insert(node);
+      const std::string owner_key = NodeKeys("node", node) + "/owner";
+      const std::string owner = store_->Check({owner_key}) ? store_->Get(owner_key) : "?";
+      lost.push_back({node, "node " + std::to_string(node) + " lost: its infini_run (" + owner +
+                                ") sent no heartbeat for " + Seconds(options_.heartbeat_timeout) +
+                                " (it died or stalled; --rdzv_conf=heartbeat_timeout)"});
+    }
+    return lost;
+  }
+
+  const LaunchOptions options_;
+  const std::string endpoint_;  // "host:port", for messages
+  const milliseconds heartbeat_interval_;
+  std::unique_ptr<TcpStoreServer> server_;  // node 0
+  std::unique_ptr<Store> store_;
+  int node_rank_ = 0;
+  // Link thread: when to beat next; node 0: each node's last count and when
+  // it moved, and the nodes already reported lost.
+  Clock::time_point next_heartbeat_{};
+  std::map<int, std::pair<int64_t, Clock::time_point>> heartbeats_;
+  std::set<int> reported_;
+};
+
+}  // namespace
+
+std::shared_ptr<RendezvousHandler> MakeTcpRendezvous(const LaunchOptions& options) {
+  return std::make_shared<TcpRendezvous>(options);
+}
+
+}  // namespace infini::launch
