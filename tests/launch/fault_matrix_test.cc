@@ -240,7 +240,7 @@ class NoPidNamespaceTest : public ::testing::TestWithParam<WithoutNamespace> {
     OpenToEveryone(dir_);
   }
   bool AsNobody() const { return GetParam() == WithoutNamespace::kAsNobody; }
-  LaunchSetup Setup() const {
+  LaunchSetup CaseSetup() const {
     LaunchSetup setup;
     setup.as_nobody = AsNobody();
     if (!AsNobody()) setup.extra_environment.push_back("INFINI_RUN_PID_NAMESPACE=0");
@@ -299,7 +299,7 @@ TEST_P(NoPidNamespaceTest, LauncherSigkillLeavesNoRankGrandchildOrDaemon) {
   LauncherProcess launcher(
       Concat({"--nproc_per_node=2"},
              Child(dir_, {"--daemon", "--grandchild", "--sleep_ms=60000", "--ignore_sigterm"})),
-      Setup());
+      CaseSetup());
   const std::vector<pid_t> pids = EveryDescendant();
   ExpectAliveOutsideAnyNamespace(pids);
   auto fault = Clock::now();
@@ -319,7 +319,7 @@ TEST_P(NoPidNamespaceTest, ARankFailureStopsTheOthersAndTheirDescendants) {
       Concat({"--nproc_per_node=3", "--term_timeout=5"},
              Child(dir_, {"--daemon", "--grandchild", "--fail_rank=1", "--exit_code=7",
                           "--fail_after_ms=500", "--sleep_ms=60000"})),
-      Setup());
+      CaseSetup());
   const std::vector<pid_t> pids = EveryDescendant();
   LauncherResult result = launcher.Wait(seconds(30));
   Report(Case("rank_exit_nonzero"), result.exit_code, result.elapsed.count());
@@ -334,7 +334,7 @@ TEST_P(NoPidNamespaceTest, ARankFailureStopsTheOthersAndTheirDescendants) {
 TEST_P(NoPidNamespaceTest, CtrlCGives130AndLeavesNothing) {
   LauncherProcess launcher(Concat({"--nproc_per_node=2", "--term_timeout=5"},
                                   Child(dir_, {"--daemon", "--grandchild", "--sleep_ms=60000"})),
-                           Setup());
+                           CaseSetup());
   const std::vector<pid_t> pids = EveryDescendant();
   auto fault = Clock::now();
   kill(launcher.pid(), SIGINT);
@@ -351,7 +351,7 @@ TEST_P(NoPidNamespaceTest, ExitStatusesAndStopsReachTheLauncher) {
   {
     LauncherProcess launcher(
         Concat({"--nproc_per_node=2", "--term_timeout=5"}, Child(dir_, {"--sleep_ms=60000"})),
-        Setup());
+        CaseSetup());
     pid_t rank1 = FindRankPid(launcher.pid(), 1);
     ASSERT_GT(rank1, 0);
     auto fault = Clock::now();
@@ -366,7 +366,7 @@ TEST_P(NoPidNamespaceTest, ExitStatusesAndStopsReachTheLauncher) {
     LauncherProcess launcher(
         Concat({"--nproc_per_node=3", "--term_timeout=2", "--rdzv_conf=heartbeat_timeout=1"},
                Child(dir_, {"--sleep_ms=60000"})),
-        Setup());
+        CaseSetup());
     pid_t rank2 = FindRankPid(launcher.pid(), 2);
     ASSERT_GT(rank2, 0);
     auto fault = Clock::now();
@@ -380,7 +380,7 @@ TEST_P(NoPidNamespaceTest, ExitStatusesAndStopsReachTheLauncher) {
     LauncherProcess launcher(
         Concat({"--nproc_per_node=2"},
                Child(dir_, {"--fail_rank=0", "--segfault", "--fail_after_ms=100"})),
-        Setup());
+        CaseSetup());
     LauncherResult result = launcher.Wait(seconds(30));
     EXPECT_EQ(result.exit_code, 128 + SIGSEGV) << result.err;
   }
@@ -394,7 +394,7 @@ TEST_P(NoPidNamespaceTest, NormalEndsRestartsAndNoZombies) {
     LauncherProcess launcher(
         Concat({"--nproc_per_node=2"},
                Child(dir_, {"--daemon", "--grandchild", "--long_from=1", "--sleep_ms=3000"})),
-        Setup());
+        CaseSetup());
     const std::vector<pid_t> pids = EveryDescendant();
     const pid_t rank0 = pids[0];  // exits at once, rank 1 sleeps 3 s
     auto deadline = Clock::now() + seconds(2);
@@ -414,7 +414,7 @@ TEST_P(NoPidNamespaceTest, NormalEndsRestartsAndNoZombies) {
     LauncherProcess launcher(Concat({"--nproc_per_node=2", "--max_restarts=2", "--term_timeout=2"},
                                     Child(restarts, {"--fail_rank=1", "--fail_attempts=2",
                                                      "--exit_code=4", "--fail_after_ms=100"})),
-                             Setup());
+                             CaseSetup());
     LauncherResult result = launcher.Wait(seconds(30));
     EXPECT_EQ(result.exit_code, 0) << result.err;
     EXPECT_EQ(RecordedEnvironment(restarts.path(), 0, 2)["TORCHELASTIC_RESTART_COUNT"], "2");
