@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "infini/common/one_line.h"
+#include "infini/common/usage.h"
 
 namespace infini::bench {
 namespace {
@@ -32,8 +33,7 @@ std::string CollectiveNameList() {
 constexpr int64_t kMaxIterations = 1'000'000'000;
 
 [[noreturn]] void Refuse(std::string_view flag, std::string_view value, std::string_view expected) {
-  throw UsageError("--" + std::string(flag) + "='" + OneLine(value) + "': expected " +
-                   std::string(expected));
+  throw UsageError(flags::BadValueMessage(flag, value, expected));
 }
 
 int64_t ParseInteger(std::string_view flag, std::string_view text, int64_t min_value,
@@ -229,17 +229,18 @@ std::vector<int64_t> MessageSizes(int64_t min_bytes, int64_t max_bytes, int64_t 
 }
 
 std::string BenchUsage() {
-  std::ostringstream usage;
-  usage << "usage: infini_run [launcher flags] -- ccl_bench [flags] [--benchmark_* flags]\n"
-           "Times collectives with every rank running the same fixed iterations; rank 0\n"
-           "prints a table in nccl-tests' columns (size, count, type, redop, root, time,\n"
-           "algbw, busbw, #wrong); the JSON counters are time_us, algbw_GBps, busbw_GBps.\n\n";
+  std::vector<flags::FlagHelp> shown;
   for (const auto& [name, spec] : FlagTable()) {
-    usage << "  --" << name << (spec.is_bool ? "" : "=VALUE") << "\n      " << spec.help << "\n";
+    shown.push_back({name, spec.is_bool ? "" : "VALUE", "", spec.help});
   }
-  usage << "\nGoogle Benchmark's own flags work too (--benchmark_out=FILE.json,\n"
-           "--benchmark_filter=REGEX, --benchmark_repetitions=N); only global rank 0 writes.\n";
-  return usage.str();
+  return flags::FormatUsage(
+      "infini_run [launcher flags] -- ccl_bench [flags] [--benchmark_* flags]",
+      "Times collectives with every rank running the same fixed iterations; rank 0\n"
+      "prints a table in nccl-tests' columns (size, count, type, redop, root, time,\n"
+      "algbw, busbw, #wrong); the JSON counters are time_us, algbw_GBps, busbw_GBps.",
+      shown,
+      "Google Benchmark's own flags work too (--benchmark_out=FILE.json,\n"
+      "--benchmark_filter=REGEX, --benchmark_repetitions=N); only global rank 0 writes.");
 }
 
 bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
@@ -259,7 +260,7 @@ bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
     const std::string_view name = argument.substr(0, equals);
     const auto found = FlagTable().find(name);
     if (found == FlagTable().end()) {
-      throw UsageError("unknown flag '--" + OneLine(name) + "' (see ccl_bench --help)");
+      throw UsageError(flags::UnknownFlagMessage("ccl_bench", "--" + std::string(name)));
     }
     const FlagSpec& spec = found->second;
     std::string_view value;
@@ -270,7 +271,7 @@ bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
     } else if (index + 1 < argc) {
       value = argv[++index];
     } else {
-      throw UsageError("--" + OneLine(name) + " needs a value (see ccl_bench --help)");
+      throw UsageError(flags::MissingValueMessage("ccl_bench", name));
     }
     spec.apply(name, value, options);
     if (name == "max_bytes") max_bytes_given = true;

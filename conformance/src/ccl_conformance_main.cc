@@ -27,6 +27,7 @@
 #include <thread>
 #include <utility>
 
+#include "infini/common/flags.h"
 #include "infini/conformance/run_store.h"
 #include "infini/parallel/env_reader.h"
 #include "infini/parallel/errors.h"
@@ -329,10 +330,10 @@ void Watchdog(std::vector<std::unique_ptr<HangWatch>>& watches, Report* report,
 }
 
 int Main(int argc, char** argv) {
-  gflags::SetUsageMessage(
+  infini::flags::Parse(
+      &argc, &argv, "infini_run [launcher flags] -- ccl_conformance [--quick] [flags]",
       "Judges a backend plugin against the host reference; run under infini_run.\n"
       "  infini_run --nproc_per_node=2 --ccl_backend=gloo -- ccl_conformance --quick");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
   if (argc > 1) throw UsageError(std::string("unexpected argument '") + argv[1] + "'");
   // Each count flag's range, said in its refusal: rank threads as in
   // ccl_bench (each holds a communicator and a store connection), item

@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "infini/common/flags.h"
 #include "infini/rendezvous/etcd_store.h"
 #include "infini/rendezvous/tcp_store.h"
 
@@ -315,7 +316,10 @@ void RaiseOpenFileLimit() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(
+      &argc, &argv, "meeting_scale [--store=tcp|etcd] [--protocol=direct|relayed] [--ranks=N,...]",
+      "Plays the meeting of R ranks on N nodes against one store and counts what the store "
+      "carries.");
   RaiseOpenFileLimit();
   if (FLAGS_store != "tcp" && FLAGS_store != "etcd") {
     fprintf(stderr, "meeting_scale: --store='%s': expected tcp or etcd\n", FLAGS_store.c_str());

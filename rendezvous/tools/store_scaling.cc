@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "infini/common/flags.h"
 #include "infini/rendezvous/tcp_store.h"
 
 DEFINE_string(clients, "64,256,1024,4096", "comma-separated client counts to measure");
@@ -248,8 +249,8 @@ int RunDriver() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("measures the store server's time and memory as the client count grows");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(&argc, &argv, "store_scaling [--clients=N,N,...]",
+                       "Measures the store server's time and memory as the client count grows.");
   if (FLAGS_role == "clients") return RunClients();
   if (FLAGS_role == "server") return RunServer();
   if (FLAGS_role == "driver") return RunDriver();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/common/flags.h"
 
 DEFINE_string(world_sizes, "2,4", "comma-separated numbers of ranks (threads)");
 DEFINE_uint64(min_bytes, 8, "smallest message, bytes");
@@ -154,8 +155,9 @@ std::string HumanBytes(size_t bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("CPU all-reduce through the gloo plugin vs gloo called directly");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(&argc, &argv,
+                       "gloo_overhead [--world_sizes=N,...] [--min_bytes=B] [--max_bytes=B]",
+                       "CPU all-reduce through the gloo plugin vs gloo called directly.");
   std::vector<int> world_sizes;
   std::string list = FLAGS_world_sizes;
   for (size_t start = 0; start <= list.size();) {

@@ -7,12 +7,13 @@
 #include <sstream>
 
 #include "infini/common/one_line.h"
+#include "infini/common/usage.h"
 
 namespace infini::examples::gpt2 {
 namespace {
 
 std::string Quoted(const std::string& name, const std::string& value) {
-  return "--" + name + "='" + OneLine(value) + "'";
+  return flags::QuotedFlag(name, value);
 }
 
 int64_t ParseInteger(const std::string& name, const std::string& value, int64_t minimum,
@@ -185,20 +186,19 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
 
 std::string TrainUsage() {
   TrainOptions unused;
-  std::ostringstream text;
-  text << "gpt2: data-parallel training of GPT-2, on the host (gloo) or the GPUs (nccl).\n"
-          "  gpt2 [flags]                                   one process on the host\n"
-          "  gpt2 --ccl_backend=nccl [flags]                one GPU\n"
-          "  infini_run --ccl_backend=gloo --nproc_per_node=2 gpt2 [flags]\n"
-          "  infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2 --model=d12 --dtype=bfloat16\n"
-          "Flags (--name=value or --name value):\n";
+  std::vector<flags::FlagHelp> shown;
   for (const Flag& flag : MakeFlags(&unused)) {
     if (flag.help.empty()) continue;  // an alias, named in its flag's help
-    text << "  --" << flag.name
-         << std::string(flag.name.size() < 28 ? 28 - flag.name.size() : 1, ' ') << flag.help
-         << "\n";
+    shown.push_back({flag.name, flag.is_bool ? "" : "VALUE", "", flag.help});
   }
-  return text.str();
+  return flags::FormatUsage(
+      "gpt2 [flags]  (--name=value or --name value)",
+      "Data-parallel training of GPT-2, on the host (gloo) or the GPUs (nccl).\n"
+      "  gpt2 [flags]                                   one process on the host\n"
+      "  gpt2 --ccl_backend=nccl [flags]                one GPU\n"
+      "  infini_run --ccl_backend=gloo --nproc_per_node=2 gpt2 [flags]\n"
+      "  infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2 --model=d12 --dtype=bfloat16\n",
+      shown);
 }
 
 TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
@@ -226,7 +226,7 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
       if (candidate.name == name) flag = &candidate;
     }
     if (flag == nullptr) {
-      throw UsageError("unknown flag --" + OneLine(name) + " (see --help)");
+      throw UsageError(flags::UnknownFlagMessage("gpt2", "--" + name));
     }
     std::string value;
     if (equals != std::string::npos) {
@@ -236,7 +236,7 @@ TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
     } else if (i + 1 < arguments.size()) {
       value = arguments[++i];
     } else {
-      throw UsageError("--" + OneLine(name) + " needs a value");
+      throw UsageError(flags::MissingValueMessage("gpt2", name));
     }
     flag->set(value);
     seen.push_back(name);
