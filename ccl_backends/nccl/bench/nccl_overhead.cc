@@ -34,6 +34,7 @@
 
 #include "../src/communicator.h"  // the plugin's communicator, to call NCCL on the same one
 #include "infini/ccl/ccl.h"
+#include "infini/common/flags.h"
 #include "infini/common/launch_env.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
@@ -511,8 +512,8 @@ int RunProcess(const std::shared_ptr<const Backend>& backend) {
 }  // namespace infini::ccl::nccl_bench
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("direct NCCL vs InfiniCCL plugin: time, bus bandwidth, host overhead");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(&argc, &argv, "[infini_run [launcher flags] --] nccl_overhead_bench [flags]",
+                       "Direct NCCL vs InfiniCCL plugin: time, bus bandwidth, host overhead.");
   using namespace infini::ccl::nccl_bench;
   try {
     auto backend = infini::ccl::Backend::Load("nccl");
