@@ -1,6 +1,7 @@
 #include "communicator.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <cstddef>
 #include <cstring>
@@ -289,9 +290,137 @@ infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclC
              : infiniCclSuccess;
 }
 
+namespace {
+
+// `name` from the libnccl this plugin runs with, when that library is at
+// least `version` (NCCL_VERSION_CODE): a plugin built against a newer
+// header may run on an older library, so the symbol is looked up, never
+// linked.
+void* NcclSymbol(const char* name, int version) {
+  int loaded = 0;
+  if (ncclGetVersion(&loaded) != ncclSuccess || loaded < version) return nullptr;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr) {
+    return nullptr;
+  }
+  void* library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  if (library == nullptr) return nullptr;
+  void* symbol = dlsym(library, name);
+  dlclose(library);  // NOLOAD took one more reference; the plugin's own stays
+  return symbol;
+}
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+using NcclShrink = ncclResult_t (*)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int);
+NcclShrink g_nccl_shrink = nullptr;
+
+infiniCclResult_t CommShrink(infiniCclComm_t comm, const int32_t* excluded_ranks,
+                             int32_t excluded_count, const infiniCclConfig_t* config, int32_t flags,
+                             infiniCclComm_t* new_comm) {
+  constexpr std::string_view kCall = "comm_shrink";
+  if (new_comm == nullptr) return Fail(infiniCclInvalidArgument, "comm_shrink: new_comm is NULL");
+  *new_comm = nullptr;
+  CCLCHECK(RequireComm(comm, kCall));
+  if (excluded_count < 0 || (excluded_count > 0 && excluded_ranks == nullptr) ||
+      (flags & ~INFINI_CCL_SHRINK_ABORT) != 0) {
+    return Fail(infiniCclInvalidArgument,
+                "comm_shrink: excluded_ranks NULL, excluded_count " +
+                    std::to_string(excluded_count) + " or flags " + std::to_string(flags) +
+                    ": expected a list of excluded_count ranks and 0 or INFINI_CCL_SHRINK_ABORT");
+  }
+  CommOptions options;
+  CCLCHECK(ReadOptions(config, kCall, &options));
+  ScopedDevice on_device(comm->device);  // the new communicator shares the parent's device
+  std::unique_ptr<infiniCclComm> fresh;
+  CCLCHECK(NewComm(kCall, options, &fresh));
+  PendingComm created(fresh.release());
+  ncclConfig_t nccl_config = ToNcclConfig(options, created->name);
+  const bool abort_first = (flags & INFINI_CCL_SHRINK_ABORT) != 0;
+  if (abort_first) comm->revoked = true;  // NCCL ends the parent's work
+  ncclResult_t result = ncclSuccess;
+  if (excluded_count == 0) {
+    // NCCL refuses an empty list; a copy is a split of one color, in the
+    // old order (equal keys keep it).
+    result = ncclCommSplit(comm->nccl, 0, 0, &created->nccl, &nccl_config);
+    if (result != ncclSuccess && result != ncclInProgress) {
+      return CheckNccl(result, "comm_shrink: ncclCommSplit (no rank excluded)", comm->nccl);
+    }
+  } else {
+    std::vector<int> excluded(excluded_ranks, excluded_ranks + excluded_count);
+    result = g_nccl_shrink(comm->nccl, excluded.data(), excluded_count, &created->nccl,
+                           &nccl_config, abort_first ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT);
+    if (result != ncclSuccess && result != ncclInProgress) {
+      return CheckNccl(result, "comm_shrink: ncclCommShrink", comm->nccl);
+    }
+  }
+  *new_comm = created.release();
+  return result == ncclInProgress
+             ? Fail(infiniCclInProgress,
+                    "comm_shrink: non-blocking shrink in progress; poll comm_get_async_error")
+             : infiniCclSuccess;
+}
+#endif
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+using NcclRevoke = ncclResult_t (*)(ncclComm_t, int);
+NcclRevoke g_nccl_revoke = nullptr;
+
+infiniCclResult_t CommRevoke(infiniCclComm_t comm) {
+  CCLCHECK(RequireComm(comm, "comm_revoke"));
+  comm->revoked = true;
+  const ncclResult_t result = g_nccl_revoke(comm->nccl, NCCL_REVOKE_DEFAULT);
+  if (result == ncclInProgress) {
+    return Fail(infiniCclInProgress,
+                "comm_revoke: outstanding work still stopping; poll comm_get_async_error");
+  }
+  return CheckNccl(result, "comm_revoke: ncclCommRevoke", comm->nccl);
+}
+#endif
+
+// ncclCommGetAsyncError until the communicator is no longer in progress.
+ncclResult_t WaitQuiescent(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress) {
+    const ncclResult_t asked = ncclCommGetAsyncError(comm, &state);
+    if (asked != ncclSuccess) return asked;
+    if (state == ncclInProgress) std::this_thread::yield();
+  }
+  return state;
+}
+
+}  // namespace
+
+CommShrinkEntry CommShrinkIfAvailable() {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  g_nccl_shrink =
+      reinterpret_cast<NcclShrink>(NcclSymbol("ncclCommShrink", NCCL_VERSION(2, 27, 0)));
+  if (g_nccl_shrink != nullptr) return &CommShrink;
+#endif
+  return nullptr;
+}
+
+CommRevokeEntry CommRevokeIfAvailable() {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  g_nccl_revoke =
+      reinterpret_cast<NcclRevoke>(NcclSymbol("ncclCommRevoke", NCCL_VERSION(2, 28, 0)));
+  if (g_nccl_revoke != nullptr) return &CommRevoke;
+#endif
+  return nullptr;
+}
+
 infiniCclResult_t CommDestroy(infiniCclComm_t comm) {
   if (comm == nullptr) return infiniCclSuccess;
   infiniCclResult_t result = infiniCclSuccess;
+  if (comm->nccl != nullptr && comm->revoked.load()) {
+    // Finalize is invalid after a revoke: wait until the work has stopped,
+    // then free. A revoked communicator's error state is expected.
+    const ncclResult_t state = WaitQuiescent(comm->nccl);
+    result =
+        CheckNccl(state == ncclSuccess ? ncclCommDestroy(comm->nccl) : ncclCommAbort(comm->nccl),
+                  "comm_destroy (revoked): ncclCommDestroy");
+    DeleteComm(comm);
+    return result;
+  }
   if (comm->nccl != nullptr) {
     // Finalize flushes outstanding work; for a non-blocking communicator it
     // returns early, and the wait below is what "wait for outstanding work"

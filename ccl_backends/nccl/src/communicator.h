@@ -4,6 +4,7 @@
 #include <nccl.h>
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "infini/ccl/plugin_abi.h"
@@ -20,6 +21,9 @@ struct infiniCclComm {
   // buffer from the caller.
   void* barrier_word = nullptr;
   std::string name;  // NCCL keeps a pointer to the name in its config
+  // Revoked (comm_revoke, or comm_shrink's abort flag): ncclCommFinalize is
+  // then invalid, so comm_destroy waits for quiescence and destroys.
+  std::atomic<bool> revoked{false};
 };
 
 namespace infini::ccl::nccl {
@@ -37,6 +41,15 @@ infiniCclResult_t CommInitRanks(infiniCclComm_t* comms, int ncomms, const int* d
                                 const infiniCclBootstrap_t* bootstrap);
 infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclComm_t* newcomm,
                             const infiniCclConfig_t* config);
+// ncclCommShrink (NCCL >= 2.27) and ncclCommRevoke (NCCL >= 2.28), resolved
+// from the libnccl loaded at run time; NULL where the header this plugin
+// was built with, or that library, lacks them (plugin.cc offers only the
+// entries these return).
+using CommShrinkEntry = infiniCclResult_t (*)(infiniCclComm_t, const int32_t*, int32_t,
+                                              const infiniCclConfig_t*, int32_t, infiniCclComm_t*);
+using CommRevokeEntry = infiniCclResult_t (*)(infiniCclComm_t);
+CommShrinkEntry CommShrinkIfAvailable();
+CommRevokeEntry CommRevokeIfAvailable();
 infiniCclResult_t CommDestroy(infiniCclComm_t comm);
 infiniCclResult_t CommAbort(infiniCclComm_t comm);
 infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* async_error,

@@ -57,12 +57,28 @@ infiniCclResult_t GetVersion(const char** version) {
 const char* GetErrorString(infiniCclResult_t result) { return ResultString(result); }
 const char* GetLastError() { return LastError(); }
 
+// NCCL's recovery calls where the library has them (set at load).
+CommShrinkEntry g_shrink = nullptr;
+CommRevokeEntry g_revoke = nullptr;
+
+infiniCclResult_t Shrink(infiniCclComm_t comm, const int32_t* excluded_ranks,
+                         int32_t excluded_count, const infiniCclConfig_t* config, int32_t flags,
+                         infiniCclComm_t* new_comm) {
+  return g_shrink(comm, excluded_ranks, excluded_count, config, flags, new_comm);
+}
+infiniCclResult_t Revoke(infiniCclComm_t comm) { return g_revoke(comm); }
+
 }  // namespace
 }  // namespace infini::ccl::nccl
 
 namespace nccl = infini::ccl::nccl;
 
-INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
+// Not const: the recovery entries are filled in when the plugin is loaded
+// (OfferRecoveryEntries), from what the libnccl it runs with has.
+// (INFINI_CCL_PLUGIN_EXPORT's extern "C" in block form: a non-const
+// definition may not be declared extern.)
+extern "C" {
+__attribute__((visibility("default"))) infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .struct_size = sizeof(infiniCclPlugin_v2_t),
     .abi_version = INFINI_CCL_PLUGIN_ABI_VERSION_V2,
     .name = "nccl",
@@ -124,4 +140,25 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .graph_destroy = &nccl::Exported<&nccl::GraphDestroy>::Call,
     // NCCL reads its settings per communicator (the config, vendor options).
     .init = nullptr,
+    .comm_shrink = nullptr,  // OfferRecoveryEntries
+    .comm_revoke = nullptr,
 };
+}  // extern "C"
+
+namespace {
+
+// Runs at dlopen, before the host reads the table: ncclCommShrink and
+// ncclCommRevoke are offered only where both the header this plugin was
+// built with and the library it runs with have them.
+[[gnu::constructor]] void OfferRecoveryEntries() {
+  nccl::g_shrink = nccl::CommShrinkIfAvailable();
+  nccl::g_revoke = nccl::CommRevokeIfAvailable();
+  if (nccl::g_shrink != nullptr) {
+    infiniCclPlugin_v2.comm_shrink = &nccl::Exported<&nccl::Shrink>::Call;
+  }
+  if (nccl::g_revoke != nullptr) {
+    infiniCclPlugin_v2.comm_revoke = &nccl::Exported<&nccl::Revoke>::Call;
+  }
+}
+
+}  // namespace

@@ -240,4 +240,9 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     // Optional: a library that reads process-wide settings once (environment
     // variables, a config file) applies the options it receives here.
     .init = nullptr,
+    // Optional: recovery after a lost rank (ncclCommShrink/ncclCommRevoke,
+    // MPI_Comm_shrink/MPI_Comm_revoke), when your library can; see
+    // docs/porting.md.
+    .comm_shrink = nullptr,
+    .comm_revoke = nullptr,
 };

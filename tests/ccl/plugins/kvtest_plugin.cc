@@ -22,7 +22,8 @@
 // "one_rank_comms" (comm_init_ranks quietly makes a world of one for each
 // rank, as a library asked for a 1x2 layout did), "wrong_with_threads" (float32 sums are off by one
 // on communicators made several to a process: wrong in one layout only), "hang_init"
-// (comm_init_ranks never returns, and cannot be aborted: there is no handle yet).
+// (comm_init_ranks never returns, and cannot be aborted: there is no handle yet),
+// "wrong_shrink_size" (comm_shrink's communicator claims the parent's size).
 //
 // Built twice: KVTEST_ONE_RANK_PER_PROCESS gives libinfini_ccl_kvtest_one.so,
 // which declares INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS (oneCCL's CPU
@@ -104,6 +105,8 @@ struct Comm {
   uint64_t sequence = 0;                 // collectives issued (the same on every rank)
   std::vector<uint64_t> sent, received;  // point-to-point messages per peer
   std::atomic<bool> aborted{false};
+  std::atomic<bool> revoked{false};  // comm_revoke, or comm_shrink's abort flag
+  uint64_t shrinks = 0;              // comm_shrink calls (the same on every survivor)
 
   // Abort may come from another thread while a call runs: the last of them
   // frees the communicator.
@@ -168,6 +171,10 @@ infiniCclResult_t Take(const Comm& comm, const std::string& key, void* data, siz
   while (true) {
     if (comm.aborted.load()) {
       return Fail(infiniCclAborted, "the communicator was aborted while waiting for '" + key + "'");
+    }
+    if (comm.revoked.load()) {
+      return Fail(infiniCclRemoteError,
+                  "the communicator was revoked while waiting for '" + key + "'");
     }
     size_t found = 0;
     const infiniCclResult_t result = comm.bootstrap.get(comm.bootstrap.context, full_key.c_str(),
@@ -581,6 +588,40 @@ infiniCclResult_t CommSplit(infiniCclComm_t handle, int color, int key, infiniCc
   return infiniCclSuccess;
 }
 
+// Only the survivors call it, with the same sorted list: each works out its
+// new rank and meets the others under keys of this shrink alone.
+infiniCclResult_t CommShrink(infiniCclComm_t handle, const int32_t* excluded_ranks,
+                             int32_t excluded_count, const infiniCclConfig_t* config, int32_t flags,
+                             infiniCclComm_t* new_comm) {
+  Comm& comm = *CommOf(handle);
+  CommUse use(&comm);
+  *new_comm = nullptr;
+  if ((flags & INFINI_CCL_SHRINK_ABORT) != 0) comm.revoked.store(true);
+  int below = 0;
+  std::string list;
+  for (int32_t index = 0; index < excluded_count; ++index) {
+    below += excluded_ranks[index] < comm.rank;
+    list += std::to_string(excluded_ranks[index]) + ".";
+  }
+  Comm* child = NewComm(comm.bootstrap,
+                        comm.prefix + "shrink" + std::to_string(comm.shrinks++) + "/x" + list + "/",
+                        comm.rank - below, comm.nranks - excluded_count, comm.device,
+                        config != nullptr ? TimeoutOf(config) : comm.timeout_ms);
+  const infiniCclResult_t result = Join(*child);
+  if (result != infiniCclSuccess) {
+    delete child;
+    return result;
+  }
+  if (Fault("wrong_shrink_size")) child->nranks = comm.nranks;  // joined right, then lies
+  *new_comm = reinterpret_cast<infiniCclComm_t>(child);
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t CommRevoke(infiniCclComm_t handle) {
+  CommOf(handle)->revoked.store(true);
+  return infiniCclSuccess;
+}
+
 infiniCclResult_t CommDestroy(infiniCclComm_t handle) {
   if (handle != nullptr) Release(CommOf(handle));
   return infiniCclSuccess;
@@ -596,8 +637,13 @@ infiniCclResult_t CommAbort(infiniCclComm_t handle) {
 infiniCclResult_t CommGetAsyncError(infiniCclComm_t handle, infiniCclResult_t* async_error,
                                     const char** message) {
   const bool aborted = CommOf(handle)->aborted.load();
-  *async_error = aborted ? infiniCclAborted : infiniCclSuccess;
-  if (message != nullptr) *message = aborted ? "kvtest: the communicator was aborted" : "";
+  const bool revoked = CommOf(handle)->revoked.load();
+  *async_error = aborted ? infiniCclAborted : revoked ? infiniCclRemoteError : infiniCclSuccess;
+  if (message != nullptr) {
+    *message = aborted   ? "kvtest: the communicator was aborted"
+               : revoked ? "kvtest: the communicator was revoked"
+                         : "";
+  }
   return infiniCclSuccess;
 }
 
@@ -926,4 +972,6 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .graph_launch = nullptr,
     .graph_destroy = nullptr,
     .init = Init,
+    .comm_shrink = CommShrink,
+    .comm_revoke = CommRevoke,
 };

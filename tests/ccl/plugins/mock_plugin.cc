@@ -13,7 +13,9 @@
 // otherwise a version-2 one. MOCK_ABI_VERSION and MOCK_STRUCT_SIZE lie in
 // the table's header; MOCK_NEWER_HEADER exports a v2 table from a "newer"
 // header with entries after ours; MOCK_V3_ONLY exports only a version the
-// host does not know.
+// host does not know; MOCK_PRE_SHRINK has comm_shrink and comm_revoke but a
+// struct_size from a header that ended at init (so the host must not read
+// them).
 #ifdef MOCK_V1
 using MockTable = infiniCclPlugin_v1_t;
 #define MOCK_DEFAULT_VERSION INFINI_CCL_PLUGIN_ABI_VERSION_V1
@@ -29,6 +31,9 @@ using MockTable = infiniCclPlugin_v2_t;
 #endif
 #ifndef MOCK_ABI_VERSION
 #define MOCK_ABI_VERSION MOCK_DEFAULT_VERSION
+#endif
+#if defined(MOCK_PRE_SHRINK) && !defined(MOCK_STRUCT_SIZE)
+#define MOCK_STRUCT_SIZE INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, init)
 #endif
 #ifndef MOCK_STRUCT_SIZE
 #ifdef MOCK_NEWER_HEADER
@@ -173,6 +178,19 @@ infiniCclResult_t Split(infiniCclComm_t, int, int, infiniCclComm_t* newcomm,
 infiniCclResult_t AsyncError(infiniCclComm_t, infiniCclResult_t* error, const char** message) {
   *error = infiniCclSuccess;
   if (message != nullptr) *message = "mock: all is well";
+  return infiniCclSuccess;
+}
+// A one-rank world shrinks only to a copy of itself; the host checks it.
+infiniCclResult_t Shrink(infiniCclComm_t comm, const int32_t*, int32_t excluded_count,
+                         const infiniCclConfig_t*, int32_t, infiniCclComm_t* new_comm) {
+  ++g_calls;
+  if (excluded_count != 0) return Fail("mock: a one-rank communicator has no one to exclude");
+  *new_comm =
+      reinterpret_cast<infiniCclComm_t>(new MockComm{reinterpret_cast<MockComm*>(comm)->rank});
+  return infiniCclSuccess;
+}
+infiniCclResult_t Revoke(infiniCclComm_t) {
+  ++g_calls;
   return infiniCclSuccess;
 }
 // No average, and nothing but float32 and int32 for reductions: what an
@@ -369,7 +387,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRU
     .barrier = Barrier, .all_to_all_v = nullptr, .all_gather_v = nullptr,                          \
     .reduce_scatter_v = nullptr, .gather = nullptr, .scatter = nullptr,                            \
     .stream_begin_capture = nullptr, .stream_end_capture = nullptr, .graph_launch = nullptr,       \
-    .graph_destroy = nullptr, .init = Init                                                         \
+    .graph_destroy = nullptr, .init = Init, .comm_shrink = Shrink, .comm_revoke = Revoke           \
   }
 #ifdef MOCK_NULL_ALL_REDUCE
 #define MOCK_ALL_REDUCE nullptr
