@@ -1,5 +1,6 @@
 #include "tensor_checks.h"
 
+#include <stdexcept>
 #include <string>
 
 #include "infini/ccl/dtype.h"
@@ -48,34 +49,40 @@ void CheckSameType(const TensorCheck& check, const DLTensor& send, const DLTenso
 }
 
 size_t CheckPair(const TensorCheck& check, const DLTensor& send, const DLTensor& recv,
-                 CountRule rule) {
+                 Collective collective) {
   const size_t send_count = CheckTensor(check, "send", send);
   const size_t recv_count = CheckTensor(check, "recv", recv);
   CheckSameType(check, send, recv);
   const auto world_size = static_cast<size_t>(check.world_size);
   const std::string world = "world_size (" + std::to_string(world_size) + ")";
-  switch (rule) {
-    case CountRule::kSame:
+  switch (CountRuleOf(collective)) {
+    case CountRule::kWholeBuffer:
+    case CountRule::kPerPeer:  // all_to_all: world x count on both sides
       if (recv_count != send_count) {
         Refuse(check, "recv tensor has " + std::to_string(recv_count) +
                           " elements, expected the same number as send (" +
                           std::to_string(send_count) + ")");
       }
       break;
-    case CountRule::kRecvIsWorldTimesSend:
+    case CountRule::kPerRankSend:
       if (recv_count != send_count * world_size) {
         Refuse(check, "recv tensor has " + std::to_string(recv_count) + " elements, expected " +
                           world + " x send elements (" + std::to_string(send_count) +
                           ") = " + std::to_string(send_count * world_size));
       }
       break;
-    case CountRule::kSendIsWorldTimesRecv:
+    case CountRule::kPerRankRecv:
       if (send_count != recv_count * world_size) {
         Refuse(check, "send tensor has " + std::to_string(send_count) + " elements, expected " +
                           world + " x recv elements (" + std::to_string(recv_count) +
                           ") = " + std::to_string(recv_count * world_size));
       }
       break;
+    case CountRule::kVariable:
+    case CountRule::kNoBuffer:
+      // Programming error: these have no pair of whole tensors to compare.
+      throw std::logic_error("CheckPair: " + std::string(CollectiveName(collective)) +
+                             " has no send/recv count rule");
   }
   return send_count;
 }

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "infini/ccl/collectives.h"
+
 namespace infini::ccl::internal {
 
 // What one collective needs to know about its tensors.
@@ -20,17 +22,12 @@ struct TensorCheck {
 // one lane, and lives on the backend's device type. Returns its element count.
 size_t CheckTensor(const TensorCheck& check, std::string_view role, const DLTensor& tensor);
 
-// How a collective's recv element count follows from its send count.
-enum class CountRule {
-  kSame,                  // all_reduce, broadcast, reduce, all_to_all
-  kRecvIsWorldTimesSend,  // all_gather
-  kSendIsWorldTimesRecv,  // reduce_scatter
-};
-
 // Checks send and recv alike, then that they agree in dtype and device and
-// that their counts follow `rule`. Returns the send count.
+// that their counts follow `collective`'s count rule (collectives.h: the
+// whole-buffer, per-rank and per-peer rules; gather's and scatter's are
+// their roots'). Returns the send count.
 size_t CheckPair(const TensorCheck& check, const DLTensor& send, const DLTensor& recv,
-                 CountRule rule);
+                 Collective collective);
 
 // Throws unless send and recv agree in dtype and device.
 void CheckSameType(const TensorCheck& check, const DLTensor& send, const DLTensor& recv);
