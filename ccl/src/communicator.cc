@@ -2,9 +2,11 @@
 // checks its arguments and the backend's declared capabilities first, so a
 // caller's mistake or a missing feature is one clear Error, and the plugin
 // only ever sees calls it said it can serve.
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <utility>
+#include <vector>
 
 #include "bootstrap_bridge.h"
 #include "comm_config.h"
@@ -454,6 +456,48 @@ Communicator Communicator::Split(int color, int key, const CommConfig& config) c
   Communicator child(backend_, new_handle, child_rank, child_size, bootstrap_);
   child.RecordDevice(device_.device_id);  // the parent's, whatever is current here
   return child;
+}
+
+Communicator Communicator::Shrink(std::span<const int> excluded_ranks, ShrinkMode mode,
+                                  const CommConfig& config) const {
+  if (!valid()) {
+    throw Error(infiniCclInvalidUsage, "Shrink: the communicator is not valid");
+  }
+  if (plugin_->comm_shrink == nullptr) {
+    internal::RefuseMissingEntry(backend_->info().name, "comm_shrink");
+  }
+  const std::vector<int32_t> excluded =
+      internal::NormalizedExclusion(excluded_ranks, rank_, world_size_);
+  const auto [new_rank, new_size] = internal::RankAfterShrink(excluded, rank_, world_size_);
+  const internal::PluginConfig plugin_config(config);
+  const int32_t flags =
+      mode == ShrinkMode::kAbort ? INFINI_CCL_SHRINK_ABORT : INFINI_CCL_SHRINK_DEFAULT;
+  infiniCclComm_t new_handle = nullptr;
+  backend_->Check(
+      plugin_->comm_shrink(handle(), excluded.data(), static_cast<int32_t>(excluded.size()),
+                           plugin_config.get(), flags, &new_handle),
+      "comm_shrink");
+  if (new_handle == nullptr) {
+    throw Error(infiniCclInternalError, "backend plugin '" + backend_->info().name +
+                                            "' comm_shrink succeeded without a communicator");
+  }
+  const infiniCclComm_t handles[] = {new_handle};
+  const int ranks[] = {new_rank};
+  internal::CheckMembership(*backend_, handles, ranks, new_size, "comm_shrink");
+  // As a split's child, it may use the parent's bootstrap.
+  Communicator shrunk(backend_, new_handle, new_rank, new_size, bootstrap_);
+  shrunk.RecordDevice(device_.device_id);
+  return shrunk;
+}
+
+void Communicator::Revoke() const {
+  if (!valid()) {
+    throw Error(infiniCclInvalidUsage, "Revoke: the communicator is not valid");
+  }
+  if (plugin_->comm_revoke == nullptr) {
+    internal::RefuseMissingEntry(backend_->info().name, "comm_revoke");
+  }
+  backend_->Check(plugin_->comm_revoke(handle()), "comm_revoke");
 }
 
 void Communicator::Abort() {

@@ -1,5 +1,6 @@
 #include "membership.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -82,6 +83,37 @@ std::pair<int, int> CheckSplitMembership(const Backend& backend, infiniCclComm_t
              " ranks with this rank as " + std::to_string(found.rank) +
              ", expected at most the parent's " + std::to_string(parent_world_size) +
              " ranks and a rank below the child's size");
+}
+
+std::vector<int32_t> NormalizedExclusion(std::span<const int> excluded_ranks, int rank,
+                                         int world_size) {
+  std::vector<int32_t> excluded(excluded_ranks.begin(), excluded_ranks.end());
+  for (int32_t excluded_rank : excluded) {
+    if (excluded_rank < 0 || excluded_rank >= world_size) {
+      throw Error(infiniCclInvalidArgument,
+                  "Shrink: excluded rank " + std::to_string(excluded_rank) +
+                      " is not a rank of this communicator: expected 0.." +
+                      std::to_string(world_size - 1));
+    }
+  }
+  std::sort(excluded.begin(), excluded.end());
+  excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
+  if (static_cast<int>(excluded.size()) == world_size) {
+    throw Error(infiniCclInvalidArgument,
+                "Shrink: the excluded ranks are all " + std::to_string(world_size) +
+                    " ranks of this communicator: expected at least one survivor");
+  }
+  if (std::binary_search(excluded.begin(), excluded.end(), rank)) {
+    throw Error(infiniCclInvalidArgument,
+                "Shrink: the excluded ranks hold this rank (" + std::to_string(rank) +
+                    "): expected only the survivors to call Shrink, each excluding the others");
+  }
+  return excluded;
+}
+
+std::pair<int, int> RankAfterShrink(std::span<const int32_t> excluded, int rank, int world_size) {
+  const auto below = std::lower_bound(excluded.begin(), excluded.end(), rank) - excluded.begin();
+  return {rank - static_cast<int>(below), world_size - static_cast<int>(excluded.size())};
 }
 
 }  // namespace infini::ccl::internal

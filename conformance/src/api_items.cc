@@ -115,20 +115,8 @@ Outcome BarrierOrders(RankContext& context) {
                                                            : "host fallback (all_reduce)");
 }
 
-namespace {
-
-// Where this rank stands in a communicator, as the suite laid it out.
-struct Position {
-  int rank;
-  int world_size;
-};
-
-// A float32 sum all_reduce of `count` on `comm`, checked against `place`.
-// `settled`, when given, runs between the enqueue and the stream's
-// synchronization: a non-blocking communicator's call may still be in
-// progress (not yet on the stream) when it returns.
 std::string SumCheck(RankContext& context, const ccl::Communicator& comm, Position place,
-                     int64_t count, const std::function<void()>& settled = {}) {
+                     int64_t count, const std::function<void()>& settled) {
   const DLDataType dtype = ccl::dtype::kFloat32;
   const std::vector<double> values =
       InputValues(dtype, ReduceOp::kSum, place.rank, place.world_size, 0, count);
@@ -141,8 +129,6 @@ std::string SumCheck(RankContext& context, const ccl::Communicator& comm, Positi
                ExpectAllReduce(dtype, ReduceOp::kSum, place.world_size, count),
                Download(buffer, dtype, 0, static_cast<size_t>(count)));
 }
-
-}  // namespace
 
 Outcome GroupAggregates(RankContext& context) {
   const DLDataType dtype = ccl::dtype::kFloat32;

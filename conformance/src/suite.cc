@@ -117,6 +117,21 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
                       ? "INFINI_CCL_FEATURE_ABORT_UNBLOCKS not declared"
                       : "needs 2 ranks",
                   internal::AbortUnblocks));
+  // The last rank plays the lost one: shrinking needs a survivor besides it.
+  const auto recovery_why = [&](bool declared, const char* entry) {
+    return !declared ? std::string(entry) + " is NULL" : std::string("needs 2 ranks");
+  };
+  add("shrink/drop_last_rank", false,
+      declared_or(capabilities.shrink() && world_size > 1,
+                  recovery_why(capabilities.shrink(), "comm_shrink"),
+                  internal::ShrinkDropsLastRank));
+  add("shrink/abort_outstanding", false,
+      declared_or(capabilities.shrink() && world_size > 1,
+                  recovery_why(capabilities.shrink(), "comm_shrink"),
+                  internal::ShrinkAbortsOutstanding));
+  add("revoke/unblocks_recv", false,
+      declared_or(capabilities.revoke() && world_size > 1,
+                  recovery_why(capabilities.revoke(), "comm_revoke"), internal::RevokeUnblocks));
   if (capabilities.one_rank_per_process() && threads_per_process > 1) {
     RefuseLayout(items,
                  "the plugin allows one rank per process "

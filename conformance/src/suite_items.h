@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,19 @@ std::string Judge(const CaseSpec& spec, const std::vector<double>& expected,
 Item CollectiveItem(Collective collective, DLDataType dtype, std::optional<ReduceOp> op,
                     const ccl::Capabilities& capabilities, int world_size);
 
+// Where this rank stands in a communicator, as the suite laid it out.
+struct Position {
+  int rank;
+  int world_size;
+};
+
+// A float32 sum all_reduce of `count` on `comm`, checked against `place`
+// (api_items.cc). `settled`, when given, runs between the enqueue and the
+// stream's synchronization: a non-blocking communicator's call may still be
+// in progress (not yet on the stream) when it returns.
+std::string SumCheck(RankContext& context, const ccl::Communicator& comm, Position place,
+                     int64_t count, const std::function<void()>& settled = {});
+
 // api_items.cc: the items that are not one collective.
 Outcome DeviceCount(RankContext& context);
 Outcome Memory(RankContext& context);
@@ -72,5 +86,10 @@ Outcome MultiDeviceInit(RankContext& context);
 Outcome NonBlockingInit(RankContext& context);
 Outcome CaptureReplays(RankContext& context);
 Outcome AbortUnblocks(RankContext& context);
+
+// recovery_items.cc: shrink and revoke, where the plugin declares them.
+Outcome ShrinkDropsLastRank(RankContext& context);
+Outcome ShrinkAbortsOutstanding(RankContext& context);
+Outcome RevokeUnblocks(RankContext& context);
 
 }  // namespace infini::conformance::internal

@@ -111,7 +111,8 @@ void ExpectGlooPasses(const std::string& launcher_flags, const std::string& suit
   // The entries gloo has are judged, not skipped.
   for (const char* name :
        {"all_reduce/float32/sum", "reduce_scatter/bfloat16/max", "all_to_all_v/int64",
-        "send_recv_ring/float16", "split/even_odd", "abort/unblocks_recv", "barrier"}) {
+        "send_recv_ring/float16", "split/even_odd", "abort/unblocks_recv", "barrier",
+        "shrink/drop_last_rank", "shrink/abort_outstanding", "revoke/unblocks_recv"}) {
     const Row* row = Find(rows, name);
     ASSERT_NE(row, nullptr) << name << "\n" << run.output;
     EXPECT_EQ(row->verdict, "pass") << name;
@@ -223,6 +224,56 @@ TEST(ConformanceRun, PluginMakingSmallerCommunicatorsThanAskedIsRefusedNeverPass
   for (const Row& row : rows) {
     if (row.name.rfind("runtime/", 0) == 0 || row.name.rfind("init/unique_id", 0) == 0) continue;
     EXPECT_NE(row.verdict, "pass") << row.name << " passed on a refused world";
+  }
+}
+
+// Shrinking without the last rank, in a world where two survive: the
+// shrunk communicator's size, ranks and results, and a shrink with the
+// abort flag that ends a receive the lost rank never answers.
+TEST(ConformanceRun, ShrinkPassesOnGlooAndKvtestInThreeProcesses) {
+  for (const std::string backend : {std::string("gloo"), std::string(KVTEST_PLUGIN_PATH)}) {
+    const RunResult run = Conformance(backend, "--nproc_per_node=3", "--filter=shrink/");
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    const std::vector<Row> rows = Rows(run.output);
+    for (const char* name : {"shrink/drop_last_rank", "shrink/abort_outstanding"}) {
+      const Row* row = Find(rows, name);
+      ASSERT_NE(row, nullptr) << name << "\n" << run.output;
+      EXPECT_EQ(row->verdict, "pass") << backend << " " << name << row->detail;
+    }
+    EXPECT_NE(Find(rows, "shrink/drop_last_rank")->detail.find("2 of 3 ranks"), std::string::npos)
+        << run.output;
+  }
+}
+
+// A comm_shrink that is declared but makes a communicator of the parent's
+// size is refused by the host and judged FAIL, never pass; the lost rank
+// does not wait out the item for survivors that failed.
+TEST(ConformanceRun, ShrinkDeclaredButWrongIsAFail) {
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult run = Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=2", "--filter=shrink/",
+                                    "KVTEST_FAULT=wrong_shrink_size");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const std::vector<Row> rows = Rows(run.output);
+  for (const char* name : {"shrink/drop_last_rank", "shrink/abort_outstanding"}) {
+    const Row* row = Find(rows, name);
+    ASSERT_NE(row, nullptr) << name << "\n" << run.output;
+    EXPECT_EQ(row->verdict, "FAIL") << name;
+    EXPECT_NE(row->detail.find("comm_shrink made a communicator of 2 ranks"), std::string::npos)
+        << row->detail;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+// A plugin without the entries: unsupported, naming the entry.
+TEST(ConformanceRun, ShrinkAndRevokeUndeclaredAreUnsupported) {
+  const RunResult run = Conformance("template", "--nproc_per_node=2", "--filter=/");
+  const std::vector<Row> rows = Rows(run.output);
+  for (const auto& [name, entry] : {std::pair{"shrink/drop_last_rank", "comm_shrink is NULL"},
+                                    std::pair{"revoke/unblocks_recv", "comm_revoke is NULL"}}) {
+    const Row* row = Find(rows, name);
+    ASSERT_NE(row, nullptr) << name << "\n" << run.output;
+    EXPECT_EQ(row->verdict, "unsupported") << name;
+    EXPECT_NE(row->detail.find(entry), std::string::npos) << row->detail;
   }
 }
 

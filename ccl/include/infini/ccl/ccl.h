@@ -174,6 +174,13 @@ class DeviceBuffer {
   int device_index_ = 0;
 };
 
+// How Communicator::Shrink treats the outstanding work of the communicator
+// it shrinks (comm_shrink's flags).
+enum class ShrinkMode {
+  kDefault,  // the parent is healthy: its work completes as usual
+  kAbort,    // a peer is dead: end the parent's outstanding work first
+};
+
 // One rank's membership in a group (RAII: destroyed with comm_destroy unless
 // aborted first). Collectives are its methods.
 //
@@ -284,6 +291,28 @@ class Communicator {
   // Collective (ncclCommSplit). color < 0 → this rank joins no new group and
   // gets an invalid Communicator.
   Communicator Split(int color, int key, const CommConfig& config = {}) const;
+  // A new communicator of this one's ranks without `excluded_ranks`
+  // (ncclCommShrink, MPI_Comm_shrink), ranks renumbered in their old order.
+  // Collective over the survivors: every rank not listed calls it with the
+  // same list (in any order; duplicates count once); listed ranks do not.
+  // A rank out of [0, world_size()), this rank itself, or every rank is one
+  // Error(infiniCclInvalidArgument) before the plugin is called; the new
+  // communicator's size and rank are checked against world_size() minus
+  // the excluded and the renumbered rank. This communicator stays valid
+  // and still needs Destroy() or Abort(); after ShrinkMode::kAbort it
+  // serves no more work. Throws Error(infiniCclUnsupported) when the
+  // backend has no comm_shrink (Capabilities::shrink()). A non-blocking
+  // config behaves as for Split.
+  Communicator Shrink(std::span<const int> excluded_ranks, ShrinkMode mode = ShrinkMode::kDefault,
+                      const CommConfig& config = {}) const;
+  // Ends this communicator's outstanding work (ncclCommRevoke,
+  // MPI_Comm_revoke): calls blocked on it, on any thread, return an error,
+  // and later ones fail; Shrink, Destroy and Abort still work. Not
+  // collective: each rank that learns of a loss revokes its own. With a
+  // non-blocking backend GetAsyncError may say infiniCclInProgress until
+  // the work has stopped. Throws Error(infiniCclUnsupported) when the
+  // backend has no comm_revoke (Capabilities::revoke()).
+  void Revoke() const;
   // Stops outstanding work without waiting; the communicator becomes
   // invalid. Safe while another thread is blocked in a collective on it.
   void Abort();
