@@ -18,6 +18,7 @@
 #include "deferred_init.h"
 #include "infini/ccl/ccl.h"
 #include "infini/ccl/memory_bootstrap_store.h"
+#include "infini/ccl/plugin_table.h"
 #include "infini/common/launch_env.h"
 #include "membership.h"
 #include "missing_entry.h"
@@ -408,6 +409,16 @@ void Backend::RunDeferredInits() const {
     }
   }
   if (first_failure) std::rethrow_exception(first_failure);
+}
+
+namespace internal {
+struct PluginTableAccess {
+  static const infiniCclPlugin_t& Of(const Backend& backend) { return *backend.plugin_; }
+};
+}  // namespace internal
+
+const infiniCclPlugin_t& PluginTable(const Backend& backend) {
+  return internal::PluginTableAccess::Of(backend);
 }
 
 int Backend::DeviceCount() const {

@@ -12,6 +12,7 @@
 #include "comm_config.h"
 #include "deferred_init.h"
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/plugin_table.h"
 #include "membership.h"
 #include "missing_entry.h"
 #include "process_exit.h"
@@ -72,7 +73,7 @@ size_t Blocks(int world_size) { return world_size > 0 ? static_cast<size_t>(worl
 Communicator::Communicator(std::shared_ptr<const Backend> backend, infiniCclComm_t handle, int rank,
                            int world_size, std::shared_ptr<internal::BootstrapBridge> bootstrap)
     : backend_(std::move(backend)),
-      plugin_(&backend_->plugin()),
+      plugin_(&PluginTable(*backend_)),
       handle_(handle),
       rank_(rank),
       world_size_(world_size),
@@ -86,7 +87,7 @@ Communicator::Communicator(std::shared_ptr<const Backend> backend,
                            std::shared_ptr<internal::DeferredInit> deferred, int rank,
                            int world_size, std::shared_ptr<internal::BootstrapBridge> bootstrap)
     : backend_(std::move(backend)),
-      plugin_(&backend_->plugin()),
+      plugin_(&PluginTable(*backend_)),
       deferred_(std::move(deferred)),
       rank_(rank),
       world_size_(world_size),

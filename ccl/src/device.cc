@@ -3,13 +3,14 @@
 #include <utility>
 
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/plugin_table.h"
 #include "process_exit.h"
 
 namespace infini::ccl {
 
 Stream::Stream(std::shared_ptr<const Backend> backend)
     : backend_(std::move(backend)), owned_(true) {
-  backend_->Check(backend_->plugin().stream_create(&handle_), "stream_create");
+  backend_->Check(PluginTable(*backend_).stream_create(&handle_), "stream_create");
 }
 
 Stream Stream::Default(std::shared_ptr<const Backend> backend) {
@@ -31,7 +32,7 @@ Stream::~Stream() {
     internal::LeaveToProcessEnd(handle_);
     return;
   }
-  if (owned_ && handle_ != nullptr) backend_->plugin().stream_destroy(handle_);
+  if (owned_ && handle_ != nullptr) PluginTable(*backend_).stream_destroy(handle_);
 }
 
 Stream::Stream(Stream&& other) noexcept
@@ -41,7 +42,7 @@ Stream::Stream(Stream&& other) noexcept
 
 Stream& Stream::operator=(Stream&& other) noexcept {
   if (this != &other) {
-    if (owned_ && handle_ != nullptr) backend_->plugin().stream_destroy(handle_);
+    if (owned_ && handle_ != nullptr) PluginTable(*backend_).stream_destroy(handle_);
     backend_ = std::move(other.backend_);
     handle_ = std::exchange(other.handle_, nullptr);
     owned_ = std::exchange(other.owned_, false);
@@ -55,7 +56,7 @@ void Stream::Synchronize() const {
         infiniCclInvalidUsage,
         "Stream::Synchronize on a default-constructed Stream: use Stream::Default(backend)");
   }
-  backend_->Check(backend_->plugin().stream_synchronize(handle_), "stream_synchronize");
+  backend_->Check(PluginTable(*backend_).stream_synchronize(handle_), "stream_synchronize");
 }
 
 void Stream::WaitEvent(const Event& event) const {
@@ -63,16 +64,16 @@ void Stream::WaitEvent(const Event& event) const {
     throw Error(infiniCclInvalidUsage,
                 "Stream::WaitEvent on a default-constructed Stream: use Stream::Default(backend)");
   }
-  backend_->Check(backend_->plugin().stream_wait_event(handle_, event.handle()),
+  backend_->Check(PluginTable(*backend_).stream_wait_event(handle_, event.handle()),
                   "stream_wait_event");
 }
 
 namespace {
 
-// plugin() is the host's own v2 table: entries past a plugin's struct_size,
+// PluginTable() is the host's own v2 table: entries past a plugin's struct_size,
 // and those a v1 plugin lacks, are NULL there, so NULL is "not provided".
 void RequireCapture(const Backend& backend) {
-  const auto& plugin = backend.plugin();
+  const auto& plugin = PluginTable(backend);
   if (plugin.stream_begin_capture == nullptr || plugin.stream_end_capture == nullptr ||
       plugin.graph_launch == nullptr || plugin.graph_destroy == nullptr) {
     throw Error(infiniCclUnsupported,
@@ -87,13 +88,13 @@ void Stream::BeginCapture() const {
     throw Error(infiniCclInvalidUsage, "Stream::BeginCapture needs a created (non-default) stream");
   }
   RequireCapture(*backend_);
-  backend_->Check(backend_->plugin().stream_begin_capture(handle_), "stream_begin_capture");
+  backend_->Check(PluginTable(*backend_).stream_begin_capture(handle_), "stream_begin_capture");
 }
 
 Graph Stream::EndCapture() const {
   RequireCapture(*backend_);
   infiniCclGraph_t graph = nullptr;
-  backend_->Check(backend_->plugin().stream_end_capture(handle_, &graph), "stream_end_capture");
+  backend_->Check(PluginTable(*backend_).stream_end_capture(handle_, &graph), "stream_end_capture");
   return Graph(backend_, graph);
 }
 
@@ -105,7 +106,7 @@ Graph::~Graph() {
     internal::LeaveToProcessEnd(handle_);
     return;
   }
-  if (handle_ != nullptr) backend_->plugin().graph_destroy(handle_);
+  if (handle_ != nullptr) PluginTable(*backend_).graph_destroy(handle_);
 }
 
 Graph::Graph(Graph&& other) noexcept
@@ -113,7 +114,7 @@ Graph::Graph(Graph&& other) noexcept
 
 Graph& Graph::operator=(Graph&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) backend_->plugin().graph_destroy(handle_);
+    if (handle_ != nullptr) PluginTable(*backend_).graph_destroy(handle_);
     backend_ = std::move(other.backend_);
     handle_ = std::exchange(other.handle_, nullptr);
   }
@@ -121,11 +122,11 @@ Graph& Graph::operator=(Graph&& other) noexcept {
 }
 
 void Graph::Launch(const Stream& stream) const {
-  backend_->Check(backend_->plugin().graph_launch(handle_, stream.handle()), "graph_launch");
+  backend_->Check(PluginTable(*backend_).graph_launch(handle_, stream.handle()), "graph_launch");
 }
 
 Event::Event(std::shared_ptr<const Backend> backend) : backend_(std::move(backend)) {
-  backend_->Check(backend_->plugin().event_create(&handle_), "event_create");
+  backend_->Check(PluginTable(*backend_).event_create(&handle_), "event_create");
 }
 
 Event::~Event() {
@@ -133,7 +134,7 @@ Event::~Event() {
     internal::LeaveToProcessEnd(handle_);
     return;
   }
-  if (handle_ != nullptr) backend_->plugin().event_destroy(handle_);
+  if (handle_ != nullptr) PluginTable(*backend_).event_destroy(handle_);
 }
 
 Event::Event(Event&& other) noexcept
@@ -141,7 +142,7 @@ Event::Event(Event&& other) noexcept
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) backend_->plugin().event_destroy(handle_);
+    if (handle_ != nullptr) PluginTable(*backend_).event_destroy(handle_);
     backend_ = std::move(other.backend_);
     handle_ = std::exchange(other.handle_, nullptr);
   }
@@ -149,22 +150,22 @@ Event& Event::operator=(Event&& other) noexcept {
 }
 
 void Event::Record(const Stream& stream) const {
-  backend_->Check(backend_->plugin().event_record(handle_, stream.handle()), "event_record");
+  backend_->Check(PluginTable(*backend_).event_record(handle_, stream.handle()), "event_record");
 }
 
 bool Event::Query() const {
   int done = 0;
-  backend_->Check(backend_->plugin().event_query(handle_, &done), "event_query");
+  backend_->Check(PluginTable(*backend_).event_query(handle_, &done), "event_query");
   return done != 0;
 }
 
 void Event::Synchronize() const {
-  backend_->Check(backend_->plugin().event_synchronize(handle_), "event_synchronize");
+  backend_->Check(PluginTable(*backend_).event_synchronize(handle_), "event_synchronize");
 }
 
 float Event::ElapsedMsSince(const Event& start) const {
   float milliseconds = 0;
-  backend_->Check(backend_->plugin().event_elapsed_ms(start.handle_, handle_, &milliseconds),
+  backend_->Check(PluginTable(*backend_).event_elapsed_ms(start.handle_, handle_, &milliseconds),
                   "event_elapsed_ms");
   return milliseconds;
 }
@@ -172,7 +173,7 @@ float Event::ElapsedMsSince(const Event& start) const {
 DeviceBuffer::DeviceBuffer(std::shared_ptr<const Backend> backend, size_t bytes)
     : backend_(std::move(backend)), bytes_(bytes) {
   device_index_ = backend_->GetDevice();
-  backend_->Check(backend_->plugin().mem_alloc(&data_, bytes), "mem_alloc");
+  backend_->Check(PluginTable(*backend_).mem_alloc(&data_, bytes), "mem_alloc");
 }
 
 DeviceBuffer::~DeviceBuffer() {
@@ -180,7 +181,7 @@ DeviceBuffer::~DeviceBuffer() {
     internal::LeaveToProcessEnd(data_);
     return;
   }
-  if (data_ != nullptr) backend_->plugin().mem_free(data_);
+  if (data_ != nullptr) PluginTable(*backend_).mem_free(data_);
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -191,7 +192,7 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr) backend_->plugin().mem_free(data_);
+    if (data_ != nullptr) PluginTable(*backend_).mem_free(data_);
     backend_ = std::move(other.backend_);
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
@@ -227,20 +228,26 @@ void CheckRange(size_t bytes, size_t offset_bytes, size_t capacity, const char* 
 
 void DeviceBuffer::CopyFromHost(const void* host, size_t bytes, size_t offset_bytes) const {
   CheckRange(bytes, offset_bytes, bytes_, "CopyFromHost");
-  const auto& plugin = backend_->plugin();
-  backend_->Check(plugin.memcpy_async(static_cast<char*>(data_) + offset_bytes, host, bytes,
-                                      infiniCclMemcpyHostToDevice, nullptr),
-                  "memcpy_async");
-  backend_->Check(plugin.stream_synchronize(nullptr), "stream_synchronize");
+  backend_->MemcpyAsync(static_cast<char*>(data_) + offset_bytes, host, bytes,
+                        infiniCclMemcpyHostToDevice);
+  Stream::Default(backend_).Synchronize();
 }
 
 void DeviceBuffer::CopyToHost(void* host, size_t bytes, size_t offset_bytes) const {
   CheckRange(bytes, offset_bytes, bytes_, "CopyToHost");
-  const auto& plugin = backend_->plugin();
-  backend_->Check(plugin.memcpy_async(host, static_cast<char*>(data_) + offset_bytes, bytes,
-                                      infiniCclMemcpyDeviceToHost, nullptr),
-                  "memcpy_async");
-  backend_->Check(plugin.stream_synchronize(nullptr), "stream_synchronize");
+  backend_->MemcpyAsync(host, static_cast<char*>(data_) + offset_bytes, bytes,
+                        infiniCclMemcpyDeviceToHost);
+  Stream::Default(backend_).Synchronize();
+}
+
+void Backend::MemcpyAsync(void* destination, const void* source, size_t bytes,
+                          infiniCclMemcpyKind_t kind, const Stream& stream) const {
+  Check(plugin_->memcpy_async(destination, source, bytes, kind, stream.handle()), "memcpy_async");
+}
+
+void Backend::MemsetAsync(void* destination, int byte_value, size_t bytes,
+                          const Stream& stream) const {
+  Check(plugin_->memset_async(destination, byte_value, bytes, stream.handle()), "memset_async");
 }
 
 }  // namespace infini::ccl

@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "infini/ccl/plugin_table.h"
+
 namespace infini::ccl::internal {
 namespace {
 
@@ -11,7 +13,7 @@ namespace {
 // that may be in another world.
 void Discard(const Backend& backend, infiniCclComm_t handle) {
   if (handle == nullptr) return;
-  const infiniCclPlugin_t& plugin = backend.plugin();
+  const infiniCclPlugin_t& plugin = PluginTable(backend);
   (plugin.comm_abort != nullptr ? plugin.comm_abort : plugin.comm_destroy)(handle);
 }
 
@@ -23,7 +25,7 @@ struct Membership {
 };
 
 Membership Ask(const Backend& backend, infiniCclComm_t handle, std::string_view call) {
-  const infiniCclPlugin_t& plugin = backend.plugin();
+  const infiniCclPlugin_t& plugin = PluginTable(backend);
   Membership membership;
   const infiniCclResult_t rank = plugin.comm_user_rank(handle, &membership.rank);
   const infiniCclResult_t count = plugin.comm_count(handle, &membership.count);

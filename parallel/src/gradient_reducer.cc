@@ -125,13 +125,10 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<GradientSpec> 
   for (const auto& storage : state.layout.storages) {
     const size_t bytes = storage.count * ccl::ElementBytes(storage.dtype);
     ccl::DeviceBuffer buffer(backend, bytes);
-    if (bytes > 0) {
-      backend->Check(backend->plugin().memset_async(buffer.data(), 0, bytes, nullptr),
-                     "memset_async");
-    }
+    if (bytes > 0) backend->MemsetAsync(buffer.data(), 0, bytes);
     state.storages.push_back(std::move(buffer));
   }
-  backend->Check(backend->plugin().stream_synchronize(nullptr), "stream_synchronize");
+  ccl::Stream::Default(backend).Synchronize();
   for (size_t index = 0; index < state.specs.size(); ++index) {
     const auto& place = state.layout.gradients[index];
     state.views.push_back(state.storages[place.storage].AsTensor(

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/plugin_table.h"
 
 namespace {
 
@@ -316,7 +317,7 @@ TEST_F(ApiChecks, ReleaseGivesUpTheHandleWithoutDestroyingIt) {
   comm.Destroy();  // nothing left to destroy
   { Communicator gone = std::move(comm); }
   EXPECT_EQ(destroy_calls(), before);
-  backend_->plugin().comm_destroy(handle);  // what the process's end would reclaim
+  infini::ccl::PluginTable(*backend_).comm_destroy(handle);  // what the process's end would reclaim
 }
 
 TEST_F(ApiChecks, DeviceBufferRoundTripsThroughTheBackend) {
@@ -328,6 +329,23 @@ TEST_F(ApiChecks, DeviceBufferRoundTripsThroughTheBackend) {
   EXPECT_EQ(std::vector<float>(out, out + 4), std::vector<float>(in, in + 4));
   EXPECT_THROW(buffer.AsTensor(dtype::kFloat32, 5), Error);
   EXPECT_EQ(buffer.AsTensor(dtype::kFloat32, 2, 2).count(), 2);
+}
+
+// What a framework does with its own tensors' memory, through ccl.h alone:
+// set, copy in, copy out, on the default stream.
+TEST_F(ApiChecks, FrameworkMemoryIsSetAndCopiedThroughTheBackend) {
+  infini::ccl::DeviceBuffer storage(backend_, 4 * sizeof(float));
+  void* device = storage.data();
+  const float in[4] = {1, 2, 3, 4};
+  float out[4] = {9, 9, 9, 9};
+  backend_->MemsetAsync(device, 0, sizeof(out));
+  backend_->MemcpyAsync(out, device, sizeof(out), infiniCclMemcpyDeviceToHost);
+  infini::ccl::Stream::Default(backend_).Synchronize();
+  EXPECT_EQ(std::vector<float>(out, out + 4), std::vector<float>(4, 0.0f));
+  backend_->MemcpyAsync(device, in, sizeof(in), infiniCclMemcpyHostToDevice);
+  backend_->MemcpyAsync(out, device, sizeof(out), infiniCclMemcpyDeviceToHost);
+  infini::ccl::Stream::Default(backend_).Synchronize();
+  EXPECT_EQ(std::vector<float>(out, out + 4), std::vector<float>(in, in + 4));
 }
 
 }  // namespace

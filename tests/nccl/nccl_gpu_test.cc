@@ -15,6 +15,7 @@
 
 #include "infini/ccl/ccl.h"
 #include "infini/ccl/dtype.h"
+#include "infini/ccl/plugin_table.h"
 #include "rank_harness.h"
 #include "scenarios.h"
 
@@ -202,7 +203,7 @@ TEST(NcclVendorOptions, KnownOptionsAreAppliedAndCollectivesStillMatch) {
 TEST(NcclAsyncError, ErrorOfNonBlockingCommunicatorCarriesNcclsText) {
   REQUIRE_DEVICES(1);
   auto backend = Backend::Load("nccl");
-  const auto& plugin = backend->plugin();
+  const auto& plugin = PluginTable(*backend);
   backend->SetDevice(0);
   CommConfig config;
   config.blocking = false;
@@ -234,7 +235,7 @@ TEST(NcclAsyncError, ErrorOfNonBlockingCommunicatorCarriesNcclsText) {
 TEST(NcclCapabilities, TypeNcclCannotReduceIsRefusedBeforeThePluginIsCalled) {
   REQUIRE_DEVICES(1);
   auto backend = Backend::Load("nccl");
-  const auto& plugin = backend->plugin();
+  const auto& plugin = PluginTable(*backend);
   backend->SetDevice(0);
   Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
   Stream stream(backend);
@@ -281,7 +282,7 @@ struct RawComm {
 // Creates a non-blocking communicator and polls until it is ready.
 infiniCclResult_t InitNonBlocking(const Backend& backend, int world_size, const UniqueId& id,
                                   int rank, infiniCclComm_t* comm) {
-  const auto& plugin = backend.plugin();
+  const auto& plugin = PluginTable(backend);
   infiniCclConfig_t config = INFINI_CCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   config.comm_name = "nonblocking_test";
@@ -306,7 +307,7 @@ TEST(NcclNonBlocking, InitCanBePolledUntilReadyThenAborted) {
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < visible_devices; ++rank) {
     ranks.emplace_back([&, rank] {
-      const auto& plugin = backend->plugin();
+      const auto& plugin = PluginTable(*backend);
       backend->SetDevice(rank);
       infiniCclComm_t comm = nullptr;
       const infiniCclResult_t ready = InitNonBlocking(*backend, visible_devices, id, rank, &comm);
@@ -343,7 +344,7 @@ TEST(NcclNonBlocking, RankWhosePeerSkipsACollectiveIsDetectedAndAborted) {
   std::vector<std::thread> ranks;
   for (int rank = 0; rank < world; ++rank) {
     ranks.emplace_back([&, rank] {
-      const auto& plugin = backend->plugin();
+      const auto& plugin = PluginTable(*backend);
       std::string& failure = failures[rank];
       backend->SetDevice(rank);
       infiniCclComm_t comm = nullptr;

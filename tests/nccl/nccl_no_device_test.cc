@@ -14,6 +14,7 @@
 #include "infini/ccl/capabilities.h"
 #include "infini/ccl/ccl.h"
 #include "infini/ccl/dtype.h"
+#include "infini/ccl/plugin_table.h"
 #include "infini/conformance/reference.h"
 
 namespace infini::ccl::nccl_test {
@@ -93,7 +94,7 @@ TEST(NcclWithoutGpu, CommunicatorCallsFailWithClearMessage) {
 }
 
 TEST(NcclWithoutGpu, RawMemoryCallsFailWithClearMessage) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   void* memory = reinterpret_cast<void*>(0x1);
   EXPECT_EQ(plugin.mem_alloc(&memory, 64), infiniCclInvalidUsage);
   EXPECT_EQ(memory, nullptr);
@@ -105,7 +106,7 @@ TEST(NcclWithoutGpu, RawMemoryCallsFailWithClearMessage) {
 }
 
 TEST(NcclWithoutGpu, EveryOptionalEntryIsImplemented) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   const void* entries[] = {
       reinterpret_cast<const void*>(plugin.comm_init_rank),
       reinterpret_cast<const void*>(plugin.comm_init_ranks),
@@ -178,7 +179,7 @@ TEST(NcclWithoutGpu, CapabilitiesAreNcclsForEveryCollectiveTypeAndOperator) {
 
 // Types the C++ API does not name reach supports() through the raw table.
 TEST(NcclWithoutGpu, SupportsAnswersForTypesBeyondTheNamedOnes) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   const DLDataType int16{kDLInt, 16, 1};
   const DLDataType float32x2{kDLFloat, 32, 2};
   const DLDataType int4{kDLInt, 4, 1};
@@ -248,7 +249,7 @@ TEST(NcclWithoutGpu, GoodOptionsAndOtherBackendsOptionsPassTheConfigCheck) {
 // The raw chain: an extension of a type the plugin does not know is
 // skipped; a chain that loops is refused instead of walked forever.
 TEST(NcclWithoutGpu, ExtensionChainSkipsUnknownTypesAndRefusesCycles) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   const char* keys[] = {"max_ctas"};
   const char* values[] = {"many"};
   infiniCclVendorOptions_t vendor{};
@@ -280,7 +281,7 @@ TEST(NcclWithoutGpu, ExtensionChainSkipsUnknownTypesAndRefusesCycles) {
 }
 
 TEST(NcclWithoutGpu, EveryResultCodeHasAText) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   for (int code = 0; code <= infiniCclNumResults + 3; ++code) {
     const char* text = plugin.get_error_string(static_cast<infiniCclResult_t>(code));
     ASSERT_NE(text, nullptr) << code;
@@ -289,7 +290,7 @@ TEST(NcclWithoutGpu, EveryResultCodeHasAText) {
 }
 
 TEST(NcclWithoutGpu, LastErrorIsPerThreadAndEmptyBeforeAnyFailure) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   EXPECT_EQ(plugin.set_device(0), infiniCclInvalidUsage);
   EXPECT_NE(std::string(plugin.get_last_error()), "");
   std::string other_thread_text = "unset";
@@ -298,7 +299,7 @@ TEST(NcclWithoutGpu, LastErrorIsPerThreadAndEmptyBeforeAnyFailure) {
 }
 
 TEST(NcclWithoutGpu, CollectivesOnNullCommunicatorAreRefused) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   const DLDataType float32{kDLFloat, 32, 1};
   EXPECT_EQ(plugin.all_reduce(nullptr, nullptr, 1, float32, infiniCclSum, nullptr, nullptr),
             infiniCclInvalidArgument);
@@ -316,7 +317,7 @@ TEST(NcclWithoutGpu, CollectivesOnNullCommunicatorAreRefused) {
 }
 
 TEST(NcclWithoutGpu, VariableCollectivesRefuseNullCountArrays) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   const DLDataType float32{kDLFloat, 32, 1};
   const size_t counts[1] = {1};
   EXPECT_EQ(plugin.all_to_all_v(nullptr, counts, counts, nullptr, nullptr, counts, float32, nullptr,
@@ -341,7 +342,7 @@ TEST(NcclWithoutGpu, VariableCollectivesRefuseNullCountArrays) {
 }
 
 TEST(NcclWithoutGpu, CommunicatorEntriesCheckTheirArguments) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   infiniCclResult_t state = infiniCclSuccess;
   const char* message = nullptr;
   EXPECT_EQ(plugin.comm_get_async_error(nullptr, &state, &message), infiniCclInvalidArgument);
@@ -364,7 +365,7 @@ TEST(NcclWithoutGpu, CommunicatorEntriesCheckTheirArguments) {
 }
 
 TEST(NcclWithoutGpu, ReductionOfTypeNcclLacksIsUnsupportedAndNamesTheType) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   const DLDataType int16{kDLInt, 16, 1};
   EXPECT_EQ(plugin.all_reduce(nullptr, nullptr, 1, int16, infiniCclSum, nullptr, nullptr),
             infiniCclUnsupported);
@@ -386,7 +387,7 @@ TEST(NcclWithoutGpu, ReductionOfTypeNcclLacksIsUnsupportedAndNamesTheType) {
 }
 
 TEST(NcclWithoutGpu, UnknownReductionOperatorIsRefused) {
-  const auto& plugin = Nccl()->plugin();
+  const auto& plugin = PluginTable(*Nccl());
   EXPECT_EQ(plugin.all_reduce(nullptr, nullptr, 1, DLDataType{kDLFloat, 32, 1},
                               static_cast<infiniCclRedOp_t>(17), nullptr, nullptr),
             infiniCclInvalidArgument);

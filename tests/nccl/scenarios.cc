@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "infini/ccl/plugin_table.h"
 #include "infini/conformance/reference.h"
 
 namespace infini::ccl::nccl_test {
@@ -441,7 +442,7 @@ void BarrierCompletes(RankContext& context) {
 }
 
 void GraphReplayedAllReduceMatchesHostReference(RankContext& context) {
-  const auto& plugin = context.backend->plugin();
+  const auto& plugin = PluginTable(*context.backend);
   const DLDataType f32 = dtype::kFloat32;
   const size_t count = 64;
   const int replays = 3;

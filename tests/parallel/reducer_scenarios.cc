@@ -18,18 +18,16 @@ using ccl::ReduceOp;
 using Bytes = std::vector<unsigned char>;
 
 void CopyToDevice(const ccl::Backend& backend, const DLTensor& tensor, const Bytes& host) {
-  backend.Check(backend.plugin().memcpy_async(ccl::DataPointer(tensor), host.data(), host.size(),
-                                              infiniCclMemcpyHostToDevice, nullptr),
-                "memcpy_async");
-  backend.Check(backend.plugin().stream_synchronize(nullptr), "stream_synchronize");
+  backend.MemcpyAsync(ccl::DataPointer(tensor), host.data(), host.size(),
+                      infiniCclMemcpyHostToDevice);
+  ccl::Stream::Default(backend.shared_from_this()).Synchronize();
 }
 
 Bytes CopyToHost(const ccl::Backend& backend, const DLTensor& tensor) {
   Bytes host(static_cast<size_t>(ccl::NumElements(tensor)) * ccl::ElementBytes(tensor.dtype));
-  backend.Check(backend.plugin().memcpy_async(host.data(), ccl::DataPointer(tensor), host.size(),
-                                              infiniCclMemcpyDeviceToHost, nullptr),
-                "memcpy_async");
-  backend.Check(backend.plugin().stream_synchronize(nullptr), "stream_synchronize");
+  backend.MemcpyAsync(host.data(), ccl::DataPointer(tensor), host.size(),
+                      infiniCclMemcpyDeviceToHost);
+  ccl::Stream::Default(backend.shared_from_this()).Synchronize();
   return host;
 }
 

@@ -34,6 +34,7 @@
 
 #include "../src/communicator.h"  // the plugin's communicator, to call NCCL on the same one
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/plugin_table.h"
 #include "infini/common/flags.h"
 #include "infini/common/launch_env.h"
 #include "infini/rendezvous/run_token.h"
@@ -295,7 +296,7 @@ void BandwidthTable(Rank& r) {
 
 void GraphTable(Rank& r) {
   const bool leader = r.rank == 0;
-  const auto& plugin = r.backend->plugin();
+  const auto& plugin = PluginTable(*r.backend);
   PrintRow(leader,
            "\n## all_reduce latency: eager vs CUDA-graph replay (float32 sum, %d ops per graph)\n",
            FLAGS_graph_ops);
@@ -327,7 +328,7 @@ void GraphTable(Rank& r) {
 
 void HostOverheadTable(Rank& r) {
   const bool leader = r.rank == 0;
-  const auto& plugin = r.backend->plugin();
+  const auto& plugin = PluginTable(*r.backend);
   const size_t count = 2;  // 8 B of float32
   const PluginCall call = MakePluginCall(r, Collective::kAllReduce, count);
   infiniCclComm_t comm = r.plugin_comm.handle();

@@ -69,8 +69,9 @@ class BootstrapStore {
 };
 
 namespace internal {
-class BootstrapBridge;  // a BootstrapStore seen through the C ABI
-struct DeferredInit;    // a CommInitRank issued inside GroupStart/GroupEnd
+class BootstrapBridge;     // a BootstrapStore seen through the C ABI
+struct PluginTableAccess;  // the raw table, for infini/ccl/plugin_table.h only
+struct DeferredInit;       // a CommInitRank issued inside GroupStart/GroupEnd
 }  // namespace internal
 
 class Backend;
@@ -399,8 +400,6 @@ class Backend : public std::enable_shared_from_this<Backend> {
 
   const BackendInfo& info() const { return info_; }
   const Capabilities& capabilities() const { return capabilities_; }
-  // The plugin's table (a v1 plugin's is adapted to v2 by the loader).
-  const infiniCclPlugin_t& plugin() const { return *plugin_; }
 
   // ---- Communicators (NCCL names) ----
   // `bootstrap`, when given, is lent to the plugin (the group's scope of the
@@ -436,6 +435,13 @@ class Backend : public std::enable_shared_from_this<Backend> {
   int DeviceCount() const;
   void SetDevice(int device_index) const;
   int GetDevice() const;
+  // Memory a framework owns (its tensors' storage), in order on `stream`
+  // (default: the backend's default stream); Stream::Synchronize before
+  // reading what they wrote (cudaMemcpyAsync, cudaMemsetAsync).
+  void MemcpyAsync(void* destination, const void* source, size_t bytes, infiniCclMemcpyKind_t kind,
+                   const Stream& stream = {}) const;
+  void MemsetAsync(void* destination, int byte_value, size_t bytes,
+                   const Stream& stream = {}) const;
 
   // Throws Error for a failed plugin call, with the plugin's explanation.
   // `what` names the call ("all_reduce"). infiniCclInProgress is not a
@@ -458,6 +464,9 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // thread's group that just closed.
   void RunDeferredInits() const;
 
+  // The table stays private so that a new ABI version changes no caller's
+  // code: only ccl/ and infini/ccl/plugin_table.h reach it.
+  friend struct internal::PluginTableAccess;
   const infiniCclPlugin_t* plugin_;
   BackendInfo info_;
   Capabilities capabilities_;
