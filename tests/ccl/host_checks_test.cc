@@ -79,6 +79,90 @@ TEST(HostChecks, HonestPluginsCommunicatorCarriesTheAskedRankAndSize) {
   EXPECT_EQ(comm.world_size(), 1);
 }
 
+// ---- Shrink and revoke ----------------------------------------------------------
+
+TEST(HostChecks, ShrinkOfOneRankExcludingNoneIsACopyCheckedByTheHost) {
+  const auto backend = Backend::Load(PluginPath("mock"));
+  ASSERT_TRUE(backend->capabilities().shrink());
+  ASSERT_TRUE(backend->capabilities().revoke());
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  Communicator copy = comm.Shrink({});
+  EXPECT_TRUE(copy.valid());
+  EXPECT_EQ(copy.rank(), 0);
+  EXPECT_EQ(copy.world_size(), 1);
+  EXPECT_NO_THROW(comm.Revoke());
+  EXPECT_NO_THROW(copy.Shrink({}, infini::ccl::ShrinkMode::kAbort));
+  EXPECT_TRUE(comm.valid()) << "the parent stays the caller's to free";
+}
+
+TEST(HostChecks, ShrinkListsOutsideTheCommunicatorOrOfEveryRankAreRefusedBeforeThePlugin) {
+  const auto backend = Backend::Load(PluginPath("mock"));
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  const auto calls = Hook<int (*)()>("mock", "mock_plugin_collective_calls");
+  ASSERT_NE(calls, nullptr);
+  const int before = calls();
+  const auto refusal = [&](std::vector<int> excluded) -> std::string {
+    try {
+      comm.Shrink(excluded);
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), infiniCclInvalidArgument) << error.what();
+      return error.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(refusal({1}),
+            "Shrink: excluded rank 1 is not a rank of this communicator: expected 0..0");
+  EXPECT_EQ(refusal({0, 0}),
+            "Shrink: the excluded ranks are all 1 ranks of this communicator: expected at least "
+            "one survivor");
+  EXPECT_EQ(calls(), before) << "the plugin was called for a refused list";
+}
+
+TEST(HostChecks, ShrunkCommunicatorWithAWrongRankIsRefusedAndFreed) {
+  const auto backend = Backend::Load(PluginPath("mock_liar_shrink"));
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  const auto destroyed = Hook<int (*)()>("mock_liar_shrink", "mock_plugin_destroy_calls");
+  ASSERT_NE(destroyed, nullptr);
+  const int before = destroyed();
+  try {
+    comm.Shrink({});
+    FAIL() << "a shrunk communicator with rank 7 of 1 was accepted";
+  } catch (const Error& error) {
+    const std::string text = error.what();
+    EXPECT_NE(text.find("comm_shrink made a communicator of 1 ranks with this rank as 7, asked "
+                        "for 1 ranks with this rank as 0"),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_EQ(destroyed(), before + 1) << "the refused communicator was not freed";
+  EXPECT_TRUE(comm.valid());
+}
+
+TEST(HostChecks, ShrinkAndRevokeBeyondAnOlderTablesSizeAreNotImplemented) {
+  for (const char* plugin : {"mock_pre_shrink", "mock_v1"}) {
+    SCOPED_TRACE(plugin);
+    const auto backend = Backend::Load(PluginPath(plugin));
+    EXPECT_FALSE(backend->capabilities().shrink());
+    EXPECT_FALSE(backend->capabilities().revoke());
+    Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+    try {
+      comm.Shrink({});
+      FAIL() << "Shrink reached a plugin without comm_shrink";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), infiniCclUnsupported);
+      EXPECT_NE(std::string(error.what()).find("does not implement comm_shrink"), std::string::npos)
+          << error.what();
+    }
+    try {
+      comm.Revoke();
+      FAIL() << "Revoke reached a plugin without comm_revoke";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("does not implement comm_revoke"), std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 TEST(HostChecks, CommInitRankInsideAGroupIsMadeAtTheOutermostGroupEnd) {
   const auto backend = Backend::Load(PluginPath("mock"));
   backend->GroupStart();

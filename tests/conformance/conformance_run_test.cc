@@ -231,7 +231,7 @@ TEST(ConformanceRun, PluginMakingSmallerCommunicatorsThanAskedIsRefusedNeverPass
 // shrunk communicator's size, ranks and results, and a shrink with the
 // abort flag that ends a receive the lost rank never answers.
 TEST(ConformanceRun, ShrinkPassesOnGlooAndKvtestInThreeProcesses) {
-  for (const std::string backend : {std::string("gloo"), std::string(KVTEST_PLUGIN_PATH)}) {
+  for (const std::string& backend : {std::string("gloo"), std::string(KVTEST_PLUGIN_PATH)}) {
     const RunResult run = Conformance(backend, "--nproc_per_node=3", "--filter=shrink/");
     EXPECT_EQ(run.exit_code, 0) << run.output;
     const std::vector<Row> rows = Rows(run.output);

@@ -461,6 +461,94 @@ TEST(NcclDeviceSharing, TwoRanksOnOneGpuAreRefusedWithClearMessage) {
   }
 }
 
+// ---- Shrink and revoke (NCCL >= 2.27 / 2.28) ------------------------------------
+
+// A float32 sum all_reduce of one element holding `value` on `comm`.
+float SumOf(const Communicator& comm, float value) {
+  Stream stream(comm.backend());
+  DeviceBuffer buffer(comm.backend(), sizeof(float));
+  buffer.CopyFromHost(&value, sizeof(value));
+  comm.AllReduce(buffer.AsTensor(dtype::kFloat32, 1), buffer.AsTensor(dtype::kFloat32, 1),
+                 ReduceOp::kSum, stream);
+  stream.Synchronize();
+  float sum = 0;
+  buffer.CopyToHost(&sum, sizeof(sum));
+  return sum;
+}
+
+// One GPU: a world of one shrinks, excluding nobody, to a copy (NCCL
+// refuses an empty list; the plugin splits instead), and a revoked
+// communicator is still destroyed.
+TEST(NcclShrink, OneRankExcludingNoneShrinksToACopyAndARevokedOneIsDestroyed) {
+  REQUIRE_DEVICES(1);
+  auto backend = Backend::Load("nccl");
+  if (!backend->capabilities().shrink()) GTEST_SKIP() << "this NCCL has no ncclCommShrink";
+  backend->SetDevice(0);
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  Communicator copy = comm.Shrink({});
+  EXPECT_EQ(copy.world_size(), 1);
+  EXPECT_EQ(copy.rank(), 0);
+  EXPECT_EQ(SumOf(copy, 2.5f), 2.5f);
+  copy.Destroy();
+  if (backend->capabilities().revoke()) {
+    comm.Revoke();
+    std::string message;
+    infiniCclResult_t state = comm.GetAsyncError(&message);
+    const auto deadline = steady_clock::now() + kCollectiveDeadline;
+    while (state == infiniCclInProgress && steady_clock::now() < deadline) {
+      state = comm.GetAsyncError(&message);
+    }
+    EXPECT_NE(state, infiniCclInProgress) << "the revoke never settled";
+  }
+  EXPECT_NO_THROW(comm.Destroy());
+}
+
+// Two GPUs: the last rank takes no part and the survivor shrinks to a
+// world of one, by default and, with a receive from the lost rank pending,
+// with the abort flag (the receive is ended, the shrink returns).
+TEST(NcclShrink, TwoRanksShrinkToOneByDefaultAndWithTheAbortFlag) {
+  REQUIRE_DEVICES(2);
+  auto backend = Backend::Load("nccl");
+  if (!backend->capabilities().shrink()) GTEST_SKIP() << "this NCCL has no ncclCommShrink";
+  for (ShrinkMode mode : {ShrinkMode::kDefault, ShrinkMode::kAbort}) {
+    SCOPED_TRACE(mode == ShrinkMode::kAbort ? "abort flag" : "default");
+    const UniqueId id = backend->GetUniqueId();
+    std::atomic<bool> survivor_done{false};
+    std::string failure;
+    std::thread lost([&] {
+      backend->SetDevice(1);
+      Communicator comm = backend->CommInitRank(2, id, 1);
+      SumOf(comm, 1.0f);  // connected, then it takes no part
+      while (!survivor_done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      comm.Abort();
+    });
+    try {
+      backend->SetDevice(0);
+      Communicator comm = backend->CommInitRank(2, id, 0);
+      if (SumOf(comm, 1.0f) != 2.0f) failure = "the two-rank all_reduce was wrong";
+      Stream pending(backend);
+      DeviceBuffer buffer(backend, sizeof(float));
+      if (mode == ShrinkMode::kAbort) {
+        comm.Recv(buffer.AsTensor(dtype::kFloat32, 1), 1, pending);  // never sent
+      }
+      const auto start = steady_clock::now();
+      const int excluded[] = {1};
+      Communicator alone = comm.Shrink(excluded, mode);
+      if (steady_clock::now() - start > kCollectiveDeadline)
+        failure += "; the shrink took too long";
+      if (alone.world_size() != 1 || alone.rank() != 0) failure += "; wrong shrunk world";
+      if (SumOf(alone, 3.0f) != 3.0f) failure += "; the survivor's all_reduce was wrong";
+      alone.Destroy();
+      comm.Abort();
+    } catch (const std::exception& error) {
+      failure += std::string("; ") + error.what();
+    }
+    survivor_done = true;
+    lost.join();
+    EXPECT_EQ(failure, "");
+  }
+}
+
 }  // namespace
 }  // namespace infini::ccl::nccl_test
 

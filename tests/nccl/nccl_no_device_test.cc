@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -127,6 +128,17 @@ TEST(NcclWithoutGpu, EveryOptionalEntryIsImplemented) {
       reinterpret_cast<const void*>(plugin.graph_destroy),
   };
   for (const void* entry : entries) EXPECT_NE(entry, nullptr);
+}
+
+// ncclCommShrink came with NCCL 2.27, ncclCommRevoke with 2.28: offered
+// exactly where the library this process runs with has them.
+TEST(NcclWithoutGpu, RecoveryEntriesAreOfferedWhereTheRunningNcclHasThem) {
+  const std::string& version = Nccl()->info().version;  // "NCCL 2.28.9, CUDA runtime ..."
+  int major = 0, minor = 0;
+  ASSERT_EQ(std::sscanf(version.c_str(), "NCCL %d.%d", &major, &minor), 2) << version;
+  const int release = major * 100 + minor;
+  EXPECT_EQ(Nccl()->capabilities().shrink(), release >= 227) << version;
+  EXPECT_EQ(Nccl()->capabilities().revoke(), release >= 228) << version;
 }
 
 // ---- Capabilities: what the host asks once, at load --------------------------

@@ -15,7 +15,8 @@
 // header with entries after ours; MOCK_V3_ONLY exports only a version the
 // host does not know; MOCK_PRE_SHRINK has comm_shrink and comm_revoke but a
 // struct_size from a header that ended at init (so the host must not read
-// them).
+// them); MOCK_LIAR_SHRINK's comm_shrink gives a communicator with a rank
+// it cannot have.
 #ifdef MOCK_V1
 using MockTable = infiniCclPlugin_v1_t;
 #define MOCK_DEFAULT_VERSION INFINI_CCL_PLUGIN_ABI_VERSION_V1
@@ -185,8 +186,13 @@ infiniCclResult_t Shrink(infiniCclComm_t comm, const int32_t*, int32_t excluded_
                          const infiniCclConfig_t*, int32_t, infiniCclComm_t* new_comm) {
   ++g_calls;
   if (excluded_count != 0) return Fail("mock: a one-rank communicator has no one to exclude");
+#ifdef MOCK_LIAR_SHRINK
+  (void)comm;
+  *new_comm = reinterpret_cast<infiniCclComm_t>(new MockComm{7});  // a rank it cannot have
+#else
   *new_comm =
       reinterpret_cast<infiniCclComm_t>(new MockComm{reinterpret_cast<MockComm*>(comm)->rank});
+#endif
   return infiniCclSuccess;
 }
 infiniCclResult_t Revoke(infiniCclComm_t) {
