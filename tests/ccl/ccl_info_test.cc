@@ -60,6 +60,15 @@ TEST(CclInfo, PrintsTheVisibilityVariableAndCapabilities) {
   EXPECT_NE(result.output.find("all_to_all: not implemented"), std::string::npos) << result.output;
 }
 
+TEST(CclInfo, SaysWhetherThePluginCanShrinkAndRevoke) {
+  Result result = RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock.so");
+  EXPECT_NE(result.output.find("shrink=yes revoke=yes\n"), std::string::npos) << result.output;
+  result =
+      RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock_pre_shrink.so");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("shrink=no revoke=no\n"), std::string::npos) << result.output;
+}
+
 TEST(CclInfo, VersionOnePluginIsShownAsAdapted) {
   const Result result =
       RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock_v1.so");

@@ -499,6 +499,7 @@ TEST(NcclShrink, OneRankExcludingNoneShrinksToACopyAndARevokedOneIsDestroyed) {
       state = comm.GetAsyncError(&message);
     }
     EXPECT_NE(state, infiniCclInProgress) << "the revoke never settled";
+    EXPECT_THROW(SumOf(comm, 1.0f), Error) << "a revoked communicator took new work";
   }
   EXPECT_NO_THROW(comm.Destroy());
 }

@@ -12,9 +12,17 @@
 
 namespace infini::ccl::nccl {
 
+// A revoked communicator (comm_revoke, or a parent shrunk with the abort
+// flag) refuses new work, as the ABI promises, whatever NCCL would do.
 inline infiniCclResult_t RequireComm(infiniCclComm_t comm, const char* call) {
-  if (comm != nullptr && comm->nccl != nullptr) [[likely]] {
+  if (comm != nullptr && comm->nccl != nullptr && !comm->revoked.load(std::memory_order_relaxed))
+      [[likely]] {
     return infiniCclSuccess;
+  }
+  if (comm != nullptr && comm->nccl != nullptr) {
+    return Fail(infiniCclRemoteError, std::string(call) +
+                                          ": the communicator was revoked (comm_revoke); shrink "
+                                          "it or destroy it");
   }
   return Fail(infiniCclInvalidArgument, std::string(call) + ": communicator is NULL");
 }
