@@ -477,8 +477,8 @@ float SumOf(const Communicator& comm, float value) {
 }
 
 // One GPU: a world of one shrinks, excluding nobody, to a copy (NCCL
-// refuses an empty list; the plugin splits instead), and a revoked
-// communicator is still destroyed.
+// refuses an empty list; the plugin splits instead); a revoked
+// communicator refuses work, still shrinks, and is still destroyed.
 TEST(NcclShrink, OneRankExcludingNoneShrinksToACopyAndARevokedOneIsDestroyed) {
   REQUIRE_DEVICES(1);
   auto backend = Backend::Load("nccl");
@@ -500,6 +500,10 @@ TEST(NcclShrink, OneRankExcludingNoneShrinksToACopyAndARevokedOneIsDestroyed) {
     }
     EXPECT_NE(state, infiniCclInProgress) << "the revoke never settled";
     EXPECT_THROW(SumOf(comm, 1.0f), Error) << "a revoked communicator took new work";
+    // Revoke, then shrink: what parallel/ does after a loss.
+    Communicator after = comm.Shrink({});
+    EXPECT_EQ(SumOf(after, 4.0f), 4.0f);
+    after.Destroy();
   }
   EXPECT_NO_THROW(comm.Destroy());
 }

@@ -310,6 +310,17 @@ void* NcclSymbol(const char* name, int version) {
   return symbol;
 }
 
+// ncclCommGetAsyncError until the communicator is no longer in progress.
+ncclResult_t WaitQuiescent(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  while (state == ncclInProgress) {
+    const ncclResult_t asked = ncclCommGetAsyncError(comm, &state);
+    if (asked != ncclSuccess) return asked;
+    if (state == ncclInProgress) std::this_thread::yield();
+  }
+  return state;
+}
+
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
 using NcclShrink = ncclResult_t (*)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int);
 NcclShrink g_nccl_shrink = nullptr;
@@ -336,6 +347,9 @@ infiniCclResult_t CommShrink(infiniCclComm_t comm, const int32_t* excluded_ranks
   PendingComm created(fresh.release());
   ncclConfig_t nccl_config = ToNcclConfig(options, created->name);
   const bool abort_first = (flags & INFINI_CCL_SHRINK_ABORT) != 0;
+  // After a revoke NCCL allows a shrink only once the parent is quiescent;
+  // its state may then be an error, which is what a shrink recovers from.
+  if (comm->revoked.load()) WaitQuiescent(comm->nccl);
   if (abort_first) comm->revoked = true;  // NCCL ends the parent's work
   ncclResult_t result = ncclSuccess;
   if (excluded_count == 0) {
@@ -376,17 +390,6 @@ infiniCclResult_t CommRevoke(infiniCclComm_t comm) {
   return CheckNccl(result, "comm_revoke: ncclCommRevoke", comm->nccl);
 }
 #endif
-
-// ncclCommGetAsyncError until the communicator is no longer in progress.
-ncclResult_t WaitQuiescent(ncclComm_t comm) {
-  ncclResult_t state = ncclInProgress;
-  while (state == ncclInProgress) {
-    const ncclResult_t asked = ncclCommGetAsyncError(comm, &state);
-    if (asked != ncclSuccess) return asked;
-    if (state == ncclInProgress) std::this_thread::yield();
-  }
-  return state;
-}
 
 }  // namespace
 
