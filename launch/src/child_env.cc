@@ -51,6 +51,7 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
     variables.emplace_back(torchrun::kNcclAsyncErrorHandling, "1");  // torchrun's default
   }
   if (!world.run_token.empty()) variables.emplace_back(env::kRunToken, world.run_token);
+  if (world.shrink_on_failure) variables.emplace_back(env::kOnFailure, env::kOnFailureShrink);
   if (!world.visibility_variable.empty()) {
     const size_t index = static_cast<size_t>(local_rank);
     variables.emplace_back(world.visibility_variable, index < world.visible_devices.size()

@@ -323,6 +323,27 @@ void ParseRendezvous(const FlagValues& flag, LaunchOptions* options) {
   }
 }
 
+// --on_failure and --min_ranks (docs/launcher.md, "In-place recovery").
+void ParseOnFailure(const FlagValues& flag, LaunchOptions* options) {
+  const std::string& mode = flag["on_failure"];
+  if (mode != "restart" && mode != "shrink") {
+    throw UsageError(flags::BadValueMessage("on_failure", mode, "'restart' or 'shrink'"));
+  }
+  options->shrink_on_failure = mode == "shrink";
+  options->min_ranks =
+      ParseIntFlag("min_ranks", flag["min_ranks"], 1, 1 << 30, "a count of ranks, at least 1");
+  if (!options->shrink_on_failure && options->min_ranks != 1) {
+    throw UsageError(Quoted("min_ranks", flag["min_ranks"]) +
+                     ": expected --on_failure=shrink (it is how few ranks a shrinking run may "
+                     "go down to)");
+  }
+  if (options->shrink_on_failure && options->max_restarts > 0) {
+    throw UsageError("--max_restarts=" + std::to_string(options->max_restarts) +
+                     " with --on_failure=shrink: expected one of them (shrink goes on in place; "
+                     "restarts are --on_failure=restart's)");
+  }
+}
+
 void ParseOutput(const FlagValues& flag, LaunchOptions* options) {
   options->redirects = ParseStreamSelection("redirects", flag["redirects"]);
   options->tee = ParseStreamSelection("tee", flag["tee"]);
@@ -467,6 +488,7 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
   ParseRendezvous(flag, options);
   options->max_restarts =
       ParseIntFlag("max_restarts", flag["max_restarts"], 0, 1000000, "a count in 0..1000000");
+  ParseOnFailure(flag, options);
   options->monitor_interval = ParseSecondsFlag("monitor_interval", flag["monitor_interval"], false);
   options->term_timeout = ParseSecondsFlag("term_timeout", flag["term_timeout"], true);
   options->dry_run = flag.Bool("dry_run");

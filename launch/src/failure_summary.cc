@@ -1,5 +1,7 @@
 #include "infini/launch/failure_summary.h"
 
+#include <cstdio>
+#include <ctime>
 #include <optional>
 #include <sstream>
 
@@ -42,7 +44,33 @@ std::optional<StuckFinding> FindStuckRank(const AttemptResult& result) {
   return std::nullopt;
 }
 
+// "lost rank 1 (local rank 1, pid 42): killed by SIGKILL (...) at 13:02:11.250 UTC"
+void WriteLosses(const AttemptResult& result, const std::string& lead, std::ostringstream& text) {
+  for (const RankLoss& loss : result.lost) {
+    const std::time_t seconds = static_cast<std::time_t>(loss.unix_ms / 1000);
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
+    char when[32];
+    std::snprintf(when, sizeof(when), "%02d:%02d:%02d.%03d UTC", utc.tm_hour, utc.tm_min,
+                  utc.tm_sec, static_cast<int>(loss.unix_ms % 1000));
+    text << lead << "lost " << RankName(loss.exit) << ": " << loss.exit.Describe() << " at " << when
+         << " (the others went on, --on_failure=shrink)\n";
+  }
+}
+
 }  // namespace
+
+std::string FormatLossSummary(const AttemptResult& result, const SummaryContext& context) {
+  if (result.lost.empty()) return "";
+  std::ostringstream text;
+  const std::string lead = "infini_run: ";
+  text << lead << "==== loss summary: run " << context.run_id << ", node " << context.node_rank
+       << " (" << context.host_name << "), attempt " << context.attempt << ": "
+       << result.lost.size() << " rank" << (result.lost.size() == 1 ? "" : "s")
+       << " lost, the run finished without them ====\n";
+  WriteLosses(result, lead, text);
+  return text.str();
+}
 
 std::string FormatFailureSummary(const AttemptResult& result, const SummaryContext& context) {
   std::ostringstream text;
@@ -62,6 +90,7 @@ std::string FormatFailureSummary(const AttemptResult& result, const SummaryConte
                              : "rank " + std::to_string(stuck->process_rank) + " (another node)")
          << "; flight recorder of rank " << stuck->reported_by << ": " << stuck->finding << "\n";
   }
+  WriteLosses(result, lead, text);
   if (result.outcome == AttemptOutcome::kRankFailed) {
     const RankExit& root = result.first_failure;
     text << lead << "first failure: " << RankName(root) << ": " << root.Describe() << "\n";

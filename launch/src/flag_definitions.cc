@@ -54,6 +54,14 @@ constexpr FlagDefinition kFlags[] = {
     {"max_restarts", false, "0",
      "Restart every rank of every node up to this many times after a failure "
      "(TORCHELASTIC_RESTART_COUNT counts them). Example: --max_restarts=3"},
+    {"on_failure", false, "restart",
+     "What a rank's or a node's loss does: 'restart' stops every rank (then restarts "
+     "within --max_restarts); 'shrink' keeps the others running, publishes who was lost "
+     "in the ranks' store and lets the program go on with fewer ranks (parallel/'s "
+     "Context::RecoverFromLoss). Example: --on_failure=shrink"},
+    {"min_ranks", false, "1",
+     "With --on_failure=shrink: stop the run (non-zero exit) once fewer than this many "
+     "ranks are left. Example: --min_ranks=2"},
     {"monitor_interval", false, "0.1",
      "Seconds between checks of the other nodes. Example: --monitor_interval=0.5"},
     {"term_timeout", false, "30",

@@ -14,6 +14,7 @@
 #include "infini/launch/failure_summary.h"
 #include "infini/launch/file_limit.h"
 #include "infini/launch/log_files.h"
+#include "infini/launch/loss_publisher.h"
 #include "infini/launch/net_util.h"
 #include "infini/launch/node_rendezvous.h"
 #include "infini/launch/options.h"
@@ -66,6 +67,7 @@ WorldContext MakeWorld(const LaunchOptions& options, const NodePlacement& placem
   world.visibility_variable = options.visibility_variable;
   world.visible_devices = options.visible_devices;
   world.inherited_nccl_async_error_handling = getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") != nullptr;
+  world.shrink_on_failure = options.shrink_on_failure;
   return world;
 }
 
@@ -189,6 +191,12 @@ class Launcher {
     peer_failure_.reset();
     restart_requested_ = false;
     lost_store_.clear();
+    if (options_.shrink_on_failure) {
+      supervision.on_rank_lost = MakeShrinkHandler(
+          {node_->store_addr(), node_->store_port(), options_.run_token,
+           options_.run_id + "/" + std::to_string(attempt),
+           options_.nnodes * options_.processes_per_node, options_.min_ranks, HostName()});
+    }
     if (!options_.multi_node()) return supervision;
     // Snapshots only: the link thread does the store's network calls.
     supervision.peer_monitor = [this, attempt] {
@@ -216,6 +224,10 @@ class Launcher {
         attempt,         options_.max_restarts, logs_ ? logs_->AttemptPath(attempt) : ""};
     switch (result.outcome) {
       case AttemptOutcome::kSucceeded:
+        // --on_failure=shrink: the run went on, and still names who was lost.
+        for (const std::string& line : Lines(FormatLossSummary(result, context))) {
+          Console::Get().WriteLine(Console::kStderr, line + "\n");
+        }
         return FinishSucceededAttempt(attempt);
       case AttemptOutcome::kRankFailed:
         for (const std::string& line : Lines(FormatFailureSummary(result, context))) {

@@ -40,6 +40,7 @@ struct Child {
   int exec_error_fd = -1;
   std::optional<std::chrono::steady_clock::time_point> stopped_since;
   int stop_signal = 0;
+  bool lost = false;  // --on_failure=shrink: published as lost, the others went on
   RankExit exit;
 };
 
@@ -195,6 +196,16 @@ class AttemptSupervisor {
       child.exit.tail = child.output->tail();
       result_.ranks.push_back(child.exit);
     }
+    if (first_failure_index_ < 0 && !stopping_ && !lost_indexes_.empty()) {
+      // Shrink: the run went on; it succeeded when a rank finished.
+      const bool finished = std::any_of(children_.begin(), children_.end(), [](const Child& c) {
+        return !c.exit.failed() && !c.exit.stopped_by_launcher;
+      });
+      if (!finished) {
+        result_.outcome = AttemptOutcome::kRankFailed;
+        first_failure_index_ = lost_indexes_.front();
+      }
+    }
     if (first_failure_index_ >= 0) {
       result_.first_failure = result_.ranks[static_cast<size_t>(first_failure_index_)];
     }
@@ -285,6 +296,28 @@ class AttemptSupervisor {
   }
 
   void RecordFailure(Child* child) {
+    if (child->lost) return;  // a stopped rank killed on its loss, now reaped
+    const bool others_running =
+        std::any_of(children_.begin(), children_.end(),
+                    [child](const Child& c) { return &c != child && c.running; });
+    if (options_.on_rank_lost && first_failure_index_ < 0 && !stopping_ && others_running) {
+      // A stopped rank is lost too: it must not come back into a world that
+      // went on without it.
+      if (child->running) {
+        kill(-child->pid, SIGKILL);
+        kill(-child->pid, SIGCONT);
+        child->stopped_since.reset();
+      }
+      const int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+      if (options_.on_rank_lost(child->exit)) {
+        child->lost = true;
+        result_.lost.push_back({child->exit, unix_ms});
+        lost_indexes_.push_back(static_cast<int>(child - children_.data()));
+        return;
+      }
+    }
     if (first_failure_index_ < 0 && !stopping_) {
       first_failure_index_ = static_cast<int>(child - children_.data());
       if (options_.on_first_failure) options_.on_first_failure(child->exit);
@@ -427,6 +460,7 @@ class AttemptSupervisor {
   std::vector<Child> children_;
   AttemptResult result_;
   int first_failure_index_ = -1;
+  std::vector<int> lost_indexes_;  // children lost under shrink, in order
   bool stopping_ = false;
   bool killed_ = false;
   Clock::time_point kill_deadline_;

@@ -18,6 +18,10 @@ inline constexpr const char* kRestartCount = "INFINI_RESTART_COUNT";  // attempt
 inline constexpr const char* kRunToken = "INFINI_RUN_TOKEN";  // the run's secret, never printed
 // "1": the devices a rank sees are its process's own (--isolate_devices).
 inline constexpr const char* kDevicesIsolated = "INFINI_CCL_DEVICES_ISOLATED";
+// "shrink": infini_run --on_failure=shrink; a lost rank is published
+// (infini/common/loss_notice.h) and the others go on. Unset: restart.
+inline constexpr const char* kOnFailure = "INFINI_ON_FAILURE";
+inline constexpr const char* kOnFailureShrink = "shrink";
 
 // torchrun's (torch.distributed.run) variables, with its meanings.
 namespace torchrun {

@@ -27,6 +27,7 @@ struct WorldContext {
   std::string visibility_variable;
   std::vector<std::string> visible_devices;  // inherited list, else indices
   bool inherited_nccl_async_error_handling = false;
+  bool shrink_on_failure = false;  // --on_failure=shrink: INFINI_ON_FAILURE=shrink
 };
 
 using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;

@@ -18,4 +18,8 @@ struct SummaryContext {
 
 std::string FormatFailureSummary(const AttemptResult& result, const SummaryContext& context);
 
+// --on_failure=shrink, a run that went on: who was lost and when; empty when
+// no rank was (the failure summary names them too when the run failed).
+std::string FormatLossSummary(const AttemptResult& result, const SummaryContext& context);
+
 }  // namespace infini::launch

@@ -90,6 +90,9 @@ struct LaunchOptions {
   // INFINI_CCL_BACKEND, else auto).
   std::string ccl_backend = "auto";
   int max_restarts = 0;
+  // --on_failure=shrink: a lost rank is published, the others go on.
+  bool shrink_on_failure = false;
+  int min_ranks = 1;  // --min_ranks: fewer ranks left than this stops the run
   std::chrono::milliseconds monitor_interval{100};
   std::chrono::milliseconds term_timeout{std::chrono::seconds(30)};
   std::string log_dir;  // empty: no log files (resolved: a private default when --tee/--redirects)

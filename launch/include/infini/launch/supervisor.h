@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -53,11 +54,21 @@ enum class AttemptOutcome {
   kStoppedByPeer,  // the monitor asked to stop (another node failed or restarts)
 };
 
+// A rank lost under --on_failure=shrink while the others went on.
+struct RankLoss {
+  RankExit exit;
+  int64_t unix_ms = 0;  // when the launcher saw it
+};
+
 struct AttemptResult {
+  // Under --on_failure=shrink, kSucceeded when a rank exited 0 after the
+  // losses in `lost`; kRankFailed (first_failure: the first loss) when none
+  // did, or when the callback refused to go on.
   AttemptOutcome outcome = AttemptOutcome::kSucceeded;
   int launcher_signal = 0;
   RankExit first_failure;
   std::vector<RankExit> ranks;  // by local rank
+  std::vector<RankLoss> lost;   // in the order they were lost (shrink only)
   std::chrono::steady_clock::time_point all_started;
 };
 
@@ -71,6 +82,11 @@ struct SupervisorOptions {
   // Called once the first rank fails, before the others are stopped, so other
   // nodes learn of it while this node tears down.
   std::function<void(const RankExit&)> on_first_failure;
+  // --on_failure=shrink: called for each rank that fails while others still
+  // run (a stopped one is killed first); returns true when the loss was
+  // published and the others go on, false to stop them all as without it
+  // (fewer than --min_ranks left). Empty: the first failure stops everyone.
+  std::function<bool(const RankExit&)> on_rank_lost;
   // A rank stopped (SIGSTOP, SIGTSTP...) this long counts as failed, so the
   // run ends naming it rather than waiting on it.
   std::chrono::milliseconds stopped_rank_timeout{std::chrono::seconds(15)};
