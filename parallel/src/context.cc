@@ -1,7 +1,9 @@
 #include "infini/parallel/context.h"
 
+#include <algorithm>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "group_creation.h"
 #include "group_environment.h"
@@ -14,6 +16,7 @@
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/tcp_store.h"
+#include "loss_watcher.h"
 #include "run_store.h"
 
 namespace infini::parallel {
@@ -163,6 +166,14 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   context->store_port_ = port;
   context->store_timeout_ = endpoint.connect_timeout;
   context->store_ = context->ConnectStore();
+  if (settings.shrink_on_failure) {
+    context->groups_ = std::make_shared<internal::GroupRegistry>();
+    context->launch_rank_of_.resize(static_cast<size_t>(rank.world_size()));
+    for (int r = 0; r < rank.world_size(); ++r)
+      context->launch_rank_of_[static_cast<size_t>(r)] = r;
+    context->loss_watcher_ =
+        std::make_unique<internal::LossWatcher>(context->ConnectStore(), context->groups_);
+  }
   if (settings.debug != DebugLevel::kOff) {
     INFINI_LOG(INFO) << rank.ToString() << " from " << topology.source << " variables: backend "
                      << backend->info().name << ", device " << context->device_index_
@@ -195,9 +206,125 @@ std::unique_ptr<ProcessGroup> Context::NewGroup(const std::string& name,
       .key_prefix = key_namespace(),
       .timeout = settings_.timeout,
       .debug = settings_.debug,
+      .shrink_on_failure = settings_.shrink_on_failure,
+      .registry = groups_,
+      .world_generation = world_generation_,
   };
   return std::make_unique<ProcessGroup>(
       internal::CreateGroup(std::move(environment), name, std::move(global_ranks)));
+}
+
+namespace {
+
+std::string RankList(const std::set<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
+  return text;
+}
+
+// How often a survivor looks whether the others agreed (or another loss came).
+constexpr std::chrono::milliseconds kAgreementPoll{20};
+
+}  // namespace
+
+bool Context::LossPending() {
+  if (loss_watcher_ == nullptr) return false;
+  const std::set<int> lost = loss_watcher_->Lost();
+  return std::any_of(lost.begin(), lost.end(), [&](int rank) { return !excluded_.count(rank); });
+}
+
+RecoveredWorld Context::RecoverFromLoss() {
+  if (!settings_.shrink_on_failure) {
+    throw ParallelUsageError(
+        "RecoverFromLoss: expected a run under infini_run --on_failure=shrink "
+        "(INFINI_ON_FAILURE=shrink); without it a lost rank ends the run");
+  }
+  if (rank_.threads_per_process() > 1) {
+    throw ParallelUsageError(
+        "RecoverFromLoss: threads_per_process=" + std::to_string(rank_.threads_per_process()) +
+        ": expected 1 (in-place recovery renumbers processes)");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + settings_.timeout;
+  const int me = rank_.launch_global_rank();
+  for (;;) {
+    // 1. Who is gone: the launcher's notices (the collective may have
+    //    failed before the notice came).
+    const std::optional<std::set<int>> noticed =
+        loss_watcher_->WaitForLossBeyond(excluded_, deadline);
+    if (!noticed) {
+      throw ParallelError(
+          rank_.ToString() + ": a collective failed but infini_run published no lost rank within " +
+          "INFINI_CCL_TIMEOUT_S=" +
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::seconds>(settings_.timeout).count()) +
+          " s (a failure that is not a loss; see the error before it)");
+    }
+    const std::set<int>& lost = *noticed;
+    if (lost.count(me)) {
+      throw ParallelError(rank_.ToString() + ": infini_run declared this rank lost (lost: " +
+                          RankList(lost) + "); it cannot rejoin");
+    }
+    groups_->RevokeAll();  // the watcher did; also covers groups made since
+    std::vector<int> survivors;
+    for (int launch : launch_rank_of_) {
+      if (!lost.count(launch)) survivors.push_back(launch);
+    }
+    // 2. Agree: every survivor says which losses it saw; all must say the
+    //    same before any shrink, so that a second loss now (a new notice)
+    //    starts the agreement again rather than splitting the survivors.
+    const std::string round = "recovery/" + RankList(lost) + "/";
+    store_->Set(round + std::to_string(me), "");
+    std::vector<std::string> keys;
+    for (int survivor : survivors) keys.push_back(round + std::to_string(survivor));
+    bool agreed = false;
+    while (!agreed) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw ParallelError(
+            rank_.ToString() + ": the survivors did not all arrive at the recovery " +
+            "from the loss of rank(s) " + RankList(lost) + " within INFINI_CCL_TIMEOUT_S");
+      }
+      if (loss_watcher_->Lost() != lost) break;  // another loss: again
+      agreed = store_->Check(keys);
+      if (!agreed) std::this_thread::sleep_for(kAgreementPoll);
+    }
+    if (!agreed) continue;
+    // 3. Shrink every group among its survivors, renumbered.
+    std::vector<int> new_rank_of(launch_rank_of_.size(), -1);
+    for (size_t current = 0; current < launch_rank_of_.size(); ++current) {
+      const auto at = std::find(survivors.begin(), survivors.end(), launch_rank_of_[current]);
+      if (at != survivors.end()) new_rank_of[current] = static_cast<int>(at - survivors.begin());
+    }
+    const int new_global_rank = new_rank_of[static_cast<size_t>(rank_.global_rank())];
+    const Rank renumbered = rank_.Renumbered(new_global_rank, static_cast<int>(survivors.size()));
+    const int generation = world_generation_ + 1;
+    for (internal::GroupState* group : groups_->Groups()) {
+      try {
+        internal::ShrinkGroupAfterLoss(*group, new_rank_of, renumbered, generation);
+      } catch (const ccl::Error& error) {
+        throw ParallelError(rank_.ToString() + ": shrinking process group '" + group->name +
+                            "' after the loss of rank(s) " + RankList(lost) +
+                            " failed: " + error.what());
+      }
+    }
+    RecoveredWorld world;
+    world.world_size = static_cast<int>(survivors.size());
+    world.global_rank = new_global_rank;
+    world.lost_ranks.assign(lost.begin(), lost.end());
+    for (int rank : lost) {
+      if (!excluded_.count(rank)) world.newly_lost_ranks.push_back(rank);
+    }
+    world.generation = generation;
+    rank_ = renumbered;
+    launch_rank_of_ = std::move(survivors);
+    excluded_ = lost;
+    world_generation_ = generation;
+    SetLogIdentity(rank_);
+    if (settings_.debug != DebugLevel::kOff) {
+      INFINI_LOG(INFO) << "recovered from the loss of rank(s) " << RankList(lost) << ": now "
+                       << rank_.ToString();
+    }
+    return world;
+  }
 }
 
 std::unique_ptr<ProcessGroup> Context::NewWorldGroup() {

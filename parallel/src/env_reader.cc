@@ -350,6 +350,14 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
   settings.allow_device_sharing = ReadFlag(environment, "INFINI_CCL_ALLOW_DEVICE_SHARING");
   settings.devices_isolated = ReadFlag(environment, env::kDevicesIsolated);
   if (auto log_dir = Get(environment, "INFINI_CCL_LOG_DIR")) settings.log_dir = *log_dir;
+  if (auto mode = Get(environment, env::kOnFailure)) {
+    if (*mode == env::kOnFailureShrink) {
+      settings.shrink_on_failure = true;
+    } else if (*mode != "restart" && !mode->empty()) {
+      Fail(Quoted(environment, env::kOnFailure) + ": expected '" + env::kOnFailureShrink +
+           "' or 'restart'");
+    }
+  }
   return settings;
 }
 

@@ -13,6 +13,7 @@
 #include "infini/parallel/store_bootstrap.h"
 #include "infini/rendezvous/store.h"
 #include "local_init.h"
+#include "loss_watcher.h"
 #include "watchdog.h"
 #include "work_state.h"
 
@@ -110,6 +111,18 @@ std::string DiagnoseInit(const std::function<std::shared_ptr<rendezvous::Store>(
          (absent.size() == 1 ? " " : "s ") + list + " (not started, stuck before it, or dead)";
 }
 
+// "pg/<name>.<digest>/<generation>": where a group's keys live; in a world
+// renumbered by a recovery, "pg/w<recoveries>/...", so that its groups never
+// meet the old world's under the same numbers.
+std::string GroupStoreKey(const GroupEnvironment& environment, const std::string& name,
+                          const std::vector<int>& members) {
+  const std::string world = environment.world_generation > 0
+                                ? "w" + std::to_string(environment.world_generation) + "/"
+                                : "";
+  const std::string key = world + name + "." + MembersDigest(members);
+  return "pg/" + key + "/" + std::to_string(NextGeneration(environment.rank.global_rank(), key));
+}
+
 // Members of the group that are thread ranks of this process.
 int LocalMembers(const Rank& rank, const std::vector<int>& members) {
   const int threads = rank.threads_per_process();
@@ -133,8 +146,7 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
   if (position == group->members.end()) return group;  // not a member: nothing to join
   group->group_rank = static_cast<int>(position - group->members.begin());
 
-  const std::string key = name + "." + MembersDigest(group->members);
-  group->store_key = "pg/" + key + "/" + std::to_string(NextGeneration(global_rank, key));
+  group->store_key = GroupStoreKey(env, name, group->members);
   group->flight_group =
       FlightRecorder::Instance().RegisterGroup(group->store_key, name, group->members);
 
@@ -165,6 +177,7 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
         std::chrono::duration_cast<std::chrono::milliseconds>(env.timeout + kBackendTimeoutMargin)
             .count();
     config.allow_device_sharing = env.shares_device;
+    group->config = config;
     const auto& backend = env.backend;
     const int group_size = static_cast<int>(group->members.size());
     const int local_members = LocalMembers(env.rank, group->members);
@@ -197,7 +210,48 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
   }
   Watchdog::Instance().AddGroup(group.get());
   group->watched = true;
+  if (env.registry != nullptr) env.registry->Add(group.get());
   return group;
+}
+
+void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of,
+                          const Rank& renumbered, int world_generation) {
+  std::vector<int> excluded;
+  std::vector<int> members;
+  for (size_t i = 0; i < group.members.size(); ++i) {
+    const int new_rank = new_rank_of[static_cast<size_t>(group.members[i])];
+    if (new_rank < 0) {
+      excluded.push_back(static_cast<int>(i));
+    } else {
+      members.push_back(new_rank);
+    }
+  }
+  group.environment.rank = renumbered;
+  group.environment.world_generation = world_generation;
+  const bool member = group.group_rank >= 0;
+  group.members = std::move(members);
+  if (!member) return;  // nothing to shrink
+  if (!group.comm.valid()) {
+    throw ParallelError("process group '" + group.name + "': backend '" +
+                        group.environment.backend->info().name +
+                        "' has no comm_revoke, so the group was aborted at the loss and cannot "
+                        "be shrunk: expected a backend with comm_shrink and comm_revoke");
+  }
+  // Every survivor excludes the same group ranks (from the same notices).
+  ccl::Communicator shrunk = group.comm.Shrink(excluded, ccl::ShrinkMode::kAbort, group.config);
+  {
+    std::lock_guard<std::mutex> lock(group.abort_mutex);
+    group.comm.Abort();  // its outstanding work already ended; destroy could wait
+    group.comm = std::move(shrunk);
+    group.revoked_for_loss = false;
+  }
+  group.group_rank = static_cast<int>(
+      std::find(group.members.begin(), group.members.end(), renumbered.global_rank()) -
+      group.members.begin());
+  group.store_key = GroupStoreKey(group.environment, group.name, group.members);
+  group.flight_group =
+      FlightRecorder::Instance().RegisterGroup(group.store_key, group.name, group.members);
+  group.next_collective = 0;
 }
 
 }  // namespace infini::parallel::internal

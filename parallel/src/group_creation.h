@@ -20,4 +20,14 @@ namespace infini::parallel::internal {
 std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std::string& name,
                                         std::vector<int> members);
 
+// After a loss (Context::RecoverFromLoss): `new_rank_of[r]` is world rank
+// r's number among the survivors, -1 when it was lost. Renumbers the
+// group's members and, on a member, replaces its communicator by a shrink
+// among the surviving members (ShrinkMode::kAbort; collective over them, in
+// the order the groups were made) under keys of world `world_generation`.
+// Throws ccl::Error when the shrink fails, ParallelError when the backend
+// could not revoke (the group was aborted instead).
+void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of,
+                          const Rank& renumbered, int world_generation);
+
 }  // namespace infini::parallel::internal

@@ -16,6 +16,8 @@
 
 namespace infini::parallel::internal {
 
+class GroupRegistry;  // loss_watcher.h
+
 struct GroupEnvironment {
   Rank rank;  // who this rank is in the world
   std::shared_ptr<const ccl::Backend> backend;
@@ -30,6 +32,13 @@ struct GroupEnvironment {
   std::string key_prefix;                // "<run_id>/<restart_count>"
   std::chrono::milliseconds timeout{0};  // INFINI_CCL_TIMEOUT_S
   DebugLevel debug = DebugLevel::kOff;   // INFINI_CCL_DEBUG
+  // --on_failure=shrink: a failed collective is a PeerLostError, and the
+  // group is listed in `registry` so that a loss revokes it.
+  bool shrink_on_failure = false;
+  std::shared_ptr<GroupRegistry> registry;  // null unless shrink_on_failure
+  // Recoveries so far (Context::RecoverFromLoss): groups of a renumbered
+  // world keep their keys apart from the old world's.
+  int world_generation = 0;
 };
 
 }  // namespace infini::parallel::internal

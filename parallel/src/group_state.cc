@@ -2,6 +2,7 @@
 
 #include "flight_recorder.h"
 #include "infini/rendezvous/store.h"
+#include "loss_watcher.h"
 
 namespace infini::parallel::internal {
 
@@ -15,6 +16,7 @@ std::string MemberList(const std::vector<int>& members) {
 
 GroupState::~GroupState() {
   if (watched) Watchdog::Instance().RemoveGroup(this);
+  if (environment.registry != nullptr) environment.registry->Remove(this);
   if (!comm.valid()) return;
   // After a failure, a peer may never answer: destroy would wait forever.
   bool failed = aborted.load();
@@ -35,7 +37,9 @@ GroupState::~GroupState() {
 }
 
 infiniCclResult_t GroupState::AsyncError() {
-  if (!comm.valid()) return infiniCclSuccess;
+  // Under shrink a peer's loss is no reason to end the process: the failed
+  // collective throws PeerLostError and the program recovers.
+  if (!comm.valid() || environment.shrink_on_failure) return infiniCclSuccess;
   try {
     return comm.GetAsyncError();
   } catch (const ccl::Error&) {
@@ -56,6 +60,23 @@ void GroupState::ReportHang(const std::function<void(const std::string&)>& print
   std::shared_ptr<rendezvous::Store> store = environment.connect_store();
   store->set_timeout(kFlightGatherWindow);
   GatherHangReport(*store, scene, kFlightGatherWindow, print);
+}
+
+void GroupState::RevokeForLoss() {
+  std::lock_guard<std::mutex> lock(abort_mutex);
+  if (revoked_for_loss.exchange(true) || aborted || !comm.valid()) return;
+  try {
+    if (environment.backend->capabilities().revoke()) {
+      comm.Revoke();
+    } else {
+      // Without comm_revoke only an abort ends the outstanding work; the
+      // group cannot be shrunk then, and RecoverFromLoss says so.
+      aborted = true;
+      comm.Abort();
+    }
+  } catch (const ccl::Error&) {
+    // Already failing: the collective that waits on it throws anyway.
+  }
 }
 
 void GroupState::AbortOnce() {

@@ -30,8 +30,13 @@ class GroupState : public WatchedGroup {
   void ReportHang(const std::function<void(const std::string&)>& print) override;
   // Abort from any thread, at most once.
   void AbortOnce();
+  // A rank was lost (--on_failure=shrink): ends outstanding work and
+  // refuses new work until ShrinkGroupAfterLoss (group_creation.h) replaces
+  // the communicator. From any thread.
+  void RevokeForLoss();
 
-  const GroupEnvironment environment;
+  // The rank changes when a recovery renumbers the world.
+  GroupEnvironment environment;
   std::string name;
   // "<name>.<hash of members>/<generation>": where the group's keys live.
   std::string store_key;
@@ -44,7 +49,9 @@ class GroupState : public WatchedGroup {
   uint32_t flight_group = 0;     // id in the flight recorder
   uint64_t next_sequence = 0;    // every operation
   uint64_t next_collective = 0;  // collectives compared in debug mode
+  ccl::CommConfig config;        // the communicator's, for a shrink after a loss
   std::atomic<bool> aborted{false};
+  std::atomic<bool> revoked_for_loss{false};
   std::mutex abort_mutex;
   bool watched = false;
 };

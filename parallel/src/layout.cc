@@ -44,6 +44,19 @@ Layout Layout::ForWorld(int world_size, int tensor_parallel_size, int pipeline_p
   return Layout(world_size / model_parallel, tensor_parallel_size, pipeline_parallel_size);
 }
 
+Layout Layout::ForSurvivors(int world_size) const {
+  const int model_parallel = tensor_ * pipeline_;
+  if (world_size < model_parallel || world_size % model_parallel != 0) {
+    throw ParallelConfigError(
+        "layout DP=" + std::to_string(data_) + " × TP=" + std::to_string(tensor_) +
+        " × PP=" + std::to_string(pipeline_) + " cannot be kept by the " +
+        std::to_string(world_size) + " surviving rank" + (world_size == 1 ? "" : "s") +
+        ": expected a multiple of TP × PP = " + std::to_string(model_parallel) +
+        " (a lost rank leaves DP = survivors / (TP × PP))");
+  }
+  return Layout(world_size / model_parallel, tensor_, pipeline_);
+}
+
 int Layout::AxisSize(Axis axis) const {
   switch (axis) {
     case Axis::kTensor:

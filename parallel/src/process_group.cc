@@ -78,6 +78,11 @@ template <typename Signature, typename Issue>
 std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payload payload,
                           Signature signature, const ccl::Stream& compute_stream, Issue issue) {
   RequireMember(group, op);
+  if (group.revoked_for_loss) {
+    throw PeerLostError(std::string(op) + " on process group '" + group.name +
+                        "': a rank of the run was lost (--on_failure=shrink); call "
+                        "Context::RecoverFromLoss");
+  }
   auto work = std::make_shared<internal::WorkState>();
   work->op = op;
   work->bytes = payload.bytes;
@@ -107,6 +112,14 @@ std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payl
     ccl::Error described(error.code(), work->Describe() + ": " + error.what());
     work->Failed(std::make_exception_ptr(described));
     internal::Watchdog::Instance().RemoveWork(work.get());
+    if (group.environment.shrink_on_failure) {
+      // A dead peer, or a revoke at its notice: the program recovers
+      // (Context::RecoverFromLoss), which waits for the notice if the
+      // collective saw the loss first.
+      throw PeerLostError(std::string(described.what()) +
+                          " (--on_failure=shrink: a rank may have been lost; call "
+                          "Context::RecoverFromLoss)");
+    }
     throw described;
   } catch (...) {
     work->Failed(std::current_exception());

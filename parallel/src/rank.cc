@@ -28,19 +28,38 @@ Rank::Rank(const ProcessTopology& topology, int thread_rank, int threads_per_pro
 }
 
 int Rank::world_size() const {
+  if (renumbered()) return renumbered_world_size_;
   return topology_.nnodes * topology_.processes_per_node * threads_per_process_;
 }
 
 int Rank::global_rank() const {
+  return renumbered() ? renumbered_global_rank_ : launch_global_rank();
+}
+
+int Rank::launch_global_rank() const {
   return topology_.global_proc_rank * threads_per_process_ + thread_rank_;
 }
 
+Rank Rank::Renumbered(int global_rank, int world_size) const {
+  if (world_size < 1 || global_rank < 0 || global_rank >= world_size) {
+    throw ParallelConfigError("renumbered rank " + std::to_string(global_rank) + " of " +
+                              std::to_string(world_size) +
+                              ": expected a rank in [0, world size) of at least one rank");
+  }
+  Rank renumbered = *this;
+  renumbered.renumbered_world_size_ = world_size;
+  renumbered.renumbered_global_rank_ = global_rank;
+  return renumbered;
+}
+
 std::string Rank::ToString() const {
-  return "rank " + std::to_string(global_rank()) + "/" + std::to_string(world_size()) + " (node " +
-         std::to_string(node_rank()) + "/" + std::to_string(nnodes()) + ", process " +
-         std::to_string(global_proc_rank()) + " local " + std::to_string(local_proc_rank()) +
-         ", thread " + std::to_string(thread_rank()) + "/" + std::to_string(threads_per_process()) +
-         ")";
+  const std::string launched =
+      renumbered() ? "launched as " + std::to_string(launch_global_rank()) + ", " : "";
+  return "rank " + std::to_string(global_rank()) + "/" + std::to_string(world_size()) + " (" +
+         launched + "node " + std::to_string(node_rank()) + "/" + std::to_string(nnodes()) +
+         ", process " + std::to_string(global_proc_rank()) + " local " +
+         std::to_string(local_proc_rank()) + ", thread " + std::to_string(thread_rank()) + "/" +
+         std::to_string(threads_per_process()) + ")";
 }
 
 int DeviceIndexAmongVisible(const Rank& rank, bool isolated) {

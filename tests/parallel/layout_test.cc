@@ -86,5 +86,20 @@ TEST(LayoutTest, OverviewListsEveryGroup) {
   EXPECT_THAT(overview, HasSubstr("pp2: [2, 6]"));
 }
 
+TEST(LayoutTest, SurvivorsKeepTensorAndPipelineSizesAndShrinkDataParallel) {
+  const Layout layout(3, 2, 1);
+  const Layout shrunk = layout.ForSurvivors(4);
+  EXPECT_EQ(shrunk.data_parallel_size(), 2);
+  EXPECT_EQ(shrunk.tensor_parallel_size(), 2);
+  EXPECT_EQ(Layout(3, 1, 1).ForSurvivors(2).data_parallel_size(), 2);
+  try {
+    layout.ForSurvivors(5);
+    FAIL() << "5 survivors cannot keep TP=2";
+  } catch (const ParallelConfigError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("layout DP=3 × TP=2 × PP=1 cannot be kept by the 5 "
+                                        "surviving ranks: expected a multiple of TP × PP = 2"));
+  }
+}
+
 }  // namespace
 }  // namespace infini::parallel

@@ -135,5 +135,19 @@ TEST(RankTest, NoVisibleDeviceIsAnError) {
                ParallelConfigError);
 }
 
+TEST(RankTest, RenumberedAfterALossKeepsWhereItRunsAndItsLaunchRank) {
+  const Rank rank(Topology(1, 3, 2), 0, 1);
+  const Rank renumbered = rank.Renumbered(1, 2);
+  EXPECT_EQ(renumbered.global_rank(), 1);
+  EXPECT_EQ(renumbered.world_size(), 2);
+  EXPECT_EQ(renumbered.launch_global_rank(), 2);
+  EXPECT_EQ(renumbered.local_proc_rank(), rank.local_proc_rank());
+  EXPECT_TRUE(renumbered.renumbered());
+  EXPECT_FALSE(rank.renumbered());
+  EXPECT_EQ(renumbered.ToString().rfind("rank 1/2 (launched as 2, node", 0), 0u)
+      << renumbered.ToString();
+  EXPECT_THROW(rank.Renumbered(2, 2), ParallelConfigError);
+}
+
 }  // namespace
 }  // namespace infini::parallel

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,22 @@
 namespace infini::parallel {
 
 class ProcessGroup;
+
+namespace internal {
+class GroupRegistry;
+class LossWatcher;
+}  // namespace internal
+
+// The world after Context::RecoverFromLoss.
+struct RecoveredWorld {
+  int world_size = 0;   // survivors
+  int global_rank = 0;  // this rank's new number among them
+  // Ranks lost so far, in the launcher's numbering (RANK), ascending; and
+  // those this recovery removed.
+  std::vector<int> lost_ranks;
+  std::vector<int> newly_lost_ranks;
+  int generation = 0;  // recoveries so far: 1 after the first
+};
 
 struct ContextOptions {
   int thread_rank = 0;
@@ -74,6 +91,25 @@ class Context : public std::enable_shared_from_this<Context> {
   // This rank's group along `axis` of `layout` (named "tp3", "dp0", ...).
   std::unique_ptr<ProcessGroup> NewLayoutGroup(const Layout& layout, Axis axis);
 
+  // ---- In-place recovery (infini_run --on_failure=shrink) ----
+  // A collective that fails because a rank was lost throws PeerLostError;
+  // then every survivor calls this (docs/parallel.md, "In-place recovery").
+  // It waits for the launcher's loss notice (if the collective saw the loss
+  // first), agrees with the other survivors on who is gone, shrinks every
+  // live group of this Context among its survivors (in the order the groups
+  // were made), renumbers the ranks (rank() then says the new world) and
+  // returns the new world. Groups stay the same objects; a program whose
+  // DP×TP×PP layout changes re-derives it with Layout::ForSurvivors and
+  // makes its layout groups anew. A loss during the agreement is included;
+  // no notice within INFINI_CCL_TIMEOUT_S is a ParallelError, as is a
+  // shrink that fails. Throws ParallelUsageError outside shrink mode or
+  // with several thread ranks per process.
+  RecoveredWorld RecoverFromLoss();
+  // Whether a notice names a rank this world still counts (a program may
+  // ask at a step boundary, before a collective fails).
+  bool LossPending();
+  bool shrink_on_failure() const { return settings_.shrink_on_failure; }
+
  private:
   Context(Rank rank, RuntimeSettings settings);
 
@@ -88,6 +124,12 @@ class Context : public std::enable_shared_from_this<Context> {
   uint16_t store_port_ = 0;
   std::chrono::milliseconds store_timeout_{0};
   std::string store_token_;  // never logged
+  // Shrink mode: the live groups, the notice watcher, and who is who.
+  std::shared_ptr<internal::GroupRegistry> groups_;
+  std::unique_ptr<internal::LossWatcher> loss_watcher_;
+  std::vector<int> launch_rank_of_;  // index: current global rank
+  std::set<int> excluded_;           // launcher's numbering
+  int world_generation_ = 0;
 };
 
 }  // namespace infini::parallel

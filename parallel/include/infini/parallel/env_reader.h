@@ -68,6 +68,10 @@ struct RuntimeSettings {
   bool allow_device_sharing = false;    // INFINI_CCL_ALLOW_DEVICE_SHARING
   bool devices_isolated = false;        // INFINI_CCL_DEVICES_ISOLATED
   std::string log_dir;                  // INFINI_CCL_LOG_DIR: a log file per process
+  // INFINI_ON_FAILURE=shrink (infini_run --on_failure=shrink): a lost rank is
+  // published in the store and the others recover in place
+  // (Context::RecoverFromLoss) instead of ending.
+  bool shrink_on_failure = false;
 };
 
 inline constexpr int kDefaultTimeoutSeconds = 600;

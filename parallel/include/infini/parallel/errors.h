@@ -27,4 +27,13 @@ class ParallelUsageError : public ParallelError {
   using ParallelError::ParallelError;
 };
 
+// A collective failed, or was stopped, because a rank of the run was lost
+// (infini_run --on_failure=shrink): the program calls
+// Context::RecoverFromLoss and goes on with the survivors. Under restart
+// mode a lost peer ends the process as before.
+class PeerLostError : public ParallelError {
+ public:
+  using ParallelError::ParallelError;
+};
+
 }  // namespace infini::parallel

@@ -29,6 +29,11 @@ class Layout {
   // the flags --tensor_parallel and --pipeline_parallel) when TP × PP does not
   // divide it.
   static Layout ForWorld(int world_size, int tensor_parallel_size, int pipeline_parallel_size);
+  // This layout re-derived for a world that lost ranks
+  // (Context::RecoverFromLoss): TP and PP stay, DP is what is left. Throws
+  // ParallelConfigError naming this layout when TP × PP does not divide
+  // `world_size`.
+  Layout ForSurvivors(int world_size) const;
 
   int data_parallel_size() const { return data_; }
   int tensor_parallel_size() const { return tensor_; }

@@ -29,9 +29,16 @@ class Rank {
   int thread_rank() const { return thread_rank_; }
   const ProcessTopology& topology() const { return topology_; }
 
-  // Every rank of every node.
+  // Every rank of every node (after a recovery, of the survivors).
   int world_size() const;
   int global_rank() const;
+  // The same rank in a world that lost ranks (Context::RecoverFromLoss):
+  // world_size() and global_rank() become the survivors' numbering; the
+  // node, process and thread it runs as stay. launch_global_rank() keeps
+  // the launcher's number (RANK).
+  Rank Renumbered(int global_rank, int world_size) const;
+  int launch_global_rank() const;
+  bool renumbered() const { return renumbered_world_size_ > 0; }
   // Ranks on this node, and this rank's place among them.
   int local_world_size() const { return processes_per_node() * threads_per_process_; }
   int local_rank() const { return local_proc_rank() * threads_per_process_ + thread_rank_; }
@@ -51,6 +58,8 @@ class Rank {
   ProcessTopology topology_;
   int thread_rank_;
   int threads_per_process_;
+  int renumbered_world_size_ = 0;  // 0: the launcher's world
+  int renumbered_global_rank_ = 0;
 };
 
 // How a rank's device is chosen among the visible ones.

@@ -1,0 +1,100 @@
+#include "loss_watcher.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "group_state.h"
+#include "infini/common/loss_notice.h"
+
+namespace infini::parallel::internal {
+namespace {
+
+// How soon a notice is seen; one small store call per interval.
+constexpr std::chrono::milliseconds kPollInterval{100};
+
+}  // namespace
+
+void GroupRegistry::Add(GroupState* group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  groups_.push_back(group);
+}
+
+void GroupRegistry::Remove(GroupState* group) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  groups_.erase(std::remove(groups_.begin(), groups_.end(), group), groups_.end());
+}
+
+std::vector<GroupState*> GroupRegistry::Groups() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return groups_;
+}
+
+void GroupRegistry::RevokeAll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (GroupState* group : groups_) group->RevokeForLoss();
+}
+
+LossWatcher::LossWatcher(std::shared_ptr<rendezvous::Store> store,
+                         std::shared_ptr<GroupRegistry> groups)
+    : store_(std::move(store)), groups_(std::move(groups)), thread_([this] { Loop(); }) {}
+
+LossWatcher::~LossWatcher() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+std::set<int> LossWatcher::Lost() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lost_;
+}
+
+std::optional<std::set<int>> LossWatcher::WaitForLossBeyond(
+    const std::set<int>& known, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto beyond = [&] {
+    return std::any_of(lost_.begin(), lost_.end(), [&](int rank) { return !known.count(rank); });
+  };
+  if (!changed_.wait_until(lock, deadline, beyond)) return std::nullopt;
+  return lost_;
+}
+
+void LossWatcher::ReadNewNotices() {
+  const int64_t count = store_->Add(loss_notice::kCountKey, 0);
+  std::set<int> named;
+  int64_t read = notices_read_;
+  for (; read < count; ++read) {
+    // The number is taken before the notice is written: Get waits for it.
+    const auto notice = loss_notice::Parse(store_->Get(loss_notice::NoticeKey(read + 1)));
+    if (notice) named.insert(notice->global_ranks.begin(), notice->global_ranks.end());
+  }
+  if (read == notices_read_) return;
+  // Before anyone is told: a rank that hears of the loss must find its
+  // groups revoked, not a collective that waits for the dead.
+  groups_->RevokeAll();
+  std::lock_guard<std::mutex> lock(mutex_);
+  notices_read_ = read;
+  lost_.insert(named.begin(), named.end());
+  changed_.notify_all();
+}
+
+void LossWatcher::Loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    changed_.wait_for(lock, kPollInterval, [&] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    try {
+      ReadNewNotices();
+    } catch (const rendezvous::StoreError&) {
+      // The launcher's store is gone or slow: the run is ending, or the
+      // next poll will do.
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace infini::parallel::internal

@@ -1,0 +1,159 @@
+// shrink_check: a training-like loop of all-reduces that survives lost ranks
+// under infini_run --on_failure=shrink (gloo). Each step every rank adds
+// (RANK + 1) × step over the world group and over its DP group; a rank
+// checks the sum against the survivors it knows of. On PeerLostError it
+// calls Context::RecoverFromLoss and redoes the step. Faults:
+//   --kill_rank=R --kill_at_step=S  rank R (RANK) SIGKILLs itself at step S,
+//       after a pause in which the others are already inside the all-reduce
+//       (--kill_inside) or just before its collective (default);
+//   --second_kill_rank / --second_kill_at_step  another loss, later;
+//   --slow_rank=R --slow_ms=M  rank R sleeps M ms at each step (a straggler);
+//   --tensor_parallel=T  its layout DP × T (a loss may leave no whole TP group).
+// Prints "rank L: recovered ..." per recovery and "rank L: done ..." at the end.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "infini/ccl/ccl.h"
+#include "infini/parallel/context.h"
+#include "infini/parallel/errors.h"
+#include "infini/parallel/layout.h"
+#include "infini/parallel/process_group.h"
+
+namespace {
+
+using infini::parallel::Context;
+using infini::parallel::Layout;
+using infini::parallel::PeerLostError;
+using infini::parallel::ProcessGroup;
+
+struct Options {
+  int steps = 8;
+  int kill_rank = -1, kill_at_step = -1;
+  int second_kill_rank = -1, second_kill_at_step = -1;
+  bool kill_inside = false;
+  int slow_rank = -1, slow_ms = 0;
+  int tensor_parallel = 1;
+};
+
+int IntFlag(const std::string& argument, const std::string& name, int* value) {
+  const std::string prefix = "--" + name + "=";
+  if (argument.rfind(prefix, 0) != 0) return 0;
+  *value = std::stoi(argument.substr(prefix.size()));
+  return 1;
+}
+
+Options Parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument == "--kill_inside") {
+      options.kill_inside = true;
+      continue;
+    }
+    const int known = IntFlag(argument, "steps", &options.steps) +
+                      IntFlag(argument, "kill_rank", &options.kill_rank) +
+                      IntFlag(argument, "kill_at_step", &options.kill_at_step) +
+                      IntFlag(argument, "second_kill_rank", &options.second_kill_rank) +
+                      IntFlag(argument, "second_kill_at_step", &options.second_kill_at_step) +
+                      IntFlag(argument, "slow_rank", &options.slow_rank) +
+                      IntFlag(argument, "slow_ms", &options.slow_ms) +
+                      IntFlag(argument, "tensor_parallel", &options.tensor_parallel);
+    if (known == 0) {
+      std::fprintf(stderr, "shrink_check: unknown argument '%s'\n", argument.c_str());
+      std::exit(2);
+    }
+  }
+  return options;
+}
+
+// Sum of (r + 1) × step over `ranks`.
+double Expected(const std::vector<int>& ranks, int step) {
+  double sum = 0;
+  for (int rank : ranks) sum += (rank + 1) * step;
+  return sum;
+}
+
+double AllReduceSum(ProcessGroup& group, double value) {
+  const infini::ccl::FlatTensor tensor(&value, infini::ccl::dtype::kFloat64, 1,
+                                       DLDevice{kDLCPU, 0});
+  group.AllReduce(tensor.dl(), tensor.dl(), infini::ccl::ReduceOp::kSum);
+  return value;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options options = Parse(argc, argv);
+  std::shared_ptr<Context> context = Context::Create();
+  const int me = context->rank().launch_global_rank();
+  // Who is in the world and in my DP group, in the launcher's numbering.
+  std::vector<int> world_ranks;
+  for (int r = 0; r < context->rank().world_size(); ++r) world_ranks.push_back(r);
+  Layout layout = Layout::ForWorld(context->rank().world_size(), options.tensor_parallel, 1);
+  std::unique_ptr<ProcessGroup> world = context->NewWorldGroup();
+  std::unique_ptr<ProcessGroup> data_parallel =
+      context->NewLayoutGroup(layout, infini::parallel::Axis::kData);
+  const auto members_in_launch_numbering = [&](const ProcessGroup& group) {
+    std::vector<int> ranks;
+    for (int member : group.members()) ranks.push_back(world_ranks[static_cast<size_t>(member)]);
+    return ranks;
+  };
+  int recoveries = 0;
+  for (int step = 1; step <= options.steps;) {
+    try {
+      if (me == options.slow_rank)
+        std::this_thread::sleep_for(std::chrono::milliseconds(options.slow_ms));
+      if ((me == options.kill_rank && step == options.kill_at_step) ||
+          (me == options.second_kill_rank && step == options.second_kill_at_step)) {
+        // --kill_inside: the others are inside the all-reduce by now.
+        if (options.kill_inside) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        kill(getpid(), SIGKILL);
+      }
+      const double sum = AllReduceSum(*world, (me + 1) * step);
+      const double dp_sum = AllReduceSum(*data_parallel, (me + 1) * step);
+      if (sum != Expected(world_ranks, step) ||
+          dp_sum != Expected(members_in_launch_numbering(*data_parallel), step)) {
+        std::printf("rank %d: WRONG at step %d: world sum %g, dp sum %g\n", me, step, sum, dp_sum);
+        return 1;
+      }
+      ++step;
+    } catch (const PeerLostError& error) {
+      const infini::parallel::RecoveredWorld recovered = context->RecoverFromLoss();
+      ++recoveries;
+      std::vector<int> survivors;
+      for (int r : world_ranks) {
+        bool lost = false;
+        for (int l : recovered.lost_ranks) lost = lost || l == r;
+        if (!lost) survivors.push_back(r);
+      }
+      world_ranks = survivors;
+      try {
+        layout = layout.ForSurvivors(recovered.world_size);
+      } catch (const infini::parallel::ParallelConfigError& refused) {
+        std::printf("rank %d: layout refused: %s\n", me, refused.what());
+        return 3;
+      }
+      std::string lost;
+      for (int r : recovered.newly_lost_ranks)
+        lost += (lost.empty() ? "" : ",") + std::to_string(r);
+      std::printf(
+          "rank %d: recovered at step %d: lost %s; world now %d ranks, rank %d, dp=%d, generation "
+          "%d\n",
+          me, step, lost.c_str(), recovered.world_size, recovered.global_rank,
+          layout.data_parallel_size(), recovered.generation);
+      std::fflush(stdout);
+    }
+  }
+  std::printf("rank %d: done world=%d rank=%d steps=%d recoveries=%d\n", me,
+              context->rank().world_size(), context->rank().global_rank(), options.steps,
+              recoveries);
+  return 0;
+}

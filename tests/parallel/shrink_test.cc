@@ -1,0 +1,154 @@
+// In-place recovery in real processes: bin/shrink_check under infini_run
+// --on_failure=shrink on gloo (docs/parallel.md, "In-place recovery"). Each
+// case checks the run's exit code, the world every survivor ends in, that
+// the loss was named, and (through shrink_check's own checks) that every
+// collective after the recovery sums over exactly the survivors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const std::string kBinDir = INFINI_PARALLEL_BIN_DIR;
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the command line (a bounded shell pipeline; `timeout` kills a hang).
+Outcome Run(const std::string& command) {
+  Outcome outcome;
+  FILE* pipe = popen(("timeout -s KILL 60 " + command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return outcome;
+  std::array<char, 4096> buffer;
+  size_t got;
+  while ((got = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    outcome.output.append(buffer.data(), got);
+  const int status = pclose(pipe);
+  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return outcome;
+}
+
+Outcome RunShrinkCheck(int ranks, const std::string& arguments,
+                       const std::string& launcher_flags = "") {
+  return Run(kBinDir + "/infini_run --nproc_per_node=" + std::to_string(ranks) +
+             " --on_failure=shrink --ccl_backend=gloo --term_timeout=2 " + launcher_flags + " -- " +
+             kBinDir + "/shrink_check " + arguments);
+}
+
+bool HaveLauncher() { return access((kBinDir + "/infini_run").c_str(), X_OK) == 0; }
+#define REQUIRE_LAUNCHER() \
+  if (!HaveLauncher()) GTEST_SKIP() << "bin/infini_run is not built";
+
+// No shrink_check of this test is left running.
+bool NoCheckLeft() {
+  for (int tries = 0; tries < 50; ++tries) {
+    if (Run("pgrep -u $(id -u) -x shrink_check").output.empty()) return true;
+    usleep(100 * 1000);
+  }
+  return false;
+}
+
+TEST(ShrinkRecoveryTest, SurvivorsOfAKilledRankRenumberAndGoOn) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome = RunShrinkCheck(3, "--steps=6 --kill_rank=1 --kill_at_step=3");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("rank 1 (pid"));
+  EXPECT_THAT(outcome.output, HasSubstr("lost rank 1 (local rank 1"));
+  EXPECT_THAT(
+      outcome.output,
+      HasSubstr(
+          "rank 0: recovered at step 3: lost 1; world now 2 ranks, rank 0, dp=2, generation 1"));
+  EXPECT_THAT(
+      outcome.output,
+      HasSubstr(
+          "rank 2: recovered at step 3: lost 1; world now 2 ranks, rank 1, dp=2, generation 1"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 0: done world=2 rank=0 steps=6 recoveries=1"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 2: done world=2 rank=1 steps=6 recoveries=1"));
+  EXPECT_THAT(outcome.output, Not(HasSubstr("WRONG")));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
+TEST(ShrinkRecoveryTest, RanksBlockedInsideAnAllReduceWithTheLostRankGetOut) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome =
+      RunShrinkCheck(3, "--steps=5 --kill_rank=2 --kill_at_step=2 --kill_inside");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("rank 0: done world=2 rank=0 steps=5 recoveries=1"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 1: done world=2 rank=1 steps=5 recoveries=1"));
+  EXPECT_THAT(outcome.output, Not(HasSubstr("watchdog")));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
+TEST(ShrinkRecoveryTest, TwoLossesOneAfterAnother) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome = RunShrinkCheck(
+      4, "--steps=6 --kill_rank=1 --kill_at_step=2 --second_kill_rank=3 --second_kill_at_step=4");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output,
+              HasSubstr("rank 2: recovered at step 2: lost 1; world now 3 ranks, rank 1"));
+  EXPECT_THAT(
+      outcome.output,
+      HasSubstr(
+          "rank 2: recovered at step 4: lost 3; world now 2 ranks, rank 1, dp=2, generation 2"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 0: done world=2 rank=0 steps=6 recoveries=2"));
+  EXPECT_THAT(outcome.output, HasSubstr("2 ranks lost"));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
+// Two ranks die at once (the second while the survivors agree on the
+// first): the survivors agree on both and shrink once or twice, never apart.
+TEST(ShrinkRecoveryTest, ASecondLossDuringTheRecoveryIsIncluded) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome =
+      RunShrinkCheck(4,
+                     "--steps=5 --kill_rank=1 --kill_at_step=2 --second_kill_rank=2 "
+                     "--second_kill_at_step=2 --kill_inside");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("rank 0: done world=2 rank=0 steps=5"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 3: done world=2 rank=1 steps=5"));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
+TEST(ShrinkRecoveryTest, ASlowRankThatStillRunsIsNotLost) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome = RunShrinkCheck(3, "--steps=3 --slow_rank=1 --slow_ms=1200",
+                                         "--rdzv_conf=heartbeat_timeout=1");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, Not(HasSubstr("was lost")));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 1: done world=3 rank=1 steps=3 recoveries=0"));
+}
+
+TEST(ShrinkRecoveryTest, BelowMinRanksTheRunStopsCleanly) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome =
+      RunShrinkCheck(3, "--steps=50 --kill_rank=1 --kill_at_step=2", "--min_ranks=3");
+  EXPECT_EQ(outcome.exit_code, 137) << outcome.output;
+  EXPECT_THAT(outcome.output,
+              HasSubstr("2 ranks left, fewer than --min_ranks=3; stopping every rank"));
+  EXPECT_THAT(outcome.output, Not(HasSubstr("done world")));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
+TEST(ShrinkRecoveryTest, ALayoutTheSurvivorsCannotKeepIsAClearErrorAndAFailedRun) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome =
+      RunShrinkCheck(4, "--steps=5 --tensor_parallel=2 --kill_rank=1 --kill_at_step=2");
+  EXPECT_NE(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output,
+              HasSubstr("layout DP=2 × TP=2 × PP=1 cannot be kept by the 3 surviving ranks: "
+                        "expected a multiple of TP × PP = 2"));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
+}  // namespace
