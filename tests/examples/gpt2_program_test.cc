@@ -226,4 +226,57 @@ TEST(Gpt2Program, BadDataOnEveryRankEndsTheRunInsteadOfHanging) {
   EXPECT_NE(result.output.find("/nonexistent/x.bin"), std::string::npos) << result.output;
 }
 
+// --on_failure=shrink: the survivors of a SIGKILLed rank train on at the
+// smaller DP size without a checkpoint, the same global batch split over
+// fewer ranks, so their losses are those of one rank taking the whole
+// global batch from the start (the reference of the 2-vs-1-rank test).
+std::string ShrinkingRanksOnGloo(int ranks, const std::string& kills) {
+  return "env INFINI_TEST_GPT2_KILL=" + kills + " " + kInfiniRun +
+         " --ccl_backend=gloo --on_failure=shrink --term_timeout=2 --nproc_per_node=" +
+         std::to_string(ranks) + " " + kGpt2;
+}
+
+bool NoGpt2Left() {
+  for (int tries = 0; tries < 50; ++tries) {
+    if (RunCommand("pgrep -u $(id -u) -x gpt2").output.empty()) return true;
+    usleep(100 * 1000);
+  }
+  return false;
+}
+
+TEST(Gpt2Program, ShrinkAfterAKilledRankTrainsOnLikeOneRankWithTheWholeGlobalBatch) {
+  if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
+  const Result reference = RunCommand(kGpt2 + " --steps=6 --micro_batch_size=6" + kSmallModel);
+  const Result shrunk =
+      RunCommand(ShrinkingRanksOnGloo(3, "1@3") + " --steps=6 --micro_batch_size=2" + kSmallModel);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  EXPECT_EQ(shrunk.exit_code, 0) << shrunk.output;
+  EXPECT_NE(shrunk.output.find("lost rank(s) 1 at step 3; world now 2 ranks (dp=2); resuming at "
+                               "step 3"),
+            std::string::npos)
+      << shrunk.output;
+  EXPECT_NE(shrunk.output.find("lost rank 1 (local rank 1"), std::string::npos) << shrunk.output;
+  ExpectSameLosses(StepLosses(reference.output), StepLosses(shrunk.output), shrunk.output);
+  EXPECT_TRUE(NoGpt2Left());
+}
+
+TEST(Gpt2Program, ShrinkAfterTwoLossesOneAfterAnotherEndsOnOneRank) {
+  if (!CanLaunchOnGloo()) GTEST_SKIP() << "infini_run or the gloo backend was not built";
+  const Result reference = RunCommand(kGpt2 + " --steps=5 --micro_batch_size=6" + kSmallModel);
+  const Result shrunk = RunCommand(ShrinkingRanksOnGloo(3, "1@2,0@4") +
+                                   " --steps=5 --micro_batch_size=2" + kSmallModel);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  EXPECT_EQ(shrunk.exit_code, 0) << shrunk.output;
+  EXPECT_NE(shrunk.output.find("lost rank(s) 1 at step 2; world now 2 ranks (dp=2)"),
+            std::string::npos)
+      << shrunk.output;
+  // Rank 0 itself is lost: rank 2, renumbered 0, reports and finishes.
+  EXPECT_NE(shrunk.output.find("lost rank(s) 0 at step 4; world now 1 ranks (dp=1); resuming at "
+                               "step 4"),
+            std::string::npos)
+      << shrunk.output;
+  ExpectSameLosses(StepLosses(reference.output), StepLosses(shrunk.output), shrunk.output);
+  EXPECT_TRUE(NoGpt2Left());
+}
+
 }  // namespace

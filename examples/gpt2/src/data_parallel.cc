@@ -11,6 +11,7 @@
 #include "infini/common/launch_env.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/env_reader.h"
+#include "infini/parallel/errors.h"
 #include "infini/parallel/process_group.h"
 
 namespace infini::examples::gpt2 {
@@ -56,6 +57,11 @@ class WorldGroup : public DataParallelGroup {
   }
 
   bool on_cuda_device() const override { return backend().info().device_type == kDLCUDA; }
+  bool recovers_from_loss() const override { return context_->shrink_on_failure(); }
+  RecoveredGroup RecoverFromLoss() override {
+    const parallel::RecoveredWorld world = context_->RecoverFromLoss();
+    return {world.newly_lost_ranks, world_->size(), world_->rank()};
+  }
   std::shared_ptr<parallel::Context> context() const override { return context_; }
   parallel::ProcessGroup* process_group() override { return world_.get(); }
 
@@ -63,10 +69,15 @@ class WorldGroup : public DataParallelGroup {
   const ccl::Backend& backend() const { return *context_->backend(); }
 
   // Runs `operation` in place on `bytes` once every rank has the same count.
+  // A lost peer is the trainer's RankLostError (it sees no parallel/ type).
   template <typename Operation>
   void Collective(std::span<std::byte> bytes, DLDataType dtype, Operation operation) {
-    RequireSameCountOnEveryRank(static_cast<int64_t>(bytes.size() / ccl::ElementBytes(dtype)));
-    InPlace(bytes, dtype, operation);
+    try {
+      RequireSameCountOnEveryRank(static_cast<int64_t>(bytes.size() / ccl::ElementBytes(dtype)));
+      InPlace(bytes, dtype, operation);
+    } catch (const parallel::PeerLostError& error) {
+      throw RankLostError(error.what());
+    }
   }
 
   // Ranks whose model shapes differ would call a collective with different

@@ -6,7 +6,9 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace infini::parallel {
 class Context;
@@ -14,6 +16,20 @@ class ProcessGroup;
 }  // namespace infini::parallel
 
 namespace infini::examples::gpt2 {
+
+// A collective failed because a rank was lost, and the run recovers in
+// place (infini_run --on_failure=shrink): call RecoverFromLoss.
+class RankLostError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The world after a recovery.
+struct RecoveredGroup {
+  std::vector<int> newly_lost_ranks;  // the launcher's numbering (RANK)
+  int world_size = 0;
+  int rank = 0;
+};
 
 class DataParallelGroup {
  public:
@@ -49,6 +65,16 @@ class DataParallelGroup {
   // reducer; null for a single rank without a backend.
   virtual std::shared_ptr<parallel::Context> context() const { return nullptr; }
   virtual parallel::ProcessGroup* process_group() { return nullptr; }
+
+  // Whether a lost rank is recovered from in place (the launcher set
+  // INFINI_ON_FAILURE=shrink): collectives then throw RankLostError.
+  virtual bool recovers_from_loss() const { return false; }
+  // After RankLostError: waits for the survivors and shrinks the group among
+  // them; rank() and world_size() then say the new world. Throws
+  // std::runtime_error (one line) when the run cannot go on.
+  virtual RecoveredGroup RecoverFromLoss() {
+    throw std::logic_error("RecoverFromLoss: this group does not recover from a loss");
+  }
 };
 
 }  // namespace infini::examples::gpt2

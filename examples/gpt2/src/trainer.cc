@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <ostream>
@@ -179,6 +181,40 @@ const char* GradientSyncName(GradientSync sync) {
   return "?";
 }
 
+// Tests of in-place recovery only: INFINI_TEST_GPT2_KILL="RANK@STEP,..."
+// makes the process launched as RANK (its RANK variable) SIGKILL itself as
+// step STEP (1-based) begins, as a crashed node would.
+void KillSelfIfAskedForTests(int64_t step_number) {
+  const char* plan = std::getenv("INFINI_TEST_GPT2_KILL");
+  const char* rank = std::getenv("RANK");
+  if (plan == nullptr || rank == nullptr) return;
+  const std::string here = std::string(rank) + "@" + std::to_string(step_number);
+  const std::string entries = "," + std::string(plan) + ",";
+  if (entries.find("," + here + ",") != std::string::npos) std::raise(SIGKILL);
+}
+
+// The same global batch of `global_samples` split over `data_parallel_size`
+// ranks: the accumulation kept where it fits, else the smallest that does.
+// Throws std::runtime_error when no split gives every rank the same share.
+std::pair<int64_t, int64_t> SplitGlobalBatch(int64_t global_samples, int64_t data_parallel_size,
+                                             int64_t accumulation) {
+  for (int64_t steps = accumulation; steps <= global_samples; ++steps) {
+    if (global_samples % (data_parallel_size * steps) == 0) {
+      return {global_samples / (data_parallel_size * steps), steps};
+    }
+  }
+  throw std::runtime_error(Format(
+      "the global batch of %lld samples cannot be split evenly over the %lld surviving ranks "
+      "(expected a global batch that is a multiple of the data-parallel size)",
+      static_cast<long long>(global_samples), static_cast<long long>(data_parallel_size)));
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string text;
+  for (int rank : ranks) text += (text.empty() ? "" : ",") + std::to_string(rank);
+  return text;
+}
+
 }  // namespace
 
 TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std::ostream& log) {
@@ -187,8 +223,9 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   };
   const Clock::time_point start = Clock::now();
   const int64_t T = options.sequence_length;
-  const int64_t B = options.micro_batch_size;
-  const int64_t accumulation = AccumulationSteps(options, group.world_size());
+  // Both change when a recovery splits the same global batch over fewer ranks.
+  int64_t B = options.micro_batch_size;
+  int64_t accumulation = AccumulationSteps(options, group.world_size());
   const bool on_device = group.on_cuda_device();
   CheckOptionsForPlace(options, on_device);
   if (T > options.model.max_sequence_length) {
@@ -309,7 +346,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
                static_cast<long long>(steps_done)));
   };
 
-  const float micro_weight = 1.0f / static_cast<float>(accumulation);
+  float micro_weight = 1.0f / static_cast<float>(accumulation);
   // One optimizer step on the host: every rank ends with the same averaged
   // gradient, so the same update. Returns the loss and the gradient norm.
   const auto host_step = [&]() -> std::pair<float, float> {
@@ -335,11 +372,66 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     return {loss, device->ReadGradientNorm()};
   };
 
+  // --on_failure=shrink (host path): the survivors go on from the step the
+  // loss interrupted, with rank 0's weights and optimizer state (replicas
+  // agree, but the lost step may have been applied on some and not others)
+  // and the same global batch over the new DP size. Returns the steps done.
+  const int64_t global_batch = loader->global_batch_size();
+  const auto recover = [&](int64_t interrupted_step, int64_t steps_completed) {
+    std::vector<int> lost;
+    for (;;) {
+      try {
+        const RecoveredGroup world = group.RecoverFromLoss();
+        lost.insert(lost.end(), world.newly_lost_ranks.begin(), world.newly_lost_ranks.end());
+        struct Agreed {
+          int64_t steps_completed, optimizer_steps;
+        } agreed{steps_completed, optimizer.steps_taken()};
+        group.BroadcastFromMain(AsBytes(std::span<Agreed>(&agreed, 1)));
+        group.BroadcastFromMain(AsBytes(model.parameters()));
+        group.BroadcastFromMain(AsBytes(optimizer.first_moment()));
+        group.BroadcastFromMain(AsBytes(optimizer.second_moment()));
+        optimizer.set_steps_taken(agreed.optimizer_steps);
+        std::tie(B, accumulation) =
+            SplitGlobalBatch(global_batch, group.world_size(), accumulation);
+        micro_weight = 1.0f / static_cast<float>(accumulation);
+        loader_options.micro_batch_size = B;
+        loader_options.data_parallel_size = group.world_size();
+        loader_options.data_parallel_rank = group.rank();
+        loader_options.gradient_accumulation_steps = accumulation;
+        loader = std::make_unique<data::DataLoader>(
+            train_source, loader_options,
+            data::LoaderState{progress.consumed_samples +
+                              (agreed.steps_completed - progress.steps_done) * global_batch});
+        inputs.resize(loader->tokens_per_micro_batch());
+        targets.resize(loader->tokens_per_micro_batch());
+        validator = Validator(options, group);
+        say(Format(
+            "lost rank(s) %s at step %lld; world now %d ranks (dp=%d); resuming at step %lld",
+            RankList(lost).c_str(), static_cast<long long>(interrupted_step), group.world_size(),
+            group.world_size(), static_cast<long long>(agreed.steps_completed + 1)));
+        return agreed.steps_completed;
+      } catch (const RankLostError&) {
+        // Another rank was lost while recovering: once more, without it.
+      }
+    }
+  };
+  const bool recovers = group.recovers_from_loss() && !device;
+
   std::vector<double> step_seconds;
   for (int64_t step = progress.steps_done; step < options.steps; ++step) {
+    KillSelfIfAskedForTests(step + 1);
     const Clock::time_point step_start = Clock::now();
-    auto [loss, norm] = device ? device_step(step + 1) : host_step();
-    group.AllReduceAverage(std::span<float>(&loss, 1));
+    int64_t steps_completed = step;
+    float loss = 0.0f, norm = 0.0f;
+    try {
+      std::tie(loss, norm) = device ? device_step(step + 1) : host_step();
+      steps_completed = step + 1;
+      group.AllReduceAverage(std::span<float>(&loss, 1));
+    } catch (const RankLostError&) {
+      if (!recovers) throw;
+      step = recover(step + 1, steps_completed) - 1;  // the loop's ++step resumes there
+      continue;
+    }
     const double seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
     step_seconds.push_back(seconds);
 
