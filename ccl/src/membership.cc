@@ -106,9 +106,10 @@ std::vector<int32_t> NormalizedExclusion(std::span<const int> excluded_ranks, in
                     " ranks of this communicator: expected at least one survivor");
   }
   if (std::binary_search(excluded.begin(), excluded.end(), rank)) {
-    throw Error(infiniCclInvalidArgument,
-                "Shrink: the excluded ranks hold this rank (" + std::to_string(rank) +
-                    "): expected only the survivors to call Shrink, each excluding the others");
+    throw Error(
+        infiniCclInvalidArgument,
+        "Shrink: the excluded ranks hold this rank (" + std::to_string(rank) +
+            "): expected only the survivors to call Shrink, each with the list of the lost ranks");
   }
   return excluded;
 }
