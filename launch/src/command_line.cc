@@ -213,8 +213,8 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
 // torchrun's c10d settings are accepted; ours are honoured; others refused.
 // The token file is read by the resolver.
 void ParseRendezvousConf(const FlagValues& flag, LaunchOptions* options) {
-  static const std::set<std::string> kAcceptedTorchrunKeys = {
-      "read_timeout", "last_call_timeout", "close_timeout", "timeout", "is_host", "use_libuv"};
+  static const std::set<std::string> kAcceptedTorchrunKeys = {"read_timeout", "close_timeout",
+                                                              "timeout", "is_host", "use_libuv"};
   std::optional<std::chrono::milliseconds> keep_alive_interval;
   std::optional<int> keep_alive_attempts;
   for (const std::string& setting : SplitList(flag["rdzv_conf"], ',')) {
@@ -225,6 +225,8 @@ void ParseRendezvousConf(const FlagValues& flag, LaunchOptions* options) {
     const std::string name = "rdzv_conf " + key;
     if (key == "join_timeout") {
       options->rendezvous_timeout = ParseSecondsFlag(name, value, false);
+    } else if (key == "last_call_timeout") {
+      options->last_call_timeout = ParseSecondsFlag(name, value, true);
     } else if (key == "heartbeat_timeout") {
       options->heartbeat_timeout = ParseSecondsFlag(name, value, false);
       if (options->heartbeat_timeout < std::chrono::milliseconds(200)) {
@@ -453,18 +455,31 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
   for (const auto& [name, value] : split.flag_values) flag.Set(name, value);
   options->program_argv = split.program_argv;
 
-  // nnodes: N, or torchrun's MIN:MAX with MIN == MAX (no elastic ranges).
-  std::string nnodes = flag["nnodes"];
-  if (size_t colon = nnodes.find(':'); colon != std::string::npos) {
-    if (nnodes.substr(0, colon) != nnodes.substr(colon + 1)) {
-      throw UsageError(Quoted("nnodes", nnodes) +
-                       ": elastic ranges are not supported, expected one number of nodes");
+  // nnodes: N, or torchrun's MIN:MAX (elastic when MIN < MAX).
+  const std::string& nnodes = flag["nnodes"];
+  const size_t colon = nnodes.find(':');
+  auto node_count = [&](const std::string& part) {
+    long long count = 0;
+    if (!ParseWholeInt(part, &count) || count < 1 || count > (1 << 20)) {
+      throw UsageError(
+          flags::BadValueMessage("nnodes", nnodes,
+                                 std::string(colon == std::string::npos ? "" : "MIN:MAX, each ") +
+                                     "a number of nodes in 1..1048576"));
     }
-    nnodes = nnodes.substr(0, colon);
+    return static_cast<int>(count);
+  };
+  options->nnodes = node_count(colon == std::string::npos ? nnodes : nnodes.substr(colon + 1));
+  options->min_nnodes =
+      colon == std::string::npos ? options->nnodes : node_count(nnodes.substr(0, colon));
+  if (options->min_nnodes > options->nnodes) {
+    throw UsageError(Quoted("nnodes", nnodes) + ": expected MIN:MAX with MIN <= MAX");
   }
-  options->nnodes = ParseIntFlag("nnodes", nnodes, 1, 1 << 20, "a number of nodes in 1..1048576");
 
   if (!flag["node_rank"].empty()) {
+    if (options->elastic()) {
+      throw UsageError(Quoted("node_rank", flag["node_rank"]) + " with --nnodes=" + nnodes +
+                       ": an elastic run assigns node ranks each round; drop --node_rank");
+    }
     options->node_rank = ParseIntFlag(
         "node_rank", flag["node_rank"], 0, options->nnodes - 1,
         "a node rank in [0, " + std::to_string(options->nnodes) + ") (below --nnodes)");

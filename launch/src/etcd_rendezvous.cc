@@ -96,12 +96,21 @@ class EtcdRendezvous final : public RendezvousHandler {
 
   void Announce(RendezvousWorld* world) override {
     if (world->node_rank == 0) HostRanksStore();
-    etcd_->Set("alive/" + std::to_string(world->node_rank), NodeIdentity());
-    world->store_addr = etcd_->Get(Key("store_addr"));
-    world->store_port = static_cast<uint16_t>(std::stoi(etcd_->Get(Key("store_port"))));
+    etcd_->Set(AliveKey(round_, world->node_rank), NodeIdentity());
+    world->store_addr = etcd_->Get(RoundKey(round_, "store_addr"));
+    world->store_port =
+        static_cast<uint16_t>(std::stoi(etcd_->Get(RoundKey(round_, "store_port"))));
   }
 
   bool hosts_store() const override { return ranks_server_ != nullptr; }
+
+  void EnterRound(int round, int) override {
+    std::lock_guard lock(mutex_);
+    round_ = round;
+    alive_owner_.clear();
+    expired_.clear();
+    reported_.clear();
+  }
 
   milliseconds StartWatch(std::function<void()> on_change) override {
     etcd_->set_timeout(options_.heartbeat_timeout);
@@ -172,8 +181,19 @@ class EtcdRendezvous final : public RendezvousHandler {
   }
 
  private:
-  // Node 0: the ranks' store stays on node 0's launcher.
+  // "alive/<node>" in round 0, "alive/<round>/<node>" after (no
+  // "infini_run/": the lease's keys).
+  static std::string AliveKey(int round, int node) {
+    return "alive/" + (round == 0 ? "" : std::to_string(round) + "/") + std::to_string(node);
+  }
+
+  // Node 0: the ranks' store stays on node 0's launcher (an elastic round's
+  // node 0 keeps the one it hosts, or hosts one when the old node 0 is gone).
   void HostRanksStore() {
+    if (ranks_server_) {
+      PublishRanksStore();
+      return;
+    }
     const std::string bind_addr = options_.local_addr.empty() ? "0.0.0.0" : options_.local_addr;
     const std::string published = options_.local_addr.empty() ? HostName() : options_.local_addr;
     TcpStoreServerOptions server_options;
@@ -186,10 +206,16 @@ class EtcdRendezvous final : public RendezvousHandler {
       throw LaunchError("node 0 cannot host the ranks' store on " + bind_addr +
                         " (--local_addr): " + error.what());
     }
-    etcd_->Set(Key("store_addr"), published);
-    etcd_->Set(Key("store_port"), std::to_string(ranks_server_->port()));
-    etcd_->Set(Key("master_addr"), published);
-    etcd_->Set(Key("master_port"), std::to_string(PickFreePort(bind_addr)));
+    ranks_store_addr_ = published;
+    PublishRanksStore();
+  }
+
+  void PublishRanksStore() {
+    const std::string bind_addr = options_.local_addr.empty() ? "0.0.0.0" : options_.local_addr;
+    etcd_->Set(RoundKey(round_, "store_addr"), ranks_store_addr_);
+    etcd_->Set(RoundKey(round_, "store_port"), std::to_string(ranks_server_->port()));
+    etcd_->Set(RoundKey(round_, "master_addr"), ranks_store_addr_);
+    etcd_->Set(RoundKey(round_, "master_port"), std::to_string(PickFreePort(bind_addr)));
   }
 
   // The watch's view of the run's keys (on the watch's thread).
@@ -200,8 +226,14 @@ class EtcdRendezvous final : public RendezvousHandler {
       if (event.key.rfind(Key("left/"), 0) == 0 && !event.deleted) {
         left_owners_.insert(event.key.substr(Key("left/").size()));
       } else if (event.key.rfind("alive/", 0) == 0) {
-        const int node = std::atoi(event.key.c_str() + 6);
-        if (!event.deleted) {
+        // alive/<node> (round 0) or alive/<round>/<node>: this round's only.
+        const std::string rest = event.key.substr(6);
+        const size_t slash = rest.find('/');
+        const int round = slash == std::string::npos ? 0 : std::atoi(rest.c_str());
+        const int node = std::atoi(rest.c_str() + (slash == std::string::npos ? 0 : slash + 1));
+        if (round != round_) {
+          // another round's key: not this round's news
+        } else if (!event.deleted) {
           alive_owner_[node] = event.value;
         } else if (!left_owners_.count(alive_owner_[node]) && !reported_.count(node)) {
           expired_.insert(node);  // its lease ran out before it said goodbye
@@ -215,6 +247,7 @@ class EtcdRendezvous final : public RendezvousHandler {
   std::string endpoints_text_;  // "host:port,host:port", for messages
   std::unique_ptr<EtcdStore> etcd_;
   std::unique_ptr<TcpStoreServer> ranks_server_;  // node 0
+  std::string ranks_store_addr_;                  // its published address
   std::function<void()> on_change_;               // set before the watch starts
 
   std::mutex mutex_;
@@ -224,6 +257,7 @@ class EtcdRendezvous final : public RendezvousHandler {
   std::set<int> expired_;   // leases expired, not yet reported
   std::set<int> reported_;  // reported lost
   bool removing_ = false;   // node 0 is removing the run's keys
+  int round_ = 0;           // the round whose keys this node uses
 };
 
 }  // namespace

@@ -9,7 +9,9 @@ namespace infini::launch {
 namespace {
 
 constexpr FlagDefinition kFlags[] = {
-    {"nnodes", false, "1", "Number of nodes (machines). Example: --nnodes=2"},
+    {"nnodes", false, "1",
+     "Number of nodes (machines), or MIN:MAX for an elastic run that meets again with "
+     "whoever is there when a node is lost or arrives. Example: --nnodes=2 or --nnodes=2:4"},
     {"nproc_per_node", false, "1",
      "Processes (ranks) per node: a number, or 'gpu' (the backend's device count), "
      "'cpu' (usable CPUs), 'auto' (devices if any, else CPUs). Example: "
@@ -39,7 +41,8 @@ constexpr FlagDefinition kFlags[] = {
      "heartbeat_timeout=S (a node silent this long is lost; default 15), "
      "keep_alive_interval=S and keep_alive_max_attempt=N (torchrun's; their product "
      "is the heartbeat timeout), token_file=PATH (the run's secret, else "
-     "$INFINI_RUN_TOKEN); torchrun's read_timeout, last_call_timeout, close_timeout, "
+     "$INFINI_RUN_TOKEN), last_call_timeout=S (--nnodes=MIN:MAX: how long a round "
+     "waits for more nodes once MIN joined; default 30); torchrun's read_timeout, close_timeout, "
      "timeout, is_host, use_libuv are accepted. Example: "
      "--rdzv_conf=token_file=/run/secrets/job42,heartbeat_timeout=10"},
     {"rdzv_timeout", false, "300",

@@ -36,6 +36,7 @@ constexpr std::chrono::milliseconds kConsoleFlushBound{2000};
 // real start, made up from the options for --dry_run.
 struct NodePlacement {
   int node_rank = 0;
+  int nnodes = 1;           // this round's (elastic runs: between MIN and MAX)
   std::string master_addr;  // the program's own store (MASTER_ADDR:MASTER_PORT)
   uint16_t master_port = 0;
   std::string store_addr;  // the launcher's store
@@ -43,15 +44,15 @@ struct NodePlacement {
 };
 
 NodePlacement PlacementOf(const NodeRendezvous& node) {
-  return {node.node_rank(), node.master_addr(), node.master_port(), node.store_addr(),
-          node.store_port()};
+  return {node.node_rank(),   node.nnodes(),     node.master_addr(),
+          node.master_port(), node.store_addr(), node.store_port()};
 }
 
 // The world every rank of an attempt shares: the one builder of the real
 // start and of --dry_run, so the two print and set the same variables.
 WorldContext MakeWorld(const LaunchOptions& options, const NodePlacement& placement, int attempt) {
   WorldContext world;
-  world.nnodes = options.nnodes;
+  world.nnodes = placement.nnodes;
   world.processes_per_node = options.processes_per_node;
   world.node_rank = placement.node_rank;
   world.run_id = options.run_id;
@@ -115,6 +116,7 @@ std::string ShellQuoted(const std::string& word) {
 NodePlacement DryRunPlacement(const LaunchOptions& options) {
   NodePlacement placement;
   placement.node_rank = std::max(options.node_rank, 0);
+  placement.nnodes = options.nnodes;
   if (options.multi_node()) {
     placement.master_addr = placement.store_addr = options.rendezvous_host;
     placement.store_port = options.rendezvous_port;
@@ -131,8 +133,9 @@ int PrintDryRun(const LaunchOptions& options) {
   WorldContext world = MakeWorld(options, DryRunPlacement(options), 0);
   if (!world.run_token.empty()) world.run_token = "(secret)";  // never printed
   if (options.multi_node()) {
-    printf("# multi-node: MASTER_PORT is picked by node 0 at launch (shown as 0)%s\n",
-           options.node_rank < 0 ? "; node rank assigned at join (shown as 0)" : "");
+    printf("# multi-node: MASTER_PORT is picked by node 0 at launch (shown as 0)%s%s\n",
+           options.node_rank < 0 ? "; node rank assigned at join (shown as 0)" : "",
+           options.elastic() ? "; elastic: the world is each round's (shown at MAX)" : "");
   }
   for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
     printf("rank %d (local rank %d):\n", world.node_rank * options.processes_per_node + local_rank,
@@ -160,13 +163,25 @@ class Launcher {
   int Run() {
     node_ = EstablishWhileWatchingSignals(options_);
     node_->StartLink();
-    for (attempt_ = 0;; ++attempt_) {
-      node_->WaitAllNodesReady(attempt_);
-      std::optional<int> exit_status = RunOneAttempt(attempt_);
-      if (exit_status) return *exit_status;
+    attempt_ = node_->first_attempt();
+    failure_restarts_ = node_->failure_restarts();
+    if (options_.elastic()) SayRound();
+    while (true) {
+      membership_changed_ = false;
+      if (node_->WaitAllNodesReady(attempt_)) {
+        std::optional<int> exit_status = RunOneAttempt(attempt_);
+        if (exit_status) return *exit_status;
+      } else {
+        membership_changed_ = true;
+      }
+      if (membership_changed_) {
+        MeetAgain();
+      } else {
+        ++attempt_;
+        ++failure_restarts_;
+      }
     }
   }
-
   // The launcher was signalled outside an attempt: tell the other nodes.
   void PublishInterruption(int signal_number) {
     if (!node_) return;
@@ -180,7 +195,48 @@ class Launcher {
   void Finish() { node_.reset(); }
 
  private:
-  bool CanRestart(int attempt) const { return attempt < options_.max_restarts; }
+  // Restarts after a failure are counted; an elastic run's membership
+  // changes are not (torchrun's).
+  bool CanRestart() const { return failure_restarts_ < options_.max_restarts; }
+  std::string RestartOrdinal() const {
+    return "restart " + std::to_string(failure_restarts_ + 1) + " of " +
+           std::to_string(options_.max_restarts);
+  }
+
+  // Elastic runs: this node's ranks are stopped; meet the others again and
+  // go on with the new world.
+  void MeetAgain() {
+    std::optional<PeerFailure> change = node_->MembershipChanged();
+    Say((change ? change->message : std::string("the membership changed")) +
+        "; meeting the other nodes again in round " + std::to_string(node_->round() + 1) +
+        " (a membership change, not counted against --max_restarts)");
+    attempt_ = node_->NextRound(attempt_ + 1);
+    SayRound();
+  }
+
+  void SayRound() {
+    const int world_size = node_->nnodes() * options_.processes_per_node;
+    Say("round " + std::to_string(node_->round()) + ": node " + std::to_string(node_->node_rank()) +
+        " of " + std::to_string(node_->nnodes()) + " (--nnodes=" + options_.NnodesText() +
+        "), WORLD_SIZE=" + std::to_string(world_size) + ", attempt " + std::to_string(attempt_));
+  }
+
+  // Elastic runs: a rank that failed because a node was lost (its
+  // collective broke) is the membership change, not a failure: the loss is
+  // given the heartbeat timeout to show before the failure counts.
+  bool FailureWasAMembershipChange() {
+    if (!options_.elastic()) return false;
+    const auto deadline = std::chrono::steady_clock::now() + options_.heartbeat_timeout;
+    try {
+      while (std::chrono::steady_clock::now() < deadline) {
+        if (node_->MembershipChanged()) return true;
+        if (node_->PeerFailed() || !node_->StoreLost().empty()) return false;
+        usleep(20000);
+      }
+    } catch (...) {
+    }
+    return node_->MembershipChanged().has_value();
+  }
 
   SupervisorOptions MakeSupervisorOptions(int attempt) {
     SupervisorOptions supervision;
@@ -202,19 +258,25 @@ class Launcher {
     supervision.peer_monitor = [this, attempt] {
       if ((peer_failure_ = node_->PeerFailed())) return true;
       if (!(lost_store_ = node_->StoreLost()).empty()) return true;
+      if (node_->MembershipChanged()) return true;
       restart_requested_ = node_->RestartRequested(attempt);
       return restart_requested_;
     };
     supervision.on_first_failure = [this, attempt](const RankExit& rank) {
-      std::string message = "rank " + std::to_string(rank.global_rank) + " (pid " +
-                            std::to_string(rank.pid) + " on " + HostName() +
-                            ") failed: " + rank.Describe();
-      node_->PublishFailure(attempt, CanRestart(attempt), rank.ExitStatus(), message);
+      // Elastic: published once it is known not to be a lost node's doing.
+      if (options_.elastic()) return;
+      node_->PublishFailure(attempt, CanRestart(), rank.ExitStatus(), FailureMessage(rank));
     };
     return supervision;
   }
 
-  // Returns the exit status when the run is over, nothing to restart.
+  static std::string FailureMessage(const RankExit& rank) {
+    return "rank " + std::to_string(rank.global_rank) + " (pid " + std::to_string(rank.pid) +
+           " on " + HostName() + ") failed: " + rank.Describe();
+  }
+
+  // Returns the exit status when the run is over, nothing when it goes on
+  // (a restart, or with membership_changed_ a new round).
   std::optional<int> RunOneAttempt(int attempt) {
     WorldContext world = MakeWorld(options_, PlacementOf(*node_), attempt);
     std::vector<RankSpec> specs = MakeRankSpecs(options_, world, logs_.get(), attempt);
@@ -233,10 +295,17 @@ class Launcher {
         for (const std::string& line : Lines(FormatFailureSummary(result, context))) {
           Console::Get().WriteLine(Console::kStderr, line + "\n");
         }
-        if (CanRestart(attempt)) {
+        if (FailureWasAMembershipChange()) {
+          membership_changed_ = true;
+          return std::nullopt;
+        }
+        if (options_.elastic()) {
+          node_->PublishFailure(attempt, CanRestart(), result.first_failure.ExitStatus(),
+                                FailureMessage(result.first_failure));
+        }
+        if (CanRestart()) {
           Say("restarting every rank" + std::string(options_.multi_node() ? " of every node" : "") +
-              " (restart " + std::to_string(attempt + 1) + " of " +
-              std::to_string(options_.max_restarts) + ")");
+              " (" + RestartOrdinal() + ")");
           return std::nullopt;
         }
         return result.first_failure.ExitStatus();
@@ -252,13 +321,17 @@ class Launcher {
       case AttemptOutcome::kStoppedByPeer:
         if (peer_failure_) return ReportPeerFailure(*peer_failure_);
         if (!lost_store_.empty()) {
+          const std::string note = node_->StoreLossNote();
           Say("lost " + node_->StoreDescription() + ": " + lost_store_ +
-              "; stopped this node's ranks");
+              "; stopped this node's ranks" + (note.empty() ? "" : "; " + note));
           return kLauncherErrorExitCode;
         }
+        if (!node_->RestartRequested(attempt) && node_->MembershipChanged()) {
+          membership_changed_ = true;
+          return std::nullopt;
+        }
         Say("another node's rank failed in attempt " + std::to_string(attempt) +
-            "; restarting this node's ranks too (restart " + std::to_string(attempt + 1) + " of " +
-            std::to_string(options_.max_restarts) + ")");
+            "; restarting this node's ranks too (" + RestartOrdinal() + ")");
         return std::nullopt;
     }
     return kLauncherErrorExitCode;
@@ -272,9 +345,15 @@ class Launcher {
       case NodeRendezvous::FinishOutcome::kPeerFailed:
         return ReportPeerFailure(*failure);
       case NodeRendezvous::FinishOutcome::kRestart:
-        Say("another node's rank failed; restarting this node's ranks too (restart " +
-            std::to_string(attempt + 1) + " of " + std::to_string(options_.max_restarts) + ")");
+        Say("another node's rank failed; restarting this node's ranks too (" + RestartOrdinal() +
+            ")");
         return std::nullopt;
+      case NodeRendezvous::FinishOutcome::kMembershipChanged:
+        membership_changed_ = true;
+        return std::nullopt;
+      case NodeRendezvous::FinishOutcome::kSucceededWithoutLostNode:
+        Say(failure->message + "; every other node's ranks had succeeded: the run is done");
+        return 0;
     }
     return kLauncherErrorExitCode;
   }
@@ -300,6 +379,8 @@ class Launcher {
   std::unique_ptr<RunLogFolder> logs_;
   std::unique_ptr<NodeRendezvous> node_;
   int attempt_ = 0;
+  int failure_restarts_ = 0;         // restarts --max_restarts counts
+  bool membership_changed_ = false;  // elastic: the attempt ended in a new round
   std::optional<PeerFailure> peer_failure_;
   bool restart_requested_ = false;
   std::string lost_store_;

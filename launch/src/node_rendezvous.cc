@@ -7,6 +7,9 @@
 #include <poll.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -76,7 +79,7 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
     node->handler_->Shutdown([](milliseconds) {});  // no link thread yet
     throw;
   }
-  node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_);
+  node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_, options);
   return node;
 }
 
@@ -133,22 +136,98 @@ void NodeRendezvous::RemoveRun() {
 }
 
 std::string NodeRendezvous::LostMessage(const std::string& while_doing) {
-  return "lost " + StoreDescription() + " while " + while_doing + ": " + StoreLost();
+  const std::string note = StoreLossNote();
+  return "lost " + StoreDescription() + " while " + while_doing + ": " + StoreLost() +
+         (note.empty() ? "" : "; " + note);
 }
 
-void NodeRendezvous::WaitAllNodesReady(int attempt) {
-  if (!link_) return;
+std::string NodeRendezvous::StoreLossNote() const {
+  if (!options_.elastic() || options_.rendezvous_on_etcd) return "";
+  return "node 0 hosts the run's store (--rdzv_backend=c10d): its loss ends the run; use "
+         "--rdzv_backend=etcd to survive any node";
+}
+
+std::optional<PeerFailure> NodeRendezvous::MembershipChanged() {
+  if (!link_ || !options_.elastic()) return std::nullopt;
+  std::lock_guard lock(link_->mutex);
+  if (link_->reopen) return link_->reopen;
+  // A count would include members already gone ahead to the next round.
+  if (link_->nodes_waiting > 0) {
+    return PeerFailure{-1, 0,
+                       "a node arrived and waits to join round " +
+                           std::to_string(world_.round + 1) +
+                           " (--nnodes=" + options_.NnodesText() + ")"};
+  }
+  return std::nullopt;
+}
+
+int NodeRendezvous::NextRound(int next_attempt) {
+  struct Job {
+    std::mutex mutex;
+    bool done = false;
+    std::exception_ptr error;
+    RendezvousWorld world;
+  };
+  auto job = std::make_shared<Job>();
+  const int round = world_.round + 1;
+  // On the link thread, which owns the connection; a StoreError ends the
+  // link as any other (StoreLost).
+  link_->Post([job, link = link_, options = options_, round, next_attempt](Store& store) {
+    RendezvousWorld world;
+    std::exception_ptr error;
+    try {
+      // Before arriving: whoever reads it after the round closed (a node
+      // arriving late) starts with this attempt.
+      RaiseRunCounter(store, "next_attempt", next_attempt);
+      world = JoinElasticRound(*link->handler, options, round, [link] {
+        std::lock_guard lock(link->mutex);
+        return link->stop;
+      });
+      link->EnterRound(world);
+    } catch (const LaunchError&) {
+      error = std::current_exception();
+    }
+    std::lock_guard lock(job->mutex);
+    job->world = world;
+    job->error = error;
+    job->done = true;
+  });
+  while (true) {
+    {
+      std::lock_guard lock(job->mutex);
+      if (job->done) {
+        if (job->error) std::rethrow_exception(job->error);
+        world_ = job->world;
+        return std::max(next_attempt, world_.first_attempt);
+      }
+    }
+    {
+      std::lock_guard lock(link_->mutex);
+      if (!link_->lost.empty()) break;
+    }
+    SleepUnlessSignalled(kWaitStep);
+  }
+  throw LaunchError(LostMessage("meeting the other nodes again"));
+}
+
+bool NodeRendezvous::WaitAllNodesReady(int attempt) {
+  if (!link_) return true;
   {
     std::lock_guard lock(link_->mutex);
     link_->watched_attempt = attempt;
     link_->all_ready = false;
     link_->all_done = false;
+    link_->missing_ready.clear();
   }
   const std::string key = AttemptKey(attempt, "ready/" + std::to_string(world_.node_rank));
   link_->Post([key](Store& store) { store.Set(key, "1"); });
   const std::string doing = "waiting for every node to start attempt " + std::to_string(attempt);
-  const auto deadline = Clock::now() + options_.rendezvous_timeout;
+  const auto started = Clock::now();
+  const auto deadline = started + options_.rendezvous_timeout;
+  bool reported_missing = false;
+  int missing_node = -1;  // found lost while joining: to publish
   while (true) {
+    if (MembershipChanged()) return false;
     {
       std::lock_guard lock(link_->mutex);
       if (link_->failure) {
@@ -158,11 +237,30 @@ void NodeRendezvous::WaitAllNodesReady(int attempt) {
                           " stopped the run while " + doing + ": " + failure.message);
       }
       if (!link_->lost.empty()) break;
-      if (link_->all_ready && link_->watched_attempt == attempt) return;
+      if (link_->all_ready && link_->watched_attempt == attempt) return true;
+      // Elastic: every member left the round's meeting together, so one not
+      // ready by now died while joining; the others meet again without it.
+      if (options_.elastic() && !reported_missing && !link_->missing_ready.empty() &&
+          Clock::now() - started >= options_.heartbeat_timeout) {
+        reported_missing = true;
+        missing_node = std::atoi(link_->missing_ready.c_str());
+      }
       if (Clock::now() >= deadline) {
         throw LaunchError("timed out after " + Seconds(options_.rendezvous_timeout) + " " + doing +
                           " (--rdzv_timeout); missing node(s) " + link_->missing_ready);
       }
+    }
+    if (missing_node >= 0) {
+      const std::string reopen_key = RoundKey(world_.round, "reopen");
+      const std::string message =
+          "node " + std::to_string(missing_node) + " lost while joining round " +
+          std::to_string(world_.round) + ": not ready to start attempt " + std::to_string(attempt) +
+          " within " + Seconds(options_.heartbeat_timeout) + " of node " +
+          std::to_string(world_.node_rank) + " (--rdzv_conf=heartbeat_timeout)";
+      link_->Post([reopen_key, node = missing_node, message](Store& store) {
+        store.CompareSet(reopen_key, "", EncodeFailure(1, node, message));
+      });
+      missing_node = -1;
     }
     SleepUnlessSignalled(kWaitStep);
   }
@@ -197,9 +295,14 @@ void NodeRendezvous::PublishFailure(int attempt, bool restart, int exit_status,
                                     const std::string& message) {
   if (!link_) return;
   const int node = world_.node_rank;
+  const bool elastic = options_.elastic();
   link_->Post([=](Store& store) {
     if (restart) {
-      store.CompareSet(AttemptKey(attempt, "restart"), "", std::to_string(node) + "\n" + message);
+      const std::string value = std::to_string(node) + "\n" + message;
+      // Elastic: a node arriving late learns how many restarts were spent.
+      if (store.CompareSet(AttemptKey(attempt, "restart"), "", value) == value && elastic) {
+        store.Add(Key("failure_restarts"), 1);
+      }
     } else {
       PublishRunFailure(store, node, exit_status, message);
     }
@@ -218,6 +321,21 @@ NodeRendezvous::FinishOutcome NodeRendezvous::WaitForOtherNodes(
       std::lock_guard lock(link_->mutex);
       if ((*failure = link_->failure)) return FinishOutcome::kPeerFailed;
       if (link_->restart_by_attempt[attempt]) return FinishOutcome::kRestart;
+      if (link_->reopen || link_->nodes_waiting > 0) {
+        // Every node but the lost one done: the run is over (torchrun's
+        // finished agents leave too).
+        bool others_done = link_->watched_attempt == attempt && link_->reopen.has_value();
+        for (int node = 0; node < link_->nnodes && others_done; ++node) {
+          others_done = node == link_->reopen->node_rank || link_->done_nodes.count(node) > 0;
+        }
+        if (others_done) {
+          *failure = link_->reopen;
+          return FinishOutcome::kSucceededWithoutLostNode;
+        }
+        if (!(link_->all_done && link_->watched_attempt == attempt)) {
+          return FinishOutcome::kMembershipChanged;
+        }
+      }
       if (link_->all_done && link_->watched_attempt == attempt && link_->Flushed()) {
         return FinishOutcome::kAllSucceeded;
       }

@@ -4,8 +4,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,15 +19,19 @@
 namespace infini::launch {
 namespace {
 
+using Clock = std::chrono::steady_clock;
 using rendezvous::Store;
 using rendezvous::StoreError;
+using std::chrono::milliseconds;
 
 constexpr char kPrefix[] = "infini_run/";
+// How often a node waiting for its round to close looks again.
+constexpr milliseconds kRoundPollStep{50};
 
 // The fields every node must agree on, in the order they are checked.
 std::vector<std::pair<std::string, std::string>> ConfigFields(const LaunchOptions& options) {
   return {{"rdzv_id", options.run_id},
-          {"nnodes", std::to_string(options.nnodes)},
+          {"nnodes", options.NnodesText()},
           {"nproc_per_node", std::to_string(options.processes_per_node)},
           {"ccl_backend", options.ccl_backend},
           {"max_restarts", std::to_string(options.max_restarts)}};
@@ -99,9 +106,60 @@ int ClaimNodeRank(RendezvousHandler& handler, const LaunchOptions& options) {
   return node_rank;
 }
 
+// The round's members once it closed (waiting for it to close first).
+int WaitForRoundToClose(Store& store, const LaunchOptions& options, int round,
+                        const std::function<bool()>& stopped) {
+  const std::string closed = RoundKey(round, "closed");
+  const auto started = Clock::now();
+  std::optional<Clock::time_point> minimum_reached;
+  while (true) {
+    if (store.Check({closed})) return std::stoi(store.Get(closed));
+    if (stopped()) throw LaunchError("stopped while waiting for round " + std::to_string(round));
+    const int arrived = static_cast<int>(store.Add(RoundKey(round, "arrived"), 0));
+    const auto now = Clock::now();
+    if (arrived >= options.min_nnodes && !minimum_reached) minimum_reached = now;
+    // Whoever sees the round complete closes it; the first count written
+    // is the one every node reads.
+    if (arrived >= options.nnodes ||
+        (minimum_reached && now - *minimum_reached >= options.last_call_timeout)) {
+      store.CompareSet(closed, "", std::to_string(std::min(arrived, options.nnodes)));
+      continue;
+    }
+    if (!minimum_reached && now - started >= options.rendezvous_timeout) {
+      throw LaunchError("timed out after " + Seconds(options.rendezvous_timeout) +
+                        " waiting for at least " + std::to_string(options.min_nnodes) +
+                        " nodes (--nnodes=" + options.NnodesText() + ") in round " +
+                        std::to_string(round) + ": " + std::to_string(arrived) +
+                        " arrived (--rdzv_conf=join_timeout)");
+    }
+    std::this_thread::sleep_for(kRoundPollStep);
+  }
+}
+
+// Raises the integer at `key` to at least `value` (several nodes may).
+void RaiseTo(Store& store, const std::string& key, int value) {
+  std::string current = store.Check({key}) ? store.Get(key) : "";
+  while (current.empty() || std::stoi(current) < value) {
+    current = store.CompareSet(key, current, std::to_string(value));
+    if (!store.Check({key})) current = "";  // removed meanwhile
+  }
+}
+
 }  // namespace
 
 std::string Key(const std::string& name) { return kPrefix + name; }
+
+std::string RoundKey(int round, const std::string& name) {
+  return round == 0 ? Key(name) : Key("round/" + std::to_string(round) + "/" + name);
+}
+
+std::string NodeKeys(int round, const std::string& kind, int node) {
+  return RoundKey(round, kind + "/" + std::to_string(node));
+}
+
+void RaiseRunCounter(Store& store, const std::string& name, int value) {
+  RaiseTo(store, Key(name), value);
+}
 
 std::string AttemptKey(int attempt, const std::string& name) {
   return Key("attempt/" + std::to_string(attempt) + "/" + name);
@@ -149,6 +207,13 @@ RendezvousWorld JoinRound(RendezvousHandler& handler, const LaunchOptions& optio
   handler.Connect();
   try {
     AgreeOnConfig(handler, options);
+    if (options.elastic()) {
+      // A node arriving late starts at the newest round that closed.
+      Store& store = handler.store();
+      const std::string current = Key("current_round");
+      const int round = store.Check({current}) ? std::stoi(store.Get(current)) : 0;
+      return JoinElasticRound(handler, options, round, [] { return false; });
+    }
     world.node_rank = ClaimNodeRank(handler, options);
     Store& store = handler.store();
     store.Set(NodeKeys("node", world.node_rank) + "/host", HostName());
@@ -159,6 +224,54 @@ RendezvousWorld JoinRound(RendezvousHandler& handler, const LaunchOptions& optio
     throw handler.JoinError(error);
   }
   return world;
+}
+
+RendezvousWorld JoinElasticRound(RendezvousHandler& handler, const LaunchOptions& options,
+                                 int round, const std::function<bool()>& stopped) {
+  Store& store = handler.store();
+  const std::string identity = NodeIdentity();
+  while (true) {
+    const int index = static_cast<int>(store.Add(RoundKey(round, "arrived"), 1)) - 1;
+    store.Set(RoundKey(round, "arrival/" + std::to_string(index)),
+              identity + "\n" + (handler.hosts_store() ? "1" : "0"));
+    const int members = WaitForRoundToClose(store, options, round, stopped);
+    if (index >= members) {  // closed without this node: it waits for the next
+      ++round;
+      continue;
+    }
+    // Node ranks: a node hosting a store first (the TCP store's host is node
+    // 0; on etcd, the node that hosts the ranks' store stays node 0), then in
+    // arrival order (torchrun: join order).
+    std::vector<std::pair<bool, int>> order;
+    for (int member = 0; member < members; ++member) {
+      const std::string arrival = store.Get(RoundKey(round, "arrival/" + std::to_string(member)));
+      order.emplace_back(arrival.empty() || arrival.back() != '1', member);
+    }
+    std::sort(order.begin(), order.end());
+    RendezvousWorld world;
+    world.round = round;
+    world.nnodes = members;
+    for (int rank = 0; rank < members; ++rank) {
+      if (order[static_cast<size_t>(rank)].second == index) world.node_rank = rank;
+    }
+    handler.EnterRound(round, members);
+    const std::string owner_key = NodeKeys(round, "node", world.node_rank) + "/owner";
+    const std::string owner = store.CompareSet(owner_key, "", identity);
+    if (owner != identity) {
+      throw LaunchError("two nodes claim node rank " + std::to_string(world.node_rank) +
+                        " of round " + std::to_string(round) + ": " + owner + " and " + identity);
+    }
+    store.Set(NodeKeys(round, "node", world.node_rank) + "/host", HostName());
+    handler.Announce(&world);
+    world.master_addr = store.Get(RoundKey(round, "master_addr"));
+    world.master_port = static_cast<uint16_t>(std::stoi(store.Get(RoundKey(round, "master_port"))));
+    // Set by the survivors before they arrived, so read after the close.
+    const std::string next_attempt = Key("next_attempt");
+    world.first_attempt = store.Check({next_attempt}) ? std::stoi(store.Get(next_attempt)) : 0;
+    world.failure_restarts = static_cast<int>(store.Add(Key("failure_restarts"), 0));
+    RaiseTo(store, Key("current_round"), round);
+    return world;
+  }
 }
 
 }  // namespace infini::launch

@@ -30,8 +30,14 @@ class Store;
 namespace infini::launch {
 
 struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
-  RendezvousLink(std::shared_ptr<RendezvousHandler> backend, const RendezvousWorld& world)
-      : handler(std::move(backend)), nnodes(world.nnodes), node_rank(world.node_rank) {}
+  RendezvousLink(std::shared_ptr<RendezvousHandler> backend, const RendezvousWorld& world,
+                 const LaunchOptions& options)
+      : handler(std::move(backend)),
+        elastic(options.elastic()),
+        max_nnodes(options.nnodes),
+        round(world.round),
+        nnodes(world.nnodes),
+        node_rank(world.node_rank) {}
 
   // Starts the handler's watch and the (detached) thread.
   void Start();
@@ -42,14 +48,23 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
   // No write queued or running.
   bool Flushed() const { return writes.empty() && writes_in_flight == 0; }  // mutex held
 
+  // An elastic run's next round, on the link thread (called from a posted
+  // write): the round's world and a fresh snapshot.
+  void EnterRound(const RendezvousWorld& world);
+
   // Set before the thread starts, then read-only.
   const std::shared_ptr<RendezvousHandler> handler;
-  const int nnodes;
-  const int node_rank;
+  const bool elastic;    // --nnodes=MIN:MAX
+  const int max_nnodes;  // MAX
   bool is_host = false;
 
   std::mutex mutex;
   std::condition_variable wake;
+  // Guarded by mutex: the round this node is in (changes only in elastic
+  // runs, through EnterRound).
+  int round;
+  int nnodes;
+  int node_rank;
   // Guarded by mutex: requests from the supervising thread...
   std::deque<std::function<void(rendezvous::Store&)>> writes;
   int writes_in_flight = 0;
@@ -57,6 +72,12 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
   bool stop = false;
   // ...and what the link thread saw.
   std::optional<PeerFailure> failure;
+  // Elastic runs: the round's membership changed (its reopen key: a lost
+  // node, node_rank -1 for another cause), and nodes waiting to join the
+  // next round.
+  std::optional<PeerFailure> reopen;
+  int nodes_waiting = 0;
+  std::set<int> done_nodes;  // of the watched attempt
   std::map<int, bool> restart_by_attempt;
   bool all_ready = false;
   bool all_done = false;

@@ -10,6 +10,21 @@
 //   attempt/<k>/done/<r>    node r's ranks all succeeded in attempt k
 //   failure                 "status\nnode\nmessage": the run stops
 //   left/<host:pid>         that node is about to exit (node 0 waits for it)
+// Elastic runs (--nnodes=MIN:MAX) meet in rounds. Round 0 is the keys above;
+// round r > 0 puts the per-round keys (node/<r>/..., the backends' liveness
+// keys and where the ranks' store is) under "infini_run/round/<r>/"
+// (RoundKey). Every round, 0 included:
+//   arrived                 counter: a node's arrival index in the round
+//   arrival/<i>             "host:pid\n1" (1: it hosts a store, so it is node 0)
+//   closed                  how many arrived when the round closed: those are
+//                           its members, the later ones wait for the next round
+//   reopen                  "1\nnode\nwhy": the membership changed; every
+//                           member stops its ranks and meets in the next round
+// and for the whole run:
+//   current_round           the newest round that closed (where a node
+//                           arriving late starts looking)
+//   next_attempt            the attempt the next round starts with
+//   failure_restarts        restarts that --max_restarts counts so far
 // Backends add their own liveness keys:
 //   TCP (node 0 hosts the store): heartbeat/<r>, a counter node r's link
 //     thread increments and node 0 watches.
@@ -34,9 +49,15 @@ class Store;
 namespace infini::launch {
 
 std::string Key(const std::string& name);
+// Key(name) in round 0, else "infini_run/round/<round>/<name>".
+std::string RoundKey(int round, const std::string& name);
 std::string AttemptKey(int attempt, const std::string& name);
-// "infini_run/<kind>/<node>".
+// "infini_run/<kind>/<node>"; with a round, under RoundKey.
 std::string NodeKeys(const std::string& kind, int node);
+std::string NodeKeys(int round, const std::string& kind, int node);
+
+// Raises the run's integer Key(name) to at least `value`.
+void RaiseRunCounter(rendezvous::Store& store, const std::string& name, int value);
 
 std::string EncodeFailure(int exit_status, int node, const std::string& message);
 PeerFailure DecodeFailure(const std::string& encoded);

@@ -106,13 +106,26 @@ class TcpRendezvous final : public RendezvousHandler {
 
   void Announce(RendezvousWorld* world) override {
     node_rank_ = world->node_rank;
+    // A later round's MASTER_ADDR/MASTER_PORT: the same node 0, the same port.
+    if (server_ && round_ > 0) {
+      store_->Set(RoundKey(round_, "master_addr"), store_->Get(Key("master_addr")));
+      store_->Set(RoundKey(round_, "master_port"), store_->Get(Key("master_port")));
+    }
     // From here node 0 watches this node's heartbeat.
-    store_->Add(NodeKeys("heartbeat", node_rank_), 1);
+    store_->Add(NodeKeys(round_, "heartbeat", node_rank_), 1);
     world->store_addr = options_.rendezvous_host;
     world->store_port = options_.rendezvous_port;
   }
 
   bool hosts_store() const override { return server_ != nullptr; }
+
+  void EnterRound(int round, int nnodes) override {
+    round_ = round;
+    nnodes_ = nnodes;
+    heartbeats_.clear();
+    reported_.clear();
+    next_heartbeat_ = {};
+  }
 
   milliseconds StartWatch(std::function<void()>) override { return options_.monitor_interval; }
 
@@ -120,7 +133,7 @@ class TcpRendezvous final : public RendezvousHandler {
     MembershipChange change;
     const Clock::time_point now = Clock::now();
     if (now < next_heartbeat_) return change;
-    store_->Add(NodeKeys("heartbeat", node_rank_), 1);
+    store_->Add(NodeKeys(round_, "heartbeat", node_rank_), 1);
     if (server_) change.lost = CheckHeartbeats(now);
     next_heartbeat_ = now + heartbeat_interval_;
     return change;
@@ -182,12 +195,12 @@ class TcpRendezvous final : public RendezvousHandler {
   // lost.
   std::vector<LostNode> CheckHeartbeats(Clock::time_point now) {
     std::vector<LostNode> lost;
-    for (int node = 0; node < options_.nnodes; ++node) {
-      if (node == node_rank_ || reported_.count(node) ||
-          !store_->Check({NodeKeys("heartbeat", node)})) {
+    for (int node = 0; node < nnodes_; ++node) {
+      const std::string heartbeat_key = NodeKeys(round_, "heartbeat", node);
+      if (node == node_rank_ || reported_.count(node) || !store_->Check({heartbeat_key})) {
         continue;
       }
-      const int64_t count = store_->Add(NodeKeys("heartbeat", node), 0);
+      const int64_t count = store_->Add(heartbeat_key, 0);
       auto [entry, inserted] = heartbeats_.try_emplace(node, count, now);
       if (inserted || entry->second.first != count) {
         entry->second = {count, now};
@@ -195,7 +208,7 @@ class TcpRendezvous final : public RendezvousHandler {
       }
       if (now - entry->second.second < options_.heartbeat_timeout) continue;
       reported_.insert(node);
-      const std::string owner_key = NodeKeys("node", node) + "/owner";
+      const std::string owner_key = NodeKeys(round_, "node", node) + "/owner";
       const std::string owner = store_->Check({owner_key}) ? store_->Get(owner_key) : "?";
       lost.push_back({node, "node " + std::to_string(node) + " lost: its infini_run (" + owner +
                                 ") sent no heartbeat for " + Seconds(options_.heartbeat_timeout) +
@@ -210,6 +223,9 @@ class TcpRendezvous final : public RendezvousHandler {
   std::unique_ptr<TcpStoreServer> server_;  // node 0
   std::unique_ptr<Store> store_;
   int node_rank_ = 0;
+  // The round whose keys this node uses (EnterRound), and its size.
+  int round_ = 0;
+  int nnodes_ = options_.nnodes;
   // Link thread: when to beat next; node 0: each node's last count and when
   // it moved, and the nodes already reported lost.
   Clock::time_point next_heartbeat_{};

@@ -75,6 +75,33 @@ TEST(LaunchCommandLine, TorchrunsStaticFormNamesTheRunAfterTheEndpoint) {
   EXPECT_EQ(options.run_id, "static-10.0.0.1-29500");
 }
 
+// torchrun's --nnodes=MIN:MAX: elastic when MIN < MAX, today's fixed run
+// when MIN == MAX; last_call_timeout and join_timeout bound each round.
+TEST(LaunchCommandLine, NnodesMinMaxMakesAnElasticRun) {
+  const LaunchOptions elastic = Parse({"--nnodes=2:4", "--rdzv_endpoint=h:1", "--rdzv_id=job",
+                                       "--rdzv_conf=last_call_timeout=1.5,join_timeout=7", "prog"});
+  EXPECT_TRUE(elastic.elastic());
+  EXPECT_EQ(elastic.min_nnodes, 2);
+  EXPECT_EQ(elastic.nnodes, 4);
+  EXPECT_EQ(elastic.NnodesText(), "2:4");
+  EXPECT_EQ(elastic.last_call_timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(elastic.rendezvous_timeout, std::chrono::seconds(7));
+  const LaunchOptions fixed =
+      Parse({"--nnodes=3:3", "--rdzv_endpoint=h:1", "--rdzv_id=job", "prog"});
+  EXPECT_FALSE(fixed.elastic());
+  EXPECT_EQ(fixed.nnodes, 3);
+  EXPECT_EQ(fixed.NnodesText(), "3");
+  EXPECT_EQ(fixed.last_call_timeout, std::chrono::seconds(30)) << "torchrun's default";
+  EXPECT_EQ(Refusal({"--nnodes=3:2", "--rdzv_endpoint=h:1", "--rdzv_id=job", "prog"}),
+            "--nnodes='3:2': expected MIN:MAX with MIN <= MAX");
+  EXPECT_EQ(Refusal({"--nnodes=0:2", "prog"}),
+            "--nnodes='0:2': expected MIN:MAX, each a number of nodes in 1..1048576");
+  EXPECT_EQ(
+      Refusal({"--nnodes=1:4", "--node_rank=1", "--rdzv_endpoint=h:1", "--rdzv_id=job", "prog"}),
+      "--node_rank='1' with --nnodes=1:4: an elastic run assigns node ranks each round; "
+      "drop --node_rank");
+}
+
 TEST(LaunchCommandLine, EachBadValueIsOneRefusalNamingTheFlag) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--no_such_flag=1", "prog"},

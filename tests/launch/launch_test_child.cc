@@ -129,8 +129,10 @@ int main(int argc, char** argv) {
     }
     return IntFlag(flags, "exit_code", 1);
   }
-  // Ranks from --long_from on sleep --sleep_ms; the others exit at once.
-  if (rank >= IntFlag(flags, "long_from", 0)) {
+  // Ranks from --long_from on sleep --sleep_ms (in attempts below
+  // --sleep_attempts); the others exit at once.
+  if (rank >= IntFlag(flags, "long_from", 0) &&
+      attempt < IntFlag(flags, "sleep_attempts", 1 << 30)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(IntFlag(flags, "sleep_ms", 0)));
   }
   return 0;

@@ -47,6 +47,12 @@ class NodeRendezvous {
   ~NodeRendezvous();
 
   int node_rank() const { return world_.node_rank; }
+  int nnodes() const { return world_.nnodes; }
+  int round() const { return world_.round; }
+  // Elastic runs: the attempt this node's round starts with, and the
+  // restarts --max_restarts counted before it.
+  int first_attempt() const { return world_.first_attempt; }
+  int failure_restarts() const { return world_.failure_restarts; }
   const std::string& store_addr() const { return world_.store_addr; }
   uint16_t store_port() const { return world_.store_port; }
   const std::string& master_addr() const { return world_.master_addr; }
@@ -55,9 +61,22 @@ class NodeRendezvous {
   // Multi-node: hands the store connection to the link thread.
   void StartLink();
 
-  // Waits until every node is ready to start `attempt`; throws LaunchError
-  // (timeout, a peer failed or was lost, store lost) or Interrupted.
-  void WaitAllNodesReady(int attempt);
+  // Waits until every node is ready to start `attempt`: true. False (elastic
+  // runs) when the membership changed first: meet again (NextRound). A
+  // member not ready within --rdzv_conf=heartbeat_timeout of this node is
+  // lost (it died while joining). Throws LaunchError (timeout, a peer
+  // failed or was lost, store lost) or Interrupted.
+  bool WaitAllNodesReady(int attempt);
+
+  // Elastic runs: why this round's membership changed (a lost node, or
+  // nodes waiting to join), nothing while it holds. A snapshot.
+  std::optional<PeerFailure> MembershipChanged();
+  // Elastic runs: leaves this round for the next (torchrun's next_rendezvous):
+  // waits with whoever arrives there, takes the new node rank and world;
+  // returns the attempt to run next (`next_attempt`, or later when the
+  // others are further). Throws LaunchError (fewer than MIN nodes within
+  // the join timeout, store lost) or Interrupted.
+  int NextRound(int next_attempt);
 
   // Snapshots for the monitor loop; never touch the network.
   std::optional<PeerFailure> PeerFailed();
@@ -67,14 +86,27 @@ class NodeRendezvous {
   // The store the launchers meet through, for messages: node 0's store, or
   // etcd's members.
   std::string StoreDescription() const;
+  // Elastic runs on node 0's TCP store: the line that says node 0's loss
+  // ends the run; empty otherwise.
+  std::string StoreLossNote() const;
 
   // Queues the news that this node's ranks failed: with `restart` every node
   // restarts, else every node stops.
   void PublishFailure(int attempt, bool restart, int exit_status, const std::string& message);
 
   // After this node's ranks all succeeded: waits for the others (stopping
-  // early when one fails or is lost, or a restart is requested).
-  enum class FinishOutcome { kAllSucceeded, kRestart, kPeerFailed };
+  // early when one fails or is lost, or a restart is requested). Elastic
+  // runs: a membership change while the others run means meeting again
+  // (kMembershipChanged); a node lost once every other one succeeded ends
+  // the run as a success that names it (kSucceededWithoutLostNode, the loss
+  // in `failure`).
+  enum class FinishOutcome {
+    kAllSucceeded,
+    kRestart,
+    kPeerFailed,
+    kMembershipChanged,
+    kSucceededWithoutLostNode
+  };
   FinishOutcome WaitForOtherNodes(int attempt, std::optional<PeerFailure>* failure);
 
  private:

@@ -49,7 +49,10 @@ struct StreamSelection {
 // Fields marked "resolved" are set by ResolveLaunchOptions; the parser
 // leaves them at their defaults.
 struct LaunchOptions {
+  // --nnodes=N, or torchrun's MIN:MAX: nnodes is the most (MAX), min_nnodes
+  // the fewest a round may start with (MIN; 0: unset, the same as nnodes).
   int nnodes = 1;
+  int min_nnodes = 0;
   // --nproc_per_node as given: a number, or gpu, cpu, auto. The parser sets
   // processes_per_node for a number and 0 for the others (resolved).
   std::string processes_per_node_spec = "1";
@@ -67,6 +70,9 @@ struct LaunchOptions {
   std::string run_id;
   bool run_id_given = false;
   std::chrono::milliseconds rendezvous_timeout{std::chrono::seconds(300)};
+  // Elastic rounds (torchrun's last_call_timeout): once MIN nodes joined, how
+  // long a round waits for more, up to MAX.
+  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
   // A node whose launcher sent no heartbeat this long is lost; also how long
   // a store call may take and a rank may stay stopped.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(15)};
@@ -110,6 +116,14 @@ struct LaunchOptions {
   bool no_python = false;        // --no_python
 
   bool multi_node() const { return nnodes > 1; }
+  // --nnodes=MIN:MAX with MIN < MAX: node ranks and the world are agreed
+  // each round, and a lost or late node makes the run meet again.
+  bool elastic() const { return min_nnodes > 0 && min_nnodes < nnodes; }
+  // --nnodes as the nodes agree on it: "N", or "MIN:MAX".
+  std::string NnodesText() const {
+    return elastic() ? std::to_string(min_nnodes) + ":" + std::to_string(nnodes)
+                     : std::to_string(nnodes);
+  }
   bool ShowsOnConsole(int local_rank) const;
 };
 

@@ -31,8 +31,8 @@ namespace infini::launch {
 
 // What one node learns by joining a round (torchrun's RendezvousInfo).
 struct RendezvousWorld {
-  // The membership's generation. Always 0 today: a round never reopens (a
-  // lost or late node stops the run); issue 20's re-rendezvous counts up.
+  // The membership's generation: 0, and in an elastic run (--nnodes=MIN:MAX)
+  // one more each time the nodes meet again.
   int round = 0;
   int node_rank = -1;
   int nnodes = 1;
@@ -41,6 +41,10 @@ struct RendezvousWorld {
   uint16_t store_port = 0;
   std::string master_addr;
   uint16_t master_port = 0;
+  // Elastic runs: the attempt this round starts with and the restarts that
+  // --max_restarts counted before it (a node arriving late learns them here).
+  int first_attempt = 0;
+  int failure_restarts = 0;
 };
 
 // The run's configuration as the meeting point holds it, and how messages
@@ -60,8 +64,9 @@ struct LostNode {
 // What the watch saw since its last look.
 struct MembershipChange {
   std::vector<LostNode> lost;
-  // Nodes that arrived after the round closed (torchrun's num_nodes_waiting).
-  // 0 today: a node that finds the round full stops the run instead.
+  // Nodes that arrived after the round closed (torchrun's num_nodes_waiting):
+  // filled by the link from the next round's keys, the same for every
+  // backend (rendezvous_link.cc); Watch leaves it 0.
   int nodes_waiting = 0;
 };
 
@@ -87,8 +92,14 @@ class RendezvousHandler {
   // lease, hosts what node 0 hosts, and fills in the ranks' store address.
   virtual void Announce(RendezvousWorld* world) = 0;
   // Whether this node hosts a store, and so at the end waits until every
-  // other node has read the outcome and left.
+  // other node has read the outcome and left. An elastic round makes such a
+  // node its node 0.
   virtual bool hosts_store() const = 0;
+  // Elastic runs, before Announce: from here on Announce, the heartbeat or
+  // lease and Watch are those of round `round` with `nnodes` members (their
+  // keys under RoundKey); nodes reported lost in earlier rounds are
+  // forgotten. On the thread that owns the connection.
+  virtual void EnterRound(int round, int nnodes) = 0;
 
   // Heartbeat/lease and watch, from here on the link thread's: `on_change`
   // is called (on any thread) whenever the meeting point reports a change.
@@ -120,7 +131,19 @@ std::shared_ptr<RendezvousHandler> MakeRendezvousHandler(const LaunchOptions& op
 
 // Joins this node into the run's round through `handler`: connect, agree on
 // the configuration (a node that disagrees stops the run, naming the flag),
-// claim the node rank, announce. Throws LaunchError.
+// claim the node rank, announce. Elastic runs join the newest round that is
+// still open (JoinElasticRound). Throws LaunchError.
 RendezvousWorld JoinRound(RendezvousHandler& handler, const LaunchOptions& options);
+
+// Elastic runs (torchrun's dynamic rendezvous): arrives in round `round`
+// (or, when that one closed without this node, the next), waits until the
+// round closes (--nnodes MAX arrived, or MIN arrived and
+// --rdzv_conf=last_call_timeout passed since; join_timeout bounds the wait
+// for MIN), takes its node rank (the node that hosts a store first, then in
+// arrival order), enters the round and announces. `stopped` is polled while
+// waiting (true: give up, throwing LaunchError). Throws LaunchError,
+// StoreError.
+RendezvousWorld JoinElasticRound(RendezvousHandler& handler, const LaunchOptions& options,
+                                 int round, const std::function<bool()>& stopped);
 
 }  // namespace infini::launch

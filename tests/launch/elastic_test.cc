@@ -1,0 +1,207 @@
+// Elastic runs (--nnodes=MIN:MAX, torchrun's dynamic rendezvous) end to end:
+// real launchers on one machine, meeting through node 0's TCP store. A node
+// lost while joining, running or finishing, a node arriving late, too few
+// nodes left, and node 0's own loss: each checks the exit codes, the world
+// the restarted ranks saw (their recorded WORLD_SIZE/RANK), that the loss is
+// named on one line, and that no process is left.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "launcher_harness.h"
+
+namespace infini::launch::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+
+size_t CountOccurrences(const std::string& text, const std::string& needle) {
+  size_t count = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++count;
+  }
+  return count;
+}
+
+// One node of an elastic run: short timeouts so that each case takes seconds.
+std::vector<std::string> ElasticNode(int port, const std::string& run_id, const std::string& nnodes,
+                                     const TempDir& dir, const std::vector<std::string>& child,
+                                     const std::string& extra_conf = "") {
+  std::vector<std::string> arguments = {
+      "--nnodes=" + nnodes,
+      "--nproc_per_node=1",
+      "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
+      "--rdzv_id=" + run_id,
+      "--rdzv_timeout=20",
+      "--rdzv_conf=last_call_timeout=1,heartbeat_timeout=1" + extra_conf,
+      "--term_timeout=2",
+      "--",
+      ChildPath(),
+      "--dir=" + dir.path()};
+  arguments.insert(arguments.end(), child.begin(), child.end());
+  return arguments;
+}
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+// Starts node 0 (the first launcher binds the endpoint and hosts the store),
+// then the others.
+std::vector<std::unique_ptr<LauncherProcess>> StartNodes(
+    int count, const std::function<std::vector<std::string>()>& arguments) {
+  std::vector<std::unique_ptr<LauncherProcess>> nodes;
+  for (int node = 0; node < count; ++node) {
+    nodes.push_back(std::make_unique<LauncherProcess>(arguments()));
+    if (node == 0) std::this_thread::sleep_for(milliseconds(300));
+  }
+  return nodes;
+}
+
+// The world rank `rank` saw in `attempt`: WORLD_SIZE, GROUP_RANK, NNODES,
+// TORCHELASTIC_RESTART_COUNT.
+void ExpectWorld(const TempDir& dir, int rank, int attempt, int world_size) {
+  auto env = RecordedEnvironment(dir.path(), rank, attempt);
+  EXPECT_EQ(env["RANK"], std::to_string(rank)) << "attempt " << attempt;
+  EXPECT_EQ(env["WORLD_SIZE"], std::to_string(world_size)) << "rank " << rank;
+  EXPECT_EQ(env["NNODES"], std::to_string(world_size)) << "rank " << rank;
+  EXPECT_EQ(env["GROUP_RANK"], std::to_string(rank)) << "one rank per node";
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], std::to_string(attempt)) << "rank " << rank;
+}
+
+TEST(ElasticLauncher, NodeLostWhileRunningLeavesTheOthersInASmallerWorld) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(3, [&] {
+    return ElasticNode(port, "lost-running", "2:3", dir,
+                       {"--sleep_ms=60000", "--sleep_attempts=1"});
+  });
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 3));
+  for (int rank = 0; rank < 3; ++rank) ExpectWorld(dir, rank, 0, 3);
+  kill(nodes[2]->pid(), SIGKILL);  // not node 0: it hosts the store
+  LauncherResult survivors[] = {nodes[0]->Wait(seconds(30)), nodes[1]->Wait(seconds(30))};
+  nodes[2]->Wait();
+  for (const LauncherResult& result : survivors) {
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(CountOccurrences(result.err, "lost: its infini_run"), 1u) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("not counted against --max_restarts"));
+  }
+  for (int rank = 0; rank < 2; ++rank) ExpectWorld(dir, rank, 1, 2);
+  EXPECT_FALSE(Exists(dir.path() + "/2.1.env")) << "the world shrank to two nodes";
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(ElasticLauncher, LateNodeIsAdmittedAtTheRoundItTriggers) {
+  TempDir dir;
+  const int port = FreePort();
+  auto arguments = [&] {
+    return ElasticNode(port, "late", "2:3", dir, {"--sleep_ms=60000", "--sleep_attempts=1"});
+  };
+  auto nodes = StartNodes(2, arguments);
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 2));
+  LauncherProcess late(arguments());
+  LauncherResult results[] = {nodes[0]->Wait(), nodes[1]->Wait(), late.Wait()};
+  for (const LauncherResult& result : results) EXPECT_EQ(result.exit_code, 0) << result.err;
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_EQ(CountOccurrences(results[node].err, "a node arrived and waits to join round 1"), 1u)
+        << results[node].err;
+  }
+  for (int rank = 0; rank < 2; ++rank) ExpectWorld(dir, rank, 0, 2);
+  for (int rank = 0; rank < 3; ++rank) ExpectWorld(dir, rank, 1, 3);
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(ElasticLauncher, FewerThanMinNodesLeftStopsAtTheJoinTimeout) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(2, [&] {
+    return ElasticNode(port, "below-min", "2:3", dir, {"--sleep_ms=60000"}, ",join_timeout=2");
+  });
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 2));
+  kill(nodes[1]->pid(), SIGKILL);
+  LauncherResult result = nodes[0]->Wait();
+  nodes[1]->Wait();
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_EQ(CountOccurrences(result.err, "node 1 lost: its infini_run"), 1u) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("timed out after 2 s waiting for at least 2 nodes "
+                                    "(--nnodes=2:3) in round 1: 1 arrived "
+                                    "(--rdzv_conf=join_timeout)"));
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(ElasticLauncher, NodeLostWhileJoiningIsLeftOutOfTheNextRound) {
+  TempDir dir;
+  const int port = FreePort();
+  // MAX 4 never arrive: round 0 closes last_call_timeout after MIN, by
+  // which time node 2 is gone.
+  auto nodes = StartNodes(
+      3, [&] { return ElasticNode(port, "lost-joining", "2:4", dir, {}, ",last_call_timeout=2"); });
+  std::this_thread::sleep_for(milliseconds(800));
+  kill(nodes[2]->pid(), SIGKILL);
+  LauncherResult survivors[] = {nodes[0]->Wait(), nodes[1]->Wait()};
+  nodes[2]->Wait();
+  for (const LauncherResult& result : survivors) {
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(CountOccurrences(result.err, " lost while joining round 0: not ready"), 1u)
+        << result.err;
+  }
+  EXPECT_FALSE(Exists(dir.path() + "/0.0.env")) << "attempt 0 never started";
+  for (int rank = 0; rank < 2; ++rank) ExpectWorld(dir, rank, 1, 2);
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(ElasticLauncher, NodeLostWhileTheOthersFinishEndsTheRunNamingIt) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(3, [&] {
+    return ElasticNode(port, "lost-finishing", "2:3", dir, {"--long_from=2", "--sleep_ms=60000"});
+  });
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 3));
+  int holder = -1;  // whose rank sleeps
+  for (int node = 0; node < 3 && holder < 0; ++node) {
+    if (FindRankPid(nodes[static_cast<size_t>(node)]->pid(), 2, seconds(2)) > 0) holder = node;
+  }
+  ASSERT_GT(holder, 0) << "rank 2 runs on a node other than node 0";
+  kill(nodes[static_cast<size_t>(holder)]->pid(), SIGKILL);
+  for (int node = 0; node < 3; ++node) {
+    LauncherResult result = nodes[static_cast<size_t>(node)]->Wait();
+    if (node == holder) continue;
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_EQ(CountOccurrences(result.err, "node 2 lost: its infini_run"), 1u) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("every other node's ranks had succeeded"));
+  }
+  EXPECT_FALSE(Exists(dir.path() + "/0.1.env")) << "nothing restarted";
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+TEST(ElasticLauncher, NodeZerosLossEndsARunOnItsTcpStoreInOneLine) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(
+      3, [&] { return ElasticNode(port, "lost-host", "2:3", dir, {"--sleep_ms=60000"}); });
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 3));
+  kill(nodes[0]->pid(), SIGKILL);
+  nodes[0]->Wait();
+  for (int node = 1; node < 3; ++node) {
+    LauncherResult result = nodes[static_cast<size_t>(node)]->Wait();
+    EXPECT_EQ(result.exit_code, 1) << result.err;
+    EXPECT_EQ(CountOccurrences(result.err,
+                               "node 0 hosts the run's store (--rdzv_backend=c10d): its loss ends "
+                               "the run; use --rdzv_backend=etcd to survive any node"),
+              1u)
+        << result.err;
+  }
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+}  // namespace
+}  // namespace infini::launch::testing
