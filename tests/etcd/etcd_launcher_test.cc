@@ -15,6 +15,7 @@ namespace infini::etcd_testing {
 namespace {
 
 using launch::testing::ChildPath;
+using launch::testing::FindRankPid;
 using launch::testing::FreePort;
 using launch::testing::LauncherProcess;
 using launch::testing::LauncherResult;
@@ -179,6 +180,48 @@ TEST(EtcdLauncher, KilledNodeIsNamedLostWhenItsLeaseExpires) {
 
 TEST(EtcdLauncher, StalledNodeIsNamedLostWhenItsLeaseExpires) {
   ExpectOthersNameTheLostNode(SIGSTOP);
+}
+
+// --nnodes=MIN:MAX on etcd: any node may go, node 0 (which hosts the ranks'
+// store) too. The survivors meet in round 1 without it; the new node 0 hosts
+// a new ranks' store; the restarted ranks see the smaller world.
+TEST(EtcdLauncher, ElasticRunSurvivesTheLossOfNodeZero) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  auto flags = [&] {
+    auto node = NodeFlags(cluster.endpoints(), "elastic", dir,
+                          {"--sleep_ms=60000", "--sleep_attempts=1"}, "etcd", 1);
+    node[0] = "--nnodes=2:3";
+    node[1] = "--nproc_per_node=1";
+    node[6] = "--rdzv_conf=heartbeat_timeout=1,last_call_timeout=1";
+    return node;
+  };
+  std::vector<std::unique_ptr<LauncherProcess>> nodes;
+  for (int node = 0; node < 3; ++node) nodes.push_back(std::make_unique<LauncherProcess>(flags()));
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 3));
+  const std::string first_store = RecordedEnvironment(dir.path(), 0, 0)["INFINI_STORE_PORT"];
+  size_t node0 = nodes.size();
+  for (size_t node = 0; node < nodes.size() && node0 == nodes.size(); ++node) {
+    if (FindRankPid(nodes[node]->pid(), 0, seconds(2)) > 0) node0 = node;
+  }
+  ASSERT_LT(node0, nodes.size());
+  kill(nodes[node0]->pid(), SIGKILL);
+  for (size_t node = 0; node < nodes.size(); ++node) {
+    LauncherResult result = nodes[node]->Wait(seconds(40));
+    if (node == node0) continue;
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("node 0 lost: its infini_run"));
+    EXPECT_THAT(result.err, HasSubstr("let its etcd lease expire"));
+    EXPECT_THAT(result.err, HasSubstr("round 1: node "));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    auto env = RecordedEnvironment(dir.path(), rank, 1);
+    EXPECT_EQ(env["WORLD_SIZE"], "2") << rank;
+    EXPECT_EQ(env["GROUP_RANK"], std::to_string(rank));
+    EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "1");
+    EXPECT_NE(env["INFINI_STORE_PORT"], first_store) << "the new node 0 hosts the ranks' store";
+  }
+  EXPECT_TRUE(NoProcessLeft());
 }
 
 // Polls etcd (bounded) until a key ending in `suffix` exists.

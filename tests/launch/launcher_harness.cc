@@ -128,7 +128,8 @@ pid_t FindRankPid(pid_t launcher, int rank, std::chrono::milliseconds bound) {
       const pid_t parent = static_cast<pid_t>(std::atoi(stat.c_str() + close_paren + 4));
       if (parent != launcher && ParentOf(parent) != launcher) continue;
       std::string environment = ReadFile("/proc/" + std::to_string(pid) + "/environ");
-      if (environment.find(std::string("\0") + wanted + '\0') != std::string::npos) return pid;
+      // std::string(1, 0): "\0" as a C string would be empty, matching LOCAL_RANK.
+      if (environment.find(std::string(1, '\0') + wanted + '\0') != std::string::npos) return pid;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
