@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "unused_port.h"
+
 namespace {
 
 using ::testing::HasSubstr;
@@ -26,7 +28,7 @@ struct Outcome {
 };
 
 // Runs the command line (a bounded shell pipeline; `timeout` kills a hang).
-Outcome Run(const std::string& command) {
+Outcome RunShell(const std::string& command) {
   Outcome outcome;
   FILE* pipe = popen(("timeout -s KILL 60 " + command + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return outcome;
@@ -41,9 +43,9 @@ Outcome Run(const std::string& command) {
 
 Outcome RunShrinkCheck(int ranks, const std::string& arguments,
                        const std::string& launcher_flags = "") {
-  return Run(kBinDir + "/infini_run --nproc_per_node=" + std::to_string(ranks) +
-             " --on_failure=shrink --ccl_backend=gloo --term_timeout=2 " + launcher_flags + " -- " +
-             kBinDir + "/shrink_check " + arguments);
+  return RunShell(kBinDir + "/infini_run --nproc_per_node=" + std::to_string(ranks) +
+                  " --on_failure=shrink --ccl_backend=gloo --term_timeout=2 " + launcher_flags +
+                  " -- " + kBinDir + "/shrink_check " + arguments);
 }
 
 bool HaveLauncher() { return access((kBinDir + "/infini_run").c_str(), X_OK) == 0; }
@@ -53,7 +55,7 @@ bool HaveLauncher() { return access((kBinDir + "/infini_run").c_str(), X_OK) == 
 // No shrink_check of this test is left running.
 bool NoCheckLeft() {
   for (int tries = 0; tries < 50; ++tries) {
-    if (Run("pgrep -u $(id -u) -x shrink_check").output.empty()) return true;
+    if (RunShell("pgrep -u $(id -u) -x shrink_check").output.empty()) return true;
     usleep(100 * 1000);
   }
   return false;
@@ -122,11 +124,11 @@ TEST(ShrinkRecoveryTest, ASecondLossDuringTheRecoveryIsIncluded) {
 
 TEST(ShrinkRecoveryTest, ASlowRankThatStillRunsIsNotLost) {
   REQUIRE_LAUNCHER();
-  const Outcome outcome = RunShrinkCheck(3, "--steps=3 --slow_rank=1 --slow_ms=1200",
+  const Outcome outcome = RunShrinkCheck(3, "--steps=2 --slow_rank=1 --slow_ms=1200",
                                          "--rdzv_conf=heartbeat_timeout=1");
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_THAT(outcome.output, Not(HasSubstr("was lost")));
-  EXPECT_THAT(outcome.output, HasSubstr("rank 1: done world=3 rank=1 steps=3 recoveries=0"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 1: done world=3 rank=1 steps=2 recoveries=0"));
 }
 
 TEST(ShrinkRecoveryTest, BelowMinRanksTheRunStopsCleanly) {
@@ -148,6 +150,28 @@ TEST(ShrinkRecoveryTest, ALayoutTheSurvivorsCannotKeepIsAClearErrorAndAFailedRun
   EXPECT_THAT(outcome.output,
               HasSubstr("layout DP=2 × TP=2 × PP=1 cannot be kept by the 3 surviving ranks: "
                         "expected a multiple of TP × PP = 2"));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
+// Two launchers on loopback: a rank of node 1 is lost; node 1's launcher
+// publishes it in node 0's store and every survivor, on both nodes, goes on.
+TEST(ShrinkRecoveryTest, ARankLostOnAnotherNodeIsRecoveredFromOnEveryNode) {
+  REQUIRE_LAUNCHER();
+  const std::string port = std::to_string(infini::testing::UnusedPortBelowEphemeralRange());
+  std::string command = "env INFINI_RUN_TOKEN=shrink-test-token-0123456789 sh -c '";
+  for (int node = 0; node < 2; ++node) {
+    command += kBinDir + "/infini_run --nnodes=2 --node_rank=" + std::to_string(node) +
+               " --nproc_per_node=2 --rdzv_endpoint=127.0.0.1:" + port +
+               " --rdzv_id=shrink_two_nodes --on_failure=shrink --ccl_backend=gloo -- " + kBinDir +
+               "/shrink_check --steps=5 --kill_rank=2 --kill_at_step=3 & ";
+  }
+  command += "wait %1; a=$?; wait %2; b=$?; echo \"exit codes $a $b\"'";
+  const Outcome outcome = RunShell(command);
+  EXPECT_THAT(outcome.output, HasSubstr("exit codes 0 0")) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("rank 0: done world=3 rank=0 steps=5 recoveries=1"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 1: done world=3 rank=1 steps=5 recoveries=1"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 3: done world=3 rank=2 steps=5 recoveries=1"));
+  EXPECT_THAT(outcome.output, HasSubstr("lost rank 2 (local rank 0"));
   EXPECT_TRUE(NoCheckLeft());
 }
 
