@@ -223,10 +223,10 @@ class Launcher {
 
   // Elastic runs: a rank that failed because a node was lost (its
   // collective broke) is the membership change, not a failure: the loss is
-  // given the heartbeat timeout to show before the failure counts.
+  // given twice the heartbeat timeout to show before the failure counts.
   bool FailureWasAMembershipChange() {
     if (!options_.elastic()) return false;
-    const auto deadline = std::chrono::steady_clock::now() + options_.heartbeat_timeout;
+    const auto deadline = std::chrono::steady_clock::now() + 2 * options_.heartbeat_timeout;
     try {
       while (std::chrono::steady_clock::now() < deadline) {
         if (node_->MembershipChanged()) return true;
@@ -252,6 +252,7 @@ class Launcher {
           {node_->store_addr(), node_->store_port(), options_.run_token,
            options_.run_id + "/" + std::to_string(attempt),
            options_.nnodes * options_.processes_per_node, options_.min_ranks, HostName()});
+      supervision.ranks_on_other_nodes = options_.multi_node();
     }
     if (!options_.multi_node()) return supervision;
     // Snapshots only: the link thread does the store's network calls.
