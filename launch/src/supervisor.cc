@@ -201,7 +201,7 @@ class AttemptSupervisor {
       const bool finished = std::any_of(children_.begin(), children_.end(), [](const Child& c) {
         return !c.exit.failed() && !c.exit.stopped_by_launcher;
       });
-      if (!finished) {
+      if (!finished && !options_.ranks_on_other_nodes) {
         result_.outcome = AttemptOutcome::kRankFailed;
         first_failure_index_ = lost_indexes_.front();
       }
@@ -300,7 +300,8 @@ class AttemptSupervisor {
     const bool others_running =
         std::any_of(children_.begin(), children_.end(),
                     [child](const Child& c) { return &c != child && c.running; });
-    if (options_.on_rank_lost && first_failure_index_ < 0 && !stopping_ && others_running) {
+    if (options_.on_rank_lost && first_failure_index_ < 0 && !stopping_ &&
+        (others_running || options_.ranks_on_other_nodes)) {
       // A stopped rank is lost too: it must not come back into a world that
       // went on without it.
       if (child->running) {

@@ -175,4 +175,25 @@ TEST(ShrinkRecoveryTest, ARankLostOnAnotherNodeIsRecoveredFromOnEveryNode) {
   EXPECT_TRUE(NoCheckLeft());
 }
 
+// Three launchers of one rank each: node 2's only rank is lost. Its launcher
+// publishes the loss and waits for the others instead of ending the run.
+TEST(ShrinkRecoveryTest, ANodeWhoseEveryRankWasLostWaitsForTheOthersToFinish) {
+  REQUIRE_LAUNCHER();
+  const std::string port = std::to_string(infini::testing::UnusedPortBelowEphemeralRange());
+  std::string command = "env INFINI_RUN_TOKEN=shrink-test-token-0123456789 sh -c '";
+  for (int node = 0; node < 3; ++node) {
+    command += kBinDir + "/infini_run --nnodes=3 --node_rank=" + std::to_string(node) +
+               " --nproc_per_node=1 --rdzv_endpoint=127.0.0.1:" + port +
+               " --rdzv_id=shrink_three_nodes --on_failure=shrink --ccl_backend=gloo -- " +
+               kBinDir + "/shrink_check --steps=5 --kill_rank=2 --kill_at_step=3 & ";
+  }
+  command += "wait %1; a=$?; wait %2; b=$?; wait %3; c=$?; echo \"exit codes $a $b $c\"'";
+  const Outcome outcome = RunShell(command);
+  EXPECT_THAT(outcome.output, HasSubstr("exit codes 0 0 0")) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("rank 0: done world=2 rank=0 steps=5 recoveries=1"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 1: done world=2 rank=1 steps=5 recoveries=1"));
+  EXPECT_THAT(outcome.output, HasSubstr("1 rank lost, the run finished without them"));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
 }  // namespace

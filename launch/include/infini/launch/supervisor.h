@@ -87,6 +87,10 @@ struct SupervisorOptions {
   // published and the others go on, false to stop them all as without it
   // (fewer than --min_ranks left). Empty: the first failure stops everyone.
   std::function<bool(const RankExit&)> on_rank_lost;
+  // Several nodes: other nodes' ranks go on when this node's last rank is
+  // lost, so that loss is offered to on_rank_lost too, and a node whose
+  // every rank was lost (and accepted) ends as kSucceeded with `lost`.
+  bool ranks_on_other_nodes = false;
   // A rank stopped (SIGSTOP, SIGTSTP...) this long counts as failed, so the
   // run ends naming it rather than waiting on it.
   std::chrono::milliseconds stopped_rank_timeout{std::chrono::seconds(15)};
