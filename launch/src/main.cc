@@ -252,6 +252,7 @@ class Launcher {
           {node_->store_addr(), node_->store_port(), options_.run_token,
            options_.run_id + "/" + std::to_string(attempt),
            options_.nnodes * options_.processes_per_node, options_.min_ranks, HostName()});
+      supervision.ranks_on_other_nodes = options_.multi_node();
     }
     if (!options_.multi_node()) return supervision;
     // Snapshots only: the link thread does the store's network calls.
