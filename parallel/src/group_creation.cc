@@ -243,7 +243,7 @@ void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of
     std::lock_guard<std::mutex> lock(group.abort_mutex);
     group.comm.Abort();  // its outstanding work already ended; destroy could wait
     group.comm = std::move(shrunk);
-    group.revoked_for_loss = false;
+    group.revoked_for_loss = std::make_shared<std::atomic<bool>>(false);
   }
   group.group_rank = static_cast<int>(
       std::find(group.members.begin(), group.members.end(), renumbered.global_rank()) -

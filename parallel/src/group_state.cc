@@ -64,7 +64,7 @@ void GroupState::ReportHang(const std::function<void(const std::string&)>& print
 
 void GroupState::RevokeForLoss() {
   std::lock_guard<std::mutex> lock(abort_mutex);
-  if (revoked_for_loss.exchange(true) || aborted || !comm.valid()) return;
+  if (revoked_for_loss->exchange(true) || aborted || !comm.valid()) return;
   try {
     if (environment.backend->capabilities().revoke()) {
       comm.Revoke();

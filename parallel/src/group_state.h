@@ -51,7 +51,9 @@ class GroupState : public WatchedGroup {
   uint64_t next_collective = 0;  // collectives compared in debug mode
   ccl::CommConfig config;        // the communicator's, for a shrink after a loss
   std::atomic<bool> aborted{false};
-  std::atomic<bool> revoked_for_loss{false};
+  // Set when a loss revoked the current communicator; each communicator has
+  // its own, so that work issued on a revoked one stays lost after a shrink.
+  std::shared_ptr<std::atomic<bool>> revoked_for_loss = std::make_shared<std::atomic<bool>>(false);
   std::mutex abort_mutex;
   bool watched = false;
 };

@@ -78,7 +78,7 @@ template <typename Signature, typename Issue>
 std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payload payload,
                           Signature signature, const ccl::Stream& compute_stream, Issue issue) {
   RequireMember(group, op);
-  if (group.revoked_for_loss) {
+  if (*group.revoked_for_loss) {
     throw PeerLostError(std::string(op) + " on process group '" + group.name +
                         "': a rank of the run was lost (--on_failure=shrink); call "
                         "Context::RecoverFromLoss");
@@ -91,6 +91,7 @@ std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payl
   work->global_rank = group.environment.rank.global_rank();
   work->timeout = group.environment.timeout;
   work->owner = &group;
+  if (group.environment.shrink_on_failure) work->revoked_for_loss = group.revoked_for_loss;
   work->flight_id = internal::FlightRecorder::Instance().Record(
       group.flight_group, work->sequence, op, payload.dtype, payload.count, work->global_rank);
   // Registered before the backend is called: host backends block inside it.

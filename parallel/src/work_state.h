@@ -3,6 +3,7 @@
 // collective (ccl::CollectiveName) or one of parallel's own steps below.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -43,6 +44,10 @@ struct WorkState {
   // group's init); run on a helper thread that is waited for a few seconds
   // at most. Set before AddWork.
   std::function<std::string()> diagnose;
+  // Shrink mode: the flag of the communicator it runs on, set when a loss
+  // revoked it; a device backend's work may then end without an error of
+  // its own, and Work::Wait says it was lost.
+  std::shared_ptr<const std::atomic<bool>> revoked_for_loss;
 
   ~WorkState();
   // Called by the issuing thread once the backend returned; `pool` takes the

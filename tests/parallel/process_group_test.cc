@@ -252,5 +252,54 @@ TEST(ProcessGroupTest, KeysAreNamespacedByRunAndRestart) {
   EXPECT_EQ(context->key_namespace(), "job7/2");
 }
 
+// --on_failure=shrink inside one process: a loss notice in the store (as
+// infini_run writes it) revokes every group; a work that completed on a
+// revoked communicator and any later call are PeerLostError, and
+// RecoverFromLoss refuses thread ranks in one line.
+TEST(ProcessGroupTest, ALossNoticeRevokesGroupsAndTheirWorkIsPeerLost) {
+  std::vector<std::string> seen(2);
+  auto errors = RunRanks(2,
+                         [&](Context& context) {
+                           auto world = context.NewWorldGroup();
+                           ccl::DeviceBuffer buffer(context.backend(), sizeof(float));
+                           const auto tensor = buffer.AsTensor(ccl::dtype::kFloat32, 1);
+                           auto work = world->AllReduceAsync(tensor, tensor, ccl::ReduceOp::kSum);
+                           while (!work->IsCompleted()) std::this_thread::yield();
+                           world->Barrier();
+                           if (context.rank().global_rank() == 0) {
+                             context.store().Set("loss/1", "ranks=1 at_ms=1 how=killed by SIGKILL");
+                             context.store().Add("loss/count", 1);
+                           }
+                           while (!context.LossPending())
+                             std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                           std::string& what =
+                               seen[static_cast<size_t>(context.rank().global_rank())];
+                           try {
+                             work->Wait();
+                           } catch (const PeerLostError& error) {
+                             what += std::string("wait: ") + error.what() + "\n";
+                           }
+                           try {
+                             world->AllReduce(tensor, tensor, ccl::ReduceOp::kSum);
+                           } catch (const PeerLostError& error) {
+                             what += std::string("next: ") + error.what() + "\n";
+                           }
+                           try {
+                             context.RecoverFromLoss();
+                           } catch (const ParallelUsageError& error) {
+                             what += std::string("recover: ") + error.what();
+                           }
+                         },
+                         {{"INFINI_ON_FAILURE", "shrink"}});
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+  for (const std::string& what : seen) {
+    EXPECT_THAT(what, HasSubstr("wait: all_reduce #0 on group 'world'"));
+    EXPECT_THAT(what, HasSubstr("a rank of the run was lost while it ran (--on_failure=shrink)"));
+    EXPECT_THAT(what, HasSubstr("next: all_reduce on process group 'world': a rank of the run was "
+                                "lost"));
+    EXPECT_THAT(what, HasSubstr("recover: RecoverFromLoss: threads_per_process=2: expected 1"));
+  }
+}
+
 }  // namespace
 }  // namespace infini::parallel
