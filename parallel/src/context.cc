@@ -25,6 +25,7 @@ namespace {
 // Store calls wait a little longer than collectives may, so that a missing
 // peer is reported by the watchdog, which names the operation.
 constexpr std::chrono::seconds kStoreTimeoutMargin{30};
+constexpr std::chrono::milliseconds kLossWatcherStoreTimeout{5000};
 
 // One hosted store per port for the whole process: thread ranks share it, and
 // it lives until the process ends (other processes may still be reading).
@@ -171,8 +172,12 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
     context->launch_rank_of_.resize(static_cast<size_t>(rank.world_size()));
     for (int r = 0; r < rank.world_size(); ++r)
       context->launch_rank_of_[static_cast<size_t>(r)] = r;
-    context->loss_watcher_ =
-        std::make_unique<internal::LossWatcher>(context->ConnectStore(), context->groups_);
+    // A short deadline: the watcher's only wait is for a notice whose number
+    // was just taken, and it must not hold the Context's end for long.
+    context->loss_watcher_ = std::make_unique<internal::LossWatcher>(
+        internal::ConnectRunStore(host, port, kLossWatcherStoreTimeout, endpoint.token,
+                                  context->key_namespace(), settings),
+        context->groups_);
   }
   if (settings.debug != DebugLevel::kOff) {
     INFINI_LOG(INFO) << rank.ToString() << " from " << topology.source << " variables: backend "
