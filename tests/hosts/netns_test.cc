@@ -55,19 +55,19 @@ class HostsInNamespaces : public ::testing::Test {
   std::string Namespace(int host) const { return prefix_ + std::to_string(host); }
 
   // infini_run for node `node` of `nnodes` in host `node`'s namespace.
-  ChildProcess& StartNode(int node, int nnodes, const std::vector<std::string>& launcher_flags,
+  // `nnodes` "MIN:MAX": an elastic run, whose rounds number the nodes (no
+  // --node_rank; host 0 binds the endpoint, so it hosts the store).
+  ChildProcess& StartNode(int node, const std::string& nnodes,
+                          const std::vector<std::string>& launcher_flags,
                           const std::vector<std::string>& program) {
-    std::vector<std::string> argv = {"ip",
-                                     "netns",
-                                     "exec",
-                                     Namespace(node),
-                                     kBinDir + "/infini_run",
-                                     "--nnodes=" + std::to_string(nnodes),
-                                     "--node_rank=" + std::to_string(node),
-                                     "--nproc_per_node=1",
-                                     "--master_addr=" + kMaster,
-                                     "--master_port=29500",
-                                     "--ccl_backend=gloo"};
+    std::vector<std::string> argv = {
+        "ip", "netns", "exec", Namespace(node), kBinDir + "/infini_run", "--nnodes=" + nnodes};
+    if (nnodes.find(':') == std::string::npos) {
+      argv.push_back("--node_rank=" + std::to_string(node));
+    }
+    const std::vector<std::string> common = {"--nproc_per_node=1", "--master_addr=" + kMaster,
+                                             "--master_port=29500", "--ccl_backend=gloo"};
+    argv.insert(argv.end(), common.begin(), common.end());
     argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
     argv.push_back("--");
     argv.insert(argv.end(), program.begin(), program.end());
@@ -76,6 +76,10 @@ class HostsInNamespaces : public ::testing::Test {
         std::make_unique<ChildProcess>(argv, std::vector<std::string>{"GLOO_SOCKET_IFNAME="},
                                        scratch_.path() + "/node" + std::to_string(node) + ".log"));
     return *nodes_.back();
+  }
+  ChildProcess& StartNode(int node, int nnodes, const std::vector<std::string>& launcher_flags,
+                          const std::vector<std::string>& program) {
+    return StartNode(node, std::to_string(nnodes), launcher_flags, program);
   }
 
   std::string RdzvConf(const std::string& extra = "") const {
@@ -139,6 +143,55 @@ TEST_F(HostsInNamespaces, ALinkCutMidRunStopsEveryNodeWithAClearMessage) {
   EXPECT_NE(node1.Output().find("lost the rendezvous store at " + kMaster), std::string::npos)
       << node1.Output();
   EXPECT_EQ(node0.Output().find(" done after "), std::string::npos) << "the cut came too late";
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+// --nnodes=2:3 on three hosts: host 2's link is cut while the all-reduce
+// loop runs. Host 2 loses node 0's store and stops (the side without the
+// store); hosts 0 and 1 name it lost, meet again in round 1 and run the
+// collective check on a world of two.
+TEST_F(HostsInNamespaces, AnElasticRunGoesOnWithoutAHostWhoseLinkIsCut) {
+  const std::vector<std::string> program = {
+      "sh", "-c",
+      "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exec " + kBinDir +
+          "/all_reduce_loop --seconds=120; else exec " + kBinDir +
+          "/parallel_check --threads_per_process=1 --tensor_parallel=1 --pipeline_parallel=1; fi"};
+  const std::vector<std::string> flags = {RdzvConf("heartbeat_timeout=2,last_call_timeout=1"),
+                                          "--term_timeout=2"};
+  ChildProcess& node0 = StartNode(0, "2:3", flags, program);
+  std::this_thread::sleep_for(300ms);  // host 0 binds the endpoint first
+  ChildProcess& node1 = StartNode(1, "2:3", flags, program);
+  ChildProcess& node2 = StartNode(2, "2:3", flags, program);
+  for (ChildProcess* node : {&node0, &node1, &node2}) {
+    ASSERT_TRUE(node->WaitForOutput("WORLD_SIZE=3, attempt 0", 60s)) << node->Output();
+  }
+  ASSERT_TRUE(node0.WaitForOutput(" running", 60s)) << node0.Output();
+  // Which host got which node rank is the arrival order's: host 2 is cut.
+  std::string output;
+  ASSERT_EQ(RunCommand({kScript, "cut", prefix_, "2"}, 10s, &output), 0) << output;
+  const ExitReport first = node0.Wait(90s);
+  const ExitReport second = node1.Wait(30s);
+  const ExitReport cut = node2.Wait(30s);
+  ASSERT_TRUE(first.exited && second.exited && cut.exited)
+      << node0.Output() << node1.Output() << node2.Output();
+  EXPECT_EQ(first.exit_code, 0) << node0.Output();
+  EXPECT_EQ(second.exit_code, 0) << node1.Output();
+  EXPECT_NE(cut.exit_code, 0) << node2.Output();
+  for (const ChildProcess* node : {&node0, &node1}) {
+    EXPECT_NE(node->Output().find(" lost: its infini_run"), std::string::npos) << node->Output();
+    EXPECT_NE(node->Output().find("WORLD_SIZE=2, attempt 1"), std::string::npos) << node->Output();
+  }
+  EXPECT_NE(node2.Output().find("node 0 hosts the run's store (--rdzv_backend=c10d): its loss "
+                                "ends the run"),
+            std::string::npos)
+      << node2.Output();
+  const std::string survivors = node0.Output() + node1.Output();
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_NE(
+        survivors.find("rank " + std::to_string(rank) + "/2 (node " + std::to_string(rank) + "/2"),
+        std::string::npos)
+        << survivors;
+  }
   EXPECT_TRUE(NoProcessLeft());
 }
 
