@@ -143,7 +143,11 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
   group->members = std::move(members);
   const int global_rank = env.rank.global_rank();
   auto position = std::find(group->members.begin(), group->members.end(), global_rank);
-  if (position == group->members.end()) return group;  // not a member: nothing to join
+  if (position == group->members.end()) {
+    // Not a member: nothing to join, but a recovery renumbers its members.
+    if (env.registry != nullptr) env.registry->Add(group.get());
+    return group;
+  }
   group->group_rank = static_cast<int>(position - group->members.begin());
 
   group->store_key = GroupStoreKey(env, name, group->members);

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -101,6 +102,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<ProcessGroup> world = context->NewWorldGroup();
   std::unique_ptr<ProcessGroup> data_parallel =
       context->NewLayoutGroup(layout, infini::parallel::Axis::kData);
+  // A group of the last rank alone: the others hold it as non-members, and a
+  // recovery renumbers its member for them too.
+  const int last_rank = context->rank().world_size() - 1;
+  std::unique_ptr<ProcessGroup> last = context->NewGroup("last", {last_rank});
   const auto members_in_launch_numbering = [&](const ProcessGroup& group) {
     std::vector<int> ranks;
     for (int member : group.members()) ranks.push_back(world_ranks[static_cast<size_t>(member)]);
@@ -151,6 +156,13 @@ int main(int argc, char** argv) {
           layout.data_parallel_size(), recovered.generation);
       std::fflush(stdout);
     }
+  }
+  const bool last_survived =
+      std::find(world_ranks.begin(), world_ranks.end(), last_rank) != world_ranks.end();
+  if (last_survived && world_ranks.at(static_cast<size_t>(last->members().at(0))) != last_rank) {
+    std::printf("rank %d: WRONG: group 'last' holds rank %d, not launch rank %d\n", me,
+                last->members().at(0), last_rank);
+    return 1;
   }
   std::printf("rank %d: done world=%d rank=%d steps=%d recoveries=%d\n", me,
               context->rank().world_size(), context->rank().global_rank(), options.steps,
