@@ -95,6 +95,32 @@ TEST(ElasticLauncher, NodeLostWhileRunningLeavesTheOthersInASmallerWorld) {
   EXPECT_TRUE(NoProcessLeft());
 }
 
+// torchrun: membership changes are not failures against --max_restarts. A
+// node lost (round 1), then a rank failing there: the one restart allowed
+// is still left, and attempt 2 finishes.
+TEST(ElasticLauncher, AMembershipChangeLeavesTheRestartsForFailures) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(3, [&] {
+    auto arguments = ElasticNode(port, "budget", "2:3", dir,
+                                 {"--sleep_ms=60000", "--sleep_attempts=1", "--fail_rank=1",
+                                  "--fail_from_attempt=1", "--fail_attempts=2", "--exit_code=5"});
+    arguments.insert(arguments.begin(), "--max_restarts=1");
+    return arguments;
+  });
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 3));
+  kill(nodes[2]->pid(), SIGKILL);
+  LauncherResult survivors[] = {nodes[0]->Wait(seconds(40)), nodes[1]->Wait(seconds(40))};
+  nodes[2]->Wait();
+  for (const LauncherResult& result : survivors) {
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("(restart 1 of 1)"));
+  }
+  for (int rank = 0; rank < 2; ++rank) ExpectWorld(dir, rank, 2, 2);
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
 TEST(ElasticLauncher, LateNodeIsAdmittedAtTheRoundItTriggers) {
   TempDir dir;
   const int port = FreePort();

@@ -116,8 +116,10 @@ int main(int argc, char** argv) {
   }
   fflush(stdout);
 
-  const bool fails =
-      rank == IntFlag(flags, "fail_rank", -1) && attempt < IntFlag(flags, "fail_attempts", 1 << 30);
+  // --fail_rank fails in attempts [--fail_from_attempt, --fail_attempts).
+  const bool fails = rank == IntFlag(flags, "fail_rank", -1) &&
+                     attempt >= IntFlag(flags, "fail_from_attempt", 0) &&
+                     attempt < IntFlag(flags, "fail_attempts", 1 << 30);
   if (fails) {
     std::this_thread::sleep_for(std::chrono::milliseconds(IntFlag(flags, "fail_after_ms", 0)));
     fprintf(stderr, "rank %d failing on purpose\n", rank);
