@@ -19,7 +19,7 @@ GroupState::~GroupState() {
   if (environment.registry != nullptr) environment.registry->Remove(this);
   if (!comm.valid()) return;
   // After a failure, a peer may never answer: destroy would wait forever.
-  bool failed = aborted.load();
+  bool failed = aborted.load() || *revoked_for_loss;
   if (!failed) {
     const infiniCclResult_t error = AsyncError();
     failed = error != infiniCclSuccess && error != infiniCclInProgress;
