@@ -1,7 +1,9 @@
 // The RendezvousHandler contract, one test body for every backend: nodes
 // join one round and agree on it, a node that disagrees or finds the round
 // full is refused in one line and stops the run, and a node that stops is
-// reported lost, once, by the watch. The etcd half needs an etcd binary at
+// reported lost, once, by the watch; an elastic run's rounds close at MAX,
+// or after the last call once MIN joined, and a later round takes a late
+// node in. The etcd half needs an etcd binary at
 // configure time (as tests/etcd/ does) and is skipped, saying so, without.
 #include "infini/launch/rendezvous_handler.h"
 
@@ -11,6 +13,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "infini/rendezvous/store.h"
@@ -186,6 +189,56 @@ TYPED_TEST(RendezvousHandlerContract, TheWatchReportsANodeThatStoppedOnce) {
   for (int step = 0; step < 10; ++step) {
     EXPECT_TRUE(this->first_.handler->Watch().lost.empty()) << "reported once";
     std::this_thread::sleep_for(milliseconds(100));
+  }
+}
+
+// --nnodes=2:3: round 0 closes with two nodes once the last call passed;
+// round 1 takes a third that arrived late and closes at MAX at once; every
+// member of a round agrees on its size, the node ranks are distinct, and
+// node 0 of the TCP store stays its host.
+TYPED_TEST(RendezvousHandlerContract, ElasticRoundsCloseAndALaterRoundTakesALateNode) {
+  auto elastic = [this] {
+    LaunchOptions options = this->Options();
+    options.nnodes = 3;
+    options.min_nnodes = 2;
+    options.last_call_timeout = milliseconds(300);
+    return options;
+  };
+  std::thread other([&] { this->Join(&this->second_, elastic()); });
+  const auto started = Clock::now();
+  this->Join(&this->first_, elastic());
+  other.join();
+  ASSERT_TRUE(this->first_.world) << this->first_.error;
+  ASSERT_TRUE(this->second_.world) << this->second_.error;
+  EXPECT_GE(Clock::now() - started, milliseconds(300)) << "MIN, then the last call";
+  for (const Node* node : {&this->first_, &this->second_}) {
+    EXPECT_EQ(node->world->round, 0);
+    EXPECT_EQ(node->world->nnodes, 2);
+  }
+  EXPECT_NE(this->first_.world->node_rank, this->second_.world->node_rank);
+
+  // The two members move on to round 1; a third arrives meanwhile.
+  std::optional<RendezvousWorld> next[2];
+  std::thread members[2];
+  for (int member = 0; member < 2; ++member) {
+    Node* node = member == 0 ? &this->first_ : &this->second_;
+    members[member] = std::thread([&, node, member] {
+      next[member] = JoinElasticRound(*node->handler, elastic(), 1, [] { return false; });
+    });
+  }
+  this->Join(&this->third_, elastic());
+  for (std::thread& member : members) member.join();
+  ASSERT_TRUE(this->third_.world) << this->third_.error;
+  std::set<int> ranks;
+  for (const RendezvousWorld* world : {&*next[0], &*next[1], &*this->third_.world}) {
+    EXPECT_EQ(world->round, 1);
+    EXPECT_EQ(world->nnodes, 3);
+    EXPECT_EQ(world->master_port, next[0]->master_port);
+    ranks.insert(world->node_rank);
+  }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2}));
+  if (this->first_.handler->hosts_store()) {
+    EXPECT_EQ(next[0]->node_rank, 0) << "the store's host is node 0 in every round";
   }
 }
 
