@@ -91,7 +91,16 @@ void Communicator::Abort() {
 
 void Communicator::Revoke() {
   revoked_.store(true);
-  RecordAsyncError(infiniCclRemoteError, "the communicator was revoked (comm_revoke)");
+  {
+    // The revoke is the state from now on, even where a peer's own revoke
+    // already failed a pending op here (its closed connection is only how
+    // the revoke reached us); an abort stays what it was.
+    std::lock_guard<std::mutex> lock(async_error_mutex_);
+    if (async_error_.load() != infiniCclAborted) {
+      async_error_message_ = "the communicator was revoked (comm_revoke)";
+      async_error_.store(infiniCclRemoteError);
+    }
+  }
   if (context_ != nullptr && context_->transport() != nullptr) {
     context_->transport()->Abort("communicator revoked by comm_revoke");
   }
