@@ -121,6 +121,28 @@ TEST(ElasticLauncher, AMembershipChangeLeavesTheRestartsForFailures) {
   EXPECT_TRUE(NoProcessLeft());
 }
 
+// A rank's own failure is a failure, elastic or not: once the grace for a
+// node's loss (twice the heartbeat timeout) passed without one, every node
+// stops with the failed rank's exit code (no --max_restarts).
+TEST(ElasticLauncher, ARankFailureWithoutALostNodeStopsEveryNode) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(2, [&] {
+    return ElasticNode(
+        port, "rank-failure", "2:3", dir,
+        {"--fail_rank=1", "--exit_code=6", "--fail_after_ms=300", "--sleep_ms=60000"});
+  });
+  LauncherResult results[] = {nodes[0]->Wait(), nodes[1]->Wait()};
+  for (const LauncherResult& result : results) EXPECT_EQ(result.exit_code, 6) << result.err;
+  EXPECT_THAT(results[0].err, HasSubstr("node 1 failed: rank 1"));
+  EXPECT_THAT(results[1].err, HasSubstr("first failure: rank 1"));
+  for (const LauncherResult& result : results) {
+    EXPECT_THAT(result.err, ::testing::Not(HasSubstr("meeting the other nodes again")));
+  }
+  EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
+  EXPECT_TRUE(NoProcessLeft());
+}
+
 TEST(ElasticLauncher, LateNodeIsAdmittedAtTheRoundItTriggers) {
   TempDir dir;
   const int port = FreePort();
