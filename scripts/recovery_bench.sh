@@ -13,7 +13,8 @@
 # pid) once rank 0 has printed step KILL_AT. Measured per run: seconds from
 # the SIGKILL to the first step line printed after the recovery's own line
 # (gpt2's "resume:" for a/b, "lost rank(s)" for c), both timed as they reach
-# this script through infini_run's output; steps lost (steps completed
+# this script through infini_run's output (to_line_s: to the recovery's line
+# alone; the rest is the redone step's compute); steps lost (steps completed
 # before the recovery and done again after it); every launcher's exit code;
 # the world after. The table gives the median of --repeats runs.
 #
@@ -242,6 +243,14 @@ def run_once(mode, ranks, hosts, index, prefix, port):
                 result["recovery_s"] = round(after[0][0] - t_kill, 3)
                 result["steps_lost"] = max(before) - (after[0][1] - 1)
                 result["resumed_at_step"] = after[0][1]
+                # Where the time went: to the recovery's line, and the redone
+                # step's own compute (gpt2's "N ms" on that line).
+                result["recovery_line_s"] = round(marks[0] - t_kill, 3)
+                with lock:
+                    first = [l for t, _, s, l in lines if s == "out" and t == after[0][0]
+                             and STEP_LINE.search(l)]
+                m = re.search(r"\| +([0-9.]+) ms \|", first[0]) if first else None
+                result["next_step_ms"] = float(m.group(1)) if m else None
             else:
                 result["finding"] = result.get("finding", "") + " no step line after the recovery"
         with lock:
@@ -279,7 +288,7 @@ for config in configs.split():
 with open(os.path.join(out, "runs.json"), "w") as f:
     json.dump({"kill_at_step": KILL_AT, "steps": STEPS, "checkpoint_every": checkpoint_every, "heartbeat_timeout_s": HEARTBEAT_S,
                "last_call_timeout_s": LAST_CALL_S, "runs": runs}, f, indent=1)
-fields = ["mode", "ranks", "hosts", "hosts_kind", "run", "killed", "kill_s", "step_ms", "recovery_s",
+fields = ["mode", "ranks", "hosts", "hosts_kind", "run", "killed", "kill_s", "step_ms", "recovery_s", "recovery_line_s", "next_step_ms",
           "steps_lost", "resumed_at_step", "exit_codes", "world_after", "wall_s", "finding"]
 with open(os.path.join(out, "runs.csv"), "w", newline="") as f:
     writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
@@ -300,6 +309,7 @@ for config in configs.split():
             "hosts_kind": group[0]["hosts_kind"] if group else "",
             "step_ms": median([r.get("step_ms") for r in group]),
             "recovery_s": median([r.get("recovery_s") for r in group]),
+            "recovery_line_s": median([r.get("recovery_line_s") for r in group]),
             "steps_lost": median([r.get("steps_lost") for r in group]),
             "measured": sum(1 for r in group if r.get("recovery_s") is not None),
             "runs": len(group),
@@ -312,12 +322,13 @@ with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
     writer.writeheader()
     writer.writerows(summary)
 
-print("\n%-8s %5s %5s %-8s %8s %11s %10s %9s %-26s %s" % (
-    "mode", "ranks", "hosts", "hosts", "step_ms", "recovery_s", "steps_lost", "measured", "exit codes (per run)", "world after"))
+print("\n%-8s %5s %5s %-8s %8s %11s %10s %10s %9s %-26s %s" % (
+    "mode", "ranks", "hosts", "hosts", "step_ms", "to_line_s", "recovery_s", "steps_lost", "measured", "exit codes (per run)", "world after"))
 for s in summary:
-    print("%-8s %5d %5d %-8s %8s %11s %10s %6d/%-2d %-26s %s" % (
+    print("%-8s %5d %5d %-8s %8s %11s %10s %10s %6d/%-2d %-26s %s" % (
         s["mode"], s["ranks"], s["hosts"], s["hosts_kind"],
         "-" if s["step_ms"] is None else "%.1f" % s["step_ms"],
+        "-" if s["recovery_line_s"] is None else "%.3f" % s["recovery_line_s"],
         "-" if s["recovery_s"] is None else "%.3f" % s["recovery_s"],
         "-" if s["steps_lost"] is None else "%g" % s["steps_lost"],
         s["measured"], s["runs"], s["exit_codes"], s["world_after"]))
