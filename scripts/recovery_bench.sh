@@ -20,7 +20,10 @@
 #
 #   scripts/recovery_bench.sh [--build DIR] [--out DIR] [--repeats N]
 #                             [--configs "4x2 8x4"] [--modes "restart elastic shrink"]
-#                             [--checkpoint_every N] [--loopback]
+#                             [--checkpoint_every N] [--loopback] [--backend gloo|nccl]
+#
+# --configs "RANKSxHOSTS ...": RANKS a multiple of HOSTS; "1x1" runs only
+# (a), the one mode a single rank (one GPU, --backend nccl) allows.
 #
 # Hosts are network namespaces (scripts/netns_hosts.sh, needs root); where
 # they cannot be made, or with --loopback, every node runs on 127.0.0.1 and
@@ -35,6 +38,7 @@ configs="4x2 8x4"
 modes="restart elastic shrink"
 loopback=0
 checkpoint_every=1
+backend=gloo
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -44,11 +48,17 @@ while [ $# -gt 0 ]; do
     --modes) modes="$2"; shift 2 ;;
     --checkpoint_every) checkpoint_every="$2"; shift 2 ;;
     --loopback) loopback=1; shift ;;
+    --backend) backend="$2"; shift 2 ;;
     *) sed -n '2,28p' "$0" >&2; exit 2 ;;
   esac
 done
 [[ "$repeats" =~ ^[1-9][0-9]?$ ]] || { echo "recovery_bench.sh: --repeats='$repeats': expected 1..99" >&2; exit 2; }
 [[ "$checkpoint_every" =~ ^[1-9]$ ]] || { echo "recovery_bench.sh: --checkpoint_every='$checkpoint_every': expected 1..9 (below the kill's step)" >&2; exit 2; }
+[[ "$backend" =~ ^(gloo|nccl)$ ]] || { echo "recovery_bench.sh: --backend='$backend': expected gloo or nccl" >&2; exit 2; }
+for config in $configs; do
+  [[ "$config" =~ ^(1x1|[2-8]x[2-4])$ ]] && (( ${config%x*} % ${config#*x} == 0 )) ||
+    { echo "recovery_bench.sh: --configs entry '$config': expected 1x1 or RANKSxHOSTS (2..8 ranks, a multiple of 2..4 hosts)" >&2; exit 2; }
+done
 for binary in infini_run gpt2; do
   [ -x "$build/bin/$binary" ] || { echo "recovery_bench.sh: $build/bin/$binary not found (--build DIR: a built tree)" >&2; exit 2; }
 done
@@ -58,10 +68,11 @@ if [ "$loopback" = 0 ] && ! "$here/netns_hosts.sh" probe 2>/dev/null; then
   echo "recovery_bench.sh: network namespaces cannot be made here: every node on loopback" >&2
   loopback=1
 fi
-exec python3 - "$build" "$out" "$repeats" "$configs" "$modes" "$loopback" "$here/netns_hosts.sh" "$checkpoint_every" <<'PYTHON'
+exec python3 - "$build" "$out" "$repeats" "$configs" "$modes" "$loopback" "$here/netns_hosts.sh" "$checkpoint_every" "$backend" <<'PYTHON'
 import csv, json, os, re, signal, statistics, subprocess, sys, threading, time
 
-build, out, repeats, configs, modes, loopback, netns_script, checkpoint_every = sys.argv[1:9]
+build, out, repeats, configs, modes, loopback, netns_script, checkpoint_every, backend = \
+    sys.argv[1:10]
 repeats, loopback, checkpoint_every = int(repeats), loopback == "1", int(checkpoint_every)
 infini_run, gpt2 = build + "/bin/infini_run", build + "/bin/gpt2"
 KILL_AT = 10         # rank 0's step line after which the SIGKILL is sent
@@ -72,8 +83,8 @@ RUN_BOUND_S = 180    # a run still going after this is a hang
 MARK = "INFINI_RECOVERY_BENCH_RUN"
 # A global batch every world of the run divides (the full one, one node
 # fewer, one rank fewer): 4 ranks -> 4, 2, 3; 8 ranks -> 8, 6, 7.
-GLOBAL_SAMPLES = {4: 24, 8: 168}
-MICRO_BATCH = {4: 2, 8: 7}
+GLOBAL_SAMPLES = {1: 24, 2: 24, 3: 24, 4: 24, 5: 120, 6: 120, 7: 168, 8: 168}
+MICRO_BATCH = {1: 2, 2: 2, 3: 2, 4: 2, 5: 4, 6: 4, 7: 4, 8: 7}
 SEQUENCE = 32
 STEP_LINE = re.compile(r"step\s+(\d+)/(\d+) \|")
 
@@ -150,7 +161,7 @@ def run_once(mode, ranks, hosts, index, prefix, port):
     os.chmod(token, 0o600)
     conf = "token_file=%s,heartbeat_timeout=%d" % (token, HEARTBEAT_S)
     launcher = ["--nproc_per_node=%d" % per_node, "--master_addr=" + master,
-                "--master_port=%d" % port, "--ccl_backend=gloo", "--term_timeout=2"]
+                "--master_port=%d" % port, "--ccl_backend=" + backend, "--term_timeout=2"]
     program = [gpt2, "--steps=%d" % STEPS, "--micro_batch_size=%d" % MICRO_BATCH[ranks],
                "--total_batch_size=%d" % (GLOBAL_SAMPLES[ranks] * SEQUENCE),
                "--channels=32", "--sequence_length=%d" % SEQUENCE, "--val_batches=1"]
@@ -276,6 +287,10 @@ for config in configs.split():
         subprocess.run([netns_script, "up", prefix, str(hosts)], check=True)
     try:
         for mode in modes.split():
+            if mode != "restart" and (ranks == 1 or hosts == 1):
+                print("recovery_bench: %s not run at %d rank(s) on %d host(s): it needs a rank "
+                      "or node to lose and others to go on" % (mode, ranks, hosts), flush=True)
+                continue
             for index in range(repeats):
                 port += 1
                 result = run_once(mode, ranks, hosts, index, prefix, port)
@@ -287,7 +302,7 @@ for config in configs.split():
 
 with open(os.path.join(out, "runs.json"), "w") as f:
     json.dump({"kill_at_step": KILL_AT, "steps": STEPS, "checkpoint_every": checkpoint_every, "heartbeat_timeout_s": HEARTBEAT_S,
-               "last_call_timeout_s": LAST_CALL_S, "runs": runs}, f, indent=1)
+               "last_call_timeout_s": LAST_CALL_S, "backend": backend, "runs": runs}, f, indent=1)
 fields = ["mode", "ranks", "hosts", "hosts_kind", "run", "killed", "kill_s", "step_ms", "recovery_s", "recovery_line_s", "next_step_ms",
           "steps_lost", "resumed_at_step", "exit_codes", "world_after", "wall_s", "finding"]
 with open(os.path.join(out, "runs.csv"), "w", newline="") as f:
@@ -304,6 +319,8 @@ for config in configs.split():
     ranks, hosts = (int(x) for x in config.split("x"))
     for mode in modes.split():
         group = [r for r in runs if r["mode"] == mode and r["ranks"] == ranks]
+        if not group:
+            continue
         summary.append({
             "mode": mode, "ranks": ranks, "hosts": hosts,
             "hosts_kind": group[0]["hosts_kind"] if group else "",
