@@ -107,7 +107,7 @@ class EtcdRendezvous final : public RendezvousHandler {
   void EnterRound(int round, int) override {
     std::lock_guard lock(mutex_);
     round_ = round;
-    alive_owner_.clear();
+    alive_owner_.erase(alive_owner_.begin(), alive_owner_.lower_bound({round, 0}));
     expired_.clear();
     reported_.clear();
   }
@@ -117,6 +117,11 @@ class EtcdRendezvous final : public RendezvousHandler {
     on_change_ = std::move(on_change);
     // The watch's thread belongs to the store, which Shutdown stops first.
     etcd_->Watch("", [this](const EtcdEvent& event) { Observe(event); });
+    // Who announced before the watch began (the message of a loss names it).
+    for (const auto& [key, value] : etcd_->List("alive/")) {
+      std::lock_guard lock(mutex_);
+      alive_owner_.try_emplace(AliveNode(key), value);
+    }
     return kQuietReadPeriod;
   }
 
@@ -133,7 +138,7 @@ class EtcdRendezvous final : public RendezvousHandler {
     std::lock_guard lock(mutex_);
     for (int node : expired_) {
       change.lost.push_back({node, "node " + std::to_string(node) + " lost: its infini_run (" +
-                                       alive_owner_[node] +
+                                       alive_owner_[{round_, node}] +
                                        ") let its etcd lease expire: no keep-alive for " +
                                        Seconds(options_.heartbeat_timeout) +
                                        " (it died or stalled; --rdzv_conf=heartbeat_timeout)"});
@@ -187,6 +192,16 @@ class EtcdRendezvous final : public RendezvousHandler {
     return "alive/" + (round == 0 ? "" : std::to_string(round) + "/") + std::to_string(node);
   }
 
+  // (round, node) of "alive/<node>" (round 0) or "alive/<round>/<node>",
+  // with or without the store's prefix before it.
+  static std::pair<int, int> AliveNode(const std::string& key) {
+    const size_t at = key.rfind("alive/");
+    const std::string rest = at == std::string::npos ? key : key.substr(at + 6);
+    const size_t slash = rest.find('/');
+    if (slash == std::string::npos) return {0, std::atoi(rest.c_str())};
+    return {std::atoi(rest.c_str()), std::atoi(rest.c_str() + slash + 1)};
+  }
+
   // Node 0: the ranks' store stays on node 0's launcher (an elastic round's
   // node 0 keeps the one it hosts, or hosts one when the old node 0 is gone).
   void HostRanksStore() {
@@ -226,16 +241,14 @@ class EtcdRendezvous final : public RendezvousHandler {
       if (event.key.rfind(Key("left/"), 0) == 0 && !event.deleted) {
         left_owners_.insert(event.key.substr(Key("left/").size()));
       } else if (event.key.rfind("alive/", 0) == 0) {
-        // alive/<node> (round 0) or alive/<round>/<node>: this round's only.
-        const std::string rest = event.key.substr(6);
-        const size_t slash = rest.find('/');
-        const int round = slash == std::string::npos ? 0 : std::atoi(rest.c_str());
-        const int node = std::atoi(rest.c_str() + (slash == std::string::npos ? 0 : slash + 1));
-        if (round != round_) {
-          // another round's key: not this round's news
-        } else if (!event.deleted) {
-          alive_owner_[node] = event.value;
-        } else if (!left_owners_.count(alive_owner_[node]) && !reported_.count(node)) {
+        // Owners of every round (a round's members may announce before this
+        // node enters it); losses of this round only.
+        const std::pair<int, int> round_node = AliveNode(event.key);
+        const int node = round_node.second;
+        if (!event.deleted) {
+          alive_owner_[round_node] = event.value;
+        } else if (round_node.first == round_ && !left_owners_.count(alive_owner_[round_node]) &&
+                   !reported_.count(node)) {
           expired_.insert(node);  // its lease ran out before it said goodbye
         }
       }
@@ -252,7 +265,7 @@ class EtcdRendezvous final : public RendezvousHandler {
 
   std::mutex mutex_;
   // Guarded by mutex_: what the watch saw.
-  std::map<int, std::string> alive_owner_;  // node rank -> host:pid
+  std::map<std::pair<int, int>, std::string> alive_owner_;  // (round, node) -> host:pid
   std::set<std::string> left_owners_;
   std::set<int> expired_;   // leases expired, not yet reported
   std::set<int> reported_;  // reported lost
