@@ -270,7 +270,7 @@ def run_once(mode, ranks, hosts, index, prefix, port):
         result["step_ms"] = round(statistics.median(step_ms), 1) if step_ms else None
         world = None
         for line in worlds:
-            m = re.search(r"world now (\d+) ranks", line) or re.search(r"gpt2: (\d+) ranks", line)
+            m = re.search(r"world now (\d+) ranks", line) or re.search(r"gpt2: (\d+) ranks?,", line)
             if m:
                 world = int(m.group(1))
         result["world_after"] = world
