@@ -91,6 +91,8 @@ STEP_LINE = re.compile(r"step\s+(\d+)/(\d+) \|")
 def now():
     return time.monotonic()
 
+LIVE = []  # every Node started; a bench stopped early (Ctrl-C) kills what is left
+
 class Node:
     """One infini_run; its stdout and stderr lines timed as they arrive."""
     def __init__(self, argv, env, log_path, lines, lock):
@@ -99,6 +101,7 @@ class Node:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
         self.lines, self.lock = lines, lock
+        LIVE.append(self)
         self.readers = [threading.Thread(target=self.read, args=(s, n), daemon=True)
                         for s, n in ((self.proc.stdout, "out"), (self.proc.stderr, "err"))]
         for reader in self.readers:
@@ -297,6 +300,13 @@ for config in configs.split():
                 runs.append(result)
                 print("recovery_bench: %s" % json.dumps(result), flush=True)
     finally:
+        for node in LIVE:
+            if node.proc.poll() is None:
+                for pid in [node.proc.pid] + descendants(node.proc.pid):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
         if not loopback:
             subprocess.run([netns_script, "down", prefix], check=False)
 
