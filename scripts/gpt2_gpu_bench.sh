@@ -26,7 +26,7 @@ logs=${2:-${OUT:-$build/gpt2_bench}}
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)
 if [[ -d "$build/devlibs" ]]; then
-  export LD_LIBRARY_PATH="$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$build/lib:$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 # NVLink multicast can take a shared host's GPUs down: keep it off.
 export NCCL_NVLS_ENABLE=0

@@ -32,7 +32,7 @@ mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)
 
 if [[ -d "$build/devlibs" ]]; then
-  export LD_LIBRARY_PATH="$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$build/lib:$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 # NVLink multicast can take a shared host's GPUs down: keep it off. Every
 # other NCCL_* variable passes through untouched.

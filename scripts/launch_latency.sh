@@ -7,7 +7,7 @@ set -u
 build=$(cd "${1:?usage: $0 BUILD_DIR [REPEATS]}" && pwd)
 repeats=${2:-3}
 export NCCL_NVLS_ENABLE=0
-[[ -d "$build/devlibs" ]] && export LD_LIBRARY_PATH="$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[[ -d "$build/devlibs" ]] && export LD_LIBRARY_PATH="$build/lib:$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 processes=${PROCESSES:-$gpus}
 
