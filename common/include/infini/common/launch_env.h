@@ -22,6 +22,10 @@ inline constexpr const char* kDevicesIsolated = "INFINI_CCL_DEVICES_ISOLATED";
 // (infini/common/loss_notice.h) and the others go on. Unset: restart.
 inline constexpr const char* kOnFailure = "INFINI_ON_FAILURE";
 inline constexpr const char* kOnFailureShrink = "shrink";
+// Set on the ranks of a node that joins a shrinking run while it goes on:
+// the number of its join notice (infini/common/loss_notice.h). Such a rank
+// is not in the world until the survivors admit it.
+inline constexpr const char* kJoining = "INFINI_JOINING";
 
 // torchrun's (torch.distributed.run) variables, with its meanings.
 namespace torchrun {

@@ -8,6 +8,21 @@
 //   loss/<n>    notice n (1, 2, ...): "ranks=1,4 at_ms=1700000000123 how=<text>"
 // A notice's number is taken with Add before its key is written, so a reader
 // that sees the count may wait a moment for the key.
+//
+// Joins (a replacement node arriving while a shrinking run goes on) use the
+// same text under their own keys; the joiner's launcher writes them:
+//   join/next_rank   counter: launch ranks given to joiners so far; a node
+//                    takes its block with Add(kJoinNextRankKey, ranks) and
+//                    numbers them from WORLD_SIZE-at-start + (result - ranks)
+//   join/count       the number of join notices so far
+//   join/<n>         notice n: "ranks=3,4 at_ms=... how=<node, host>"
+// and its ranks start with INFINI_JOINING=<n> (common/launch_env.h). The
+// survivors admit joiners at a step boundary (parallel's
+// Context::AdmitJoiners); their new global rank 0 then writes, for each
+// notice it admitted,
+//   join/<n>/admitted  "generation=<g> world=<launch ranks in new rank order>
+//                       lost=<launch ranks lost so far>"
+// which the joining ranks wait for.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +36,11 @@ namespace infini::loss_notice {
 inline constexpr const char* kCountKey = "loss/count";
 
 inline std::string NoticeKey(int64_t number) { return "loss/" + std::to_string(number); }
+
+inline constexpr const char* kJoinNextRankKey = "join/next_rank";
+inline constexpr const char* kJoinCountKey = "join/count";
+inline std::string JoinNoticeKey(int64_t number) { return "join/" + std::to_string(number); }
+inline std::string AdmittedKey(int64_t number) { return JoinNoticeKey(number) + "/admitted"; }
 
 struct LossNotice {
   std::vector<int> global_ranks;  // the launcher's numbering (RANK), ascending
