@@ -2,25 +2,12 @@
 
 #include <algorithm>
 
+#include "infini/ccl/bus_bandwidth.h"
+
 namespace infini::bench {
 
 double BusBandwidthFactor(Collective collective, int world_size) {
-  const double ranks = world_size;
-  switch (collective) {
-    case Collective::kAllReduce:
-      return 2.0 * (ranks - 1) / ranks;
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-    case Collective::kAllToAll:
-      return (ranks - 1) / ranks;
-    case Collective::kBroadcast:
-    case Collective::kReduce:
-    case Collective::kSend:  // the send/recv ring
-      return 1.0;
-    default:
-      break;
-  }
-  return 1.0;
+  return ccl::BusBandwidthFactor(collective, world_size);
 }
 
 BufferPlan PlanBuffers(Collective collective, int64_t requested_bytes, size_t element_bytes,

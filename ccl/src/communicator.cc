@@ -17,6 +17,7 @@
 #include "missing_entry.h"
 #include "process_exit.h"
 #include "tensor_checks.h"
+#include "trace_recorder.h"
 
 namespace infini::ccl {
 namespace {
@@ -108,7 +109,9 @@ infiniCclComm_t Communicator::TakeOwnedHandle() {
   // Abandon first: after it no adoption can store into handle_.
   infiniCclComm_t made = deferred_ != nullptr ? deferred_->Abandon() : nullptr;
   infiniCclComm_t handle = handle_.exchange(nullptr);
-  return handle != nullptr ? handle : made;
+  infiniCclComm_t owned = handle != nullptr ? handle : made;
+  if (owned != nullptr) internal::ForgetCommunicator(owned);
+  return owned;
 }
 
 Communicator::~Communicator() {
@@ -181,6 +184,8 @@ void Communicator::AllReduce(const DLTensor& send, const DLTensor& recv, ReduceO
   Require(Collective::kAllReduce, send.dtype, op);
   const size_t count =
       internal::CheckPair(CheckFor("AllReduce", *this), send, recv, Collective::kAllReduce);
+  const internal::TraceScope trace(Collective::kAllReduce, handle(), send.dtype, count, count,
+                                   world_size_, rank_);
   backend_->Check(plugin_->all_reduce(DataPointer(send), DataPointer(recv), count, send.dtype,
                                       ToPlugin(op), handle(), stream.handle()),
                   "all_reduce");
@@ -195,6 +200,8 @@ void Communicator::Broadcast(const DLTensor& send, const DLTensor& recv, int roo
   const bool no_send = rank_ != root && send.data == nullptr;
   const size_t count = no_send ? internal::CheckTensor(check, "recv", recv)
                                : internal::CheckPair(check, send, recv, Collective::kBroadcast);
+  const internal::TraceScope trace(Collective::kBroadcast, handle(), recv.dtype, count, count,
+                                   world_size_, rank_);
   backend_->Check(plugin_->broadcast(no_send ? nullptr : DataPointer(send), DataPointer(recv),
                                      count, recv.dtype, root, handle(), stream.handle()),
                   "broadcast");
@@ -209,6 +216,8 @@ void Communicator::Reduce(const DLTensor& send, const DLTensor& recv, ReduceOp o
   const bool no_recv = rank_ != root && recv.data == nullptr;
   const size_t count = no_recv ? internal::CheckTensor(check, "send", send)
                                : internal::CheckPair(check, send, recv, Collective::kReduce);
+  const internal::TraceScope trace(Collective::kReduce, handle(), send.dtype, count, count,
+                                   world_size_, rank_);
   backend_->Check(plugin_->reduce(DataPointer(send), no_recv ? nullptr : DataPointer(recv), count,
                                   send.dtype, ToPlugin(op), root, handle(), stream.handle()),
                   "reduce");
@@ -219,6 +228,8 @@ void Communicator::AllGather(const DLTensor& send, const DLTensor& recv,
   Require(Collective::kAllGather, send.dtype);
   const size_t send_count =
       internal::CheckPair(CheckFor("AllGather", *this), send, recv, Collective::kAllGather);
+  const internal::TraceScope trace(Collective::kAllGather, handle(), send.dtype, send_count,
+                                   send_count * Blocks(world_size_), world_size_, rank_);
   backend_->Check(plugin_->all_gather(DataPointer(send), DataPointer(recv), send_count, send.dtype,
                                       handle(), stream.handle()),
                   "all_gather");
@@ -229,6 +240,9 @@ void Communicator::ReduceScatter(const DLTensor& send, const DLTensor& recv, Red
   Require(Collective::kReduceScatter, send.dtype, op);
   const size_t send_count =
       internal::CheckPair(CheckFor("ReduceScatter", *this), send, recv, Collective::kReduceScatter);
+  const internal::TraceScope trace(Collective::kReduceScatter, handle(), send.dtype,
+                                   send_count / Blocks(world_size_), send_count, world_size_,
+                                   rank_);
   backend_->Check(plugin_->reduce_scatter(DataPointer(send), DataPointer(recv),
                                           send_count / static_cast<size_t>(world_size_), send.dtype,
                                           ToPlugin(op), handle(), stream.handle()),
@@ -240,6 +254,8 @@ void Communicator::Send(const DLTensor& send, int peer, const Stream& stream) co
   const auto check = CheckFor("Send", *this);
   internal::CheckRank(check, "peer", peer);
   const size_t count = internal::CheckTensor(check, "send", send);
+  const internal::TraceScope trace(Collective::kSend, handle(), send.dtype, count, count,
+                                   world_size_, rank_);
   backend_->Check(
       plugin_->send(DataPointer(send), count, send.dtype, peer, handle(), stream.handle()), "send");
 }
@@ -249,6 +265,8 @@ void Communicator::Recv(const DLTensor& recv, int peer, const Stream& stream) co
   const auto check = CheckFor("Recv", *this);
   internal::CheckRank(check, "peer", peer);
   const size_t count = internal::CheckTensor(check, "recv", recv);
+  const internal::TraceScope trace(Collective::kRecv, handle(), recv.dtype, count, count,
+                                   world_size_, rank_);
   backend_->Check(
       plugin_->recv(DataPointer(recv), count, recv.dtype, peer, handle(), stream.handle()), "recv");
 }
@@ -264,6 +282,8 @@ void Communicator::AllToAll(const DLTensor& send, const DLTensor& recv,
                                               " elements, expected a multiple of world_size (" +
                                               std::to_string(world_size) + ")");
   }
+  const internal::TraceScope trace(Collective::kAllToAll, handle(), send.dtype, count / world_size,
+                                   count, world_size_, rank_);
   backend_->Check(plugin_->all_to_all(DataPointer(send), DataPointer(recv), count / world_size,
                                       send.dtype, handle(), stream.handle()),
                   "all_to_all");
@@ -273,6 +293,8 @@ void Communicator::Barrier(const Stream& stream) const {
   if (!valid()) {
     throw Error(infiniCclInvalidUsage, "barrier: the communicator is not valid");
   }
+  const internal::TraceScope trace(Collective::kBarrier, handle(), DLDataType{}, 0, 0, world_size_,
+                                   rank_);
   if (plugin_->barrier != nullptr) {
     backend_->Check(plugin_->barrier(handle(), stream.handle()), "barrier");
     return;
@@ -299,6 +321,8 @@ void Communicator::AllToAllV(const DLTensor& send, std::span<const size_t> send_
   internal::CheckSameType(check, send, recv);
   CheckBlocks(check, "send", send_counts, send_displacements, send_count);
   CheckBlocks(check, "recv", recv_counts, recv_displacements, recv_count);
+  const internal::TraceScope trace(Collective::kAllToAllV, handle(), send.dtype, send_count,
+                                   send_count, world_size_, rank_);
   backend_->Check(
       plugin_->all_to_all_v(DataPointer(send), send_counts.data(), send_displacements.data(),
                             DataPointer(recv), recv_counts.data(), recv_displacements.data(),
@@ -322,6 +346,8 @@ void Communicator::AllGatherV(const DLTensor& send, const DLTensor& recv,
                     " elements, expected recv_counts[" + std::to_string(rank_) +
                     "] = " + std::to_string(recv_counts[static_cast<size_t>(rank_)]));
   }
+  const internal::TraceScope trace(Collective::kAllGatherV, handle(), send.dtype, send_count,
+                                   recv_count, world_size_, rank_);
   backend_->Check(
       plugin_->all_gather_v(DataPointer(send), send_count, DataPointer(recv), recv_counts.data(),
                             recv_displacements.data(), send.dtype, handle(), stream.handle()),
@@ -343,6 +369,8 @@ void Communicator::ReduceScatterV(const DLTensor& send, std::span<const size_t> 
                     " elements, expected send_counts[" + std::to_string(rank_) +
                     "] = " + std::to_string(send_counts[static_cast<size_t>(rank_)]));
   }
+  const internal::TraceScope trace(Collective::kReduceScatterV, handle(), send.dtype, recv_count,
+                                   send_count, world_size_, rank_);
   backend_->Check(
       plugin_->reduce_scatter_v(DataPointer(send), send_counts.data(), send_displacements.data(),
                                 DataPointer(recv), recv_count, send.dtype, ToPlugin(op), handle(),
@@ -359,6 +387,8 @@ void Communicator::Gather(const DLTensor& send, const DLTensor& recv, int root,
   if (rank_ == root) {
     internal::CheckPair(check, send, recv, Collective::kGather);
   }
+  const internal::TraceScope trace(Collective::kGather, handle(), send.dtype, count,
+                                   count * Blocks(world_size_), world_size_, rank_);
   backend_->Check(plugin_->gather(DataPointer(send), rank_ == root ? DataPointer(recv) : nullptr,
                                   count, send.dtype, root, handle(), stream.handle()),
                   "gather");
@@ -373,6 +403,8 @@ void Communicator::Scatter(const DLTensor& send, const DLTensor& recv, int root,
   if (rank_ == root) {
     internal::CheckPair(check, send, recv, Collective::kScatter);
   }
+  const internal::TraceScope trace(Collective::kScatter, handle(), recv.dtype, count,
+                                   count * Blocks(world_size_), world_size_, rank_);
   backend_->Check(plugin_->scatter(rank_ == root ? DataPointer(send) : nullptr, DataPointer(recv),
                                    count, recv.dtype, root, handle(), stream.handle()),
                   "scatter");

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "infini/ccl/dtype.h"
+#include "infini/ccl/trace.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/process_group.h"
 #include "reducer_layout.h"
@@ -58,8 +59,19 @@ struct GradientReducer::State {
       const size_t bucket = next_bucket_to_issue++;
       if (layout.buckets[bucket].count == 0) continue;  // only empty gradients
       const DLTensor& view = bucket_views[bucket];
+      const int64_t trace_begin = ccl::trace::Enabled() ? ccl::trace::NowNs() : 0;
       works[bucket] = group->AllReduceAsync(view, view, op, compute_stream);
+      if (trace_begin != 0)
+        TraceBucket(ccl::trace::Category::kBucket, "bucket", bucket, trace_begin);
     }
+  }
+  // A bucket's span in the trace (its index as the number).
+  void TraceBucket(ccl::trace::Category category, const char* name, size_t bucket,
+                   int64_t begin_ns) const {
+    const auto& place = layout.buckets[bucket];
+    const uint64_t bytes = place.count * ccl::ElementBytes(layout.storages[place.storage].dtype);
+    ccl::trace::RecordSpan(group->GlobalRankOf(group->rank()), category, name, group->name(),
+                           static_cast<int64_t>(bucket), bytes, begin_ns, ccl::trace::NowNs());
   }
   // The first gradient of `bucket` (in order) not yet marked this step.
   size_t FirstUnmarked(size_t bucket) const {
@@ -72,7 +84,10 @@ struct GradientReducer::State {
   // bucket not issued is the caller's mistake only while synchronizing.
   void WaitForBucket(size_t bucket, const ccl::Stream& compute_stream, const char* call) const {
     if (const auto& work = works[bucket]) {
+      const int64_t trace_begin = ccl::trace::Enabled() ? ccl::trace::NowNs() : 0;
       work->WaitOnStream(compute_stream);
+      if (trace_begin != 0)
+        TraceBucket(ccl::trace::Category::kWait, "bucket_wait", bucket, trace_begin);
       if (auto error = work->error()) std::rethrow_exception(error);
       return;
     }

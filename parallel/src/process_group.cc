@@ -1,5 +1,10 @@
 #include "infini/parallel/process_group.h"
 
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <set>
 #include <string_view>
 #include <type_traits>
 
@@ -7,6 +12,9 @@
 #include "group_state.h"
 #include "infini/ccl/collectives.h"
 #include "infini/ccl/dtype.h"
+#include "infini/ccl/trace.h"
+#include "infini/common/launch_env.h"
+#include "infini/common/trace_format.h"
 #include "infini/parallel/errors.h"
 #include "infini/rendezvous/store.h"
 #include "watchdog.h"
@@ -102,6 +110,9 @@ std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payl
         CompareSignatures(group, signature(op));
       }
     }
+    const bool traced = ccl::trace::Enabled();
+    const int64_t trace_begin = traced ? ccl::trace::NowNs() : 0;
+    if (traced) ccl::trace::LabelCommunicator(group.comm, group.name, work->global_rank);
     group.ready_event->Record(compute_stream);
     group.comm_stream->WaitEvent(*group.ready_event);
     work->Started();
@@ -109,6 +120,11 @@ std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payl
     ccl::Event end = group.events->Take();
     end.Record(*group.comm_stream);
     work->Enqueued(std::move(end), group.events);
+    if (traced) {
+      ccl::trace::RecordSpan(work->global_rank, ccl::trace::Category::kGroup, op.data(), group.name,
+                             static_cast<int64_t>(work->sequence), payload.bytes, trace_begin,
+                             ccl::trace::NowNs());
+    }
   } catch (const ccl::Error& error) {
     ccl::Error described(error.code(), work->Describe() + ": " + error.what());
     work->Failed(std::make_exception_ptr(described));
@@ -130,10 +146,61 @@ std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payl
   return std::make_shared<Work>(work);
 }
 
+constexpr int kRounds = 5;
+// The launcher answers at once; a slower answer means there is none.
+constexpr std::chrono::milliseconds kAnswerTimeout{500};
+
+// The trace's clock offset of a rank to the store's host (docs/tracing.md,
+// "Clocks"), NTP's way: questions over the store that infini_run's node-0
+// launcher answers with its clock; the quickest round trip's answer against
+// its midpoint is the offset. Once per global rank; without the launcher's
+// store, or without an answer, "not measured". Never throws.
+void EstimateTraceClockOnce(rendezvous::Store& store, int global_rank) {
+  if (!ccl::trace::Enabled()) return;
+  static std::mutex mutex;
+  static std::set<int> estimated;
+  {
+    std::lock_guard lock(mutex);
+    if (!estimated.insert(global_rank).second) return;
+  }
+  // Only infini_run's store has someone answering.
+  if (std::getenv(env::kStoreAddr) == nullptr) {
+    ccl::trace::RecordClockOffset(global_rank, 0, -1, 0);
+    return;
+  }
+  int64_t best_rtt = -1;
+  int64_t best_offset = 0;
+  int rounds = 0;
+  try {
+    for (; rounds < kRounds; ++rounds) {
+      const int64_t number = store.Add(trace_format::kClockTicketKey, 1);
+      const std::string answer_key = trace_format::ClockAnswerKey(number);
+      const int64_t sent = ccl::trace::NowNs();
+      store.Set(trace_format::ClockAskKey(number), "");
+      store.Wait({answer_key}, kAnswerTimeout);
+      const std::string answer = store.Get(answer_key);
+      const int64_t received = ccl::trace::NowNs();
+      const int64_t host_clock = std::strtoll(answer.c_str(), nullptr, 10);
+      if (best_rtt < 0 || received - sent < best_rtt) {
+        best_rtt = received - sent;
+        best_offset = host_clock - (sent + (received - sent) / 2);
+      }
+      store.DeleteKey(answer_key);
+    }
+  } catch (const std::exception&) {
+    // No answer (a store without the launcher's answerer) or a store error:
+    // what was measured stands, else "not measured".
+  }
+  ccl::trace::RecordClockOffset(global_rank, best_offset, best_rtt, rounds);
+}
+
 }  // namespace
 
-ProcessGroup::ProcessGroup(std::unique_ptr<internal::GroupState> state)
-    : state_(std::move(state)) {}
+ProcessGroup::ProcessGroup(std::unique_ptr<internal::GroupState> state) : state_(std::move(state)) {
+  if (ccl::trace::Enabled() && state_->environment.store != nullptr) {
+    EstimateTraceClockOnce(*state_->environment.store, state_->environment.rank.global_rank());
+  }
+}
 
 ProcessGroup::~ProcessGroup() = default;
 
@@ -257,28 +324,45 @@ std::shared_ptr<Work> ProcessGroup::BarrierAsync() {
       [&](const ccl::Stream& stream) { state_->comm.Barrier(stream); });
 }
 
+namespace {
+
+// A blocking call's wait, as a span of its own while tracing.
+void WaitTraced(const internal::GroupState& group, const Work& work) {
+  if (!ccl::trace::Enabled()) return work.Wait();
+  const int64_t begin = ccl::trace::NowNs();
+  work.Wait();
+  ccl::trace::RecordSpan(group.environment.rank.global_rank(), ccl::trace::Category::kWait, "wait",
+                         group.name, -1, 0, begin, ccl::trace::NowNs());
+}
+
+}  // namespace
+
 void ProcessGroup::AllReduce(const DLTensor& send, const DLTensor& recv, ccl::ReduceOp op) {
-  AllReduceAsync(send, recv, op)->Wait();
+  WaitTraced(*state_, *AllReduceAsync(send, recv, op));
 }
 void ProcessGroup::Broadcast(const DLTensor& send, const DLTensor& recv, int root) {
-  BroadcastAsync(send, recv, root)->Wait();
+  WaitTraced(*state_, *BroadcastAsync(send, recv, root));
 }
 void ProcessGroup::Reduce(const DLTensor& send, const DLTensor& recv, ccl::ReduceOp op, int root) {
-  ReduceAsync(send, recv, op, root)->Wait();
+  WaitTraced(*state_, *ReduceAsync(send, recv, op, root));
 }
 void ProcessGroup::AllGather(const DLTensor& send, const DLTensor& recv) {
-  AllGatherAsync(send, recv)->Wait();
+  WaitTraced(*state_, *AllGatherAsync(send, recv));
 }
 void ProcessGroup::ReduceScatter(const DLTensor& send, const DLTensor& recv, ccl::ReduceOp op) {
-  ReduceScatterAsync(send, recv, op)->Wait();
+  WaitTraced(*state_, *ReduceScatterAsync(send, recv, op));
 }
-void ProcessGroup::Send(const DLTensor& send, int peer) { SendAsync(send, peer)->Wait(); }
-void ProcessGroup::Recv(const DLTensor& recv, int peer) { RecvAsync(recv, peer)->Wait(); }
+void ProcessGroup::Send(const DLTensor& send, int peer) {
+  WaitTraced(*state_, *SendAsync(send, peer));
+}
+void ProcessGroup::Recv(const DLTensor& recv, int peer) {
+  WaitTraced(*state_, *RecvAsync(recv, peer));
+}
 void ProcessGroup::SendRecv(const DLTensor& send, int send_peer, const DLTensor& recv,
                             int recv_peer) {
-  SendRecvAsync(send, send_peer, recv, recv_peer)->Wait();
+  WaitTraced(*state_, *SendRecvAsync(send, send_peer, recv, recv_peer));
 }
-void ProcessGroup::Barrier() { BarrierAsync()->Wait(); }
+void ProcessGroup::Barrier() { WaitTraced(*state_, *BarrierAsync()); }
 
 void ProcessGroup::Abort() { state_->AbortOnce(); }
 
