@@ -16,7 +16,11 @@
 //                    numbers them from WORLD_SIZE-at-start + (result - ranks)
 //   join/count       the number of join notices so far
 //   join/<n>         notice n: "ranks=3,4 at_ms=... how=<node, host>"
-// and its ranks start with INFINI_JOINING=<n> (common/launch_env.h). The
+// and its ranks start with INFINI_JOINING=<n> (common/launch_env.h) and
+// the variables of a node numbered after every other: WORLD_SIZE (and the
+// process world size) = WORLD_SIZE-at-start + join/next_rank, NNODES = that
+// / ranks per node, RANK = its launch rank, GROUP_RANK (and the node rank)
+// = RANK / ranks per node, so that parallel/'s block numbering holds. The
 // survivors admit joiners at a step boundary (parallel's
 // Context::AdmitJoiners); their new global rank 0 then writes, for each
 // notice it admitted,
