@@ -350,6 +350,13 @@ void ParseOutput(const FlagValues& flag, LaunchOptions* options) {
   options->redirects = ParseStreamSelection("redirects", flag["redirects"]);
   options->tee = ParseStreamSelection("tee", flag["tee"]);
   options->log_dir = flag["log_dir"];
+  options->trace_dir = flag["trace_dir"];
+  options->comm_summary = flag.Bool("comm_summary");
+  if (options->comm_summary && options->trace_dir.empty()) {
+    throw UsageError(
+        "--comm_summary: expected --trace_dir=DIR too (the summary is read from the ranks' "
+        "traces)");
+  }
   if (!flag["local_ranks_filter"].empty()) {
     for (const std::string& entry : SplitList(flag["local_ranks_filter"], ',')) {
       options->local_ranks_filter.push_back(ParseIntFlag(

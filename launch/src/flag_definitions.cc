@@ -83,6 +83,14 @@ constexpr FlagDefinition kFlags[] = {
     {"local_ranks_filter", false, "",
      "Show only these local ranks' output on the console (log files get "
      "everything). Example: --local_ranks_filter=0,3"},
+    {"trace_dir", false, "",
+     "Record every rank's communication into TRACE_DIR/rank<R>.jsonl and per-op metrics "
+     "(INFINI_CCL_TRACE_DIR for the ranks); node 0 merges them into TRACE_DIR/trace.json "
+     "at the end (docs/tracing.md). Example: --trace_dir=/tmp/trace"},
+    {"comm_summary", true, "false",
+     "With --trace_dir: print one table at the end of the run: per op kind calls, bytes, "
+     "time and busbw, and which rank arrived last at the collectives. Example: "
+     "--comm_summary"},
     {"dry_run", true, "false",
      "Print each rank's command and infini_run's environment variables, start "
      "nothing. Example: --dry_run"},

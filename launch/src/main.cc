@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "infini/common/trace_format.h"
 #include "infini/launch/child_env.h"
 #include "infini/launch/console.h"
 #include "infini/launch/failure_summary.h"
@@ -20,6 +21,7 @@
 #include "infini/launch/options.h"
 #include "infini/launch/signal_watcher.h"
 #include "infini/launch/supervisor.h"
+#include "infini/launch/trace_merge.h"
 #include "infini/rendezvous/store.h"
 
 extern char** environ;
@@ -194,6 +196,12 @@ class Launcher {
   // Ends the rendezvous (flushing what other nodes must read), bounded.
   void Finish() { node_.reset(); }
 
+  // Node 0 merges the trace (a shared --trace_dir holds every node's ranks).
+  void FinishTrace() const {
+    if (options_.trace_dir.empty() || !node_ || node_->node_rank() != 0) return;
+    FinishTraceOfRun(getenv(trace_format::kTraceDirVariable), options_.comm_summary);
+  }
+
  private:
   // Restarts after a failure are counted; an elastic run's membership
   // changes are not (torchrun's).
@@ -281,7 +289,15 @@ class Launcher {
   std::optional<int> RunOneAttempt(int attempt) {
     WorldContext world = MakeWorld(options_, PlacementOf(*node_), attempt);
     std::vector<RankSpec> specs = MakeRankSpecs(options_, world, logs_.get(), attempt);
+    // Node 0's launcher hosts the store: its clock is the trace's reference.
+    std::unique_ptr<ClockAnswerer> clock_answerer;
+    if (!options_.trace_dir.empty() && node_->node_rank() == 0) {
+      clock_answerer = std::make_unique<ClockAnswerer>(
+          node_->store_addr(), node_->store_port(), options_.run_token,
+          options_.run_id + "/" + std::to_string(attempt));
+    }
     AttemptResult result = RunAttempt(specs, MakeSupervisorOptions(attempt));
+    clock_answerer.reset();
     SummaryContext context{
         options_.run_id, node_->node_rank(),    HostName(),
         attempt,         options_.max_restarts, logs_ ? logs_->AttemptPath(attempt) : ""};
@@ -392,6 +408,7 @@ int RunLauncher(const LaunchOptions& options) {
   try {
     launcher = std::make_unique<Launcher>(options);
     int status = launcher->Run();
+    launcher->FinishTrace();
     launcher->Finish();
     return status;
   } catch (const Interrupted& interrupted) {
@@ -420,6 +437,7 @@ int Main(int argc, char** argv) {
     }
     ResolveLaunchOptions(&options);
     if (options.dry_run) return PrintDryRun(options);
+    PrepareTraceFolder(options.trace_dir);
   } catch (const UsageError& error) {
     Say(std::string("error: ") + error.what());
     return kUsageExitCode;

@@ -105,6 +105,8 @@ struct LaunchOptions {
   StreamSelection redirects;
   StreamSelection tee;
   std::vector<int> local_ranks_filter;  // empty: every local rank on the console
+  std::string trace_dir;                // --trace_dir: empty, no trace (docs/tracing.md)
+  bool comm_summary = false;            // --comm_summary: the table at the end (needs trace_dir)
   bool dry_run = false;
   // The program and its arguments; program_argv[0] as the user wrote it
   // (resolved: python3 -u [-m] put before a Python program), program_path
