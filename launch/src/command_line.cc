@@ -192,6 +192,8 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
       value = body.substr(equals + 1);
     } else if (flag != nullptr && flag->is_bool) {
       value = "true";
+    } else if (flag != nullptr && name == "dump_stacks") {
+      value = "";  // its value is optional: --dump_stacks[=RUN_ID]
     } else if (flag != nullptr) {
       if (index + 1 >= argc) throw UsageError(flags::MissingValueMessage("infini_run", name));
       value = argv[++index];
@@ -461,6 +463,22 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
   FlagValues flag;
   for (const auto& [name, value] : split.flag_values) flag.Set(name, value);
   options->program_argv = split.program_argv;
+  for (const auto& [name, value] : split.flag_values) {
+    if (name != "dump_stacks") continue;
+    options->dump_stacks = true;
+    options->dump_stacks_run_id = value;
+  }
+  if (options->dump_stacks) {
+    if (!options->dump_stacks_run_id.empty() && !IsSafeRunId(options->dump_stacks_run_id)) {
+      throw UsageError(Quoted("dump_stacks", options->dump_stacks_run_id) +
+                       ": expected a run id of 1-128 characters of [A-Za-z0-9._-]");
+    }
+    if (!options->program_argv.empty()) {
+      throw UsageError("--dump_stacks asks a live run for its stacks: expected no program, got '" +
+                       OneLine(options->program_argv[0]) + "'");
+    }
+    return true;
+  }
 
   // nnodes: N, or torchrun's MIN:MAX (elastic when MIN < MAX).
   const std::string& nnodes = flag["nnodes"];

@@ -26,17 +26,12 @@ constexpr const char* kBehindMarker = "infini_ccl flight recorder: behind: proce
 std::optional<StuckFinding> FindStuckRank(const AttemptResult& result) {
   for (const RankExit& rank : result.ranks) {
     for (const std::string& line : rank.tail) {
-      const size_t at = line.find(kBehindMarker);
-      if (at == std::string::npos) continue;
-      const std::string rest = line.substr(at + std::string(kBehindMarker).size());
-      size_t digits = 0;
-      while (digits < rest.size() && digits < 9 && rest[digits] >= '0' && rest[digits] <= '9') {
-        ++digits;
-      }
-      if (digits == 0) continue;
+      const int process_rank = StuckProcessRankInLine(line);
+      if (process_rank < 0) continue;
       StuckFinding finding;
-      finding.process_rank = std::stoi(rest.substr(0, digits));
-      finding.finding = "process rank " + rest;
+      finding.process_rank = process_rank;
+      finding.finding = "process rank " +
+                        line.substr(line.find(kBehindMarker) + std::string(kBehindMarker).size());
       finding.reported_by = rank.global_rank;
       return finding;
     }
@@ -59,6 +54,40 @@ void WriteLosses(const AttemptResult& result, const std::string& lead, std::ostr
 }
 
 }  // namespace
+
+int StuckProcessRankInLine(const std::string& line) {
+  const size_t at = line.find(kBehindMarker);
+  if (at == std::string::npos) return -1;
+  const std::string rest = line.substr(at + std::string(kBehindMarker).size());
+  size_t digits = 0;
+  while (digits < rest.size() && digits < 9 && rest[digits] >= '0' && rest[digits] <= '9') {
+    ++digits;
+  }
+  return digits == 0 ? -1 : std::stoi(rest.substr(0, digits));
+}
+
+std::string FormatRankStacks(const RankStacks& stacks, const std::string& lead,
+                             const std::string& when, bool whole) {
+  std::ostringstream text;
+  const std::string name = "rank " + std::to_string(stacks.global_rank) + " (local rank " +
+                           std::to_string(stacks.local_rank) + ", pid " +
+                           std::to_string(stacks.pid) + ")";
+  if (!stacks.capture.captured) {
+    text << lead << "stacks of " << name << " not read: " << stacks.capture.failure << "\n";
+    return text.str();
+  }
+  char took[32];
+  std::snprintf(took, sizeof(took), "%.2f", static_cast<double>(stacks.capture.took.count()) / 1e3);
+  text << lead << "stacks of " << name << ", read in " << took << " s " << when;
+  if (!stacks.log_file.empty()) text << " (whole stacks: " << stacks.log_file << ")";
+  if (!stacks.log_error.empty()) text << " (" << stacks.log_error << ")";
+  text << ":\n";
+  std::istringstream lines(whole ? stacks.capture.whole : stacks.capture.trimmed);
+  for (std::string line; std::getline(lines, line);) {
+    if (whole || !line.empty()) text << lead << "  " << line << "\n";
+  }
+  return text.str();
+}
 
 std::string FormatLossSummary(const AttemptResult& result, const SummaryContext& context) {
   if (result.lost.empty()) return "";
@@ -89,6 +118,9 @@ std::string FormatFailureSummary(const AttemptResult& result, const SummaryConte
                                    (here->stopped_by_launcher ? " (stopped by infini_run)" : "")
                              : "rank " + std::to_string(stuck->process_rank) + " (another node)")
          << "; flight recorder of rank " << stuck->reported_by << ": " << stuck->finding << "\n";
+  }
+  for (const RankStacks& stacks : result.stuck_stacks) {
+    text << FormatRankStacks(stacks, lead, "before infini_run stopped it", false);
   }
   WriteLosses(result, lead, text);
   if (result.outcome == AttemptOutcome::kRankFailed) {

@@ -91,6 +91,11 @@ constexpr FlagDefinition kFlags[] = {
      "With --trace_dir: print one table at the end of the run: per op kind calls, bytes, "
      "time and busbw, and which rank arrived last at the collectives. Example: "
      "--comm_summary"},
+    {"dump_stacks", false, "",
+     "Instead of starting a run: ask the launcher of a live run on this machine (the one "
+     "run of this user, or RUN_ID) to print every rank's stacks (gdb, symbolized) on its "
+     "stderr and in LOG_DIR's rank_N/stacks.log; the run goes on. The same as "
+     "'kill -USR2 <launcher pid>'. Example: --dump_stacks or --dump_stacks=job42"},
     {"dry_run", true, "false",
      "Print each rank's command and infini_run's environment variables, start "
      "nothing. Example: --dry_run"},

@@ -14,6 +14,7 @@
 #include "infini/launch/console.h"
 #include "infini/launch/failure_summary.h"
 #include "infini/launch/file_limit.h"
+#include "infini/launch/live_stacks.h"
 #include "infini/launch/log_files.h"
 #include "infini/launch/loss_publisher.h"
 #include "infini/launch/net_util.h"
@@ -98,6 +99,7 @@ std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldCon
       RankLogFiles files = logs->CreateRankFiles(attempt, spec.global_rank);
       spec.output.stdout_log_fd = files.stdout_fd;
       spec.output.stderr_log_fd = files.stderr_fd;
+      spec.log_folder = logs->AttemptPath(attempt) + "/rank_" + std::to_string(spec.global_rank);
     }
     specs.push_back(std::move(spec));
   }
@@ -434,6 +436,14 @@ int Main(int argc, char** argv) {
     if (!ParseLaunchCommandLine(argc, argv, &options)) {
       fputs(LaunchUsage().c_str(), stdout);
       return 0;
+    }
+    if (options.dump_stacks) {
+      try {
+        return RequestStacksOfLiveRuns(options.dump_stacks_run_id);
+      } catch (const LaunchError& error) {
+        Say(std::string("error: ") + OneLine(error.what()));
+        return kLauncherErrorExitCode;  // no such run: not a mistake in the command line
+      }
     }
     ResolveLaunchOptions(&options);
     if (options.dry_run) return PrintDryRun(options);

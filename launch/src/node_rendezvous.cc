@@ -42,7 +42,7 @@ void SleepUnlessSignalled(milliseconds duration) {
   pollfd entry{SignalWatcher::fd(), POLLIN, 0};
   if (poll(&entry, 1, static_cast<int>(duration.count())) > 0) {
     for (int signal_number : SignalWatcher::TakeSignals()) {
-      if (signal_number != SIGCHLD) throw Interrupted(signal_number);
+      if (SignalWatcher::StopsTheLauncher(signal_number)) throw Interrupted(signal_number);
     }
   }
 }

@@ -87,6 +87,7 @@ void RankOutput::EmitLine(Stream stream, const std::string& line) {
     tail_.push_back(prefix_ + line);
     if (tail_.size() > options_.tail_lines) tail_.pop_front();
   }
+  if (options_.on_line) options_.on_line(line);
 }
 
 }  // namespace infini::launch

@@ -55,7 +55,7 @@ void WriteMessage(int fd, Message message) {
   }
 }
 
-[[noreturn]] void ExecRank(const RankLaunch& rank, pid_t watcher) {
+[[noreturn]] void ExecRank(const RankLaunch& rank, pid_t watcher, pid_t launcher) {
   // No handler of the launcher's may run here (SignalWatcher::ResetInChild
   // empties the mask again).
   sigset_t all;
@@ -65,6 +65,9 @@ void WriteMessage(int fd, Message message) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The watcher may have died before prctl took effect.
   if (getppid() != watcher) _exit(128 + SIGKILL);
+  // Yama's ptrace_scope=1: the debugger the launcher starts may read this
+  // rank's stacks (stack_dump.h); without Yama this fails, harmlessly.
+  prctl(PR_SET_PTRACER, launcher, 0, 0, 0);
   for (int signal_number = 1; signal_number < NSIG; ++signal_number) {
     if (signal_number != SIGKILL && signal_number != SIGSTOP) {
       sigaction(signal_number, &g_launcher_actions[signal_number], nullptr);
@@ -211,7 +214,7 @@ void KillTheRun(const Plan& plan, pid_t self) {
 
   for (size_t i = 0; i < plan.count; ++i) {
     const pid_t pid = fork();
-    if (pid == 0) ExecRank(plan.ranks[i], self);
+    if (pid == 0) ExecRank(plan.ranks[i], self, plan.launcher);
     const int fork_error = errno;
     // Also here, so the group exists before the launcher may signal it.
     if (pid > 0) setpgid(pid, pid);

@@ -12,7 +12,7 @@ namespace infini::launch {
 namespace {
 
 int g_pipe[2] = {-1, -1};
-constexpr int kWatchedSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+constexpr int kWatchedSignals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR2};
 
 void OnSignal(int signal_number) {
   int saved_errno = errno;
@@ -59,6 +59,10 @@ void SignalWatcher::ResetInChild() {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+}
+
+bool SignalWatcher::StopsTheLauncher(int signal_number) {
+  return signal_number == SIGINT || signal_number == SIGTERM || signal_number == SIGHUP;
 }
 
 const char* SignalName(int signal_number, char (&buffer)[32]) {

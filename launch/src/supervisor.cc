@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "infini/launch/console.h"
+#include "infini/launch/failure_summary.h"
 #include "infini/launch/file_limit.h"
 #include "infini/launch/options.h"
 #include "infini/launch/pid_namespace.h"
@@ -40,7 +41,8 @@ struct Child {
   int exec_error_fd = -1;
   std::optional<std::chrono::steady_clock::time_point> stopped_since;
   int stop_signal = 0;
-  bool lost = false;  // --on_failure=shrink: published as lost, the others went on
+  bool lost = false;         // --on_failure=shrink: published as lost, the others went on
+  bool stacks_read = false;  // as the stuck rank (ReadReportedStacks)
   RankExit exit;
 };
 
@@ -118,6 +120,10 @@ void ForkAndExec(Child* child, Prepared* prepared, pid_t launcher_pid, bool in_n
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     // The launcher may have died before prctl took effect.
     if (getppid() != (in_namespace ? 0 : launcher_pid)) _exit(128 + SIGKILL);
+    // Yama's ptrace_scope=1: the launcher's debugger may read the stacks
+    // (stack_dump.h). In a namespace the launcher has no pid here; it is
+    // root there, which Yama's scope 1 lets attach anyway.
+    if (!in_namespace) prctl(PR_SET_PTRACER, launcher_pid, 0, 0, 0);
     if (in_namespace) MountProcForNamespace();
     dup2(out_write, STDOUT_FILENO);
     dup2(err_write, STDERR_FILENO);
@@ -162,7 +168,14 @@ class AttemptSupervisor {
       children_[i].spec = &ranks[i];
       children_[i].exit.local_rank = ranks[i].local_rank;
       children_[i].exit.global_rank = ranks[i].global_rank;
-      children_[i].output = std::make_unique<RankOutput>(ranks[i].output);
+      RankOutputOptions output = ranks[i].output;
+      if (options_.capture_stuck_stacks) {
+        output.on_line = [this](const std::string& line) {
+          const int process_rank = StuckProcessRankInLine(line);
+          if (process_rank >= 0) stuck_reported_.push_back(process_rank);
+        };
+      }
+      children_[i].output = std::make_unique<RankOutput>(output);
     }
   }
 
@@ -359,9 +372,64 @@ class AttemptSupervisor {
     }
   }
 
+  RankStacks ReadStacks(const Child& child, const std::string& header) {
+    RankStacks stacks;
+    stacks.local_rank = child.spec->local_rank;
+    stacks.global_rank = child.spec->global_rank;
+    stacks.pid = child.pid;
+    stacks.capture = CaptureStacks(child.pid, options_.stacks);
+    if (!child.spec->log_folder.empty() && !stacks.capture.whole.empty()) {
+      stacks.log_file = AppendStacksToLog(child.spec->log_folder, header, stacks.capture.whole,
+                                          &stacks.log_error);
+    }
+    return stacks;
+  }
+
+  // A flight recorder named a process of this node as the one a hang waits
+  // on: its stacks are read now, while it still runs (the reporter's exit
+  // is what stops the run). Once per rank; another node's rank is read by
+  // that node's launcher.
+  void ReadReportedStacks() {
+    std::vector<int> reported;
+    reported.swap(stuck_reported_);
+    for (int process_rank : reported) {
+      for (Child& child : children_) {
+        if (child.spec->global_rank != process_rank || !child.running || child.stacks_read) {
+          continue;
+        }
+        child.stacks_read = true;
+        result_.stuck_stacks.push_back(
+            ReadStacks(child, "==== stacks of the stuck rank " + std::to_string(process_rank) +
+                                  ", read before infini_run stopped it ===="));
+      }
+    }
+  }
+
+  // SIGUSR2 (infini_run --dump_stacks): every running rank's stacks to the
+  // console's stderr, trimmed when the whole ones went to a log file; the
+  // run goes on.
+  void PrintEveryRanksStacks() {
+    for (const Child& child : children_) {
+      if (!child.running) continue;
+      const RankStacks stacks =
+          ReadStacks(child, "==== stacks of rank " + std::to_string(child.spec->global_rank) +
+                                ", asked for by SIGUSR2 (infini_run --dump_stacks) ====");
+      const std::string text =
+          FormatRankStacks(stacks, "infini_run: ", "on SIGUSR2", stacks.log_file.empty());
+      for (size_t start = 0, end; start < text.size(); start = end + 1) {
+        end = text.find('\n', start);
+        Console::Get().WriteLine(Console::kStderr, text.substr(start, end - start + 1));
+      }
+    }
+  }
+
   void HandleSignals() {
     for (int signal_number : SignalWatcher::TakeSignals()) {
       if (signal_number == SIGCHLD) continue;
+      if (signal_number == SIGUSR2) {
+        if (!stopping_) PrintEveryRanksStacks();
+        continue;
+      }
       if (!stopping_) {
         result_.launcher_signal = signal_number;
         BeginStop(AttemptOutcome::kSignalled);
@@ -431,6 +499,7 @@ class AttemptSupervisor {
         if (!child->output->Drain(which, child->pipe_fd[stream]))
           ClosePipe(&child->pipe_fd[stream]);
       }
+      if (!stuck_reported_.empty()) ReadReportedStacks();
       if (ready > 0 && (fds[0].revents & POLLIN)) HandleSignals();
       if (ready > 0 && status_fd >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) Reap();
       now = Clock::now();
@@ -461,7 +530,8 @@ class AttemptSupervisor {
   std::vector<Child> children_;
   AttemptResult result_;
   int first_failure_index_ = -1;
-  std::vector<int> lost_indexes_;  // children lost under shrink, in order
+  std::vector<int> lost_indexes_;    // children lost under shrink, in order
+  std::vector<int> stuck_reported_;  // process ranks named behind, not read yet
   bool stopping_ = false;
   bool killed_ = false;
   Clock::time_point kill_deadline_;

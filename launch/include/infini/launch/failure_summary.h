@@ -16,6 +16,17 @@ struct SummaryContext {
   std::string log_dir_of_attempt;  // empty: no logs
 };
 
+// parallel/'s flight recorder names the rank a hang waits on with a line
+// "infini_ccl flight recorder: behind: process rank N ..." (docs/parallel.md):
+// N, or -1 when `line` is not one.
+int StuckProcessRankInLine(const std::string& line);
+
+// "stacks of rank 1 (local rank 1, pid 42), read in 0.41 s WHEN (whole
+// stacks: FILE):" and the trimmed stacks, or the whole ones when `whole`;
+// or one line saying why they were not read. Each line starts with `lead`.
+std::string FormatRankStacks(const RankStacks& stacks, const std::string& lead,
+                             const std::string& when, bool whole);
+
 std::string FormatFailureSummary(const AttemptResult& result, const SummaryContext& context);
 
 // --on_failure=shrink, a run that went on: who was lost and when; empty when

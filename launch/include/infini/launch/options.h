@@ -108,6 +108,10 @@ struct LaunchOptions {
   std::string trace_dir;                // --trace_dir: empty, no trace (docs/tracing.md)
   bool comm_summary = false;            // --comm_summary: the table at the end (needs trace_dir)
   bool dry_run = false;
+  // --dump_stacks[=RUN_ID]: start nothing; ask a live run's launcher for its
+  // ranks' stacks (live_stacks.h). An empty id: the one run here.
+  bool dump_stacks = false;
+  std::string dump_stacks_run_id;
   // The program and its arguments; program_argv[0] as the user wrote it
   // (resolved: python3 -u [-m] put before a Python program), program_path
   // the executable found (resolved: PATH lookup, X_OK checked).

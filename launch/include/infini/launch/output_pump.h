@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <string>
 
 namespace infini::launch {
@@ -17,6 +18,8 @@ struct RankOutputOptions {
   int stdout_log_fd = -1;
   int stderr_log_fd = -1;
   size_t tail_lines = 10;
+  // Called with each whole line (no prefix) as it is copied; may be empty.
+  std::function<void(const std::string&)> on_line;
 };
 
 class RankOutput {

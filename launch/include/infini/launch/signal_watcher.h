@@ -1,5 +1,5 @@
-// Turns SIGCHLD, SIGINT, SIGTERM and SIGHUP into bytes on a pipe (the
-// self-pipe trick), so the supervisor's poll loop sees them.
+// Turns SIGCHLD, SIGINT, SIGTERM, SIGHUP and SIGUSR2 into bytes on a pipe
+// (the self-pipe trick), so the supervisor's poll loop sees them.
 #pragma once
 
 #include <vector>
@@ -16,6 +16,9 @@ class SignalWatcher {
   static std::vector<int> TakeSignals();
   // Restores default dispositions; called in a child between fork and exec.
   static void ResetInChild();
+  // SIGINT, SIGTERM, SIGHUP: the launcher stops. Others are requests
+  // (SIGUSR2: print every rank's stacks) or SIGCHLD.
+  static bool StopsTheLauncher(int signal_number);
 };
 
 // "SIGTERM" for 15, "signal 77" for unknown numbers.

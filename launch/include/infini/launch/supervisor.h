@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "infini/launch/output_pump.h"
+#include "infini/launch/stack_dump.h"
 
 namespace infini::launch {
 
@@ -24,6 +25,9 @@ struct RankSpec {
   std::vector<std::string> argv;
   std::vector<std::string> environment;  // "NAME=value"
   RankOutputOptions output;
+  // The rank's log folder (stdout.log, stderr.log; stacks.log is written
+  // there); empty without --log_dir.
+  std::string log_folder;
 };
 
 // How one rank ended.
@@ -45,6 +49,16 @@ struct RankExit {
   int ExitStatus() const;
   // "exit code 3", "signal SIGSEGV", "exec failed: ...".
   std::string Describe() const;
+};
+
+// The stacks of one rank, read while it ran (stack_dump.h).
+struct RankStacks {
+  int local_rank = 0;
+  int global_rank = 0;
+  pid_t pid = -1;
+  StackCapture capture;
+  std::string log_file;   // where the whole stacks went; empty: nowhere
+  std::string log_error;  // why they could not be written there
 };
 
 enum class AttemptOutcome {
@@ -69,6 +83,8 @@ struct AttemptResult {
   RankExit first_failure;
   std::vector<RankExit> ranks;  // by local rank
   std::vector<RankLoss> lost;   // in the order they were lost (shrink only)
+  // The stuck ranks' stacks, read before the stop (capture_stuck_stacks).
+  std::vector<RankStacks> stuck_stacks;
   std::chrono::steady_clock::time_point all_started;
 };
 
@@ -97,6 +113,11 @@ struct SupervisorOptions {
   // Fork the ranks into a new PID namespace when the kernel permits; else
   // (or when false) through a RankWatcher.
   bool use_pid_namespace = true;
+  // When a rank's flight recorder names a process of this node as the one
+  // behind (failure_summary.h), read that process's stacks before anything
+  // stops it; and on SIGUSR2, print every rank's stacks and go on.
+  bool capture_stuck_stacks = true;
+  StackCaptureOptions stacks = StackCaptureOptions::FromEnvironment();
 };
 
 // Runs the ranks of one attempt to the end. Every child is in its own process
