@@ -52,6 +52,9 @@ EnvironmentVariables LauncherVariables(const WorldContext& world, int local_rank
   }
   if (!world.run_token.empty()) variables.emplace_back(env::kRunToken, world.run_token);
   if (world.shrink_on_failure) variables.emplace_back(env::kOnFailure, env::kOnFailureShrink);
+  if (world.join_notice > 0) {
+    variables.emplace_back(env::kJoining, std::to_string(world.join_notice));
+  }
   if (!world.visibility_variable.empty()) {
     const size_t index = static_cast<size_t>(local_rank);
     variables.emplace_back(world.visibility_variable, index < world.visible_devices.size()

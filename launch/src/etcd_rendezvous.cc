@@ -246,6 +246,10 @@ class EtcdRendezvous final : public RendezvousHandler {
         const std::pair<int, int> round_node = AliveNode(event.key);
         const int node = round_node.second;
         if (!event.deleted) {
+          // A new owner (a replacement, --on_failure=shrink) is watched afresh.
+          if (round_node.first == round_ && alive_owner_[round_node] != event.value) {
+            reported_.erase(node);
+          }
           alive_owner_[round_node] = event.value;
         } else if (round_node.first == round_ && !left_owners_.count(alive_owner_[round_node]) &&
                    !reported_.count(node)) {

@@ -90,14 +90,20 @@ std::string FormatRankStacks(const RankStacks& stacks, const std::string& lead,
 }
 
 std::string FormatLossSummary(const AttemptResult& result, const SummaryContext& context) {
-  if (result.lost.empty()) return "";
+  if (result.lost.empty() && context.node_losses.empty()) return "";
   std::ostringstream text;
   const std::string lead = "infini_run: ";
+  const size_t ranks = result.lost.size(), nodes = context.node_losses.size();
+  const std::string ranks_lost = std::to_string(ranks) + " rank" + (ranks == 1 ? "" : "s");
+  const std::string nodes_lost = std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s");
   text << lead << "==== loss summary: run " << context.run_id << ", node " << context.node_rank
        << " (" << context.host_name << "), attempt " << context.attempt << ": "
-       << result.lost.size() << " rank" << (result.lost.size() == 1 ? "" : "s")
+       << (nodes == 0   ? ranks_lost
+           : ranks == 0 ? nodes_lost
+                        : ranks_lost + " and " + nodes_lost)
        << " lost, the run finished without them ====\n";
   WriteLosses(result, lead, text);
+  for (const std::string& line : context.node_losses) text << lead << line << "\n";
   return text.str();
 }
 

@@ -19,14 +19,19 @@ constexpr std::chrono::seconds kStoreTimeout{10};
 
 LossPublisher::LossPublisher(ShrinkSettings settings) : settings_(std::move(settings)) {}
 
-int LossPublisher::Publish(const std::vector<int>& global_ranks, const std::string& how,
-                           int64_t unix_ms) {
+rendezvous::Store& LossPublisher::store() {
   if (store_ == nullptr) {
     std::shared_ptr<rendezvous::Store> client = rendezvous::TcpStoreClient::Connect(
         settings_.store_host, settings_.store_port, kStoreTimeout, settings_.run_token);
     client->set_timeout(kStoreTimeout);
     store_ = std::make_shared<rendezvous::PrefixStore>(settings_.key_namespace, std::move(client));
   }
+  return *store_;
+}
+
+int LossPublisher::Publish(const std::vector<int>& global_ranks, const std::string& how,
+                           int64_t unix_ms) {
+  store();
   const int64_t number = store_->Add(loss_notice::kCountKey, 1);
   store_->Set(loss_notice::NoticeKey(number), loss_notice::Format({global_ranks, unix_ms, how}));
   // Every node's notices so far: the ranks left are the run's, not this node's.
@@ -36,7 +41,26 @@ int LossPublisher::Publish(const std::vector<int>& global_ranks, const std::stri
       lost.insert(notice->global_ranks.begin(), notice->global_ranks.end());
     }
   }
-  return settings_.world_size - static_cast<int>(lost.size());
+  // Replacement nodes' ranks count as the run's too (loss_notice.h, "Joins").
+  const int64_t joined = store_->Add(loss_notice::kJoinNextRankKey, 0);
+  return settings_.world_size + static_cast<int>(joined) - static_cast<int>(lost.size());
+}
+
+JoinBlock LossPublisher::TakeJoinBlock(int processes_per_node, const std::string& how,
+                                       int64_t unix_ms) {
+  rendezvous::Store& ranks_store = store();
+  const int64_t given = ranks_store.Add(loss_notice::kJoinNextRankKey, processes_per_node);
+  JoinBlock block;
+  block.world_size = settings_.world_size + static_cast<int>(given);
+  const int first = block.world_size - processes_per_node;
+  for (int local = 0; local < processes_per_node; ++local) {
+    block.notice.global_ranks.push_back(first + local);
+  }
+  block.notice.unix_ms = unix_ms;
+  block.notice.how = how;
+  block.number = ranks_store.Add(loss_notice::kJoinCountKey, 1);
+  ranks_store.Set(loss_notice::JoinNoticeKey(block.number), loss_notice::Format(block.notice));
+  return block;
 }
 
 std::function<bool(const RankExit&)> MakeShrinkHandler(const ShrinkSettings& settings) {

@@ -3,12 +3,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
 
+#include "infini/common/launch_env.h"
 #include "infini/common/trace_format.h"
 #include "infini/launch/child_env.h"
 #include "infini/launch/console.h"
@@ -170,9 +172,12 @@ class Launcher {
     attempt_ = node_->first_attempt();
     failure_restarts_ = node_->failure_restarts();
     if (options_.elastic()) SayRound();
+    // A replacement node joins the attempt the others run (they are long
+    // past its start).
+    if (node_->replaces_lost_node()) node_->JoinRunningAttempt(attempt_);
     while (true) {
       membership_changed_ = false;
-      if (node_->WaitAllNodesReady(attempt_)) {
+      if (node_->replaces_lost_node() || node_->WaitAllNodesReady(attempt_)) {
         std::optional<int> exit_status = RunOneAttempt(attempt_);
         if (exit_status) return *exit_status;
       } else {
@@ -267,6 +272,7 @@ class Launcher {
     if (!options_.multi_node()) return supervision;
     // Snapshots only: the link thread does the store's network calls.
     supervision.peer_monitor = [this, attempt] {
+      node_->SayNews();
       if ((peer_failure_ = node_->PeerFailed())) return true;
       if (!(lost_store_ = node_->StoreLost()).empty()) return true;
       if (node_->MembershipChanged()) return true;
@@ -290,6 +296,7 @@ class Launcher {
   // (a restart, or with membership_changed_ a new round).
   std::optional<int> RunOneAttempt(int attempt) {
     WorldContext world = MakeWorld(options_, PlacementOf(*node_), attempt);
+    if (node_->replaces_lost_node()) TakeJoinBlock(attempt, &world);
     std::vector<RankSpec> specs = MakeRankSpecs(options_, world, logs_.get(), attempt);
     // Node 0's launcher hosts the store: its clock is the trace's reference.
     std::unique_ptr<ClockAnswerer> clock_answerer;
@@ -300,16 +307,24 @@ class Launcher {
     }
     AttemptResult result = RunAttempt(specs, MakeSupervisorOptions(attempt));
     clock_answerer.reset();
-    SummaryContext context{
-        options_.run_id, node_->node_rank(),    HostName(),
-        attempt,         options_.max_restarts, logs_ ? logs_->AttemptPath(attempt) : ""};
+    SummaryContext context{options_.run_id,
+                           node_->node_rank(),
+                           HostName(),
+                           attempt,
+                           options_.max_restarts,
+                           logs_ ? logs_->AttemptPath(attempt) : "",
+                           {}};
     switch (result.outcome) {
-      case AttemptOutcome::kSucceeded:
-        // --on_failure=shrink: the run went on, and still names who was lost.
+      case AttemptOutcome::kSucceeded: {
+        std::optional<int> outcome = FinishSucceededAttempt(attempt);
+        // --on_failure=shrink: the run went on, and still names who was lost
+        // (whole nodes too: known once every node finished).
+        context.node_losses = node_->NodeLossLines();
         for (const std::string& line : Lines(FormatLossSummary(result, context))) {
           Console::Get().WriteLine(Console::kStderr, line + "\n");
         }
-        return FinishSucceededAttempt(attempt);
+        return outcome;
+      }
       case AttemptOutcome::kRankFailed:
         for (const std::string& line : Lines(FormatFailureSummary(result, context))) {
           Console::Get().WriteLine(Console::kStderr, line + "\n");
@@ -354,6 +369,32 @@ class Launcher {
         return std::nullopt;
     }
     return kLauncherErrorExitCode;
+  }
+
+  // A replacement node (--on_failure=shrink): takes its launch ranks and
+  // publishes its join notice, for the survivors' ranks to admit it and
+  // their launchers to watch it (loss_notice.h, "Joins").
+  void TakeJoinBlock(int attempt, WorldContext* world) {
+    const std::string how =
+        "node " + std::to_string(node_->node_rank()) + " (host " + HostName() + ") joined";
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    LossPublisher publisher({node_->store_addr(), node_->store_port(), options_.run_token,
+                             options_.run_id + "/" + std::to_string(attempt),
+                             options_.nnodes * options_.processes_per_node, options_.min_ranks,
+                             HostName()});
+    const JoinBlock block = publisher.TakeJoinBlock(options_.processes_per_node, how, now);
+    // The ranks' numbering: a node after every other (loss_notice.h, "Joins").
+    world->join_notice = block.number;
+    world->node_rank = block.notice.global_ranks.front() / options_.processes_per_node;
+    world->nnodes = block.world_size / options_.processes_per_node;
+    node_->PublishJoin(block.notice);
+    Say(how + " a running run in place of a lost node: ranks " +
+        std::to_string(block.notice.global_ranks.front()) + ".." +
+        std::to_string(block.notice.global_ranks.back()) + " (" + env::kJoining + "=" +
+        std::to_string(block.number) + ", WORLD_SIZE=" + std::to_string(block.world_size) +
+        ") wait to be admitted");
   }
 
   std::optional<int> FinishSucceededAttempt(int attempt) {

@@ -13,9 +13,11 @@
 #include <mutex>
 #include <thread>
 
+#include "infini/launch/console.h"
 #include "infini/launch/net_util.h"
 #include "infini/launch/signal_watcher.h"
 #include "infini/rendezvous/tcp_store.h"
+#include "node_slots.h"
 #include "rendezvous_link.h"
 #include "rendezvous_protocol.h"
 
@@ -80,11 +82,59 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
     throw;
   }
   node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_, options);
+  node->link_->ranks_store = {node->world_.store_addr,
+                              node->world_.store_port,
+                              options.run_token,
+                              options.run_id,
+                              options.nnodes * options.processes_per_node,
+                              options.min_ranks,
+                              HostName()};
   return node;
 }
 
 void NodeRendezvous::StartLink() {
   if (link_) link_->Start();
+}
+
+void NodeRendezvous::JoinRunningAttempt(int attempt) {
+  if (!link_) return;
+  std::lock_guard lock(link_->mutex);
+  link_->watched_attempt = attempt;
+  link_->all_ready = link_->all_done = false;
+}
+
+void NodeRendezvous::PublishJoin(const loss_notice::LossNotice& join) {
+  if (!link_) return;
+  const NodeJoinEntry entry{world_.node_rank, NodeIdentity(), HostName(), join};
+  link_->Post([entry](Store& store) { AppendNodeJoin(store, entry); });
+  // Written before the ranks start: a loss of this node from then on is
+  // published with these ranks.
+  const auto deadline = Clock::now() + kWriteFlushBound;
+  while (Clock::now() < deadline) {
+    {
+      std::lock_guard lock(link_->mutex);
+      if (!link_->lost.empty()) break;
+      if (link_->Flushed()) return;
+    }
+    SleepUnlessSignalled(kWaitStep);
+  }
+  throw LaunchError(LostMessage("telling the other nodes which ranks this node took"));
+}
+
+void NodeRendezvous::SayNews() {
+  if (!link_) return;
+  std::vector<std::string> lines;
+  {
+    std::lock_guard lock(link_->mutex);
+    lines.swap(link_->news);
+  }
+  for (const std::string& line : lines) Say(line);
+}
+
+std::vector<std::string> NodeRendezvous::NodeLossLines() {
+  if (!link_) return {};
+  std::lock_guard lock(link_->mutex);
+  return link_->node_loss_lines;
 }
 
 NodeRendezvous::~NodeRendezvous() {
@@ -313,10 +363,12 @@ NodeRendezvous::FinishOutcome NodeRendezvous::WaitForOtherNodes(
     int attempt, std::optional<PeerFailure>* failure) {
   if (!link_) return FinishOutcome::kAllSucceeded;
   const std::string key = AttemptKey(attempt, "done/" + std::to_string(world_.node_rank));
-  link_->Post([key](Store& store) { store.Set(key, "1"); });
+  // Its owner: a replacement's done is not its lost predecessor's.
+  link_->Post([key, identity = NodeIdentity()](Store& store) { store.Set(key, identity); });
   // No deadline: the other nodes' ranks may legitimately run for days; their
   // heartbeats say whether they are still there.
   while (true) {
+    SayNews();
     {
       std::lock_guard lock(link_->mutex);
       if ((*failure = link_->failure)) return FinishOutcome::kPeerFailed;

@@ -14,6 +14,7 @@
 
 #include "infini/launch/net_util.h"
 #include "infini/rendezvous/store.h"
+#include "node_slots.h"
 #include "rendezvous_protocol.h"
 
 namespace infini::launch {
@@ -82,12 +83,42 @@ void AgreeOnConfig(RendezvousHandler& handler, const LaunchOptions& options) {
   }
 }
 
-int ClaimNodeRank(RendezvousHandler& handler, const LaunchOptions& options) {
+// --on_failure=shrink: takes slot `node_rank` when its current owner was
+// lost (node_slots.h); false when it was not, or another node took it first.
+bool TakeLostSlot(Store& store, const LaunchOptions& options, int node_rank,
+                  const std::string& identity) {
+  NodeSlots slots(options.nnodes, options.processes_per_node);
+  slots.Update(store);
+  const std::optional<std::string> lost_owner = slots.LostOwner(node_rank);
+  if (!lost_owner) return false;
+  return store.CompareSet(NodeKeys("node", node_rank) + "/owner", *lost_owner, identity) ==
+         identity;
+}
+
+// A node past --nnodes under shrink: the lowest lost slot, or one line
+// (the run goes on: nothing is published).
+int TakeLowestLostSlot(Store& store, const LaunchOptions& options, const std::string& identity) {
+  NodeSlots slots(options.nnodes, options.processes_per_node);
+  slots.Update(store);
+  for (int node : slots.LostSlots()) {
+    if (TakeLostSlot(store, options, node, identity)) return node;
+  }
+  throw LaunchError("no node slot is free for the node " + identity +
+                    ": every one of --nnodes=" + std::to_string(options.nnodes) +
+                    " is taken and none was lost (under --on_failure=shrink a node that arrives "
+                    "late replaces a lost one)");
+}
+
+int ClaimNodeRank(RendezvousHandler& handler, const LaunchOptions& options, bool* replaces) {
   Store& store = handler.store();
   const std::string identity = NodeIdentity();
   int node_rank = options.node_rank;
   if (node_rank < 0) {
     node_rank = handler.JoinOrderRank();
+    if (node_rank >= options.nnodes && options.shrink_on_failure) {
+      *replaces = true;
+      return TakeLowestLostSlot(store, options, identity);
+    }
     if (node_rank >= options.nnodes) {
       const std::string message =
           "the node " + identity + " joined as node " + std::to_string(node_rank + 1) +
@@ -97,6 +128,17 @@ int ClaimNodeRank(RendezvousHandler& handler, const LaunchOptions& options) {
     }
   }
   const std::string owner = store.CompareSet(NodeKeys("node", node_rank) + "/owner", "", identity);
+  if (owner != identity && options.shrink_on_failure) {
+    if (TakeLostSlot(store, options, node_rank, identity)) {
+      *replaces = true;
+      return node_rank;
+    }
+    // Without --node_rank the join order's rank was taken: the run goes on.
+    if (options.node_rank < 0) {
+      *replaces = true;
+      return TakeLowestLostSlot(store, options, identity);
+    }
+  }
   if (owner != identity) {
     const std::string message = "two nodes claim --node_rank=" + std::to_string(node_rank) + ": " +
                                 owner + " and " + identity;
@@ -214,7 +256,7 @@ RendezvousWorld JoinRound(RendezvousHandler& handler, const LaunchOptions& optio
       const int round = store.Check({current}) ? std::stoi(store.Get(current)) : 0;
       return JoinElasticRound(handler, options, round, [] { return false; });
     }
-    world.node_rank = ClaimNodeRank(handler, options);
+    world.node_rank = ClaimNodeRank(handler, options, &world.replaces_lost_node);
     Store& store = handler.store();
     store.Set(NodeKeys("node", world.node_rank) + "/host", HostName());
     handler.Announce(&world);

@@ -1,8 +1,10 @@
 #include "rendezvous_link.h"
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
+#include "infini/launch/net_util.h"
 #include "infini/rendezvous/store.h"
 #include "rendezvous_protocol.h"
 
@@ -111,35 +113,125 @@ void RendezvousLink::EnterRound(const RendezvousWorld& world) {
 }
 
 // Every node learns of a lost node through the failure key; in an elastic
-// run, through the round's reopen key: the others meet again without it.
+// run, through the round's reopen key: the others meet again without it;
+// under shrink, once the ranks run, through a loss notice of its ranks.
 void RendezvousLink::PublishLost(const MembershipChange& change) {
-  int current_round;
+  int current_round, attempt;
+  bool ranks_running;
   {
     std::lock_guard lock(mutex);
     current_round = round;
+    attempt = watched_attempt;
+    ranks_running = all_ready;
   }
   for (const LostNode& node : change.lost) {
+    std::string message = node.message;
+    if (shrink && ranks_running) {
+      std::optional<std::string> run_failure = PublishNodeLoss(node, attempt);
+      if (!run_failure) continue;
+      message = *run_failure;
+    }
     {
       std::lock_guard lock(mutex);
       lost_nodes.insert(node.node_rank);
     }
     if (elastic) {
       handler->store().CompareSet(RoundKey(current_round, "reopen"), "",
-                                  EncodeFailure(1, node.node_rank, node.message));
+                                  EncodeFailure(1, node.node_rank, message));
     } else {
-      PublishRunFailure(handler->store(), node.node_rank, 1, node.message);
+      PublishRunFailure(handler->store(), node.node_rank, 1, message);
     }
   }
+}
+
+std::optional<std::string> RendezvousLink::PublishNodeLoss(const LostNode& node, int attempt) {
+  Store& store = handler->store();
+  const std::string slot = NodeKeys("node", node.node_rank);
+  const std::string owner = store.Check({slot + "/owner"}) ? store.Get(slot + "/owner") : "?";
+  if (!ClaimNodeLoss(store, attempt, node.node_rank, owner, NodeIdentity())) return std::nullopt;
+  const std::string host = store.Check({slot + "/host"}) ? store.Get(slot + "/host") : "?";
+  // The watch's line starts "node K lost: "; the notice names the host too.
+  const std::string prefix = "node " + std::to_string(node.node_rank) + " lost: ";
+  const std::string why =
+      node.message.rfind(prefix, 0) == 0 ? node.message.substr(prefix.size()) : node.message;
+  const std::string how =
+      "node " + std::to_string(node.node_rank) + " (host " + host + ") lost: " + why;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const loss_notice::LossNotice notice{slots.RanksOf(node.node_rank), now, how};
+  ShrinkSettings settings = ranks_store;
+  settings.key_namespace += "/" + std::to_string(attempt);
+  int left = 0;
+  try {
+    left = LossPublisher(settings).Publish(notice.global_ranks, how, now);
+  } catch (const StoreError& error) {
+    return "--on_failure=shrink: " + how + "; the loss could not be published to the ranks (" +
+           OneLine(error.what()) + "); stopping every rank";
+  }
+  if (left < ranks_store.min_ranks) {
+    return "--on_failure=shrink: " + how + "; " + std::to_string(left) + " rank" +
+           (left == 1 ? "" : "s") +
+           " left, fewer than --min_ranks=" + std::to_string(ranks_store.min_ranks) +
+           "; stopping every rank";
+  }
+  AppendNodeLoss(store, {node.node_rank, owner, left, notice});
+  return std::nullopt;
+}
+
+void RendezvousLink::ReadSlots() {
+  slots.Update(handler->store());
+  const std::string me = NodeIdentity();
+  std::vector<std::string> said;
+  std::vector<std::string> loss_lines;
+  for (; losses_said < slots.losses().size(); ++losses_said) {
+    const NodeLossEntry& loss = slots.losses()[losses_said];
+    const std::string ranks = RanksText(loss.notice.global_ranks);
+    if (loss.owner == me) {
+      // A stalled launcher that comes back: its ranks were given up for.
+      throw StoreError("this node was declared lost while its ranks ran (" + loss.notice.how + ")");
+    }
+    said.push_back("--on_failure=shrink: " + loss.notice.how + "; ranks " + ranks +
+                   " published as lost, " + std::to_string(loss.ranks_left) +
+                   (loss.ranks_left == 1 ? " rank goes" : " ranks go") + " on");
+    loss_lines.push_back("lost node " + std::to_string(loss.node_rank) + " (" + loss.owner +
+                         "): ranks " + ranks + ": " + loss.notice.how);
+  }
+  for (; joins_said < slots.joins().size(); ++joins_said) {
+    const NodeJoinEntry& join = slots.joins()[joins_said];
+    if (join.owner == me) continue;
+    said.push_back(join.notice.how + ": ranks " + RanksText(join.notice.global_ranks) +
+                   " wait to be admitted");
+  }
+  std::map<int, std::string> slots_lost;
+  for (int node : slots.LostSlots()) slots_lost[node] = *slots.LostOwner(node);
+  std::set<int> slots_replaced;
+  for (const NodeJoinEntry& join : slots.joins()) slots_replaced.insert(join.node_rank);
+  std::lock_guard lock(mutex);
+  lost_slots = slots_lost;
+  replaced_slots = slots_replaced;
+  news.insert(news.end(), said.begin(), said.end());
+  node_loss_lines.insert(node_loss_lines.end(), loss_lines.begin(), loss_lines.end());
 }
 
 void RendezvousLink::ReadPeers(int attempt) {
   Store& store = handler->store();
   int members, self, read_round;
+  std::map<int, std::string> lost_owners;  // shrink: lost slots and who was lost there
+  std::set<int> replaced;                  // shrink: slots a replacement took
   {
     std::lock_guard lock(mutex);
     members = nnodes;
     self = node_rank;
     read_round = round;
+    lost_owners = lost_slots;
+    replaced = replaced_slots;
+  }
+  // A lost slot whose owner changed is a replacement's (its join entry may
+  // not be in the log yet): waited for.
+  std::set<int> gone;
+  for (const auto& [node, lost_owner] : lost_owners) {
+    if (store.Get(NodeKeys("node", node) + "/owner") == lost_owner) gone.insert(node);
   }
   std::optional<PeerFailure> seen_failure;
   if (store.Check({Key("failure")})) seen_failure = DecodeFailure(store.Get(Key("failure")));
@@ -159,7 +251,7 @@ void RendezvousLink::ReadPeers(int attempt) {
   std::vector<std::string> ready, done;
   for (int node = 0; node < members; ++node) {
     ready.push_back(AttemptKey(attempt, "ready/" + std::to_string(node)));
-    done.push_back(AttemptKey(attempt, "done/" + std::to_string(node)));
+    if (!gone.count(node)) done.push_back(AttemptKey(attempt, "done/" + std::to_string(node)));
   }
   const bool every_ready = store.Check(ready);
   std::string missing;
@@ -170,16 +262,23 @@ void RendezvousLink::ReadPeers(int attempt) {
       }
     }
   }
-  const bool every_done = store.Check(done);
+  bool every_done = store.Check(done);
+  // A replaced slot's done key may be its lost owner's: it must be the
+  // current owner's.
+  for (auto node = replaced.begin(); every_done && node != replaced.end(); ++node) {
+    if (gone.count(*node)) continue;
+    every_done = store.Get(AttemptKey(attempt, "done/" + std::to_string(*node))) ==
+                 store.Get(NodeKeys("node", *node) + "/owner");
+  }
   std::set<int> done_now;
   for (int node = 0; node < members && elastic; ++node) {
-    if (store.Check({done[static_cast<size_t>(node)]})) done_now.insert(node);
+    if (store.Check({AttemptKey(attempt, "done/" + std::to_string(node))})) done_now.insert(node);
   }
   bool every_left = true;
   if (is_host) {
     for (int node = 0; node < members && every_left; ++node) {
       const std::string owner_key = NodeKeys(read_round, "node", node) + "/owner";
-      if (node == self || !store.Check({owner_key})) continue;
+      if (node == self || gone.count(node) || !store.Check({owner_key})) continue;
       {
         std::lock_guard lock(mutex);
         if (lost_nodes.count(node)) continue;  // it will never say goodbye
@@ -187,6 +286,8 @@ void RendezvousLink::ReadPeers(int attempt) {
       every_left = store.Check({Key("left/" + store.Get(owner_key))});
     }
   }
+  // Last: a node that sees every other one done has read their losses.
+  if (shrink) ReadSlots();
   std::lock_guard lock(mutex);
   if (seen_failure) failure = seen_failure;
   restart_by_attempt[attempt] = restart;

@@ -19,9 +19,12 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "infini/launch/loss_publisher.h"
 #include "infini/launch/node_rendezvous.h"
 #include "infini/launch/rendezvous_handler.h"
+#include "node_slots.h"
 
 namespace infini::rendezvous {
 class Store;
@@ -34,10 +37,12 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
                  const LaunchOptions& options)
       : handler(std::move(backend)),
         elastic(options.elastic()),
+        shrink(options.shrink_on_failure && !options.elastic()),
         max_nnodes(options.nnodes),
         round(world.round),
         nnodes(world.nnodes),
-        node_rank(world.node_rank) {}
+        node_rank(world.node_rank),
+        slots(options.nnodes, options.processes_per_node) {}
 
   // Starts the handler's watch and the (detached) thread.
   void Start();
@@ -54,9 +59,14 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
 
   // Set before the thread starts, then read-only.
   const std::shared_ptr<RendezvousHandler> handler;
-  const bool elastic;    // --nnodes=MIN:MAX
+  const bool elastic;  // --nnodes=MIN:MAX
+  // --on_failure=shrink (not elastic): a node lost while the ranks run is
+  // published as a loss of its ranks (node_slots.h), not as the run's failure.
+  const bool shrink;
   const int max_nnodes;  // MAX
   bool is_host = false;
+  // Shrink: the ranks' store and --min_ranks (key_namespace is per attempt).
+  ShrinkSettings ranks_store;
 
   std::mutex mutex;
   std::condition_variable wake;
@@ -86,14 +96,33 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
   std::string lost;           // the store failed: why
   std::set<int> lost_nodes;   // nodes the watch found gone
   uint64_t changes_seen = 0;  // changes the meeting point reported
-  bool started = false;       // Start ran: a thread runs Run
-  bool finished = false;      // Run returned
+  // Shrink: slots whose current owner was lost (not waited for), one line
+  // per node loss for the summary, and lines the supervising thread has to
+  // say (losses and joins seen in the logs).
+  std::map<int, std::string> lost_slots;  // node rank -> the owner lost there
+  std::set<int> replaced_slots;           // slots a replacement took (once or more)
+  std::vector<std::string> node_loss_lines;
+  std::vector<std::string> news;
+  bool started = false;   // Start ran: a thread runs Run
+  bool finished = false;  // Run returned
 
  private:
   void RunUntilStopped(std::chrono::milliseconds quiet_period);
   void RunWrites();
   void PublishLost(const MembershipChange& change);
+  // Shrink: publishes a lost node's ranks as lost (once, whoever claims
+  // it). Returns the run's failure instead when it cannot go on (fewer than
+  // --min_ranks left, or the ranks' store refused the notice).
+  std::optional<std::string> PublishNodeLoss(const LostNode& node, int attempt);
+  // Shrink: reads the slot logs; says what is new; stops a node that was
+  // declared lost (it stalled) by throwing StoreError.
+  void ReadSlots();
   void ReadPeers(int attempt);
+
+  // The link thread's own.
+  NodeSlots slots;
+  size_t losses_said = 0;
+  size_t joins_said = 0;
 };
 
 }  // namespace infini::launch

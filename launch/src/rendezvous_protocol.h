@@ -7,9 +7,13 @@
 //   node/<r>/host           its host name
 //   attempt/<k>/ready/<r>   node r is ready to start attempt k
 //   attempt/<k>/restart     a node failed in attempt k: everyone restarts
-//   attempt/<k>/done/<r>    node r's ranks all succeeded in attempt k
+//   attempt/<k>/done/<r>    node r's ranks all succeeded in attempt k ("host:pid"
+//                           of its launcher: a replacement's is not its
+//                           lost predecessor's, node_slots.h)
 //   failure                 "status\nnode\nmessage": the run stops
 //   left/<host:pid>         that node is about to exit (node 0 waits for it)
+//   node_loss/..., node_join/..., attempt/<k>/node_lost/...  --on_failure=shrink's
+//                           lost and replaced node slots (node_slots.h)
 // Elastic runs (--nnodes=MIN:MAX) meet in rounds. Round 0 is the keys above;
 // round r > 0 puts the per-round keys (node/<r>/..., the backends' liveness
 // keys and where the ranks' store is) under "infini_run/round/<r>/"

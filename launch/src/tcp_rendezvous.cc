@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
-#include <set>
 
 #include "infini/launch/net_util.h"
 #include "infini/launch/rendezvous_handler.h"
@@ -197,9 +196,14 @@ class TcpRendezvous final : public RendezvousHandler {
     std::vector<LostNode> lost;
     for (int node = 0; node < nnodes_; ++node) {
       const std::string heartbeat_key = NodeKeys(round_, "heartbeat", node);
-      if (node == node_rank_ || reported_.count(node) || !store_->Check({heartbeat_key})) {
-        continue;
+      const std::string owner_key = NodeKeys(round_, "node", node) + "/owner";
+      if (reported_.count(node)) {
+        // A replacement took the slot (--on_failure=shrink): watch it afresh.
+        if (store_->Get(owner_key) == reported_[node]) continue;
+        reported_.erase(node);
+        heartbeats_.erase(node);
       }
+      if (node == node_rank_ || !store_->Check({heartbeat_key})) continue;
       const int64_t count = store_->Add(heartbeat_key, 0);
       auto [entry, inserted] = heartbeats_.try_emplace(node, count, now);
       if (inserted || entry->second.first != count) {
@@ -207,9 +211,8 @@ class TcpRendezvous final : public RendezvousHandler {
         continue;
       }
       if (now - entry->second.second < options_.heartbeat_timeout) continue;
-      reported_.insert(node);
-      const std::string owner_key = NodeKeys(round_, "node", node) + "/owner";
       const std::string owner = store_->Check({owner_key}) ? store_->Get(owner_key) : "?";
+      reported_[node] = owner;
       lost.push_back({node, "node " + std::to_string(node) + " lost: its infini_run (" + owner +
                                 ") sent no heartbeat for " + Seconds(options_.heartbeat_timeout) +
                                 " (it died or stalled; --rdzv_conf=heartbeat_timeout)"});
@@ -227,10 +230,10 @@ class TcpRendezvous final : public RendezvousHandler {
   int round_ = 0;
   int nnodes_ = options_.nnodes;
   // Link thread: when to beat next; node 0: each node's last count and when
-  // it moved, and the nodes already reported lost.
+  // it moved, and the nodes already reported lost (with their owner then).
   Clock::time_point next_heartbeat_{};
   std::map<int, std::pair<int64_t, Clock::time_point>> heartbeats_;
-  std::set<int> reported_;
+  std::map<int, std::string> reported_;
 };
 
 }  // namespace

@@ -28,6 +28,11 @@ struct WorldContext {
   std::vector<std::string> visible_devices;  // inherited list, else indices
   bool inherited_nccl_async_error_handling = false;
   bool shrink_on_failure = false;  // --on_failure=shrink: INFINI_ON_FAILURE=shrink
+  // A replacement node joining a shrinking run: its join notice's number
+  // (INFINI_JOINING; loss_notice.h, "Joins"), 0 for any other node. Such a
+  // node's ranks are numbered as a node after every other: node_rank is its
+  // block of launch ranks, nnodes counts every block given so far.
+  int64_t join_notice = 0;
 };
 
 using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;

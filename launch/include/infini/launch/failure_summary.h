@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "infini/launch/supervisor.h"
 
@@ -14,6 +15,9 @@ struct SummaryContext {
   int attempt = 0;
   int max_restarts = 0;
   std::string log_dir_of_attempt;  // empty: no logs
+  // --on_failure=shrink: one line per node lost in the run (its ranks and
+  // how), for the loss summary.
+  std::vector<std::string> node_losses;
 };
 
 // parallel/'s flight recorder names the rank a hang waits on with a line
@@ -29,8 +33,9 @@ std::string FormatRankStacks(const RankStacks& stacks, const std::string& lead,
 
 std::string FormatFailureSummary(const AttemptResult& result, const SummaryContext& context);
 
-// --on_failure=shrink, a run that went on: who was lost and when; empty when
-// no rank was (the failure summary names them too when the run failed).
+// --on_failure=shrink, a run that went on: who was lost and when, ranks of
+// this node and whole nodes; empty when none was (the failure summary names
+// this node's ranks too when the run failed).
 std::string FormatLossSummary(const AttemptResult& result, const SummaryContext& context);
 
 }  // namespace infini::launch

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "infini/common/loss_notice.h"
 #include "infini/launch/supervisor.h"
 #include "infini/rendezvous/store.h"
 
@@ -25,16 +26,31 @@ struct ShrinkSettings {
   std::string host_name;      // for the notice's text
 };
 
-// Writes loss notices (one store connection, opened at the first loss).
+// A replacement node's launch ranks and its join notice (loss_notice.h,
+// "Joins").
+struct JoinBlock {
+  loss_notice::LossNotice notice;  // its ranks, ascending
+  int64_t number = 0;              // join/<number>: INFINI_JOINING
+  int world_size = 0;              // launch ranks given so far, its own included
+};
+
+// Writes loss and join notices (one store connection, opened at the first).
 class LossPublisher {
  public:
   explicit LossPublisher(ShrinkSettings settings);
   // Publishes that `global_ranks` were lost (`how`, one line, at `unix_ms`)
   // and returns how many ranks are left in the run, every node's notices
-  // counted. Throws rendezvous::StoreError.
+  // counted and the ranks of replacement nodes too. Throws
+  // rendezvous::StoreError.
   int Publish(const std::vector<int>& global_ranks, const std::string& how, int64_t unix_ms);
+  // A replacement node: takes a block of `processes_per_node` launch ranks
+  // and publishes its join notice (`how`: "node K (host H) joined").
+  // Throws rendezvous::StoreError.
+  JoinBlock TakeJoinBlock(int processes_per_node, const std::string& how, int64_t unix_ms);
 
  private:
+  rendezvous::Store& store();
+
   ShrinkSettings settings_;
   std::shared_ptr<rendezvous::Store> store_;
 };

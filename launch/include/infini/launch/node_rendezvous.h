@@ -16,7 +16,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "infini/common/loss_notice.h"
 #include "infini/launch/options.h"
 #include "infini/launch/rendezvous_handler.h"
 
@@ -60,6 +62,22 @@ class NodeRendezvous {
 
   // Multi-node: hands the store connection to the link thread.
   void StartLink();
+
+  // --on_failure=shrink: this node took the slot of a lost node while the
+  // run goes on (a replacement): it joins the running attempt instead of
+  // waiting for every node to be ready.
+  bool replaces_lost_node() const { return world_.replaces_lost_node; }
+  // A replacement: watches `attempt` (the one the others run) from here on.
+  void JoinRunningAttempt(int attempt);
+  // A replacement: writes the entry that tells the other launchers which
+  // ranks this node took (`join`: the notice the ranks got), waiting until
+  // it is written (bounded). Throws LaunchError (store lost) or Interrupted.
+  void PublishJoin(const loss_notice::LossNotice& join);
+  // Shrink: says the node losses and joins seen since the last call (one
+  // line each); on the supervising thread.
+  void SayNews();
+  // Shrink: one line per node lost in the run so far, for the loss summary.
+  std::vector<std::string> NodeLossLines();
 
   // Waits until every node is ready to start `attempt`: true. False (elastic
   // runs) when the membership changed first: meet again (NextRound). A

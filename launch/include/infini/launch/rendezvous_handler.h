@@ -45,6 +45,9 @@ struct RendezvousWorld {
   // --max_restarts counted before it (a node arriving late learns them here).
   int first_attempt = 0;
   int failure_restarts = 0;
+  // --on_failure=shrink: this node took the slot of a lost node while the
+  // run went on (node_slots.h).
+  bool replaces_lost_node = false;
 };
 
 // The run's configuration as the meeting point holds it, and how messages
