@@ -167,17 +167,13 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   context->store_port_ = port;
   context->store_timeout_ = endpoint.connect_timeout;
   context->store_ = context->ConnectStore();
+  context->launch_rank_of_.resize(static_cast<size_t>(rank.world_size()));
+  for (int r = 0; r < rank.world_size(); ++r) context->launch_rank_of_[static_cast<size_t>(r)] = r;
   if (settings.shrink_on_failure) {
     context->groups_ = std::make_shared<internal::GroupRegistry>();
-    context->launch_rank_of_.resize(static_cast<size_t>(rank.world_size()));
-    for (int r = 0; r < rank.world_size(); ++r)
-      context->launch_rank_of_[static_cast<size_t>(r)] = r;
-    // A short deadline: the watcher's only wait is for a notice whose number
-    // was just taken, and it must not hold the Context's end for long.
-    context->loss_watcher_ = std::make_unique<internal::LossWatcher>(
-        internal::ConnectRunStore(host, port, kLossWatcherStoreTimeout, endpoint.token,
-                                  context->key_namespace(), settings),
-        context->groups_);
+    // A joiner watches once admitted: the losses before are not its world's.
+    context->joining_ = settings.join_notice > 0;
+    if (!context->joining_) context->StartLossWatcher({});
   }
   if (settings.debug != DebugLevel::kOff) {
     INFINI_LOG(INFO) << rank.ToString() << " from " << topology.source << " variables: backend "
@@ -186,6 +182,15 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
                      << port << ", keys under " << context->key_namespace() << "/";
   }
   return context;
+}
+
+void Context::StartLossWatcher(std::set<int> known_lost) {
+  // A short deadline: the watcher's only wait is for a notice whose number
+  // was just taken, and it must not hold the Context's end for long.
+  loss_watcher_ = std::make_unique<internal::LossWatcher>(
+      internal::ConnectRunStore(store_host_, store_port_, kLossWatcherStoreTimeout, store_token_,
+                                key_namespace(), settings_),
+      groups_, std::move(known_lost));
 }
 
 std::shared_ptr<rendezvous::Store> Context::ConnectStore() const {
@@ -243,6 +248,11 @@ RecoveredWorld Context::RecoverFromLoss() {
     throw ParallelUsageError(
         "RecoverFromLoss: expected a run under infini_run --on_failure=shrink "
         "(INFINI_ON_FAILURE=shrink); without it a lost rank ends the run");
+  }
+  if (joining_) {
+    throw ParallelUsageError(
+        "RecoverFromLoss: this rank is joining and not admitted yet: expected "
+        "WaitToBeAdmitted first");
   }
   if (rank_.threads_per_process() > 1) {
     throw ParallelUsageError(

@@ -358,6 +358,14 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
            "' or 'restart'");
     }
   }
+  if (auto notice = ReadInteger(environment, env::kJoining, 1, kMaxCount,
+                                "a join notice's number (1, 2, ...), set by infini_run")) {
+    if (!settings.shrink_on_failure) {
+      Fail(Quoted(environment, env::kJoining) + ": expected it only with " + env::kOnFailure + "=" +
+           env::kOnFailureShrink + " (joins are part of in-place recovery)");
+    }
+    settings.join_notice = *notice;
+  }
   return settings;
 }
 

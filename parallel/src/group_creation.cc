@@ -134,22 +134,16 @@ int LocalMembers(const Rank& rank, const std::vector<int>& members) {
 
 }  // namespace
 
-std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std::string& name,
-                                        std::vector<int> members) {
-  ValidateMembers(environment.rank.world_size(), name, members);
-  auto group = std::make_unique<GroupState>(std::move(environment));
-  const GroupEnvironment& env = group->environment;
-  group->name = name;
-  group->members = std::move(members);
-  const int global_rank = env.rank.global_rank();
-  auto position = std::find(group->members.begin(), group->members.end(), global_rank);
-  if (position == group->members.end()) {
-    // Not a member: nothing to join, but a recovery renumbers its members.
-    if (env.registry != nullptr) env.registry->Add(group.get());
-    return group;
-  }
-  group->group_rank = static_cast<int>(position - group->members.begin());
+namespace {
 
+// A member's communicator for `group` (its name, members, environment set;
+// group_rank its place): the group's keys, the unique id from its root and
+// the backend's init, under the watchdog.
+void JoinCommunicator(GroupState& group_state) {
+  GroupState* group = &group_state;
+  const GroupEnvironment& env = group->environment;
+  const std::string& name = group->name;
+  const int global_rank = env.rank.global_rank();
   group->store_key = GroupStoreKey(env, name, group->members);
   group->flight_group =
       FlightRecorder::Instance().RegisterGroup(group->store_key, name, group->members);
@@ -186,17 +180,23 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
     const int group_size = static_cast<int>(group->members.size());
     const int local_members = LocalMembers(env.rank, group->members);
     const ccl::Capabilities& capabilities = backend->capabilities();
+    ccl::Communicator made;
     if (local_members > 1 &&
         (capabilities.multi_device_init() || !capabilities.concurrent_init())) {
       // Several thread ranks of this process: one multi-device init for all.
-      group->comm = JoinLocalInit(
-          group->store_key, local_members, group->group_rank, env.device_index,
-          [&](const std::vector<int>& ranks, const std::vector<int>& devices) {
-            return backend->CommInitRanks(group_size, id, ranks, devices, config, bootstrap);
-          });
+      made = JoinLocalInit(group->store_key, local_members, group->group_rank, env.device_index,
+                           [&](const std::vector<int>& ranks, const std::vector<int>& devices) {
+                             return backend->CommInitRanks(group_size, id, ranks, devices, config,
+                                                           bootstrap);
+                           });
       backend->SetDevice(env.device_index);
     } else {
-      group->comm = backend->CommInitRank(group_size, id, group->group_rank, config, bootstrap);
+      made = backend->CommInitRank(group_size, id, group->group_rank, config, bootstrap);
+    }
+    {
+      // A remade group is watched while it joins: a revoke may come now.
+      std::lock_guard<std::mutex> lock(group->abort_mutex);
+      group->comm = std::move(made);
     }
     group->comm_stream.emplace(backend);
     group->ready_event.emplace(backend);
@@ -212,10 +212,48 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
                      << "]: group rank " << group->group_rank << ", keys " << env.key_prefix << "/"
                      << group->store_key;
   }
+}
+
+}  // namespace
+
+std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std::string& name,
+                                        std::vector<int> members) {
+  ValidateMembers(environment.rank.world_size(), name, members);
+  auto group = std::make_unique<GroupState>(std::move(environment));
+  group->name = name;
+  group->members = std::move(members);
+  const int global_rank = group->environment.rank.global_rank();
+  auto position = std::find(group->members.begin(), group->members.end(), global_rank);
+  if (position == group->members.end()) {
+    // Not a member: nothing to join, but a recovery renumbers its members.
+    if (group->environment.registry != nullptr) group->environment.registry->Add(group.get());
+    return group;
+  }
+  group->group_rank = static_cast<int>(position - group->members.begin());
+  JoinCommunicator(*group);
   Watchdog::Instance().AddGroup(group.get());
   group->watched = true;
-  if (env.registry != nullptr) env.registry->Add(group.get());
+  if (group->environment.registry != nullptr) group->environment.registry->Add(group.get());
   return group;
+}
+
+void RemakeGroupForJoiners(GroupState& group, int new_world_size, const Rank& renumbered,
+                           int world_generation) {
+  group.environment.rank = renumbered;
+  group.environment.world_generation = world_generation;
+  std::vector<int> members(static_cast<size_t>(new_world_size));
+  for (int r = 0; r < new_world_size; ++r) members[static_cast<size_t>(r)] = r;
+  {
+    // The old communicator is healthy and idle (a step boundary): destroy it
+    // before the new one, so a backend never holds two per device.
+    std::lock_guard<std::mutex> lock(group.abort_mutex);
+    if (group.comm.valid()) group.comm.Destroy();
+    group.revoked_for_loss = std::make_shared<std::atomic<bool>>(false);
+  }
+  group.members = std::move(members);
+  group.group_rank = renumbered.global_rank();
+  group.next_collective = 0;
+  JoinCommunicator(group);
 }
 
 void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of,

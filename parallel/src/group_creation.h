@@ -30,4 +30,12 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
 void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of,
                           const Rank& renumbered, int world_generation);
 
+// At an admission of joiners (Context::AdmitJoiners): a group of the whole
+// world becomes a group of the new world (ranks 0..new_world_size-1, the
+// joiners last) with a new communicator made as CreateGroup makes one,
+// under keys of world `world_generation`; the joiners make it with
+// CreateGroup. Throws what CreateGroup throws.
+void RemakeGroupForJoiners(GroupState& group, int new_world_size, const Rank& renumbered,
+                           int world_generation);
+
 }  // namespace infini::parallel::internal

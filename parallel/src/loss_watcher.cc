@@ -35,8 +35,11 @@ void GroupRegistry::RevokeAll() {
 }
 
 LossWatcher::LossWatcher(std::shared_ptr<rendezvous::Store> store,
-                         std::shared_ptr<GroupRegistry> groups)
-    : store_(std::move(store)), groups_(std::move(groups)), thread_([this] { Loop(); }) {}
+                         std::shared_ptr<GroupRegistry> groups, std::set<int> known_lost)
+    : store_(std::move(store)),
+      groups_(std::move(groups)),
+      lost_(std::move(known_lost)),
+      thread_([this] { Loop(); }) {}
 
 LossWatcher::~LossWatcher() {
   {
@@ -72,9 +75,15 @@ void LossWatcher::ReadNewNotices() {
     if (notice) named.insert(notice->global_ranks.begin(), notice->global_ranks.end());
   }
   if (read == notices_read_) return;
+  bool names_someone_new;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    names_someone_new =
+        std::any_of(named.begin(), named.end(), [&](int rank) { return !lost_.count(rank); });
+  }
   // Before anyone is told: a rank that hears of the loss must find its
   // groups revoked, not a collective that waits for the dead.
-  groups_->RevokeAll();
+  if (names_someone_new) groups_->RevokeAll();
   std::lock_guard<std::mutex> lock(mutex_);
   notices_read_ = read;
   lost_.insert(named.begin(), named.end());

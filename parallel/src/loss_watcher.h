@@ -41,7 +41,10 @@ class GroupRegistry {
 class LossWatcher {
  public:
   // `store`: its own connection, keys under the ranks' namespace.
-  LossWatcher(std::shared_ptr<rendezvous::Store> store, std::shared_ptr<GroupRegistry> groups);
+  // `known_lost`: ranks already out of this rank's world (a joiner learns
+  // them at its admission); notices naming only those revoke nothing.
+  LossWatcher(std::shared_ptr<rendezvous::Store> store, std::shared_ptr<GroupRegistry> groups,
+              std::set<int> known_lost = {});
   ~LossWatcher();  // stops the thread
   LossWatcher(const LossWatcher&) = delete;
   LossWatcher& operator=(const LossWatcher&) = delete;

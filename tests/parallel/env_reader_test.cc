@@ -75,6 +75,21 @@ TEST(EnvReaderTest, ReadsTorchrunVariables) {
   EXPECT_EQ(settings.store.port, 29500);
 }
 
+TEST(EnvReaderTest, JoiningIsReadOnlyInAShrinkingRun) {
+  Environment environment = Ours();
+  environment["MASTER_ADDR"] = "node0";
+  environment["INFINI_ON_FAILURE"] = "shrink";
+  environment["INFINI_JOINING"] = "2";
+  const ProcessTopology topology = ReadProcessTopology(environment);
+  EXPECT_EQ(ReadRuntimeSettings(environment, topology).join_notice, 2);
+  environment["INFINI_JOINING"] = "0";
+  EXPECT_THAT(ErrorOf(environment), HasSubstr("INFINI_JOINING='0': expected a join notice's"));
+  environment["INFINI_JOINING"] = "1";
+  environment.erase("INFINI_ON_FAILURE");
+  EXPECT_THAT(ErrorOf(environment),
+              HasSubstr("INFINI_JOINING='1': expected it only with INFINI_ON_FAILURE=shrink"));
+}
+
 TEST(EnvReaderTest, ReadsSlurmVariables) {
   Environment environment{{"SLURM_PROCID", "3"},  {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS", "4"},
                           {"SLURM_NNODES", "2"},  {"SLURM_NODEID", "1"},  {"MASTER_ADDR", "n0"},

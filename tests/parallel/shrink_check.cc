@@ -8,9 +8,15 @@
 //       (--kill_inside) or just before its collective (default);
 //   --second_kill_rank / --second_kill_at_step  another loss, later;
 //   --slow_rank=R --slow_ms=M  rank R sleeps M ms at each step (a straggler);
-//   --tensor_parallel=T  its layout DP × T (a loss may leave no whole TP group).
-// Prints "rank L: recovered ..." per recovery and "rank L: done ..." at the end.
+//   --tensor_parallel=T  its layout DP × T (a loss may leave no whole TP group);
+//   --joiner_at_step=S  at step S launch rank 0 plays a joining node's
+//       launcher (infini/common/loss_notice.h, "Joins"): it writes a join
+//       notice and starts a copy of this program as the joiner, which every
+//       rank admits at a step boundary (Context::AdmitJoiners).
+// Prints "rank L: recovered ..." per recovery, "rank L: admitted ..." per
+// admission and "rank L: done ..." at the end.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +29,8 @@
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/common/launch_env.h"
+#include "infini/common/loss_notice.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/layout.h"
@@ -42,6 +50,7 @@ struct Options {
   bool kill_inside = false;
   int slow_rank = -1, slow_ms = 0;
   int tensor_parallel = 1;
+  int joiner_at_step = -1;
 };
 
 int IntFlag(const std::string& argument, const std::string& name, int* value) {
@@ -66,7 +75,8 @@ Options Parse(int argc, char** argv) {
                       IntFlag(argument, "second_kill_at_step", &options.second_kill_at_step) +
                       IntFlag(argument, "slow_rank", &options.slow_rank) +
                       IntFlag(argument, "slow_ms", &options.slow_ms) +
-                      IntFlag(argument, "tensor_parallel", &options.tensor_parallel);
+                      IntFlag(argument, "tensor_parallel", &options.tensor_parallel) +
+                      IntFlag(argument, "joiner_at_step", &options.joiner_at_step);
     if (known == 0) {
       std::fprintf(stderr, "shrink_check: unknown argument '%s'\n", argument.c_str());
       std::exit(2);
@@ -82,11 +92,55 @@ double Expected(const std::vector<int>& ranks, int step) {
   return sum;
 }
 
+double BroadcastFromRankZero(ProcessGroup& group, double value) {
+  const infini::ccl::FlatTensor tensor(&value, infini::ccl::dtype::kFloat64, 1,
+                                       DLDevice{kDLCPU, 0});
+  group.Broadcast(tensor.dl(), tensor.dl(), 0);
+  return value;
+}
+
 double AllReduceSum(ProcessGroup& group, double value) {
   const infini::ccl::FlatTensor tensor(&value, infini::ccl::dtype::kFloat64, 1,
                                        DLDevice{kDLCPU, 0});
   group.AllReduce(tensor.dl(), tensor.dl(), infini::ccl::ReduceOp::kSum);
   return value;
+}
+
+// What infini_run does for a node that joins (one rank per node): takes the
+// next launch rank, writes the join notice, starts the rank with the
+// variables of a node numbered after every other.
+pid_t StartJoiner(Context& context, char** argv) {
+  namespace notice = infini::loss_notice;
+  namespace env = infini::env;
+  const int start_world = std::atoi(std::getenv(env::torchrun::kWorldSize));
+  const int64_t taken = context.store().Add(notice::kJoinNextRankKey, 1);
+  const int launch_rank = start_world + static_cast<int>(taken) - 1;
+  const int64_t number = context.store().Add(notice::kJoinCountKey, 1);
+  context.store().Set(notice::JoinNoticeKey(number),
+                      notice::Format({{launch_rank}, 0, "shrink_check's test joiner"}));
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  const std::string world = std::to_string(start_world + taken);
+  const std::string rank = std::to_string(launch_rank);
+  for (const char* name :
+       {env::torchrun::kWorldSize, env::torchrun::kGroupWorldSize, env::torchrun::kRoleWorldSize,
+        env::infinitrain::kNnodes, env::infinitrain::kProcessWorldSize}) {
+    setenv(name, world.c_str(), 1);
+  }
+  for (const char* name : {env::torchrun::kRank, env::torchrun::kGroupRank,
+                           env::torchrun::kRoleRank, env::infinitrain::kGlobalProcessRank}) {
+    setenv(name, rank.c_str(), 1);
+  }
+  // A node of one rank.
+  for (const char* name : {env::torchrun::kLocalRank, env::infinitrain::kLocalProcessRank}) {
+    setenv(name, "0", 1);
+  }
+  for (const char* name : {env::torchrun::kLocalWorldSize, env::infinitrain::kProcessesPerNode}) {
+    setenv(name, "1", 1);
+  }
+  setenv(env::kJoining, std::to_string(number).c_str(), 1);
+  execv("/proc/self/exe", argv);
+  _exit(127);
 }
 
 }  // namespace
@@ -95,25 +149,52 @@ int main(int argc, char** argv) {
   const Options options = Parse(argc, argv);
   std::shared_ptr<Context> context = Context::Create();
   const int me = context->rank().launch_global_rank();
+  const bool joiner = context->joining();
+  if (joiner) {
+    const infini::parallel::GrownWorld admitted = context->WaitToBeAdmitted();
+    std::printf("rank %d: joined: world %d ranks, rank %d, generation %d\n", me,
+                admitted.world_size, admitted.global_rank, admitted.generation);
+    std::fflush(stdout);
+  }
   // Who is in the world and in my DP group, in the launcher's numbering.
-  std::vector<int> world_ranks;
-  for (int r = 0; r < context->rank().world_size(); ++r) world_ranks.push_back(r);
+  std::vector<int> world_ranks = context->launch_ranks();
   Layout layout = Layout::ForWorld(context->rank().world_size(), options.tensor_parallel, 1);
   std::unique_ptr<ProcessGroup> world = context->NewWorldGroup();
   std::unique_ptr<ProcessGroup> data_parallel =
       context->NewLayoutGroup(layout, infini::parallel::Axis::kData);
   // A group of the last rank alone: the others hold it as non-members, and a
   // recovery renumbers its member for them too.
+  // (A joiner was not there when it was made.)
   const int last_rank = context->rank().world_size() - 1;
-  std::unique_ptr<ProcessGroup> last = context->NewGroup("last", {last_rank});
+  std::unique_ptr<ProcessGroup> last = joiner ? nullptr : context->NewGroup("last", {last_rank});
   const auto members_in_launch_numbering = [&](const ProcessGroup& group) {
     std::vector<int> ranks;
     for (int member : group.members()) ranks.push_back(world_ranks[static_cast<size_t>(member)]);
     return ranks;
   };
   int recoveries = 0;
-  for (int step = 1; step <= options.steps;) {
+  pid_t joiner_pid = -1;
+  // Rank 0's step, everywhere: a joiner learns there where the others are.
+  const auto agree_on_step = [&](int step) {
+    return static_cast<int>(BroadcastFromRankZero(*world, step));
+  };
+  int step = 1;
+  if (joiner) step = agree_on_step(0);
+  while (step <= options.steps) {
     try {
+      if (me == 0 && step == options.joiner_at_step && joiner_pid < 0) {
+        joiner_pid = StartJoiner(*context, argv);
+      }
+      if (const auto grown = context->AdmitJoiners(*world)) {
+        world_ranks = context->launch_ranks();
+        layout = Layout::ForWorld(grown->world_size, options.tensor_parallel, 1);
+        step = agree_on_step(step);
+        std::printf("rank %d: admitted %d at step %d; world now %d ranks, rank %d, generation %d\n",
+                    me, grown->joined_ranks.at(0), step, grown->world_size, grown->global_rank,
+                    grown->generation);
+        std::fflush(stdout);
+        continue;  // the joiner's first step begins at this boundary
+      }
       if (me == options.slow_rank)
         std::this_thread::sleep_for(std::chrono::milliseconds(options.slow_ms));
       if ((me == options.kill_rank && step == options.kill_at_step) ||
@@ -157,9 +238,18 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  if (joiner_pid > 0) {
+    int status = 0;
+    if (waitpid(joiner_pid, &status, 0) != joiner_pid || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      std::printf("rank %d: WRONG: the joiner ended with status %d\n", me, status);
+      return 1;
+    }
+  }
   const bool last_survived =
       std::find(world_ranks.begin(), world_ranks.end(), last_rank) != world_ranks.end();
-  if (last_survived && world_ranks.at(static_cast<size_t>(last->members().at(0))) != last_rank) {
+  if (last != nullptr && last_survived &&
+      world_ranks.at(static_cast<size_t>(last->members().at(0))) != last_rank) {
     std::printf("rank %d: WRONG: group 'last' holds rank %d, not launch rank %d\n", me,
                 last->members().at(0), last_rank);
     return 1;

@@ -196,4 +196,39 @@ TEST(ShrinkRecoveryTest, ANodeWhoseEveryRankWasLostWaitsForTheOthersToFinish) {
   EXPECT_TRUE(NoCheckLeft());
 }
 
+// Joiners (Context::AdmitJoiners): launch rank 0 plays the joining node's
+// launcher (shrink_check --joiner_at_step, the keys of loss_notice.h); the
+// survivors admit the joiner at a step boundary and every later sum counts
+// it. The launcher's own side is tested in tests/launch and with gpt2.
+TEST(ShrinkRecoveryTest, AJoinerIsAdmittedAtAStepBoundaryAndEverySumCountsIt) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome = RunShrinkCheck(3, "--steps=8 --joiner_at_step=3");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("rank 3: joined: world 4 ranks, rank 3, generation 1"));
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_THAT(outcome.output, HasSubstr("rank " + std::to_string(rank) +
+                                          ": admitted 3 at step 3;"
+                                          " world now 4 ranks, rank " +
+                                          std::to_string(rank) + ", generation 1"));
+  }
+  EXPECT_THAT(outcome.output, HasSubstr("rank 3: done world=4 rank=3 steps=8 recoveries=0"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 0: done world=4 rank=0 steps=8 recoveries=0"));
+  EXPECT_THAT(outcome.output, Not(HasSubstr("WRONG")));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
+TEST(ShrinkRecoveryTest, AJoinerAfterALossIsNumberedAfterTheSurvivors) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome =
+      RunShrinkCheck(3, "--steps=8 --kill_rank=1 --kill_at_step=2 --joiner_at_step=4");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("rank 3: joined: world 3 ranks, rank 2, generation 2"));
+  EXPECT_THAT(outcome.output,
+              HasSubstr("rank 2: admitted 3 at step 4; world now 3 ranks, rank 1, generation 2"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 3: done world=3 rank=2 steps=8 recoveries=0"));
+  EXPECT_THAT(outcome.output, HasSubstr("rank 2: done world=3 rank=1 steps=8 recoveries=1"));
+  EXPECT_THAT(outcome.output, Not(HasSubstr("WRONG")));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
 }  // namespace

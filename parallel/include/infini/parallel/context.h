@@ -46,6 +46,16 @@ struct RecoveredWorld {
   int generation = 0;  // recoveries so far: 1 after the first
 };
 
+// The world after Context::AdmitJoiners or Context::WaitToBeAdmitted.
+struct GrownWorld {
+  int world_size = 0;
+  int global_rank = 0;
+  // Ranks admitted now, in the launcher's numbering (RANK), in the order
+  // they got their new numbers (after every rank already in the world).
+  std::vector<int> joined_ranks;
+  int generation = 0;  // recoveries and admissions so far
+};
+
 struct ContextOptions {
   int thread_rank = 0;
   int threads_per_process = 1;
@@ -108,10 +118,37 @@ class Context : public std::enable_shared_from_this<Context> {
   // Whether a notice names a rank this world still counts (a program may
   // ask at a step boundary, before a collective fails).
   bool LossPending();
+  // Every current rank's number as the launcher gave it (RANK), by global
+  // rank: after recoveries and admissions, who is who.
+  const std::vector<int>& launch_ranks() const { return launch_rank_of_; }
   bool shrink_on_failure() const { return settings_.shrink_on_failure; }
+
+  // ---- Joiners (a replacement node of a shrinking run) ----
+  // Collective over the current world, at a step boundary: every rank calls
+  // it at the same point with `world`, a group of the whole world. Rank 0
+  // reads how many join notices the launchers wrote (one store call) and a
+  // small max all-reduce over `world` tells the others; with none new,
+  // nothing changes (nullopt). Otherwise the joiners are
+  // numbered after every current rank (whose numbers stay), every live group
+  // of the whole world is remade among the new world (a new communicator,
+  // in the order the groups were made) and other groups are kept; the new
+  // global rank 0 tells the joiners their place. A program then gives the
+  // joiners its state (gpt2 broadcasts the weights from rank 0). Throws
+  // PeerLostError when a rank is lost meanwhile (recover, then admit at the
+  // next boundary), ParallelError when the new communicator fails.
+  std::optional<GrownWorld> AdmitJoiners(ProcessGroup& world);
+  // Whether this rank is a joiner that has not been admitted yet
+  // (INFINI_JOINING): it makes no group before WaitToBeAdmitted.
+  bool joining() const { return joining_; }
+  // A joiner: waits (up to INFINI_CCL_TIMEOUT_S) until the survivors admit
+  // it, takes its place (rank() says the new world), and returns; then it
+  // makes the groups of the whole world the survivors remade (NewWorldGroup),
+  // in their order, and receives the program's state.
+  GrownWorld WaitToBeAdmitted();
 
  private:
   Context(Rank rank, RuntimeSettings settings);
+  void StartLossWatcher(std::set<int> known_lost);
 
   Rank rank_;
   RuntimeSettings settings_;
@@ -130,6 +167,8 @@ class Context : public std::enable_shared_from_this<Context> {
   std::vector<int> launch_rank_of_;  // index: current global rank
   std::set<int> excluded_;           // launcher's numbering
   int world_generation_ = 0;
+  int64_t joins_admitted_ = 0;  // join notices the world has taken in
+  bool joining_ = false;        // INFINI_JOINING, until admitted
 };
 
 }  // namespace infini::parallel

@@ -72,6 +72,10 @@ struct RuntimeSettings {
   // published in the store and the others recover in place
   // (Context::RecoverFromLoss) instead of ending.
   bool shrink_on_failure = false;
+  // INFINI_JOINING=<n> (set by infini_run on a node that joins a shrinking
+  // run while it goes on): this rank's join notice; 0 for every other rank.
+  // Such a rank waits to be admitted (Context::WaitToBeAdmitted).
+  int64_t join_notice = 0;
 };
 
 inline constexpr int kDefaultTimeoutSeconds = 600;
