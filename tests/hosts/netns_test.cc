@@ -344,4 +344,64 @@ TEST_F(HostsInNamespaces, RankZerosStoreListensOnTheAddressItsMasterNameHasHere)
   }
 }
 
+// --on_failure=shrink on three hosts (one rank each): host 2's link is cut
+// while shrink_check's all-reduces run. Only the side that holds the store
+// goes on: node 0 publishes node 2's rank as lost, nodes 0 and 1 recover in
+// place and finish in a world of two (exit 0); node 2 loses node 0's store
+// and stops its rank with one line (exit non-zero).
+TEST_F(HostsInNamespaces, APartitionUnderShrinkLeavesTheSideWithTheStoreRunning) {
+  // Rank 0 paces the steps (about 8 s of them), so that the cut lands mid-run.
+  const std::vector<std::string> program = {
+      "sh", "-c",
+      "echo \"rank $RANK started\"; exec " + kBinDir +
+          "/shrink_check --steps=40 --slow_rank=0 --slow_ms=200"};
+  const std::vector<std::string> flags = {RdzvConf("heartbeat_timeout=2"), "--on_failure=shrink",
+                                          "--term_timeout=2"};
+  ChildProcess& node0 = StartNode(0, 3, flags, program);
+  ChildProcess& node1 = StartNode(1, 3, flags, program);
+  ChildProcess& node2 = StartNode(2, 3, flags, program);
+  for (ChildProcess* node : {&node0, &node1, &node2}) {
+    ASSERT_TRUE(node->WaitForOutput(" started", 60s)) << node->Output();
+  }
+  std::this_thread::sleep_for(3s);  // past the ranks' first steps
+  std::string output;
+  ASSERT_EQ(RunCommand({kScript, "cut", prefix_, "2"}, 10s, &output), 0) << output;
+  const auto cut_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(node0.WaitForOutput("published as lost", 30s)) << node0.Output();
+  const auto published = std::chrono::steady_clock::now() - cut_at;
+  const ExitReport cut = node2.Wait(30s);
+  const auto cut_side_stopped = std::chrono::steady_clock::now() - cut_at;
+  const ExitReport first = node0.Wait(90s);
+  const ExitReport second = node1.Wait(30s);
+  ASSERT_TRUE(first.exited && second.exited && cut.exited)
+      << node0.Output() << node1.Output() << node2.Output();
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  std::printf(
+      "partition under shrink: loss published %lld ms, the cut side stopped %lld ms "
+      "after the cut\n",
+      static_cast<long long>(duration_cast<milliseconds>(published).count()),
+      static_cast<long long>(duration_cast<milliseconds>(cut_side_stopped).count()));
+  EXPECT_EQ(first.exit_code, 0) << node0.Output();
+  EXPECT_EQ(second.exit_code, 0) << node1.Output();
+  EXPECT_NE(cut.exit_code, 0) << node2.Output();
+  EXPECT_NE(node2.Output().find("lost the rendezvous store at " + kMaster), std::string::npos)
+      << node2.Output();
+  EXPECT_NE(node2.Output().find("stopped this node's ranks"), std::string::npos) << node2.Output();
+  for (const ChildProcess* node : {&node0, &node1}) {
+    EXPECT_NE(node->Output().find("node 2 (host "), std::string::npos) << node->Output();
+    EXPECT_NE(node->Output().find("ranks 2 published as lost, 2 ranks go on"), std::string::npos)
+        << node->Output();
+    EXPECT_NE(node->Output().find("1 node lost, the run finished without them"), std::string::npos)
+        << node->Output();
+  }
+  EXPECT_NE(node0.Output().find("rank 0: done world=2 rank=0 steps=40 recoveries=1"),
+            std::string::npos)
+      << node0.Output();
+  EXPECT_NE(node1.Output().find("rank 1: done world=2 rank=1 steps=40 recoveries=1"),
+            std::string::npos)
+      << node1.Output();
+  EXPECT_TRUE(NoProcessLeft());
+}
+
 }  // namespace
