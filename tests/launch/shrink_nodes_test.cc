@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -100,6 +101,8 @@ TEST(ShrinkNodesTest, ANodeLostWhileItsRanksRunIsALossAndTheOthersFinish) {
   EXPECT_EQ(node1.exit_code, 0) << node1.err;
   // Heartbeat timeout 1 s, plus the watch's step: published within a few.
   EXPECT_LT(published, seconds(8));
+  std::printf("node lost: its ranks published as lost %lld ms after its launcher's SIGKILL\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(published).count()));
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_THAT(node0.out + node1.out,
                 MatchesRegex("(.|\n)*rank " + std::to_string(rank) +
