@@ -183,6 +183,20 @@ LauncherProcess::~LauncherProcess() {
   if (unread_pipe_ >= 0) close(unread_pipe_);
 }
 
+std::string LauncherProcess::OutputSoFar() const {
+  return ReadFile(capture_.path() + "/out") + ReadFile(capture_.path() + "/err");
+}
+
+bool LauncherProcess::WaitForOutput(const std::string& text,
+                                    std::chrono::milliseconds bound) const {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (OutputSoFar().find(text) == std::string::npos) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
 LauncherResult LauncherProcess::Wait(std::chrono::milliseconds bound) {
   LauncherResult result;
   auto deadline = started_ + bound;

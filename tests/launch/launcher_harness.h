@@ -78,6 +78,11 @@ class LauncherProcess {
   pid_t pid() const { return pid_; }
   // Waits up to `bound`; on a hang kills it (and reports exit_code -1).
   LauncherResult Wait(std::chrono::milliseconds bound = std::chrono::seconds(30));
+  // What it wrote so far (stdout and stderr), while it runs.
+  std::string OutputSoFar() const;
+  // Waits up to `bound` until its output so far contains `text`.
+  bool WaitForOutput(const std::string& text,
+                     std::chrono::milliseconds bound = std::chrono::seconds(30)) const;
 
  private:
   TempDir capture_;

@@ -34,6 +34,8 @@ class WorldGroup : public DataParallelGroup {
     options.thread_rank = thread_rank;
     options.threads_per_process = threads_per_process;
     context_ = parallel::Context::Create(options);
+    // A joiner waits here until the survivors admit it at a step boundary.
+    if (context_->joining()) joined_ = context_->WaitToBeAdmitted().joined_ranks;
     world_ = context_->NewWorldGroup();
     on_host_ = backend().info().device_type == kDLCPU;
   }
@@ -62,6 +64,16 @@ class WorldGroup : public DataParallelGroup {
     const parallel::RecoveredWorld world = context_->RecoverFromLoss();
     return {world.newly_lost_ranks, world_->size(), world_->rank()};
   }
+  std::optional<GrownGroup> AdmitJoiners() override {
+    try {
+      const std::optional<parallel::GrownWorld> grown = context_->AdmitJoiners(*world_);
+      if (!grown) return std::nullopt;
+      return GrownGroup{grown->joined_ranks, world_->size(), world_->rank()};
+    } catch (const parallel::PeerLostError& error) {
+      throw RankLostError(error.what());
+    }
+  }
+  bool joined_running_run() const override { return joined_.has_value(); }
   std::shared_ptr<parallel::Context> context() const override { return context_; }
   parallel::ProcessGroup* process_group() override { return world_.get(); }
 
@@ -121,6 +133,7 @@ class WorldGroup : public DataParallelGroup {
   std::unique_ptr<parallel::ProcessGroup> world_;
   bool on_host_ = true;
   ccl::DeviceBuffer staging_;
+  std::optional<std::vector<int>> joined_;  // this rank joined a running run
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -27,6 +28,13 @@ class RankLostError : public std::runtime_error {
 // The world after a recovery.
 struct RecoveredGroup {
   std::vector<int> newly_lost_ranks;  // the launcher's numbering (RANK)
+  int world_size = 0;
+  int rank = 0;
+};
+
+// The world after admitting ranks that joined the running run.
+struct GrownGroup {
+  std::vector<int> joined_ranks;  // the launcher's numbering (RANK)
   int world_size = 0;
   int rank = 0;
 };
@@ -75,6 +83,13 @@ class DataParallelGroup {
   virtual RecoveredGroup RecoverFromLoss() {
     throw std::logic_error("RecoverFromLoss: this group does not recover from a loss");
   }
+  // At a step boundary, on every rank together: admits the ranks of a node
+  // that joined the running run (infini_run --on_failure=shrink), numbered
+  // after the others; nothing when none wait. Throws RankLostError.
+  virtual std::optional<GrownGroup> AdmitJoiners() { return std::nullopt; }
+  // Whether this rank joined a running run: it was admitted when the group
+  // was made, and takes rank 0's state before its first step.
+  virtual bool joined_running_run() const { return false; }
 };
 
 }  // namespace infini::examples::gpt2

@@ -9,6 +9,8 @@
 #include <functional>
 #include <numeric>
 #include <ostream>
+#include <thread>
+#include <utility>
 
 #include "adamw.h"
 #include "checkpoint.h"
@@ -193,6 +195,14 @@ void KillSelfIfAskedForTests(int64_t step_number) {
   if (entries.find("," + here + ",") != std::string::npos) std::raise(SIGKILL);
 }
 
+// Tests of in-place recovery only: INFINI_TEST_GPT2_STEP_DELAY_MS=N makes
+// every step begin N ms late, so that a test can act while the run goes on.
+void DelayStepIfAskedForTests() {
+  const char* delay = std::getenv("INFINI_TEST_GPT2_STEP_DELAY_MS");
+  if (delay == nullptr) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
+}
+
 // The same global batch of `global_samples` split over `data_parallel_size`
 // ranks: the accumulation kept where it fits, else the smallest that does.
 // Throws std::runtime_error when no split gives every rank the same share.
@@ -203,10 +213,10 @@ std::pair<int64_t, int64_t> SplitGlobalBatch(int64_t global_samples, int64_t dat
       return {global_samples / (data_parallel_size * steps), steps};
     }
   }
-  throw std::runtime_error(Format(
-      "the global batch of %lld samples cannot be split evenly over the %lld surviving ranks "
-      "(expected a global batch that is a multiple of the data-parallel size)",
-      static_cast<long long>(global_samples), static_cast<long long>(data_parallel_size)));
+  throw std::runtime_error(
+      Format("the global batch of %lld samples cannot be split evenly over the %lld ranks "
+             "(expected a global batch that is a multiple of the data-parallel size)",
+             static_cast<long long>(global_samples), static_cast<long long>(data_parallel_size)));
 }
 
 std::string RankList(const std::vector<int>& ranks) {
@@ -225,7 +235,9 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   const int64_t T = options.sequence_length;
   // Both change when a recovery splits the same global batch over fewer ranks.
   int64_t B = options.micro_batch_size;
-  int64_t accumulation = AccumulationSteps(options, group.world_size());
+  // A rank that joined a running run takes the run's split from rank 0.
+  const bool joiner = group.joined_running_run();
+  int64_t accumulation = joiner ? 1 : AccumulationSteps(options, group.world_size());
   const bool on_device = group.on_cuda_device();
   CheckOptionsForPlace(options, on_device);
   if (T > options.model.max_sequence_length) {
@@ -255,7 +267,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   // Identical weights everywhere: the same seed, and rank 0's copy wins.
   Model model(options.model);
   model.InitializeWeights(options.seed);
-  group.BroadcastFromMain(AsBytes(model.parameters()));
+  if (!joiner) group.BroadcastFromMain(AsBytes(model.parameters()));  // joiners: below
   AdamWOptions adamw;
   adamw.learning_rate = options.learning_rate;
   adamw.weight_decay = options.weight_decay;
@@ -299,7 +311,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
              static_cast<long long>(loader->steps_per_epoch())));
 
   TrainingProgress progress;
-  if (options.resume) {
+  if (options.resume && !joiner) {
     std::string path;
     progress = ResumeFromMain(options.checkpoint_dir, model, optimizer, group, &path);
     say(path.empty() ? "resume: no checkpoint in " + options.checkpoint_dir + ", starting fresh"
@@ -372,58 +384,93 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     return {loss, device->ReadGradientNorm()};
   };
 
-  // --on_failure=shrink (host path): the survivors go on from the step the
-  // loss interrupted, with rank 0's weights and optimizer state (replicas
-  // agree, but the lost step may have been applied on some and not others)
-  // and the same global batch over the new DP size. Returns the steps done.
-  const int64_t global_batch = loader->global_batch_size();
+  // --on_failure=shrink (host path): after a loss the survivors go on from
+  // the step it interrupted, and after an admission the joiners start at the
+  // survivors' step, all with rank 0's weights, optimizer state and data
+  // position (replicas agree, but the lost step may have been applied on
+  // some and not others) and the same global batch over the new DP size.
+  // Returns the steps done.
+  int64_t global_batch = loader->global_batch_size();
+  const auto take_state_from_main = [&](int64_t steps_completed) {
+    struct Agreed {
+      int64_t steps_completed, optimizer_steps, consumed_samples, global_batch, accumulation;
+    } agreed{steps_completed, optimizer.steps_taken(),
+             progress.consumed_samples + (steps_completed - progress.steps_done) * global_batch,
+             global_batch, accumulation};
+    group.BroadcastFromMain(AsBytes(std::span<Agreed>(&agreed, 1)));
+    group.BroadcastFromMain(AsBytes(model.parameters()));
+    group.BroadcastFromMain(AsBytes(optimizer.first_moment()));
+    group.BroadcastFromMain(AsBytes(optimizer.second_moment()));
+    optimizer.set_steps_taken(agreed.optimizer_steps);
+    global_batch = agreed.global_batch;
+    std::tie(B, accumulation) =
+        SplitGlobalBatch(global_batch, group.world_size(), agreed.accumulation);
+    micro_weight = 1.0f / static_cast<float>(accumulation);
+    loader_options.micro_batch_size = B;
+    loader_options.data_parallel_size = group.world_size();
+    loader_options.data_parallel_rank = group.rank();
+    loader_options.gradient_accumulation_steps = accumulation;
+    loader = std::make_unique<data::DataLoader>(train_source, loader_options,
+                                                data::LoaderState{agreed.consumed_samples});
+    inputs.resize(loader->tokens_per_micro_batch());
+    targets.resize(loader->tokens_per_micro_batch());
+    validator = Validator(options, group);
+    progress = {agreed.steps_completed, agreed.consumed_samples};
+    return agreed.steps_completed;
+  };
   const auto recover = [&](int64_t interrupted_step, int64_t steps_completed) {
     std::vector<int> lost;
     for (;;) {
       try {
         const RecoveredGroup world = group.RecoverFromLoss();
         lost.insert(lost.end(), world.newly_lost_ranks.begin(), world.newly_lost_ranks.end());
-        struct Agreed {
-          int64_t steps_completed, optimizer_steps;
-        } agreed{steps_completed, optimizer.steps_taken()};
-        group.BroadcastFromMain(AsBytes(std::span<Agreed>(&agreed, 1)));
-        group.BroadcastFromMain(AsBytes(model.parameters()));
-        group.BroadcastFromMain(AsBytes(optimizer.first_moment()));
-        group.BroadcastFromMain(AsBytes(optimizer.second_moment()));
-        optimizer.set_steps_taken(agreed.optimizer_steps);
-        std::tie(B, accumulation) =
-            SplitGlobalBatch(global_batch, group.world_size(), accumulation);
-        micro_weight = 1.0f / static_cast<float>(accumulation);
-        loader_options.micro_batch_size = B;
-        loader_options.data_parallel_size = group.world_size();
-        loader_options.data_parallel_rank = group.rank();
-        loader_options.gradient_accumulation_steps = accumulation;
-        loader = std::make_unique<data::DataLoader>(
-            train_source, loader_options,
-            data::LoaderState{progress.consumed_samples +
-                              (agreed.steps_completed - progress.steps_done) * global_batch});
-        inputs.resize(loader->tokens_per_micro_batch());
-        targets.resize(loader->tokens_per_micro_batch());
-        validator = Validator(options, group);
+        const int64_t resumed = take_state_from_main(steps_completed);
         say(Format(
             "lost rank(s) %s at step %lld; world now %d ranks (dp=%d); resuming at step %lld",
             RankList(lost).c_str(), static_cast<long long>(interrupted_step), group.world_size(),
-            group.world_size(), static_cast<long long>(agreed.steps_completed + 1)));
-        return agreed.steps_completed;
+            group.world_size(), static_cast<long long>(resumed + 1)));
+        return resumed;
       } catch (const RankLostError&) {
         // Another rank was lost while recovering: once more, without it.
       }
     }
   };
+  // At a step boundary: ranks of a node that joined are admitted and get
+  // the state. Returns the steps done.
+  const auto admit = [&](int64_t steps_completed) {
+    const std::optional<GrownGroup> grown = group.AdmitJoiners();
+    if (!grown) return steps_completed;
+    const int64_t resumed = take_state_from_main(steps_completed);
+    say(
+        Format("admitted rank(s) %s after step %lld; world now %d ranks (dp=%d); resuming at "
+               "step %lld",
+               RankList(grown->joined_ranks).c_str(), static_cast<long long>(steps_completed),
+               group.world_size(), group.world_size(), static_cast<long long>(resumed + 1)));
+    return resumed;
+  };
   const bool recovers = group.recovers_from_loss() && !device;
+
+  if (joiner) {
+    if (!recovers) {
+      throw std::runtime_error(
+          "this rank joined a running run, which gpt2 supports on the host path only (gloo)");
+    }
+    // The survivors broadcast at their admission; take it, and start there.
+    const int64_t resumed = take_state_from_main(0);
+    summary.first_step = resumed;
+  }
+  bool just_joined = joiner;
 
   std::vector<double> step_seconds;
   for (int64_t step = progress.steps_done; step < options.steps; ++step) {
     KillSelfIfAskedForTests(step + 1);
+    DelayStepIfAskedForTests();
     const Clock::time_point step_start = Clock::now();
     int64_t steps_completed = step;
     float loss = 0.0f, norm = 0.0f;
     try {
+      // A joiner's first step starts at the boundary that admitted it.
+      if (recovers && !std::exchange(just_joined, false)) admit(step);
       std::tie(loss, norm) = device ? device_step(step + 1) : host_step();
       steps_completed = step + 1;
       group.AllReduceAverage(std::span<float>(&loss, 1));
