@@ -1,6 +1,7 @@
 #include "infini/launch/failure_summary.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <optional>
 #include <sstream>
@@ -22,6 +23,7 @@ struct StuckFinding {
 };
 
 constexpr const char* kBehindMarker = "infini_ccl flight recorder: behind: process rank ";
+constexpr const char* kStuckRankNote = "; flight recorder: stuck rank ";
 
 std::optional<StuckFinding> FindStuckRank(const AttemptResult& result) {
   for (const RankExit& rank : result.ranks) {
@@ -64,6 +66,18 @@ int StuckProcessRankInLine(const std::string& line) {
     ++digits;
   }
   return digits == 0 ? -1 : std::stoi(rest.substr(0, digits));
+}
+
+std::string StuckRankNote(int process_rank) {
+  return kStuckRankNote + std::to_string(process_rank);
+}
+
+int StuckRankInMessage(const std::string& message) {
+  const size_t at = message.find(kStuckRankNote);
+  if (at == std::string::npos) return -1;
+  const char* digits = message.c_str() + at + std::string(kStuckRankNote).size();
+  if (*digits < '0' || *digits > '9') return -1;
+  return static_cast<int>(std::strtol(digits, nullptr, 10));
 }
 
 std::string FormatRankStacks(const RankStacks& stacks, const std::string& lead,

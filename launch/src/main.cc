@@ -279,6 +279,9 @@ class Launcher {
       restart_requested_ = node_->RestartRequested(attempt);
       return restart_requested_;
     };
+    supervision.stuck_rank_named_by_peer = [this] {
+      return peer_failure_ ? StuckRankInMessage(peer_failure_->message) : -1;
+    };
     supervision.on_first_failure = [this, attempt](const RankExit& rank) {
       // Elastic: published once it is known not to be a lost node's doing.
       if (options_.elastic()) return;
@@ -288,8 +291,10 @@ class Launcher {
   }
 
   static std::string FailureMessage(const RankExit& rank) {
+    // The stuck rank travels with the failure, for its node to read its stacks.
     return "rank " + std::to_string(rank.global_rank) + " (pid " + std::to_string(rank.pid) +
-           " on " + HostName() + ") failed: " + rank.Describe();
+           " on " + HostName() + ") failed: " + rank.Describe() +
+           (rank.stuck_rank_named >= 0 ? StuckRankNote(rank.stuck_rank_named) : "");
   }
 
   // Returns the exit status when the run is over, nothing when it goes on
@@ -353,7 +358,16 @@ class Launcher {
         return status;
       }
       case AttemptOutcome::kStoppedByPeer:
-        if (peer_failure_) return ReportPeerFailure(*peer_failure_);
+        if (peer_failure_) {
+          const int status = ReportPeerFailure(*peer_failure_);
+          for (const RankStacks& stacks : result.stuck_stacks) {
+            for (const std::string& line : Lines(FormatRankStacks(
+                     stacks, "infini_run: ", "before infini_run stopped it", false))) {
+              Console::Get().WriteLine(Console::kStderr, line + "\n");
+            }
+          }
+          return status;
+        }
         if (!lost_store_.empty()) {
           const std::string note = node_->StoreLossNote();
           Say("lost " + node_->StoreDescription() + ": " + lost_store_ +

@@ -172,7 +172,9 @@ class AttemptSupervisor {
       if (options_.capture_stuck_stacks) {
         output.on_line = [this](const std::string& line) {
           const int process_rank = StuckProcessRankInLine(line);
-          if (process_rank >= 0) stuck_reported_.push_back(process_rank);
+          if (process_rank < 0) return;
+          stuck_reported_.push_back(process_rank);
+          if (stuck_named_ < 0) stuck_named_ = process_rank;
         };
       }
       children_[i].output = std::make_unique<RankOutput>(output);
@@ -334,6 +336,7 @@ class AttemptSupervisor {
     }
     if (first_failure_index_ < 0 && !stopping_) {
       first_failure_index_ = static_cast<int>(child - children_.data());
+      child->exit.stuck_rank_named = stuck_named_;
       if (options_.on_first_failure) options_.on_first_failure(child->exit);
       BeginStop(AttemptOutcome::kRankFailed);
     }
@@ -509,7 +512,16 @@ class AttemptSupervisor {
       }
       if (!stopping_) CheckStoppedRanks(now);
       if (!stopping_ && options_.peer_monitor && now >= next_monitor_) {
-        if (options_.peer_monitor()) BeginStop(AttemptOutcome::kStoppedByPeer);
+        if (options_.peer_monitor()) {
+          // Another node's flight recorder may have named a rank of this node.
+          const int named =
+              options_.stuck_rank_named_by_peer ? options_.stuck_rank_named_by_peer() : -1;
+          if (named >= 0 && options_.capture_stuck_stacks) {
+            stuck_reported_.push_back(named);
+            ReadReportedStacks();
+          }
+          BeginStop(AttemptOutcome::kStoppedByPeer);
+        }
         next_monitor_ = Clock::now() + options_.monitor_interval;
       }
       if (drain_deadline_ && now >= *drain_deadline_) {
@@ -532,6 +544,7 @@ class AttemptSupervisor {
   int first_failure_index_ = -1;
   std::vector<int> lost_indexes_;    // children lost under shrink, in order
   std::vector<int> stuck_reported_;  // process ranks named behind, not read yet
+  int stuck_named_ = -1;             // the first process rank named behind here
   bool stopping_ = false;
   bool killed_ = false;
   Clock::time_point kill_deadline_;

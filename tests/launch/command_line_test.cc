@@ -125,6 +125,18 @@ TEST(LaunchCommandLine, EachBadValueIsOneRefusalNamingTheFlag) {
   }
 }
 
+// --dump_stacks takes its value only after '=', so a bare one never eats
+// the next flag; it needs no program.
+TEST(LaunchCommandLine, DumpStacksTakesAnOptionalRunIdAndNoProgram) {
+  const LaunchOptions bare = Parse({"--dump_stacks", "--nproc_per_node=2"});
+  EXPECT_TRUE(bare.dump_stacks);
+  EXPECT_EQ(bare.dump_stacks_run_id, "");
+  const LaunchOptions named = Parse({"--dump-stacks=job42"});
+  EXPECT_TRUE(named.dump_stacks);
+  EXPECT_EQ(named.dump_stacks_run_id, "job42");
+  EXPECT_FALSE(Parse({"prog"}).dump_stacks);
+}
+
 TEST(LaunchCommandLine, HelpIsAskedForAndTheUsageListsEveryFlag) {
   std::vector<std::string> arguments = {"infini_run", "--nproc_per_node=2", "--help"};
   std::vector<char*> argv;

@@ -82,6 +82,40 @@ TEST(StackDumpTest, WithoutALogFolderOrAPidNamespaceTheStacksAreInTheSummary) {
   EXPECT_TRUE(NoProcessLeft());
 }
 
+// The flight recorder's line reaches node 0's launcher; the stuck rank runs
+// on node 1, whose launcher learns it with node 0's failure and reads it.
+TEST(StackDumpTest, AStuckRankOnAnotherNodeIsReadByItsOwnNodesLauncher) {
+  REQUIRE_GDB();
+  const std::string endpoint = "--rdzv_endpoint=127.0.0.1:" + std::to_string(FreePort());
+  auto node = [&](int node_rank) {
+    return std::vector<std::string>{"--nnodes=2",
+                                    "--nproc_per_node=1",
+                                    endpoint,
+                                    "--rdzv_id=stacks-nodes",
+                                    "--rdzv_timeout=20",
+                                    "--term_timeout=2",
+                                    "--node_rank=" + std::to_string(node_rank),
+                                    kChild,
+                                    "--mode=stuck"};
+  };
+  LauncherProcess node0(node(0));
+  LauncherProcess node1(node(1));
+  const LauncherResult result0 = node0.Wait(30s), result1 = node1.Wait(30s);
+  EXPECT_EQ(result0.exit_code, 124) << result0.err;
+  EXPECT_EQ(result1.exit_code, 124) << result1.err;
+  EXPECT_THAT(result0.err, AllOf(HasSubstr("infini_run: stuck rank: rank 1 (another node)"),
+                                 Not(HasSubstr("stacks of rank"))))
+      << result0.err;
+  EXPECT_THAT(result1.err,
+              AllOf(HasSubstr("infini_run: node 0 failed: rank 0 (pid "),
+                    HasSubstr("exit code 124; flight recorder: stuck rank 1; stopped this node's "
+                              "ranks, exiting with 124"),
+                    HasSubstr("infini_run: stacks of rank 1 (local rank 0, pid "),
+                    HasSubstr("HangInsideAllReduceForTest at ")))
+      << result1.err;
+  EXPECT_TRUE(NoProcessLeft());
+}
+
 TEST(StackDumpTest, AMissingDebuggerIsOneLineNamingIt) {
   for (const std::string tool : {"no-such-debugger", "/nonexistent/gdb"}) {
     LaunchSetup setup;

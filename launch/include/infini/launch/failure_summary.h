@@ -25,6 +25,12 @@ struct SummaryContext {
 // N, or -1 when `line` is not one.
 int StuckProcessRankInLine(const std::string& line);
 
+// How a node's failure, as other nodes read it (the failure message in the
+// store), names the stuck rank: "; flight recorder: stuck rank N".
+std::string StuckRankNote(int process_rank);
+// N from a message that holds StuckRankNote(N); -1 when none does.
+int StuckRankInMessage(const std::string& message);
+
 // "stacks of rank 1 (local rank 1, pid 42), read in 0.41 s WHEN (whole
 // stacks: FILE):" and the trimmed stacks, or the whole ones when `whole`;
 // or one line saying why they were not read. Each line starts with `lead`.

@@ -43,6 +43,9 @@ struct RankExit {
   int stalled_by_signal = 0;         // it stayed stopped (SIGSTOP...) too long
   std::string detail;
   std::deque<std::string> tail;
+  // The process rank a flight recorder of this node had named behind when
+  // this rank failed (-1: none), so that other nodes learn it with the failure.
+  int stuck_rank_named = -1;
 
   bool failed() const { return spawn_failed || !exited || exit_code != 0; }
   // Exit code this failure maps to: the code, or 128 + signal.
@@ -117,6 +120,10 @@ struct SupervisorOptions {
   // behind (failure_summary.h), read that process's stacks before anything
   // stops it; and on SIGUSR2, print every rank's stacks and go on.
   bool capture_stuck_stacks = true;
+  // When peer_monitor asks to stop: the process rank another node's flight
+  // recorder named behind (-1: none); when it is a rank of this node, its
+  // stacks are read before the stop. May be empty.
+  std::function<int()> stuck_rank_named_by_peer;
   StackCaptureOptions stacks = StackCaptureOptions::FromEnvironment();
 };
 
