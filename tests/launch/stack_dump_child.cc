@@ -3,8 +3,8 @@
 //   --mode=stuck: rank 1 waits forever in HangInsideAllReduceForTest; rank 0
 //     prints the flight recorder's "behind: process rank 1" line (as
 //     parallel/'s watchdog does) and exits 124, which stops the run.
-//   --mode=live: every rank waits in SpinInsideTrainingStepForTest for
-//     --seconds (default 4), then exits 0.
+//   --mode=live: every rank waits in SpinInsideTrainingStepForTest until the
+//     file --until exists or --seconds (default 4) passed, then exits 0.
 #include <unistd.h>
 
 #include <chrono>
@@ -22,9 +22,10 @@ __attribute__((noinline)) void HangInsideAllReduceForTest() {
   }
 }
 
-__attribute__((noinline)) void SpinInsideTrainingStepForTest(double seconds) {
+__attribute__((noinline)) void SpinInsideTrainingStepForTest(double seconds,
+                                                             const std::string& until) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
+  while (std::chrono::steady_clock::now() < end && (until.empty() || access(until.c_str(), F_OK))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     asm volatile("");
   }
@@ -33,9 +34,11 @@ __attribute__((noinline)) void SpinInsideTrainingStepForTest(double seconds) {
 int main(int argc, char** argv) {
   std::string mode = "live";
   double seconds = 4;
+  std::string until;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--mode=", 7) == 0) mode = argv[i] + 7;
     if (std::strncmp(argv[i], "--seconds=", 10) == 0) seconds = std::atof(argv[i] + 10);
+    if (std::strncmp(argv[i], "--until=", 8) == 0) until = argv[i] + 8;
   }
   const char* rank_text = getenv("RANK");
   const int rank = rank_text ? std::atoi(rank_text) : 0;
@@ -51,6 +54,6 @@ int main(int argc, char** argv) {
     std::fflush(stderr);
     return 124;
   }
-  SpinInsideTrainingStepForTest(seconds);
+  SpinInsideTrainingStepForTest(seconds, until);
   return 0;
 }

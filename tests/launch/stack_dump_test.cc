@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
+#include <thread>
 
 #include "launcher_harness.h"
 
@@ -137,8 +139,11 @@ TEST(StackDumpTest, AMissingDebuggerIsOneLineNamingIt) {
 TEST(StackDumpTest, DumpStacksPrintsEveryRanksStacksAndTheRunGoesOn) {
   REQUIRE_GDB();
   TempDir logs;
+  // The ranks go on until the stacks were read (or 20 s, a hang's bound).
+  const std::string done = logs.path() + "/done";
   LauncherProcess launcher({"--nproc_per_node=2", "--rdzv_id=stacks-live",
-                            "--log_dir=" + logs.path(), kChild, "--mode=live", "--seconds=5"});
+                            "--log_dir=" + logs.path(), kChild, "--mode=live", "--seconds=20",
+                            "--until=" + done});
   ASSERT_GT(FindRankPid(launcher.pid(), 0), 0);
   ASSERT_GT(FindRankPid(launcher.pid(), 1), 0);
   const LauncherResult asked = RunLauncher({"--dump_stacks=stacks-live"}, 10s);
@@ -146,17 +151,27 @@ TEST(StackDumpTest, DumpStacksPrintsEveryRanksStacksAndTheRunGoesOn) {
   EXPECT_THAT(asked.out, HasSubstr("infini_run: asked the launcher of run 'stacks-live' (pid " +
                                    std::to_string(launcher.pid()) + ") for every rank's stacks"))
       << asked.out << asked.err;
+  auto stacks_of = [&](int rank) {
+    return ReadFile(logs.path() + "/stacks-live/attempt_0/rank_" + std::to_string(rank) +
+                    "/stacks.log");
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while ((stacks_of(0).empty() || stacks_of(1).empty()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  FILE* marker = std::fopen(done.c_str(), "w");
+  ASSERT_NE(marker, nullptr);
+  std::fclose(marker);
   const LauncherResult result = launcher.Wait(30s);
   EXPECT_EQ(result.exit_code, 0) << result.err;
   for (int rank : {0, 1}) {
     const std::string name = "stacks of rank " + std::to_string(rank) + " (local rank " +
                              std::to_string(rank) + ", pid ";
     EXPECT_THAT(result.err, HasSubstr(name)) << result.err;
-    const std::string whole = ReadFile(logs.path() + "/stacks-live/attempt_0/rank_" +
-                                       std::to_string(rank) + "/stacks.log");
-    EXPECT_THAT(whole, AllOf(HasSubstr("asked for by SIGUSR2"),
-                             HasSubstr("SpinInsideTrainingStepForTest (seconds=")))
-        << whole;
+    EXPECT_THAT(stacks_of(rank), AllOf(HasSubstr("asked for by SIGUSR2"),
+                                       HasSubstr("SpinInsideTrainingStepForTest (seconds=")))
+        << stacks_of(rank);
   }
   EXPECT_EQ(Count(result.err, "SpinInsideTrainingStepForTest at "), 2u) << result.err;
   EXPECT_TRUE(NoProcessLeft());
