@@ -165,7 +165,8 @@ class Recorder {
       : folder_(std::getenv(trace_format::kTraceDirVariable)),
         ring_events_(static_cast<size_t>(
             EnvironmentInt("INFINI_CCL_TRACE_RING_EVENTS", kDefaultRingEvents))),
-        process_rank_(EnvironmentInt(env::torchrun::kRank, -1)) {
+        process_rank_(EnvironmentInt(env::torchrun::kRank, -1)),
+        owner_pid_(getpid()) {
     if (ring_events_ == 0) ring_events_ = 1;
     // SIGUSR1 writes the metrics, unless the program handles it itself.
     struct sigaction current {};
@@ -204,6 +205,8 @@ class Recorder {
   }
 
   void Close() {
+    // A forked child has the rings but not the thread: its parent writes.
+    if (getpid() != owner_pid_) return;
     {
       std::lock_guard lock(stop_mutex_);
       if (stopping_) return;
@@ -336,6 +339,7 @@ class Recorder {
   const std::string folder_;
   size_t ring_events_;
   const int process_rank_;  // RANK, or -1: a label's rank goes first
+  const pid_t owner_pid_;   // the process whose thread drains the rings
 
   std::mutex mutex_;  // guards ranks_, labels_, names_
   std::map<int, std::unique_ptr<RankTrace>> ranks_;

@@ -123,6 +123,9 @@ void ClockAnswerer::Loop(const std::string& host, uint16_t port, const std::stri
       try {
         store.Wait({question}, kQuestionPoll);
       } catch (const rendezvous::StoreTimeoutError&) {
+        // A rank that took this number and died before asking must not
+        // hold up the ones after it.
+        if (store.Check({trace_format::ClockAskKey(number + 1)})) ++number;
         continue;
       }
       const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
