@@ -6,10 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -190,6 +192,34 @@ TEST(StackDumpTest, DumpStacksOfNoRunIsOneLine) {
   const LauncherResult with_program = RunLauncher({"--dump_stacks", kChild}, 10s);
   EXPECT_EQ(with_program.exit_code, 2);
   EXPECT_THAT(with_program.err, HasSubstr("expected no program")) << with_program.err;
+}
+
+// A debugger that never finishes (here one whose child keeps the pipe open)
+// is killed with its process group at the bound.
+TEST(StackDumpTest, ADebuggerThatHangsIsKilledAtTheBound) {
+  TempDir dir;
+  const std::string tool = dir.path() + "/stuck_debugger";
+  const std::string child_pid = dir.path() + "/child.pid";
+  FILE* script = std::fopen(tool.c_str(), "w");
+  ASSERT_NE(script, nullptr);
+  std::fprintf(script, "#!/bin/sh\nsleep 60 &\necho $! > %s\nwait\n", child_pid.c_str());
+  std::fclose(script);
+  chmod(tool.c_str(), 0755);
+  StackCaptureOptions options;
+  options.tool = tool;
+  options.bound = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  const StackCapture capture = CaptureStacks(getpid(), options);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  EXPECT_FALSE(capture.captured);
+  EXPECT_EQ(capture.failure, tool + " did not finish within 300 ms; killed");
+  const pid_t sleeper = static_cast<pid_t>(std::atoi(ReadFile(child_pid).c_str()));
+  ASSERT_GT(sleeper, 0);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!ProcessGone(sleeper) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(ProcessGone(sleeper));
 }
 
 // Trimming, on gdb's own words: frame #0, frames with a source line, up to
