@@ -6,7 +6,7 @@
 // Files, under the trace folder (INFINI_CCL_TRACE_DIR, set by
 // `infini_run --trace_dir`):
 //   rank<R>.jsonl         one JSON object a line, appended by global rank R
-//   metrics_rank<R>.json  rank R's per-op metrics (at exit and on SIGUSR1)
+//   metrics_rank<R>.json  rank R's per-op metrics (at exit, every 2 s, on SIGUSR1)
 //   trace.json            the merge (Trace Event Format), by node 0's launcher
 //
 // Lines of rank<R>.jsonl (flat objects: strings and integers only):
