@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -221,14 +222,28 @@ std::string TrimStacks(const std::string& backtraces, int frames_per_thread) {
   std::ostringstream text;
   std::stringstream lines(backtraces);
   std::string line;
-  int kept = 0, left_out = 0;
+  std::vector<std::string> chosen;  // this thread's frames worth showing
+  int frames = 0;
   bool past_main = false;
   auto end_thread = [&]() {
+    // Too many: the innermost (where it waits) and the outermost (who
+    // called), the middle (library internals, mostly) left out.
+    const size_t limit = static_cast<size_t>(std::max(frames_per_thread, 2));
+    const size_t inner = chosen.size() > limit ? limit / 2 : chosen.size();
+    for (size_t k = 0; k < chosen.size(); ++k) {
+      if (k == inner && chosen.size() > limit) {
+        text << "    ...\n";
+        k = chosen.size() - (limit - inner);
+      }
+      text << "    " << chosen[k] << "\n";
+    }
+    const int left_out = frames - static_cast<int>(std::min(chosen.size(), limit));
     if (left_out > 0) {
       text << "    (" << left_out << " frame" << (left_out == 1 ? "" : "s")
            << " outside the program's sources or past the limit left out)\n";
     }
-    kept = left_out = 0;
+    chosen.clear();
+    frames = 0;
     past_main = false;
   };
   while (std::getline(lines, line)) {
@@ -236,14 +251,10 @@ std::string TrimStacks(const std::string& backtraces, int frames_per_thread) {
       end_thread();
       text << "  " << line << "\n";
     } else if (StartsWith(line, "#")) {
-      const bool innermost = StartsWith(line, "#0 ");
-      if (!past_main && kept < frames_per_thread && (innermost || InProgramSource(line))) {
-        line = WithoutArguments(line);
-        text << "    " << line << "\n";
-        ++kept;
-        past_main = line.find(" main ") != std::string::npos;
-      } else {
-        ++left_out;
+      ++frames;
+      if (!past_main && (StartsWith(line, "#0 ") || InProgramSource(line))) {
+        chosen.push_back(WithoutArguments(line));
+        past_main = chosen.back().find(" main ") != std::string::npos;
       }
     }
   }

@@ -246,6 +246,20 @@ TEST(StackDumpTest, TrimKeepsTheWaitingFrameAndSourceFramesUpToMain) {
             "    #0  Step at /src/step.cc:5\n"
             "    #1  main at /src/main.cc:9\n"
             "    (1 frame outside the program's sources or past the limit left out)\n");
+  // Of many frames in our sources, the innermost and the outermost.
+  std::string deep = "Thread 1 (Thread 0x7e (LWP 10) \"rank\"):\n";
+  for (int frame = 0; frame < 12; ++frame) {
+    deep += "#" + std::to_string(frame) + "  F" + std::to_string(frame) +
+            " (x=1) at /src/f.cc:" + std::to_string(frame) + "\n";
+  }
+  EXPECT_EQ(TrimStacks(deep, 4),
+            "  Thread 1 (Thread 0x7e (LWP 10) \"rank\"):\n"
+            "    #0  F0 at /src/f.cc:0\n"
+            "    #1  F1 at /src/f.cc:1\n"
+            "    ...\n"
+            "    #10  F10 at /src/f.cc:10\n"
+            "    #11  F11 at /src/f.cc:11\n"
+            "    (8 frames outside the program's sources or past the limit left out)\n");
 }
 
 }  // namespace

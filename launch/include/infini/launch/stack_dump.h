@@ -44,9 +44,10 @@ StackCapture CaptureStacks(pid_t pid, const StackCaptureOptions& options);
 // From gdb's `thread apply all bt` printed without addresses: per thread
 // its header, frame #0 (where the thread waits) and the frames whose source
 // line is an absolute path outside /usr (the program's and our code; glibc's
-// frames name relative paths, libstdc++'s /usr/include), up to
-// `frames_per_thread` in all and ending at main, without their arguments;
-// the frames left out are counted on one line.
+// frames name relative paths, libstdc++'s /usr/include), up to main,
+// without their arguments; of more than `frames_per_thread` such frames the
+// innermost and outermost halves ("..." between); the frames left out are
+// counted on one line.
 std::string TrimStacks(const std::string& backtraces, int frames_per_thread = 8);
 
 // Appends `text` under a header line to RANK_FOLDER/stacks.log (0600, the
