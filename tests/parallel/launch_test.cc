@@ -501,11 +501,10 @@ TEST(ParallelLaunchTest, FlightRecorderNamesAStoppedRankAndSoDoesTheLauncher) {
   // The launcher read the stopped rank's stacks before it stopped it
   // (launch/src/stack_dump.cc): the frame that raised SIGSTOP is named.
   if (access("/usr/bin/gdb", X_OK) == 0) {
-    EXPECT_THAT(outcome.output,
-                AllOf(HasSubstr("infini_run: stacks of rank 1 (local rank 1, pid "),
-                      HasSubstr("before infini_run stopped it:"),
-                      HasSubstr("(anonymous namespace)::Misbehave at "),
-                      HasSubstr("parallel_check.cc:")))
+    EXPECT_THAT(outcome.output, AllOf(HasSubstr("infini_run: stacks of rank 1 (local rank 1, pid "),
+                                      HasSubstr("before infini_run stopped it:"),
+                                      HasSubstr("(anonymous namespace)::Misbehave at "),
+                                      HasSubstr("parallel_check.cc:")))
         << outcome.output;
   } else {
     EXPECT_THAT(outcome.output, HasSubstr("not read: 'gdb' not found in PATH")) << outcome.output;
