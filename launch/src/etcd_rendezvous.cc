@@ -137,11 +137,13 @@ class EtcdRendezvous final : public RendezvousHandler {
     MembershipChange change;
     std::lock_guard lock(mutex_);
     for (int node : expired_) {
-      change.lost.push_back({node, "node " + std::to_string(node) + " lost: its infini_run (" +
-                                       alive_owner_[{round_, node}] +
-                                       ") let its etcd lease expire: no keep-alive for " +
-                                       Seconds(options_.heartbeat_timeout) +
-                                       " (it died or stalled; --rdzv_conf=heartbeat_timeout)"});
+      change.lost.push_back({node,
+                             "node " + std::to_string(node) + " lost: its infini_run (" +
+                                 alive_owner_[{round_, node}] +
+                                 ") let its etcd lease expire: no keep-alive for " +
+                                 Seconds(options_.heartbeat_timeout) +
+                                 " (it died or stalled; --rdzv_conf=heartbeat_timeout)",
+                             alive_owner_[{round_, node}]});
     }
     reported_.insert(expired_.begin(), expired_.end());
     expired_.clear();

@@ -98,9 +98,15 @@ void NodeRendezvous::StartLink() {
 
 void NodeRendezvous::JoinRunningAttempt(int attempt) {
   if (!link_) return;
-  std::lock_guard lock(link_->mutex);
-  link_->watched_attempt = attempt;
-  link_->all_ready = link_->all_done = false;
+  {
+    std::lock_guard lock(link_->mutex);
+    link_->watched_attempt = attempt;
+    link_->all_ready = true;  // the others' ranks run already
+    link_->all_done = false;
+  }
+  // In place of its lost predecessor's (on etcd gone with its lease).
+  const std::string key = AttemptKey(attempt, "ready/" + std::to_string(world_.node_rank));
+  link_->Post([key](Store& store) { store.Set(key, "1"); });
 }
 
 void NodeRendezvous::PublishJoin(const loss_notice::LossNotice& join) {

@@ -91,8 +91,11 @@ bool TakeLostSlot(Store& store, const LaunchOptions& options, int node_rank,
   slots.Update(store);
   const std::optional<std::string> lost_owner = slots.LostOwner(node_rank);
   if (!lost_owner) return false;
-  return store.CompareSet(NodeKeys("node", node_rank) + "/owner", *lost_owner, identity) ==
-         identity;
+  // On etcd the lost owner's key went with its lease.
+  const std::string owner_key = NodeKeys("node", node_rank) + "/owner";
+  const std::string current = store.Check({owner_key}) ? store.Get(owner_key) : "";
+  if (!current.empty() && current != *lost_owner) return false;
+  return store.CompareSet(owner_key, current, identity) == identity;
 }
 
 // A node past --nnodes under shrink: the lowest lost slot, or one line
@@ -128,6 +131,12 @@ int ClaimNodeRank(RendezvousHandler& handler, const LaunchOptions& options, bool
     }
   }
   const std::string owner = store.CompareSet(NodeKeys("node", node_rank) + "/owner", "", identity);
+  if (owner == identity && options.shrink_on_failure) {
+    // A slot whose lost owner's key is gone (etcd: with its lease).
+    NodeSlots slots(options.nnodes, options.processes_per_node);
+    slots.Update(store);
+    *replaces = slots.LostOwner(node_rank).has_value();
+  }
   if (owner != identity && options.shrink_on_failure) {
     if (TakeLostSlot(store, options, node_rank, identity)) {
       *replaces = true;

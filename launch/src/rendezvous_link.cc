@@ -13,6 +13,17 @@ namespace infini::launch {
 using rendezvous::Store;
 using rendezvous::StoreError;
 
+namespace {
+
+// The launcher that holds node slot `node` now; empty when none does (on
+// etcd a lost owner's keys go with its lease).
+std::string SlotOwner(Store& store, int node) {
+  const std::string key = NodeKeys("node", node) + "/owner";
+  return store.Check({key}) ? store.Get(key) : "";
+}
+
+}  // namespace
+
 void RendezvousLink::Start() {
   is_host = handler->hosts_store();
   // A change wakes the thread at once; weak: the watch may outlive the link.
@@ -146,10 +157,10 @@ void RendezvousLink::PublishLost(const MembershipChange& change) {
 
 std::optional<std::string> RendezvousLink::PublishNodeLoss(const LostNode& node, int attempt) {
   Store& store = handler->store();
-  const std::string slot = NodeKeys("node", node.node_rank);
-  const std::string owner = store.Check({slot + "/owner"}) ? store.Get(slot + "/owner") : "?";
+  // The watch knows the owner: on etcd its keys went with its lease.
+  const std::string& owner = node.owner;
   if (!ClaimNodeLoss(store, attempt, node.node_rank, owner, NodeIdentity())) return std::nullopt;
-  const std::string host = store.Check({slot + "/host"}) ? store.Get(slot + "/host") : "?";
+  const std::string host = owner.substr(0, owner.rfind(':'));  // "host:pid"
   // The watch's line starts "node K lost: "; the notice names the host too.
   const std::string prefix = "node " + std::to_string(node.node_rank) + " lost: ";
   const std::string why =
@@ -231,7 +242,7 @@ void RendezvousLink::ReadPeers(int attempt) {
   // not be in the log yet): waited for.
   std::set<int> gone;
   for (const auto& [node, lost_owner] : lost_owners) {
-    if (store.Get(NodeKeys("node", node) + "/owner") == lost_owner) gone.insert(node);
+    if (SlotOwner(store, node) == lost_owner || SlotOwner(store, node).empty()) gone.insert(node);
   }
   std::optional<PeerFailure> seen_failure;
   if (store.Check({Key("failure")})) seen_failure = DecodeFailure(store.Get(Key("failure")));
@@ -267,8 +278,8 @@ void RendezvousLink::ReadPeers(int attempt) {
   // current owner's.
   for (auto node = replaced.begin(); every_done && node != replaced.end(); ++node) {
     if (gone.count(*node)) continue;
-    every_done = store.Get(AttemptKey(attempt, "done/" + std::to_string(*node))) ==
-                 store.Get(NodeKeys("node", *node) + "/owner");
+    const std::string done_key = AttemptKey(attempt, "done/" + std::to_string(*node));
+    every_done = store.Check({done_key}) && store.Get(done_key) == SlotOwner(store, *node);
   }
   std::set<int> done_now;
   for (int node = 0; node < members && elastic; ++node) {
@@ -296,7 +307,9 @@ void RendezvousLink::ReadPeers(int attempt) {
   nodes_waiting = waiting;
   if (watched_attempt != attempt) return;  // read for an attempt no longer watched
   done_nodes = done_now;
-  all_ready = every_ready;
+  // Once every node was ready the ranks run: a lost node's ready key may go
+  // (etcd: with its lease), the attempt stays started.
+  all_ready = all_ready || every_ready;
   missing_ready = missing;
   all_done = every_done;
   all_left = every_left;

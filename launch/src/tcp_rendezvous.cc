@@ -213,9 +213,11 @@ class TcpRendezvous final : public RendezvousHandler {
       if (now - entry->second.second < options_.heartbeat_timeout) continue;
       const std::string owner = store_->Check({owner_key}) ? store_->Get(owner_key) : "?";
       reported_[node] = owner;
-      lost.push_back({node, "node " + std::to_string(node) + " lost: its infini_run (" + owner +
-                                ") sent no heartbeat for " + Seconds(options_.heartbeat_timeout) +
-                                " (it died or stalled; --rdzv_conf=heartbeat_timeout)"});
+      lost.push_back({node,
+                      "node " + std::to_string(node) + " lost: its infini_run (" + owner +
+                          ") sent no heartbeat for " + Seconds(options_.heartbeat_timeout) +
+                          " (it died or stalled; --rdzv_conf=heartbeat_timeout)",
+                      owner});
     }
     return lost;
   }

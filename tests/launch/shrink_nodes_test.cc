@@ -16,6 +16,9 @@
 #include <thread>
 
 #include "launcher_harness.h"
+#if INFINI_TEST_WITH_ETCD
+#include "etcd_cluster.h"
+#endif
 
 namespace infini::launch::testing {
 namespace {
@@ -29,7 +32,8 @@ using ::testing::Not;
 const std::string kJoinChild = JOIN_CHECK_CHILD_PATH;
 
 struct ShrinkRun {
-  int port = FreePort();
+  std::string endpoint = "127.0.0.1:" + std::to_string(FreePort());
+  std::string heartbeat_timeout = "1";
   std::string run_id;
   int nnodes = 3;
   int processes_per_node = 1;
@@ -41,10 +45,10 @@ struct ShrinkRun {
   std::vector<std::string> Node(int node_rank, int losses, int joins) const {
     std::vector<std::string> arguments = {"--nnodes=" + std::to_string(nnodes),
                                           "--nproc_per_node=" + std::to_string(processes_per_node),
-                                          "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
+                                          "--rdzv_endpoint=" + endpoint,
                                           "--rdzv_id=" + run_id,
                                           "--rdzv_timeout=20",
-                                          "--rdzv_conf=heartbeat_timeout=1",
+                                          "--rdzv_conf=heartbeat_timeout=" + heartbeat_timeout,
                                           "--on_failure=shrink",
                                           "--term_timeout=2"};
     if (node_rank >= 0) arguments.push_back("--node_rank=" + std::to_string(node_rank));
@@ -216,6 +220,43 @@ TEST(ShrinkNodesTest, ANodeLossBelowMinRanksStopsEveryNode) {
   }
   EXPECT_TRUE(NoProcessLeft());
 }
+
+#if INFINI_TEST_WITH_ETCD
+// On etcd every node sees a lost node's lease go: one of them claims the
+// loss and publishes it, once. A replacement's lease is watched afresh: its
+// own loss is published with its own rank.
+TEST(ShrinkNodesTest, OnEtcdANodeLossIsPublishedOnceAndAReplacementIsWatchedAgain) {
+  etcd_testing::EtcdCluster cluster(1);
+  ShrinkRun run;
+  run.run_id = "shrink-node-etcd";
+  run.endpoint = cluster.endpoints();
+  run.heartbeat_timeout = "2";  // a lease, as the other etcd tests
+  run.extra_flags = {"--rdzv_backend=etcd", "--local_addr=127.0.0.1"};
+  auto nodes = StartNodes(run, 2, 1);
+  ASSERT_TRUE(EveryRankStarted(run, 3));
+  ASSERT_EQ(kill(nodes[2]->pid(), SIGKILL), 0);
+  ASSERT_TRUE(run.WaitFor("0.saw_1"))
+      << nodes[0]->Wait(seconds(1)).err << nodes[1]->Wait(seconds(1)).err;
+  auto replacement = std::make_unique<LauncherProcess>(run.Node(2, 0, 0));
+  ASSERT_TRUE(run.WaitFor("3.joined")) << replacement->Wait(seconds(1)).err;
+  ASSERT_TRUE(run.WaitFor("0.saw_2"));
+  ASSERT_EQ(kill(replacement->pid(), SIGKILL), 0);
+  ASSERT_TRUE(run.WaitFor("0.saw_3"))
+      << nodes[0]->Wait(seconds(1)).err << nodes[1]->Wait(seconds(1)).err;
+  std::this_thread::sleep_for(milliseconds(500));  // a second claimer would be done by now
+  run.Stop();
+  const LauncherResult node0 = nodes[0]->Wait(seconds(20));
+  const LauncherResult node1 = nodes[1]->Wait(seconds(20));
+  EXPECT_EQ(node0.exit_code, 0) << node0.err;
+  EXPECT_EQ(node1.exit_code, 0) << node1.err;
+  EXPECT_THAT(node0.out, HasSubstr("rank 0 sees loss/1=ranks=2 at_ms="));
+  EXPECT_THAT(node0.out, HasSubstr("let its etcd lease expire"));
+  EXPECT_THAT(node0.out, HasSubstr("rank 0 sees loss/2=ranks=3 at_ms="));
+  EXPECT_THAT(node0.out, Not(HasSubstr("loss/3=")));
+  EXPECT_THAT(node1.err, HasSubstr("2 nodes lost, the run finished without them"));
+  EXPECT_TRUE(NoProcessLeft());
+}
+#endif
 
 }  // namespace
 }  // namespace infini::launch::testing

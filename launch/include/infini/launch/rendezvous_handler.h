@@ -62,6 +62,7 @@ struct AgreedConfig {
 struct LostNode {
   int node_rank = 0;
   std::string message;
+  std::string owner;  // its launcher, "host:pid" ("?" when unknown)
 };
 
 // What the watch saw since its last look.
