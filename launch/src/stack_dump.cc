@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "infini/common/one_line.h"
@@ -216,6 +218,21 @@ StackCapture CaptureStacks(pid_t pid, const StackCaptureOptions& options) {
   capture.captured = true;
   capture.trimmed = TrimStacks(backtraces);
   return finish();
+}
+
+std::vector<StackCapture> CaptureStacksAtOnce(const std::vector<pid_t>& pids,
+                                              const StackCaptureOptions& options) {
+  std::vector<StackCapture> captures(pids.size());
+  auto read = [&](size_t k) { captures[k] = CaptureStacks(pids[k], options); };
+  std::vector<std::thread> readers;
+  size_t started = 0;
+  try {
+    for (; started < pids.size(); ++started) readers.emplace_back(read, started);
+  } catch (const std::system_error&) {
+    for (size_t k = started; k < pids.size(); ++k) read(k);  // no thread: one after another
+  }
+  for (std::thread& reader : readers) reader.join();
+  return captures;
 }
 
 std::string TrimStacks(const std::string& backtraces, int frames_per_thread) {

@@ -375,12 +375,14 @@ class AttemptSupervisor {
     }
   }
 
-  RankStacks ReadStacks(const Child& child, const std::string& header) {
+  // `capture`: read already (several at once); else read here.
+  RankStacks ReadStacks(const Child& child, const std::string& header,
+                        std::optional<StackCapture> capture = std::nullopt) {
     RankStacks stacks;
     stacks.local_rank = child.spec->local_rank;
     stacks.global_rank = child.spec->global_rank;
     stacks.pid = child.pid;
-    stacks.capture = CaptureStacks(child.pid, options_.stacks);
+    stacks.capture = capture ? *capture : CaptureStacks(child.pid, options_.stacks);
     if (!child.spec->log_folder.empty() && !stacks.capture.whole.empty()) {
       stacks.log_file = AppendStacksToLog(child.spec->log_folder, header, stacks.capture.whole,
                                           &stacks.log_error);
@@ -408,15 +410,24 @@ class AttemptSupervisor {
     }
   }
 
-  // SIGUSR2 (infini_run --dump_stacks): every running rank's stacks to the
-  // console's stderr, trimmed when the whole ones went to a log file; the
-  // run goes on.
+  // SIGUSR2 (infini_run --dump_stacks): every running rank's stacks, read
+  // at once, to the console's stderr, trimmed when the whole ones went to a
+  // log file; the run goes on.
   void PrintEveryRanksStacks() {
+    std::vector<const Child*> running;
+    std::vector<pid_t> pids;
     for (const Child& child : children_) {
       if (!child.running) continue;
+      running.push_back(&child);
+      pids.push_back(child.pid);
+    }
+    const std::vector<StackCapture> captures = CaptureStacksAtOnce(pids, options_.stacks);
+    for (size_t k = 0; k < running.size(); ++k) {
       const RankStacks stacks =
-          ReadStacks(child, "==== stacks of rank " + std::to_string(child.spec->global_rank) +
-                                ", asked for by SIGUSR2 (infini_run --dump_stacks) ====");
+          ReadStacks(*running[k],
+                     "==== stacks of rank " + std::to_string(running[k]->spec->global_rank) +
+                         ", asked for by SIGUSR2 (infini_run --dump_stacks) ====",
+                     captures[k]);
       const std::string text =
           FormatRankStacks(stacks, "infini_run: ", "on SIGUSR2", stacks.log_file.empty());
       for (size_t start = 0, end; start < text.size(); start = end + 1) {

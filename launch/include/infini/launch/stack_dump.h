@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace infini::launch {
 
@@ -40,6 +41,12 @@ struct StackCapture {
 // Reads every thread's stack of `pid` (the pid as this process sees it).
 // Never takes longer than options.bound (plus reaping a killed debugger).
 StackCapture CaptureStacks(pid_t pid, const StackCaptureOptions& options);
+
+// The same for several processes at once (a debugger each, on threads of
+// their own), so that a node of many ranks pauses for about one read, not
+// their sum; in the order of `pids`.
+std::vector<StackCapture> CaptureStacksAtOnce(const std::vector<pid_t>& pids,
+                                              const StackCaptureOptions& options);
 
 // From gdb's `thread apply all bt` printed without addresses: per thread
 // its header, frame #0 (where the thread waits) and the frames whose source
