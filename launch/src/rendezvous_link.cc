@@ -242,7 +242,8 @@ void RendezvousLink::ReadPeers(int attempt) {
   // not be in the log yet): waited for.
   std::set<int> gone;
   for (const auto& [node, lost_owner] : lost_owners) {
-    if (SlotOwner(store, node) == lost_owner || SlotOwner(store, node).empty()) gone.insert(node);
+    const std::string owner = SlotOwner(store, node);
+    if (owner.empty() || owner == lost_owner) gone.insert(node);
   }
   std::optional<PeerFailure> seen_failure;
   if (store.Check({Key("failure")})) seen_failure = DecodeFailure(store.Get(Key("failure")));
