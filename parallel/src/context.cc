@@ -232,7 +232,8 @@ std::string RankList(const std::set<int>& ranks) {
   return text;
 }
 
-// How often a survivor looks whether the others agreed (or another loss came).
+// How long a survivor waits for the others' agreement before it looks
+// whether another loss came.
 constexpr std::chrono::milliseconds kAgreementPoll{20};
 
 }  // namespace
@@ -299,8 +300,11 @@ RecoveredWorld Context::RecoverFromLoss() {
             "from the loss of rank(s) " + RankList(lost) + " within INFINI_CCL_TIMEOUT_S");
       }
       if (loss_watcher_->Lost() != lost) break;  // another loss: again
-      agreed = store_->Check(keys);
-      if (!agreed) std::this_thread::sleep_for(kAgreementPoll);
+      try {
+        store_->Wait(keys, kAgreementPoll);  // answers once the last survivor arrives
+        agreed = true;
+      } catch (const rendezvous::StoreTimeoutError&) {
+      }
     }
     if (!agreed) continue;
     // 3. Shrink every group among its survivors, renumbered.

@@ -9,8 +9,10 @@
 namespace infini::parallel::internal {
 namespace {
 
-// How soon a notice is seen; one small store call per interval.
-constexpr std::chrono::milliseconds kPollInterval{100};
+// The longest one wait for the next notice lasts (one small store call per
+// slice while nothing happens).
+constexpr std::chrono::milliseconds kWaitSlice{100};
+constexpr std::chrono::milliseconds kRetryPause{20};
 
 }  // namespace
 
@@ -93,16 +95,28 @@ void LossWatcher::ReadNewNotices() {
 void LossWatcher::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    changed_.wait_for(lock, kPollInterval, [&] { return stopping_; });
-    if (stopping_) break;
+    const int64_t next = notices_read_ + 1;
     lock.unlock();
+    std::chrono::milliseconds pause{0};
     try {
+      // The store answers as soon as the next notice is written: a loss is
+      // heard at once, not at the next poll; the slice bounds how long the
+      // Context's end waits for this thread.
+      store_->Wait({loss_notice::NoticeKey(next)}, kWaitSlice);
       ReadNewNotices();
+      // A key written before its number was counted (not how the launcher
+      // writes): look again shortly rather than spin.
+      std::lock_guard<std::mutex> read(mutex_);
+      if (notices_read_ < next) pause = kRetryPause;
+    } catch (const rendezvous::StoreTimeoutError&) {
+      // No notice in this slice.
     } catch (const rendezvous::StoreError&) {
-      // The launcher's store is gone or slow: the run is ending, or the
-      // next poll will do.
+      // The launcher's store is gone or slow: the run is ending, or a later
+      // slice will do.
+      pause = kWaitSlice;
     }
     lock.lock();
+    if (pause.count() > 0) changed_.wait_for(lock, pause, [&] { return stopping_; });
   }
 }
 

@@ -1,7 +1,8 @@
 // Internal: how a rank learns of a loss under infini_run --on_failure=shrink
 // (docs/parallel.md, "In-place recovery"). The launcher writes a notice into
 // the store (infini/common/loss_notice.h); a LossWatcher thread per Context
-// reads it within a poll interval and revokes every live group of the
+// waits on the next notice's key, reads it as soon as it is written and
+// revokes every live group of the
 // Context, so that a rank blocked in a collective with the lost rank, or
 // about to issue one, gets PeerLostError instead of a hang.
 #pragma once
