@@ -105,6 +105,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {false, "size multiplier between steps (default 4)",
         [](auto flag, auto value, BenchOptions* o) {
           o->step_factor = ParseInteger(flag, value, 2, 1024);
+          o->step_bytes = 0;  // of --step_bytes and --step_factor, the last one given
         }}},
       {"dtype",
        {false,
@@ -165,8 +166,141 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
         [](auto flag, auto value, BenchOptions* o) {
           o->root = static_cast<int>(ParseInteger(flag, value, 0, 1 << 30));
         }}},
+      {"step_bytes",
+       {false, "grow sizes by this many bytes instead of by --step_factor (the last given wins)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->step_bytes = ParseByteCount(flag, value);
+        }}},
+      {"agg_iters",
+       {false,
+        "launches per timed iteration, in one group where the backend has groups (default 1)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->aggregated_launches = ParseInteger(flag, value, 1, 1 << 20);
+        }}},
+      {"run_cycles",
+       {false, "run and print the whole sweep this many times (default 1)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->run_cycles = ParseInteger(flag, value, 1, 1 << 20);
+        }}},
+      {"graph_launches",
+       {false,
+        "capture the timed loop as a CUDA graph once and replay it N times (device backends; "
+        "default 0: no graph)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->graph_launches = ParseInteger(flag, value, 0, 1 << 20);
+        }}},
+      {"cpu_time",
+       {true, "time the loop with the host clock (stream drained) instead of backend events",
+        [](auto flag, auto value, BenchOptions* o) { o->cpu_time = ParseBool(flag, value); }}},
+      {"average",
+       {false, "the time a line reports over ranks: rank0, mean, min or max (default mean)",
+        [](auto flag, auto value, BenchOptions* o) {
+          for (RankAverage average :
+               {RankAverage::kRank0, RankAverage::kMean, RankAverage::kMin, RankAverage::kMax}) {
+            if (RankAverageName(average) == value) {
+              o->average = average;
+              return;
+            }
+          }
+          Refuse(flag, value, "rank0, mean, min or max");
+        }}},
+      {"register",
+       {false, "1: register the send and receive buffers with the communicator (default 0)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->register_buffers = static_cast<int>(ParseInteger(flag, value, 0, 1));
+        }}},
+      {"timeout",
+       {false, "seconds a case may run before the run stops, naming it (default 0: none)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->timeout_s = ParseInteger(flag, value, 0, 1 << 30);
+        }}},
+      {"memory_report",
+       {true, "print the bytes of buffers each rank allocated",
+        [](auto flag, auto value, BenchOptions* o) { o->memory_report = ParseBool(flag, value); }}},
+      {"json",
+       {false, "write the results to FILE in nccl-tests' JSON (its -J)",
+        [](auto flag, auto value, BenchOptions* o) {
+          if (value.empty()) Refuse(flag, value, "a file path");
+          o->json_path = value;
+        }}},
   };
   return *table;
+}
+
+// nccl-tests' one-letter flags, each with its meaning, as one of ours: the
+// letter, our flag, and how its value becomes ours.
+struct ShortFlag {
+  std::string_view long_name;
+  std::function<std::string(std::string_view value)> translate;
+};
+
+std::string SameValue(std::string_view value) { return std::string(value); }
+
+// nccl-tests' 0/1 switches (-c, -C, -M); -c counts check iterations, any
+// positive count checks once.
+std::string ZeroOrPositive(std::string_view value) {
+  if (value == "0") return "false";
+  int64_t count = 0;
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), count);
+  if (error == std::errc() && end == value.data() + value.size() && count > 0) return "true";
+  return std::string(value);  // refused by our flag, naming the value
+}
+
+// nccl-tests' type names that are not ccl's.
+std::string NcclTestsTypeName(std::string_view value) {
+  static const std::map<std::string_view, std::string_view> kNames = {
+      {"char", "int8"},     {"int", "int32"},      {"half", "float16"},
+      {"float", "float32"}, {"double", "float64"}, {"bf16", "bfloat16"}};
+  const auto found = kNames.find(value);
+  return std::string(found == kNames.end() ? value : found->second);
+}
+
+const std::map<char, ShortFlag>& ShortFlagTable() {
+  static const auto* table = new std::map<char, ShortFlag>{
+      {'b', {"min_bytes", SameValue}},
+      {'e', {"max_bytes", SameValue}},
+      {'i', {"step_bytes", SameValue}},
+      {'f', {"step_factor", SameValue}},
+      {'o', {"op", SameValue}},
+      {'d', {"dtype", NcclTestsTypeName}},
+      {'r', {"root", SameValue}},
+      {'n', {"iters", SameValue}},
+      {'w', {"warmup", SameValue}},
+      {'m', {"agg_iters", SameValue}},
+      {'N', {"run_cycles", SameValue}},
+      {'c', {"check", ZeroOrPositive}},
+      {'z',
+       {"timing",
+        [](std::string_view value) -> std::string {
+          if (value == "0") return "back_to_back";
+          if (value == "1") return "per_iteration";
+          throw UsageError("-z '" + OneLine(value) +
+                           "': expected 0 (launches back to back) or 1 (a barrier before "
+                           "each launch)");
+        }}},
+      {'G', {"graph_launches", SameValue}},
+      {'C', {"cpu_time", ZeroOrPositive}},
+      {'a',
+       {"average",
+        [](std::string_view value) -> std::string {
+          constexpr std::string_view kNames[] = {"rank0", "mean", "min", "max"};
+          if (value.size() == 1 && value[0] >= '0' && value[0] <= '3') {
+            return std::string(kNames[value[0] - '0']);
+          }
+          throw UsageError("-a '" + OneLine(value) +
+                           "': expected 0 (rank 0), 1 (mean), 2 (min) or 3 (max)");
+        }}},
+      {'R', {"register", SameValue}},
+      {'T', {"timeout", SameValue}},
+      {'M', {"memory_report", ZeroOrPositive}},
+      {'J', {"json", SameValue}},
+      {'g', {"threads_per_process", SameValue}},
+  };
+  return *table;
+}
+
+void ApplyFlag(std::string_view name, std::string_view value, BenchOptions* options) {
+  FlagTable().find(name)->second.apply(name, value, options);
 }
 
 }  // namespace
@@ -179,6 +313,20 @@ const std::vector<Collective>& AllCollectives() {
   static const auto* all =
       new std::vector<Collective>(std::begin(kBenchCollectives), std::end(kBenchCollectives));
   return *all;
+}
+
+std::string_view RankAverageName(RankAverage average) {
+  switch (average) {
+    case RankAverage::kRank0:
+      return "rank0";
+    case RankAverage::kMin:
+      return "min";
+    case RankAverage::kMax:
+      return "max";
+    case RankAverage::kMean:
+      break;
+  }
+  return "mean";
 }
 
 std::string_view TimingName(Timing timing) {
@@ -228,6 +376,19 @@ std::vector<int64_t> MessageSizes(int64_t min_bytes, int64_t max_bytes, int64_t 
   return sizes;
 }
 
+std::vector<int64_t> SweepSizes(const BenchOptions& options) {
+  if (options.step_bytes <= 0) {
+    return MessageSizes(options.min_bytes, options.max_bytes, options.step_factor);
+  }
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes += options.step_bytes) {
+    sizes.push_back(bytes);
+    if (bytes > options.max_bytes - options.step_bytes) break;
+  }
+  if (sizes.back() < options.max_bytes) sizes.push_back(options.max_bytes);
+  return sizes;
+}
+
 std::string BenchUsage() {
   std::vector<flags::FlagHelp> shown;
   for (const auto& [name, spec] : FlagTable()) {
@@ -239,6 +400,12 @@ std::string BenchUsage() {
       "prints a table in nccl-tests' columns (size, count, type, redop, root, time,\n"
       "algbw, busbw, #wrong); the JSON counters are time_us, algbw_GBps, busbw_GBps.",
       shown,
+      "nccl-tests' flags mean what they mean there, as these: -b min_bytes, -e max_bytes,\n"
+      "-i step_bytes, -f step_factor, -o op, -d dtype (its names too: float, half, ...),\n"
+      "-r root, -n iters, -w warmup, -m agg_iters, -N run_cycles, -c check (0/1),\n"
+      "-z timing (0 back_to_back, 1 per_iteration), -G graph_launches, -C cpu_time (0/1),\n"
+      "-a average (0 rank0, 1 mean, 2 min, 3 max), -R register, -T timeout,\n"
+      "-M memory_report (0/1), -J json, -g threads_per_process; '-b 8' or '-b8'.\n"
       "Google Benchmark's own flags work too (--benchmark_out=FILE.json,\n"
       "--benchmark_filter=REGEX, --benchmark_repetitions=N); only global rank 0 writes.");
 }
@@ -251,9 +418,34 @@ bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
       std::cout << BenchUsage();
       return false;
     }
+    if (argument.size() >= 2 && argument[0] == '-' && argument[1] != '-') {
+      const auto alias = ShortFlagTable().find(argument[1]);
+      if (alias == ShortFlagTable().end()) {
+        throw UsageError(flags::UnknownFlagMessage("ccl_bench", argument.substr(0, 2)));
+      }
+      std::string_view value = argument.substr(2);
+      if (value.empty()) {
+        if (index + 1 >= argc) {
+          throw UsageError(std::string(argument.substr(0, 2)) +
+                           " needs a value (see ccl_bench --help)");
+        }
+        value = argv[++index];
+      }
+      const std::string_view name = alias->second.long_name;
+      try {
+        ApplyFlag(name, alias->second.translate(value), options);
+      } catch (const UsageError& error) {
+        // Names the letter the user typed as well as our flag.
+        const std::string what = error.what();
+        if (what.rfind("-", 0) == 0 && what.rfind("--", 0) != 0) throw;
+        throw UsageError(std::string(argument.substr(0, 2)) + " " + what);
+      }
+      if (name == "max_bytes") max_bytes_given = true;
+      continue;
+    }
     if (argument.substr(0, 2) != "--") {
       throw UsageError("unexpected argument '" + OneLine(argument) +
-                       "': ccl_bench takes only --flags (see --help)");
+                       "': ccl_bench takes only --flags and nccl-tests' -X flags (see --help)");
     }
     argument.remove_prefix(2);
     const size_t equals = argument.find('=');

@@ -41,6 +41,11 @@ const std::vector<Collective>& AllCollectives();
 enum class Timing { kBackToBack, kPerIteration };
 std::string_view TimingName(Timing timing);  // "back_to_back", "per_iteration"
 
+// Which rank's time a line reports (nccl-tests' -a): rank 0's, the mean,
+// the minimum or the maximum over ranks.
+enum class RankAverage { kRank0, kMean, kMin, kMax };
+std::string_view RankAverageName(RankAverage average);  // "rank0", "mean", "min", "max"
+
 struct BenchOptions {
   std::string ccl_backend;  // empty: INFINI_CCL_BACKEND, else "auto"
   std::vector<Collective> collectives{Collective::kAllReduce};
@@ -56,6 +61,16 @@ struct BenchOptions {
   int threads_per_process = 1;
   int root = 0;  // of broadcast and reduce
   Timing timing = Timing::kBackToBack;
+  int64_t step_bytes = 0;           // > 0: sizes grow by this many bytes, not by step_factor
+  int64_t aggregated_launches = 1;  // launches per timed iteration, in one group (-m)
+  int64_t run_cycles = 1;           // times the whole sweep runs and prints (-N)
+  int64_t graph_launches = 0;       // > 0: capture the timed loop once, replay it this often (-G)
+  bool cpu_time = false;            // host clock around the loop instead of events (-C)
+  RankAverage average = RankAverage::kMean;
+  int register_buffers = 0;  // 1: register send/recv buffers with the communicator (-R)
+  int64_t timeout_s = 0;     // > 0: a case that runs longer ends the run (-T)
+  bool memory_report = false;
+  std::string json_path;  // -J: nccl-tests' JSON, written by global rank 0
 };
 
 // Parses what is left of argv after benchmark::Initialize. Returns false
@@ -68,5 +83,8 @@ std::string BenchUsage();
 int64_t ParseByteCount(std::string_view flag, std::string_view text);
 // min, min·factor, min·factor², … below max, then max itself.
 std::vector<int64_t> MessageSizes(int64_t min_bytes, int64_t max_bytes, int64_t step_factor);
+// The sweep the options ask for: by --step_bytes when it is set (nccl-tests'
+// -i: min, min+step, …), else by --step_factor; max itself always last.
+std::vector<int64_t> SweepSizes(const BenchOptions& options);
 
 }  // namespace infini::bench

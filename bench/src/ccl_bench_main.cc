@@ -5,34 +5,35 @@
 // fixed Iterations count, never the adaptive one, which would differ between
 // ranks and deadlock them).
 //
-// Timing (--timing): back_to_back, nccl-tests' method and the default: a
-// barrier, then the --iters launches one after another on the rank's stream
-// between two events; the time per launch is that span / iters, averaged over
-// ranks. per_iteration: a barrier and events around every launch, the
-// iteration's time maxed over ranks. Only global rank 0 reports: a table in
-// nccl-tests' columns on the console, Google Benchmark's JSON in
-// --benchmark_out.
+// How a case is timed: case_timer.h. Only global rank 0 reports: a table in
+// nccl-tests' columns and the tail latencies on the console, nccl-tests' JSON
+// in -J, Google Benchmark's JSON in --benchmark_out.
 //
 //   infini_run --nproc_per_node=4 -- ccl_bench --threads_per_process=2
 //       --collectives=all --max_bytes=16M --check --benchmark_out=bench.json
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "bench_options.h"
 #include "bench_world.h"
+#include "case_timer.h"
 #include "collective_case.h"
 #include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
+#include "results_json.h"
 #include "results_table.h"
 
 namespace infini::bench {
@@ -96,73 +97,105 @@ benchmark::Counter PerCase(double value) {
   return benchmark::Counter(value, benchmark::Counter::kAvgThreads);
 }
 
-// One iteration of --timing=per_iteration: barrier, start event, collective,
-// stop event. The barrier and both events are on the rank's stream, so on a
-// device the time starts when the barrier has released every rank; on a host
-// backend the events record host time around the (synchronous) collective.
-double TimeOneLaunch(const RankResources& rank, const CollectiveCase& one_case) {
-  rank.communicator.Barrier(rank.stream);
-  rank.start->Record(rank.stream);
-  one_case.Launch();
-  rank.stop->Record(rank.stream);
-  rank.stop->Synchronize();
-  return rank.stop->ElapsedMsSince(*rank.start) / 1e3;
-}
-
-// --timing=back_to_back (nccl-tests): barrier, start event, `launches`
-// collectives queued one after another, stop event; seconds per launch.
-double TimeBackToBack(const RankResources& rank, const CollectiveCase& one_case, int64_t launches) {
-  rank.communicator.Barrier(rank.stream);
-  rank.start->Record(rank.stream);
-  for (int64_t launch = 0; launch < launches; ++launch) one_case.Launch();
-  rank.stop->Record(rank.stream);
-  rank.stop->Synchronize();
-  return rank.stop->ElapsedMsSince(*rank.start) / 1e3 / static_cast<double>(launches);
-}
-
-// Seconds per launch of the case, the same value on every rank.
-double TimeCase(benchmark::State& state, const RankResources& rank, const CollectiveCase& one_case,
-                const BenchOptions& options) {
-  double total_seconds = 0;
-  int64_t measurements = 0;
-  for (auto _ : state) {
-    double seconds = 0;
-    if (options.timing == Timing::kBackToBack) {
-      // One Google Benchmark iteration holds all --iters launches.
-      seconds = rank.ReduceOverRanks(TimeBackToBack(rank, one_case, options.iterations),
-                                     ccl::ReduceOp::kSum) /
-                rank.rank.world_size();
-    } else {
-      seconds = rank.ReduceOverRanks(TimeOneLaunch(rank, one_case), ccl::ReduceOp::kMax);
-    }
-    // Google Benchmark divides manual time by iterations × threads; scaled
-    // by threads, its Time column is the collective's time, as time_us.
-    state.SetIterationTime(seconds * state.threads());
-    total_seconds += seconds;
-    ++measurements;
+// -T/--timeout: a case that runs longer ends the run, naming it (a hung
+// collective otherwise waits for the launcher's own timeout, if any).
+class CaseWatchdog {
+ public:
+  explicit CaseWatchdog(int64_t timeout_s) : timeout_s_(timeout_s) {
+    if (timeout_s_ > 0) thread_ = std::thread([this] { Watch(); });
   }
-  return total_seconds / static_cast<double>(measurements);
-}
+  ~CaseWatchdog() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  void Start(std::string name, int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    name_ = std::move(name);
+    rank_ = rank;
+    started_ = std::chrono::steady_clock::now();
+  }
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    name_.clear();
+  }
+
+ private:
+  void Watch() {
+    while (!done_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (name_.empty() ||
+          std::chrono::steady_clock::now() - started_ < std::chrono::seconds(timeout_s_)) {
+        continue;
+      }
+      std::cout.flush();
+      std::cerr << "ccl_bench: rank " << rank_ << ": " << name_ << " did not finish within -T "
+                << timeout_s_ << " s (--timeout)" << std::endl;
+      std::_Exit(1);
+    }
+  }
+
+  const int64_t timeout_s_;
+  std::atomic<bool> done_{false};
+  std::mutex mutex_;
+  std::string name_;
+  int rank_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  std::thread thread_;
+};
+
+// What the cases share beyond the options: sinks only global rank 0's first
+// thread writes, read by the reporter after each case.
+struct RunState {
+  std::atomic<int64_t> wrong_elements{0};
+  std::atomic<int64_t> most_buffer_bytes{0};  // -M: the largest case's buffers on one rank
+  IterationTimes iteration_times;
+  std::unique_ptr<CaseWatchdog> watchdog;
+};
 
 void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& options,
-             BenchWorld& world, std::atomic<int64_t>* wrong_elements) {
+             BenchWorld& world, RunState* run) {
   RankResources& rank = world.rank(state.thread_index());
+  const std::string name = CaseName(spec, world.world_size());
+  const bool first_thread = state.thread_index() == 0;
   try {
+    if (first_thread) run->watchdog->Start(name, rank.rank.global_rank());
     rank.ActivateDevice();
     const CollectiveCase one_case(spec, rank);
-    for (int64_t warmup = 0; warmup < options.warmup_iterations; ++warmup) one_case.Launch();
+    if (first_thread) {
+      int64_t seen = run->most_buffer_bytes.load();
+      while (seen < one_case.buffer_bytes() &&
+             !run->most_buffer_bytes.compare_exchange_weak(seen, one_case.buffer_bytes())) {
+      }
+    }
+    for (int64_t warmup = 0; warmup < options.warmup_iterations; ++warmup) {
+      LaunchIteration(rank, one_case, options.aggregated_launches);
+    }
     rank.stream.Synchronize();
 
-    const double seconds_per_launch = TimeCase(state, rank, one_case, options);
+    double seconds_per_launch = 0;
+    for (auto _ : state) {
+      CaseTiming timing = TimeCase(rank, one_case, options);
+      seconds_per_launch = timing.seconds_per_launch;
+      // Google Benchmark divides manual time by iterations × threads; scaled
+      // by threads, its Time column is the collective's time, as time_us.
+      state.SetIterationTime(seconds_per_launch * state.threads());
+      if (first_thread && rank.rank.global_rank() == 0) {
+        run->iteration_times[name] = std::move(timing.iteration_us);
+      }
+    }
     const int world_size = world.world_size();
     const double bytes = static_cast<double>(one_case.plan().bytes);
     const double algbw = bytes / seconds_per_launch / 1e9;
     state.counters["bytes"] = PerCase(bytes);
     state.counters["ranks"] = PerCase(world_size);
-    state.counters["launches"] = PerCase(static_cast<double>(options.iterations));
+    state.counters["launches"] =
+        PerCase(static_cast<double>(options.iterations * options.aggregated_launches *
+                                    std::max<int64_t>(1, options.graph_launches)));
     state.counters["time_us"] = PerCase(seconds_per_launch * 1e6);
     state.counters["algbw_GBps"] = PerCase(algbw);
     state.counters["busbw_GBps"] = PerCase(algbw * BusBandwidthFactor(spec.collective, world_size));
+    if (options.cpu_time) state.counters["cpu_time"] = PerCase(1);
 
     if (options.check) {
       one_case.FillInputs();
@@ -172,10 +205,11 @@ void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& 
       const double wrong = rank.ReduceOverRanks(static_cast<double>(one_case.CountWrongElements()),
                                                 ccl::ReduceOp::kSum);
       state.counters["wrong"] = PerCase(wrong);
-      if (state.thread_index() == 0) *wrong_elements += std::llround(wrong);
+      if (first_thread) run->wrong_elements += std::llround(wrong);
     }
+    if (first_thread) run->watchdog->Stop();
   } catch (const std::exception& error) {
-    FailRank(rank, std::string(CaseName(spec, world.world_size())) + ": " + error.what());
+    FailRank(rank, name + ": " + error.what());
   }
 }
 
@@ -189,7 +223,7 @@ std::vector<CaseSpec> CasesToRun(const BenchOptions& options, bool report) {
       }
       continue;
     }
-    for (int64_t bytes : MessageSizes(options.min_bytes, options.max_bytes, options.step_factor)) {
+    for (int64_t bytes : SweepSizes(options)) {
       cases.push_back(
           CaseSpec{collective, bytes, options.dtype, options.op, options.in_place, options.root});
     }
@@ -218,11 +252,56 @@ std::vector<CaseSpec> SupportedCases(const std::vector<CaseSpec>& cases,
   return supported;
 }
 
+// Refuses what this backend cannot do with the options, before any case.
+void RefuseUnsupportedOptions(const BenchOptions& options, const ccl::Backend& backend,
+                              bool wants_benchmark_console) {
+  const std::string name = backend.info().name;
+  if (options.graph_launches > 0 && backend.info().device_type == kDLCPU) {
+    throw UsageError("-G/--graph_launches=" + std::to_string(options.graph_launches) +
+                     ": graph replay needs a device backend (CUDA graphs); " + name +
+                     " runs on the host");
+  }
+  if (options.graph_launches > 0 && options.timing == Timing::kPerIteration) {
+    throw UsageError(
+        "-G/--graph_launches: graphs replay the loop back to back; drop -z 1 "
+        "(--timing=per_iteration)");
+  }
+  if (options.register_buffers > 0) {
+    throw UsageError("-R/--register=" + std::to_string(options.register_buffers) +
+                     ": the backend " + name + " offers no buffer registration");
+  }
+  if (!options.json_path.empty() && wants_benchmark_console) {
+    throw UsageError(
+        "-J/--json: not with --benchmark_format (the JSON comes from ccl_bench's "
+        "table)");
+  }
+}
+
+// "2.00 MB", as nccl-tests' -M prints amounts.
+std::string MemoryText(int64_t bytes) {
+  double amount = static_cast<double>(bytes);
+  const char* unit = " B";
+  for (const char* larger : {" KB", " MB", " GB"}) {
+    if (amount < 1024.0) break;
+    amount /= 1024.0;
+    unit = larger;
+  }
+  char text[64];
+  std::snprintf(text, sizeof(text),
+                amount < 10    ? "%.2f%s"
+                : amount < 100 ? "%.1f%s"
+                               : "%.0f%s",
+                amount, unit);
+  return text;
+}
+
 int Main(int argc, char** argv) {
   if (HasFlag(argc, argv, "--help") || HasFlag(argc, argv, "-h")) {
     std::cout << BenchUsage();
     return 0;
   }
+  const std::vector<std::string> original_args(argv, argv + argc);
+  const std::string start_time = NowAsNcclTestsTime();
   const parallel::ProcessTopology topology =
       parallel::ReadProcessTopology(parallel::CurrentEnvironment());
   const bool reports = topology.global_proc_rank == 0;
@@ -244,53 +323,90 @@ int Main(int argc, char** argv) {
 
   std::unique_ptr<BenchWorld> world =
       BenchWorld::Create(options.ccl_backend, options.threads_per_process);
-  cases = SupportedCases(cases, world->backend()->capabilities(), reports);
-  std::atomic<int64_t> wrong_elements{0};
+  const ccl::Backend& backend = *world->backend();
+  RefuseUnsupportedOptions(options, backend, wants_benchmark_console);
+  cases = SupportedCases(cases, backend.capabilities(), reports);
+  RunState run;
+  run.watchdog = std::make_unique<CaseWatchdog>(options.timeout_s);
   std::map<std::string, TableCase> table_cases;
   const size_t element_bytes = ccl::ElementBytes(options.dtype);
-  for (const CaseSpec& spec : cases) {
-    const std::string name = CaseName(spec, world_size);
-    const BufferPlan plan =
-        PlanBuffers(spec.collective, spec.requested_bytes, element_bytes, world_size);
-    table_cases[name] = TableCase{spec, plan.total_elements};
-    benchmark::RegisterBenchmark(
-        name.c_str(),
-        [spec, &options, &world, &wrong_elements](benchmark::State& state) {
-          RunCase(state, spec, options, *world, &wrong_elements);
-        })
-        ->Threads(options.threads_per_process)
-        ->Iterations(options.timing == Timing::kBackToBack ? 1 : options.iterations)
-        ->UseManualTime()
-        ->Unit(benchmark::kMicrosecond);
+  // -N: the whole sweep again, each cycle printed.
+  for (int64_t cycle = 0; cycle < options.run_cycles; ++cycle) {
+    for (const CaseSpec& spec : cases) {
+      const std::string name = CaseName(spec, world_size);
+      const BufferPlan plan =
+          PlanBuffers(spec.collective, spec.requested_bytes, element_bytes, world_size);
+      table_cases[name] = TableCase{spec, plan.total_elements};
+      benchmark::RegisterBenchmark(name.c_str(),
+                                   [spec, &options, &world, &run](benchmark::State& state) {
+                                     RunCase(state, spec, options, *world, &run);
+                                   })
+          ->Threads(options.threads_per_process)
+          ->Iterations(1)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
+  std::vector<TableRow> rows;
   if (reports) {
     std::ostringstream title;
-    title << "ccl_bench: backend " << world->backend()->info().name << ", " << world_size
+    title << "ccl_bench: backend " << backend.info().name << ", " << world_size
           << " ranks = " << topology.proc_world_size() << " processes x "
           << options.threads_per_process << " threads, timing " << TimingName(options.timing)
           << ", " << options.iterations << " launches (+" << options.warmup_iterations
           << " warm-up) per case";
+    if (options.aggregated_launches > 1) title << " x " << options.aggregated_launches << " agg";
+    if (options.graph_launches > 0) title << ", graph replayed " << options.graph_launches << "x";
     if (wants_benchmark_console) {
       std::cout << title.str() << std::endl;
       benchmark::RunSpecifiedBenchmarks();
     } else {
-      NcclTestsTableReporter table(std::move(table_cases), title.str(), options.check);
+      NcclTestsTableReporter table(std::move(table_cases), title.str(), options.check,
+                                   &run.iteration_times, &rows);
       benchmark::RunSpecifiedBenchmarks(&table);
     }
   } else {
     NullReporter silent;
     benchmark::RunSpecifiedBenchmarks(&silent);
   }
+  if (reports && options.memory_report) {
+    const std::string used = MemoryText(run.most_buffer_bytes.load());
+    std::cout << "# GPU memory usage     : User-Allocated " << used << " | Total  " << used
+              << " (per rank, the largest case's buffers)" << std::endl;
+  }
+  JsonRun json;
+  if (reports && !options.json_path.empty()) {
+    json.backend = backend.info().name;
+    json.world_size = world_size;
+    json.threads_per_process = options.threads_per_process;
+    for (int thread = 0; thread < world->threads_per_process(); ++thread) {
+      const RankResources& rank = world->rank(thread);
+      json.devices.push_back(
+          JsonDevice{rank.rank.global_rank(), 0, rank.device_index, backend.info().name});
+    }
+  }
   // Communicators, streams and buffers go while the backend's runtime is
   // still up (not at static destruction).
+  run.watchdog.reset();
   world->Destroy();
   world.reset();
   benchmark::ClearRegisteredBenchmarks();
   benchmark::Shutdown();
 
+  if (reports && !options.json_path.empty()) {
+    json.start_time = start_time;
+    json.end_time = NowAsNcclTestsTime();
+    json.args = original_args;
+    json.env = RunEnvironment();
+    json.options = options;
+    json.rows = std::move(rows);
+    const std::string written = WriteNewFile(options.json_path, FormatNcclTestsJson(json));
+    std::cout << "# Writing JSON output to " << written << std::endl;
+  }
+  const int64_t wrong_elements = run.wrong_elements.load();
   if (options.check && reports) {
     if (wrong_elements > 0) {
-      std::cerr << "ccl_bench: --check failed: " << wrong_elements.load()
+      std::cerr << "ccl_bench: --check failed: " << wrong_elements
                 << " wrong elements over all cases and ranks (first ones above)" << std::endl;
     } else {
       std::cout << "ccl_bench: --check passed: every case on every rank matches the host "

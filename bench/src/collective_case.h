@@ -31,6 +31,10 @@ class CollectiveCase {
   CollectiveCase(const CaseSpec& spec, const RankResources& rank);
 
   const BufferPlan& plan() const { return plan_; }
+  // Bytes of this rank's send and receive buffers together (-M).
+  int64_t buffer_bytes() const {
+    return static_cast<int64_t>(send_.bytes() + (spec_.in_place ? 0 : recv_.bytes()));
+  }
   // Enqueues the collective once on the rank's stream.
   void Launch() const;
   // Puts the input pattern back (in-place runs overwrite it).

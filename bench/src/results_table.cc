@@ -20,12 +20,14 @@ double CounterOr(const benchmark::UserCounters& counters, const char* name, doub
 }  // namespace
 
 std::string FormatTableHeader() {
-  char names[256];
-  char units[256];
-  std::snprintf(names, sizeof(names), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s", "size", "count",
-                "type", "redop", "root", "time", "algbw", "busbw", "#wrong");
-  std::snprintf(units, sizeof(units), "#%13s %13s %9s %7s %5s %11s %9s %9s", "(B)", "(elements)",
-                "", "", "", "(us)", "(GB/s)", "(GB/s)");
+  char names[320];
+  char units[320];
+  std::snprintf(names, sizeof(names), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s",
+                "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
+                "i_min", "i_p50", "i_p99", "i_max");
+  std::snprintf(units, sizeof(units), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s",
+                "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)",
+                "(us)", "(us)");
   return std::string(names) + "\n" + units + "\n";
 }
 
@@ -36,17 +38,31 @@ std::string FormatTableRow(const TableRow& row) {
   } else {
     std::snprintf(wrong, sizeof(wrong), "%" PRId64, row.wrong);
   }
+  char tails[128];
+  const IterationStats& stats = row.per_iteration;
+  if (stats.samples > 0) {
+    std::snprintf(tails, sizeof(tails), " %9.2f %9.2f %9.2f %9.2f", stats.min_us, stats.p50_us,
+                  stats.p99_us, stats.max_us);
+  } else {
+    std::snprintf(tails, sizeof(tails), " %9s %9s %9s %9s", "N/A", "N/A", "N/A", "N/A");
+  }
   char text[512];
   std::snprintf(text, sizeof(text),
-                " %13" PRId64 " %13" PRId64 " %9s %7s %5d %11.2f %9.2f %9.2f %7s\n", row.bytes,
+                " %13" PRId64 " %13" PRId64 " %9s %7s %5d %11.2f %9.2f %9.2f %7s%s\n", row.bytes,
                 row.count, row.type.c_str(), row.redop.c_str(), row.root, row.time_us,
-                row.algbw_GBps, row.busbw_GBps, wrong);
+                row.algbw_GBps, row.busbw_GBps, wrong, tails);
   return text;
 }
 
 NcclTestsTableReporter::NcclTestsTableReporter(std::map<std::string, TableCase> cases,
-                                               std::string title, bool checked)
-    : cases_(std::move(cases)), title_(std::move(title)), checked_(checked) {}
+                                               std::string title, bool checked,
+                                               const IterationTimes* times,
+                                               std::vector<TableRow>* rows)
+    : cases_(std::move(cases)),
+      title_(std::move(title)),
+      checked_(checked),
+      times_(times),
+      rows_(rows) {}
 
 bool NcclTestsTableReporter::ReportContext(const Context&) {
   GetOutputStream() << title_ << std::endl;
@@ -83,11 +99,23 @@ void NcclTestsTableReporter::PrintRun(const Run& run) {
   row.algbw_GBps = CounterOr(run.counters, "algbw_GBps", 0);
   row.busbw_GBps = CounterOr(run.counters, "busbw_GBps", 0);
   row.wrong = checked_ ? std::llround(CounterOr(run.counters, "wrong", 0)) : -1;
+  row.in_place = spec.in_place;
+  row.cpu_time = CounterOr(run.counters, "cpu_time", 0) > 0;
+  row.launches = std::llround(CounterOr(run.counters, "launches", 0));
+  row.name = run.run_name.function_name;
+  if (times_ != nullptr && run.run_type != Run::RT_Aggregate) {
+    const auto times = times_->find(row.name);
+    if (times != times_->end()) {
+      row.times_us = times->second;
+      row.per_iteration = ComputeIterationStats(row.times_us);
+    }
+  }
   std::string line = FormatTableRow(row);
   if (run.run_type == Run::RT_Aggregate) {  // --benchmark_repetitions
     line.insert(line.size() - 1, "  " + run.aggregate_name);
   }
   out << line;
+  if (rows_ != nullptr && run.run_type != Run::RT_Aggregate) rows_->push_back(std::move(row));
 }
 
 }  // namespace infini::bench

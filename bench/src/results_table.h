@@ -1,6 +1,8 @@
 // Rank 0's console output: one table per collective in nccl-tests' columns
-// (size, count, type, redop, root, time, algbw, busbw, #wrong), in plain
-// numbers (Google Benchmark's console would print 0.79 mGB/s as "791.39u").
+// (size, count, type, redop, root, time, algbw, busbw, #wrong), then the
+// tail latencies (i_min, i_p50, i_p99, i_max: per-iteration times, us), in
+// plain numbers (Google Benchmark's console would print 0.79 mGB/s as
+// "791.39u"). The rows are kept for the -J JSON.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "collective_case.h"
+#include "iteration_stats.h"
 
 namespace infini::bench {
 
@@ -32,14 +35,25 @@ struct TableRow {
   double algbw_GBps = 0;
   double busbw_GBps = 0;
   int64_t wrong = -1;  // -1: not checked ("N/A")
+  bool in_place = false;
+  bool cpu_time = false;         // time_us is the host clock's (-C)
+  int64_t launches = 0;          // timed launches of the case
+  std::string name;              // the Google Benchmark name
+  IterationStats per_iteration;  // samples = 0: not measured ("N/A")
+  std::vector<double> times_us;  // each iteration's time, max over ranks
 };
+
+// Per-iteration times of a case by Google Benchmark name, left by global
+// rank 0's first thread for the reporter.
+using IterationTimes = std::map<std::string, std::vector<double>>;
 std::string FormatTableHeader();  // two '#' lines: names, then units
 std::string FormatTableRow(const TableRow& row);
 
 class NcclTestsTableReporter : public benchmark::BenchmarkReporter {
  public:
   // `cases` by Google Benchmark name; `title` is the first line printed.
-  NcclTestsTableReporter(std::map<std::string, TableCase> cases, std::string title, bool checked);
+  NcclTestsTableReporter(std::map<std::string, TableCase> cases, std::string title, bool checked,
+                         const IterationTimes* times, std::vector<TableRow>* rows);
 
   bool ReportContext(const Context& context) override;
   void ReportRuns(const std::vector<Run>& runs) override;
@@ -50,6 +64,8 @@ class NcclTestsTableReporter : public benchmark::BenchmarkReporter {
   std::map<std::string, TableCase> cases_;
   std::string title_;
   bool checked_;
+  const IterationTimes* times_;
+  std::vector<TableRow>* rows_;  // every row printed, in order
   std::string current_collective_;
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace infini::bench {
@@ -145,6 +146,82 @@ TEST(BenchOptions, TimingDefaultsToNcclTestsBackToBack) {
   ASSERT_TRUE(Parse({"--timing=per_iteration"}, &options));
   EXPECT_EQ(options.timing, Timing::kPerIteration);
   EXPECT_THROW(Parse({"--timing=events"}, &options), UsageError);
+}
+
+// nccl-tests' command line carried over: each letter means what it means
+// there, and parses to the same options as our long flags.
+TEST(BenchOptions, NcclTestsFlagsParseToTheSamePlanAsOurLongFlags) {
+  BenchOptions ours;
+  ASSERT_TRUE(
+      Parse({"--min_bytes=8",      "--max_bytes=1G",  "--step_factor=2", "--op=max",
+             "--dtype=float16",    "--root=1",        "--iters=7",       "--warmup=3",
+             "--agg_iters=2",      "--run_cycles=2",  "--check",         "--timing=per_iteration",
+             "--graph_launches=4", "--cpu_time",      "--average=max",   "--register=1",
+             "--timeout=9",        "--memory_report", "--json=out.json", "--threads_per_process=2"},
+            &ours));
+  BenchOptions theirs;
+  ASSERT_TRUE(
+      Parse({"-b", "8",   "-e", "1G", "-f", "2",  "-o", "max", "-d", "half", "-r",       "1",  "-n",
+             "7",  "-w3", "-m", "2",  "-N", "2",  "-c", "1",   "-z", "1",    "-G",       "4",  "-C",
+             "1",  "-a",  "3",  "-R", "1",  "-T", "9",  "-M",  "1",  "-J",   "out.json", "-g", "2"},
+            &theirs));
+  const auto plan = [](const BenchOptions& o) {
+    return std::make_tuple(o.min_bytes, o.max_bytes, o.step_factor, o.step_bytes, o.op,
+                           ccl::DataTypeName(o.dtype), o.root, o.iterations, o.warmup_iterations,
+                           o.aggregated_launches, o.run_cycles, o.check, o.timing, o.graph_launches,
+                           o.cpu_time, o.average, o.register_buffers, o.timeout_s, o.memory_report,
+                           o.json_path, o.threads_per_process);
+  };
+  EXPECT_EQ(plan(ours), plan(theirs));
+  EXPECT_EQ(SweepSizes(ours), SweepSizes(theirs));
+  EXPECT_EQ(SweepSizes(theirs).size(), 28u);  // 8 B ×2 to 1 GiB
+}
+
+TEST(BenchOptions, NcclTestsSpellingsOfTypesSwitchesAndAverages) {
+  const std::vector<std::pair<std::string, std::string>> types = {
+      {"float", "float32"}, {"half", "float16"}, {"double", "float64"},
+      {"int", "int32"},     {"char", "int8"},    {"bfloat16", "bfloat16"}};
+  for (const auto& [theirs, ours] : types) {
+    BenchOptions options;
+    ASSERT_TRUE(Parse({"-d", theirs}, &options)) << theirs;
+    EXPECT_EQ(ccl::DataTypeName(options.dtype), ours) << theirs;
+  }
+  BenchOptions options;
+  ASSERT_TRUE(Parse({"-c", "0", "-z", "0", "-a", "0"}, &options));
+  EXPECT_FALSE(options.check);
+  EXPECT_EQ(options.timing, Timing::kBackToBack);
+  EXPECT_EQ(options.average, RankAverage::kRank0);
+  ASSERT_TRUE(Parse({"-a", "2"}, &options));
+  EXPECT_EQ(options.average, RankAverage::kMin);
+  // -i: sizes grow by bytes (nccl-tests' stepbytes); the last of -i/-f wins.
+  ASSERT_TRUE(Parse({"-b", "1K", "-e", "4K", "-i", "1K"}, &options));
+  EXPECT_EQ(SweepSizes(options), (std::vector<int64_t>{1024, 2048, 3072, 4096}));
+  ASSERT_TRUE(Parse({"-i", "1K", "-f", "2"}, &options));
+  EXPECT_EQ(SweepSizes(options), (std::vector<int64_t>{1024, 2048, 4096}));
+}
+
+TEST(BenchOptions, UnknownOrBadNcclTestsFlagIsOneLineNamingIt) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-q", "1"}, "unknown flag '-q'"},
+      {{"-x7"}, "unknown flag '-x'"},
+      {{"-b", "12Q"}, "-b --min_bytes='12Q': expected a byte count"},
+      {{"-z", "2"}, "-z '2': expected 0 (launches back to back) or 1"},
+      {{"-a", "4"}, "-a '4': expected 0 (rank 0), 1 (mean), 2 (min) or 3 (max)"},
+      {{"-R", "2"}, "-R --register='2': expected an integer from 0 to 1"},
+      {{"-n"}, "-n needs a value"},
+      {{"-d", "all"}, "-d --dtype='all'"},
+  };
+  for (const auto& [words, message] : cases) {
+    BenchOptions options;
+    try {
+      Parse(words, &options);
+      ADD_FAILURE() << words[0] << " was accepted";
+    } catch (const UsageError& error) {
+      const std::string what = error.what();
+      EXPECT_NE(what.find(message), std::string::npos) << words[0] << ": " << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
 }
 
 }  // namespace

@@ -15,7 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "json_schema_check.h"
+
 namespace {
+
+using infini::bench::testing::Json;
 
 struct RunResult {
   int exit_code = -1;
@@ -41,10 +45,11 @@ std::string Bench(const std::string& launcher_flags, const std::string& bench_fl
          CCL_BENCH_PATH + " --iters=2 --warmup=1 " + bench_flags;
 }
 
-// A row of rank 0's table: "[rank0]:  8  2  float32  sum  -1  13.90  0.00  0.00  0".
+// A row of rank 0's table: "[rank0]:  8  2  float32  sum  -1  13.90  0.00  0.00  0" and
+// the tail columns after it (i_min i_p50 i_p99 i_max).
 struct TableRow {
   std::string rank_prefix;          // "[rank0]:"
-  std::vector<std::string> fields;  // size count type redop root time algbw busbw #wrong
+  std::vector<std::string> fields;  // size count type redop root time algbw busbw #wrong i_...
 };
 
 std::vector<TableRow> TableRows(const std::string& output) {
@@ -56,7 +61,7 @@ std::vector<TableRow> TableRows(const std::string& output) {
     TableRow row{line.substr(0, colon + 2), {}};
     std::istringstream words(line.substr(colon + 2));
     for (std::string word; words >> word;) row.fields.push_back(word);
-    if (row.fields.size() == 9 && std::isdigit(static_cast<unsigned char>(row.fields[0][0]))) {
+    if (row.fields.size() >= 9 && std::isdigit(static_cast<unsigned char>(row.fields[0][0]))) {
       rows.push_back(row);
     }
   }
@@ -215,6 +220,73 @@ TEST(CclBenchRun, AdaptiveIterationFlagsAreRefused) {
   const RunResult run = RunCommand(std::string(CCL_BENCH_PATH) + " --benchmark_min_time=0.5");
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("--iters"), std::string::npos) << run.output;
+}
+
+// nccl-tests' command line as its users type it, its JSON fitting nccl-tests'
+// schema, and the tail latencies of every iteration in both.
+TEST(CclBenchRun, NcclTestsCommandLineWritesItsJsonWithTailLatencies) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("ccl_bench_J_" + std::to_string(getpid()));
+  std::filesystem::create_directories(folder);
+  const std::filesystem::path json = folder / "out.json";
+  const RunResult run =
+      RunCommand(std::string(INFINI_RUN_PATH) + " --ccl_backend=gloo --nproc_per_node=2 -- " +
+                 CCL_BENCH_PATH + " -b 8 -e 64 -f 8 -n 4 -w 1 -c 1 -g 1 -J " + json.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::vector<TableRow> rows = TableRows(run.output);
+  ASSERT_EQ(rows.size(), 2u) << run.output;
+  for (const TableRow& row : rows) {
+    ASSERT_EQ(row.fields.size(), 13u) << run.output;
+    const double min = std::stod(row.fields[9]), p50 = std::stod(row.fields[10]);
+    const double p99 = std::stod(row.fields[11]), max = std::stod(row.fields[12]);
+    EXPECT_TRUE(0 < min && min <= p50 && p50 <= p99 && p99 <= max) << run.output;
+  }
+  EXPECT_EQ(LinesContaining(run.output, "# Writing JSON output to " + json.string()).size(), 1u)
+      << run.output;
+  const Json schema = infini::bench::testing::ParseJson(
+      infini::bench::testing::ReadFile(BENCH_TEST_DATA_DIR "/nccl_tests_schema.json"));
+  const std::string text = infini::bench::testing::ReadFile(json.string());
+  const Json document = infini::bench::testing::ParseJson(text);
+  std::string violations;
+  for (const std::string& line : infini::bench::testing::SchemaViolations(schema, document)) {
+    violations += line + "\n";
+  }
+  EXPECT_EQ(violations, "") << text;
+  const Json* results = document.Find("results");
+  ASSERT_NE(results, nullptr) << text;
+  ASSERT_EQ(results->items.size(), 2u) << text;
+  for (const Json& result : results->items) {
+    EXPECT_EQ(result.Find("out_of_place")->Find("nwrong")->number, 0) << text;
+    const Json* tails = result.Find("out_of_place_per_iter");
+    ASSERT_NE(tails, nullptr) << text;
+    EXPECT_EQ(tails->Find("times_us")->items.size(), 4u) << text;  // -n 4
+    EXPECT_LE(tails->Find("min_us")->number, tails->Find("p50_us")->number) << text;
+    EXPECT_LE(tails->Find("p99_us")->number, tails->Find("max_us")->number) << text;
+  }
+  EXPECT_EQ(document.Find("config")->Find("iterations")->number, 4) << text;
+  std::filesystem::remove_all(folder);
+}
+
+// Rank 0's own line (infini_run's failure summary quotes it again, indented).
+size_t RankZeroLines(const std::string& output, const std::string& needle) {
+  size_t count = 0;
+  for (const std::string& line : LinesContaining(output, needle)) {
+    count += line.rfind("[rank0]:ccl_bench: ", 0) == 0 ? 1 : 0;
+  }
+  return count;
+}
+
+TEST(CclBenchRun, GraphReplayOnAHostBackendIsOneLineAndFails) {
+  const RunResult run = RunCommand(Bench("--nproc_per_node=1", "-G 1 -e 8"));
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(RankZeroLines(run.output, "graph replay needs a device backend"), 1u) << run.output;
+}
+
+TEST(CclBenchRun, UnknownNcclTestsFlagIsOneLineAndExitCodeTwo) {
+  const RunResult run = RunCommand(std::string(CCL_BENCH_PATH) + " -q 1");
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  EXPECT_NE(run.output.find("unknown flag '-q'"), std::string::npos) << run.output;
 }
 
 }  // namespace

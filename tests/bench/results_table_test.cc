@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace infini::bench {
 namespace {
@@ -24,6 +26,25 @@ TEST(NcclTestsTable, SmallBandwidthsArePlainNumbersWithTwoDecimals) {
   EXPECT_EQ(line.find("791"), std::string::npos) << line;
   row.wrong = -1;
   EXPECT_NE(FormatTableRow(row).find("N/A"), std::string::npos);
+}
+
+TEST(NcclTestsTable, TailColumnsFollowNcclTestsColumnsOrSayNotMeasured) {
+  TableRow row;
+  row.type = "float32";
+  row.redop = "sum";
+  std::string line = FormatTableRow(row);
+  std::istringstream words(line);
+  std::vector<std::string> fields;
+  for (std::string word; words >> word;) fields.push_back(word);
+  ASSERT_EQ(fields.size(), 13u) << line;
+  EXPECT_EQ(fields[9], "N/A") << line;  // i_min, not measured
+  row.per_iteration = ComputeIterationStats({4.0, 1.0, 2.0, 3.0});
+  line = FormatTableRow(row);
+  EXPECT_NE(line.find("      1.00      3.00      4.00      4.00"), std::string::npos) << line;
+  const std::string header = FormatTableHeader();
+  for (const char* column : {"i_min", "i_p50", "i_p99", "i_max"}) {
+    EXPECT_GT(header.find(column), header.find("#wrong")) << column << ": " << header;
+  }
 }
 
 TEST(NcclTestsTable, HeaderNamesNcclTestsColumns) {

@@ -1,0 +1,47 @@
+// How a case is timed (docs/performance.md, "How ccl_bench times"):
+//   back_to_back (nccl-tests', the default): a barrier, then --iters
+//     iterations queued one after another between a start and a stop
+//     event; the time per launch is that span / (iters × agg_iters). An
+//     event recorded on the stream after each iteration gives the
+//     iteration's own time (event i − event i−1) with no barrier or host
+//     wait between iterations: on a device the events are timestamps the
+//     stream takes as it passes them; on a host backend, whose collectives
+//     return when done, they are host timestamps of each completion. The
+//     per-iteration times are maxed over ranks (one float64 all-reduce after
+//     the loop) for the tail columns.
+//   per_iteration (-z 1): a barrier and events around each iteration, its
+//     time maxed over ranks; adds the barrier's tail to small messages.
+//   graph (-G N): the --iters iterations captured once as a graph, replayed
+//     N times between the events; a sample is one replay / iters.
+//   cpu_time (-C): the span on the host clock, the stream drained at both
+//     ends, instead of the events.
+#pragma once
+
+#include <vector>
+
+#include "bench_options.h"
+#include "bench_world.h"
+#include "collective_case.h"
+
+namespace infini::bench {
+
+struct CaseTiming {
+  double seconds_per_launch = 0;     // reduced over ranks as --average says
+  std::vector<double> iteration_us;  // per launch, max over ranks; may be empty
+};
+
+// More per-iteration samples than this are not kept (no events recorded,
+// the tail columns say N/A): a billion iterations would need a billion
+// events.
+constexpr int64_t kMaxIterationSamples = 100'000;
+
+// Runs the timed loop of `one_case` on this rank; every rank calls it.
+CaseTiming TimeCase(const RankResources& rank, const CollectiveCase& one_case,
+                    const BenchOptions& options);
+
+// One iteration: the case's launch, or --agg_iters launches in one group
+// where the backend has group entries.
+void LaunchIteration(const RankResources& rank, const CollectiveCase& one_case,
+                     int64_t aggregated_launches);
+
+}  // namespace infini::bench
