@@ -294,6 +294,17 @@ void KeyValueTable::Unpark(ClientId client) {
   EraseWaiter(found);
 }
 
+void KeyValueTable::FailWaitersOn(const std::string& key, const std::string& error) {
+  const auto found = waiters_by_key_.find(key);
+  if (found == waiters_by_key_.end()) return;
+  std::vector<ClientId> clients;
+  for (const WaitEntry& entry : found->second) clients.push_back(entry.client);
+  for (ClientId client : clients) {
+    Unpark(client);
+    Answer(client, Error(error));
+  }
+}
+
 void KeyValueTable::Forget(ClientId client) {
   Unpark(client);
   std::erase_if(outbox_,

@@ -82,6 +82,11 @@ class KeyValueTable {
   // in the outbox are removed.
   void Forget(ClientId client);
   bool IsWaiting(ClientId client) const { return waiters_.contains(client); }
+  // For a relay, whose waiters wait on keys that only its upstream holds:
+  // whether anyone waits on `key`, and answering every such waiter an error.
+  bool HasWaitersOn(const std::string& key) const { return waiters_by_key_.contains(key); }
+  void FailWaitersOn(const std::string& key, const std::string& error);
+  bool Contains(const std::string& key) const { return data_.contains(key); }
 
   // Takes the answers made so far, oldest first.
   std::deque<Completion> TakeCompletions() { return std::exchange(outbox_, {}); }

@@ -154,6 +154,7 @@ void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view 
     Refuse(connection, error);
     return;
   }
+  if (relay_ && RelayRequest(connection, request)) return;
   connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
 }
 

@@ -143,6 +143,7 @@ TcpStoreServerImpl::TcpStoreServerImpl(const TcpStoreServerOptions& options)
 }
 
 TcpStoreServerImpl::~TcpStoreServerImpl() {
+  if (relay_) relay_->Stop();  // its workers wake the loop no more
   if (thread_.joinable()) {
     uv_async_send(&stop_async_);
     thread_.join();
@@ -236,6 +237,10 @@ void TcpStoreServerImpl::Listen() {
   const auto interval = SweepIntervalMs();
   uv_timer_start(&sweep_timer_, OnSweep, interval, interval);
   descriptors_.Read();
+  if (options_.upstream) {
+    InitHandle(uv_async_init(&loop_, &upstream_async_, OnUpstreamResults), &upstream_async_, where);
+    StartRelay();
+  }
 }
 
 void TcpStoreServerImpl::StartThread() {

@@ -6,7 +6,8 @@
 //   server_accept.cc      the listening socket, accepting, strangers shed
 //                         for the caps and the descriptor reserve, the hello;
 //   server_connection.cc  one client's connection: reading, admission to the
-//                         budget, serving requests, writing, refusing, closing.
+//                         budget, serving requests, writing, refusing, closing;
+//   server_relay.cc       a relay's requests that go upstream (upstream_relay.h).
 // What knows no sockets is apart: KeyValueTable (keys, values, waiters),
 // ServerHandshake (the hello and the run token's challenge), Strangers and
 // DescriptorLimit (who is shed), request_codec (framing).
@@ -19,10 +20,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "infini/rendezvous/tcp_store.h"
@@ -30,6 +33,7 @@
 #include "request_codec.h"
 #include "server_handshake.h"
 #include "strangers.h"
+#include "upstream_relay.h"
 
 namespace infini::rendezvous::store_server {
 
@@ -47,13 +51,14 @@ struct Connection {
   Milliseconds accepted_at = 0;
   Milliseconds last_activity = 0;  // a byte read or a reply written
   bool reading = false;
-  bool watched = false;   // in the hang-up epoll set (not being read)
-  bool queued = false;    // waits for admission of its first frame
-  bool closing = false;   // uv_close was called; freed in its callback
-  bool refusing = false;  // an error reply is being flushed before closing
-  bool shed = false;      // closed to make room, not refused
-  bool waiting = false;   // its request waits in the table
-  bool ready = false;     // in the server's ready queue
+  bool watched = false;    // in the hang-up epoll set (not being read)
+  bool queued = false;     // waits for admission of its first frame
+  bool closing = false;    // uv_close was called; freed in its callback
+  bool refusing = false;   // an error reply is being flushed before closing
+  bool shed = false;       // closed to make room, not refused
+  bool waiting = false;    // its request waits in the table, or upstream
+  bool forwarded = false;  // its request was forwarded upstream (a relay)
+  bool ready = false;      // in the server's ready queue
 };
 
 class TcpStoreServerImpl final : public TcpStoreServer {
@@ -83,6 +88,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     return stored_bytes_published_.load(std::memory_order_relaxed);
   }
   size_t num_shed_connections() const override { return num_shed_.load(std::memory_order_relaxed); }
+  RelayCounts relay_counts() const override { return relay_ ? relay_->counts() : RelayCounts{}; }
 
  private:
   // ---- the loop (tcp_store_server.cc) ----
@@ -131,6 +137,13 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void Serve(Connection* connection);
   void HandleRequest(Connection* connection, std::string_view body);
   static size_t NextFrameBytes(const Connection* connection);
+
+  // ---- a relay's upstream (server_relay.cc) ----
+  void StartRelay();  // after upstream_async_ was made
+  bool RelayRequest(Connection* connection, wire::Request& request);
+  void WatchUpstream(const std::vector<std::string>& keys, Milliseconds timeout_ms);
+  static void OnUpstreamResults(uv_async_t* async);
+  void TakeUpstreamResults();
   void Admit(Connection* connection);
   void AdmitQueued();
   void ReleaseAdmission(Connection* connection);
@@ -154,6 +167,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   uv_timer_t deadline_timer_{};
   uv_timer_t sweep_timer_{};
   uv_async_t stop_async_{};
+  uv_async_t upstream_async_{};  // a relay's upstream results arrived
   uv_check_t turn_check_{};
   uv_poll_t hangup_poll_{};
   int hangup_fd_ = -1;                      // epoll set of the connections not being read
@@ -180,6 +194,8 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   size_t reply_charge_ = 0;    // unsent replies less shared values (charged)
   size_t trim_high_water_ = 0;
   std::vector<char> read_chunk_;
+  std::unique_ptr<UpstreamRelay> relay_;     // set on a relay
+  std::unordered_set<std::string> watched_;  // keys being watched upstream
 
   std::atomic<size_t> num_keys_{0};
   std::atomic<size_t> num_waiters_{0};

@@ -63,6 +63,22 @@ struct TcpStoreServerOptions {
   // for this long is closed; 0 keeps idle connections open. Clients reconnect
   // on their next call (TcpStoreClient).
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
+
+  // A relay (docs/rendezvous.md, "Relay"): when set, this server answers only
+  // node-local keys (node_local_key.h) itself and forwards every other
+  // request to the store that `upstream` connects to, on a few connections
+  // of its own; a key that its clients wait on is watched upstream once,
+  // however many wait. `upstream` is called on the relay's worker threads
+  // and throws StoreError when it cannot connect (the clients get an error).
+  std::function<std::unique_ptr<Store>()> upstream;
+};
+
+// What a relay sent upstream, for tests and measurements.
+struct RelayCounts {
+  size_t requests = 0;     // every upstream call
+  size_t writes = 0;       // Set, Add, CompareSet, Delete
+  size_t watches = 0;      // upstream Gets of keys that clients wait on
+  size_t connections = 0;  // upstream connections made
 };
 
 class TcpStoreServer {
@@ -93,6 +109,8 @@ class TcpStoreServer {
   // Connections closed before their hello completed to make room (the caps
   // on unauthenticated connections, descriptors near the limit).
   virtual size_t num_shed_connections() const = 0;
+  // What went upstream (zeros unless the server is a relay).
+  virtual RelayCounts relay_counts() const = 0;
 };
 
 // What a client that still cannot reach its store is told while Connect

@@ -1,0 +1,126 @@
+// A relay's requests that go upstream (TcpStoreServerOptions::upstream;
+// docs/rendezvous.md, "Relay"). Node-local keys (node_local_key.h) live in
+// the table as in any store. Writes and checks of other keys are forwarded
+// (UpstreamRelay) and their connection waits for the upstream's reply. A Get
+// or Wait parks in the table as usual, on keys that the table never holds
+// for long: each upstream key that someone waits on is watched upstream once
+// (one upstream Get), and its value, when it comes, is set and deleted at
+// once, which wakes every waiter on it, each with its own deadline kept by
+// the table. So the table is never a cache of the upstream: every Get goes
+// upstream, and nothing the relay holds can be stale.
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "infini/rendezvous/node_local_key.h"
+#include "tcp_store_server_impl.h"
+
+namespace infini::rendezvous::store_server {
+namespace {
+
+using wire::MessageType;
+
+// The relay's own requests to its table (setting a watched key's value and
+// deleting it): answers to it find no connection and are dropped.
+constexpr ClientId kRelayClient = std::numeric_limits<ClientId>::max();
+
+bool IsUpstreamKey(const std::string& key) { return !IsNodeLocalKey(key); }
+
+}  // namespace
+
+void TcpStoreServerImpl::StartRelay() {
+  relay_ = std::make_unique<UpstreamRelay>(options_.upstream,
+                                           [this] { uv_async_send(&upstream_async_); });
+}
+
+// Returns false when the table answers `request` as it is.
+bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& request) {
+  std::vector<std::string> upstream_keys;
+  for (const std::string& key : request.keys) {
+    if (IsUpstreamKey(key)) upstream_keys.push_back(key);
+  }
+  switch (request.type) {
+    case MessageType::kGet:
+    case MessageType::kWait: {
+      if (upstream_keys.empty()) return false;
+      const Milliseconds timeout_ms = request.number;
+      connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
+      if (connection->waiting) WatchUpstream(upstream_keys, timeout_ms);
+      return true;
+    }
+    case MessageType::kCheck: {
+      if (upstream_keys.empty()) return false;
+      const bool local_keys_exist = std::all_of(
+          request.keys.begin(), request.keys.end(),
+          [this](const std::string& key) { return IsUpstreamKey(key) || table_.Contains(key); });
+      if (!local_keys_exist) return false;  // the table answers false
+      request.keys = std::move(upstream_keys);
+      break;
+    }
+    case MessageType::kNumKeys:
+      break;  // the upstream's count
+    default:
+      if (upstream_keys.empty()) return false;
+      break;
+  }
+  connection->waiting = connection->forwarded = true;
+  relay_->Forward(connection->id, std::move(request));
+  return true;
+}
+
+void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys,
+                                       Milliseconds timeout_ms) {
+  for (const std::string& key : keys) {
+    if (!table_.HasWaitersOn(key) || !watched_.insert(key).second) continue;
+    relay_->Watch(key, std::chrono::milliseconds(timeout_ms));
+  }
+}
+
+void TcpStoreServerImpl::OnUpstreamResults(uv_async_t* async) {
+  auto* self = static_cast<TcpStoreServerImpl*>(async->data);
+  self->TakeUpstreamResults();
+  self->Pump();
+}
+
+void TcpStoreServerImpl::TakeUpstreamResults() {
+  for (UpstreamResult& result : relay_->TakeResults()) {
+    switch (result.kind) {
+      case UpstreamResult::Kind::kReply: {
+        const auto found = connections_.find(result.client);
+        if (found == connections_.end() || found->second->closing) break;
+        Connection* connection = found->second;
+        connection->waiting = connection->forwarded = false;
+        Send(connection, wire::EncodeReply(result.reply));
+        MarkReady(connection);
+        break;
+      }
+      case UpstreamResult::Kind::kWatched: {
+        watched_.erase(result.key);
+        wire::Request set;
+        set.type = MessageType::kSet;
+        set.keys = {result.key};
+        set.value = std::move(result.value);
+        table_.Handle(kRelayClient, std::move(set), Now());
+        wire::Request erase;
+        erase.type = MessageType::kDelete;
+        erase.keys = {result.key};
+        table_.Handle(kRelayClient, std::move(erase), Now());
+        break;
+      }
+      case UpstreamResult::Kind::kWatchTimeout:
+        watched_.erase(result.key);
+        WatchUpstream({result.key}, kLongestWatch.count());
+        break;
+      case UpstreamResult::Kind::kWatchFailed:
+        watched_.erase(result.key);
+        table_.FailWaitersOn(result.key, result.reply.error);
+        break;
+    }
+  }
+}
+
+}  // namespace infini::rendezvous::store_server
