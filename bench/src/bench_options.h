@@ -5,6 +5,7 @@
 #include <dlpack/dlpack.h>
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -46,6 +47,23 @@ std::string_view TimingName(Timing timing);  // "back_to_back", "per_iteration"
 enum class RankAverage { kRank0, kMean, kMin, kMax };
 std::string_view RankAverageName(RankAverage average);  // "rank0", "mean", "min", "max"
 
+// --split (nccl-tests' NCCL_TESTS_SPLIT): each rank's group is a colour made
+// from its global rank by one operation; ranks of one colour time their
+// collectives together on a sub-communicator, every group at once.
+struct SplitRule {
+  enum class Operation { kNone, kAnd, kOr, kMod, kDiv };
+  Operation operation = Operation::kNone;
+  int64_t value = 0;
+  std::string text;  // as the user gave it, for lines that name the rule
+
+  bool active() const { return operation != Operation::kNone; }
+  int Color(int global_rank) const;
+};
+// "MOD 2", "%2", "AND 0x7", "&0b101", "OR 7", "|7", "DIV 8", "/8" (the
+// operation's case does not matter; the value is decimal, 0x hex or 0b
+// binary), as nccl-tests' NCCL_TESTS_SPLIT. Throws UsageError naming `flag`.
+SplitRule ParseSplitRule(std::string_view flag, std::string_view text);
+
 struct BenchOptions {
   std::string ccl_backend;  // empty: INFINI_CCL_BACKEND, else "auto"
   std::vector<Collective> collectives{Collective::kAllReduce};
@@ -71,11 +89,16 @@ struct BenchOptions {
   int64_t timeout_s = 0;     // > 0: a case that runs longer ends the run (-T)
   bool memory_report = false;
   std::string json_path;  // -J: nccl-tests' JSON, written by global rank 0
+  SplitRule split;
 };
 
 // Parses what is left of argv after benchmark::Initialize. Returns false
 // when --help was asked for (the usage is printed). Throws UsageError.
 bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options);
+// Without --split, nccl-tests' variables: NCCL_TESTS_SPLIT_MASK=HEX (the
+// colour is rank & HEX) before NCCL_TESTS_SPLIT=RULE. `getenv` reads one.
+void ApplySplitEnvironment(const std::function<const char*(const char*)>& getenv,
+                           BenchOptions* options);
 std::string BenchUsage();
 
 // "4096", "64K", "16M", "1G" (binary multiples). Throws UsageError naming

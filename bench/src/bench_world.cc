@@ -1,7 +1,10 @@
 #include "bench_world.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -61,6 +64,43 @@ double RankResources::ReduceOverRanks(double value, ccl::ReduceOp op) const {
   double reduced = 0;
   scalar.CopyToHost(&reduced, sizeof(reduced));
   return reduced;
+}
+
+double RankResources::ReduceOverGroup(double value, ccl::ReduceOp op) const {
+  if (!group_communicator.valid()) return ReduceOverRanks(value, op);
+  scalar.CopyFromHost(&value, sizeof(value));
+  const ccl::FlatTensor tensor = scalar.AsTensor(ccl::dtype::kFloat64, 1);
+  group_communicator.AllReduce(tensor, tensor, op, stream);
+  stream.Synchronize();
+  double reduced = 0;
+  scalar.CopyToHost(&reduced, sizeof(reduced));
+  return reduced;
+}
+
+void BenchWorld::SplitGroups(const SplitRule& rule) {
+  const int ranks = world_size();
+  // Every rank can name every group: a colour is a function of the rank.
+  std::map<int, int> sizes;  // by colour, in colour order
+  for (int rank = 0; rank < ranks; ++rank) ++sizes[rule.Color(rank)];
+  if (std::any_of(sizes.begin(), sizes.end(),
+                  [&](const auto& entry) { return entry.second != sizes.begin()->second; })) {
+    std::string counts;
+    for (const auto& [color, size] : sizes) {
+      counts += (counts.empty() ? "" : ", ") + std::to_string(size);
+    }
+    throw UsageError("--split='" + OneLine(rule.text) + "' on " + std::to_string(ranks) +
+                     " ranks makes groups of " + counts +
+                     " ranks: ccl_bench times groups of one size");
+  }
+  RunOnRankThreads(threads_per_process(), [&](int thread_rank) {
+    RankResources& resources = rank(thread_rank);
+    resources.ActivateDevice();
+    const int global_rank = resources.rank.global_rank();
+    const int color = rule.Color(global_rank);
+    resources.group_communicator = resources.communicator.Split(color, global_rank);
+    resources.group_count = static_cast<int>(sizes.size());
+    resources.group_index = static_cast<int>(std::distance(sizes.begin(), sizes.find(color)));
+  });
 }
 
 std::unique_ptr<BenchWorld> BenchWorld::Create(const std::string& backend_spec,
@@ -134,6 +174,7 @@ void BenchWorld::Destroy() {
     RankResources& resources = rank(thread_rank);
     resources.ActivateDevice();
     resources.stream.Synchronize();
+    if (resources.group_communicator.valid()) resources.group_communicator.Destroy();
     resources.communicator.Destroy();
   });
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_options.h"
 #include "infini/ccl/ccl.h"
 #include "infini/conformance/run_store.h"
 #include "infini/parallel/env_reader.h"
@@ -29,8 +30,23 @@ struct RankResources {
   std::unique_ptr<ccl::Event> start;
   std::unique_ptr<ccl::Event> stop;
   ccl::DeviceBuffer scalar;  // one float64, for reductions of timings and counts
+  // --split: this rank's group's communicator (invalid without a split),
+  // which group of how many it is, its rank and size there.
+  ccl::Communicator group_communicator;
+  int group_index = 0;
+  int group_count = 1;
 
   const ccl::Backend& backend() const { return *communicator.backend(); }
+  // The communicator a case's collectives run on: the group's, else the
+  // world's; this rank's place and the size there.
+  const ccl::Communicator& case_communicator() const {
+    return group_communicator.valid() ? group_communicator : communicator;
+  }
+  int case_rank() const { return case_communicator().rank(); }
+  int case_world_size() const { return case_communicator().world_size(); }
+  // `value` reduced over the ranks of this rank's group (the world without
+  // a split).
+  double ReduceOverGroup(double value, ccl::ReduceOp op) const;
   // Makes this rank's device current on the calling thread.
   void ActivateDevice() const;
   // Returns when every rank has reached it (backend barrier on the stream,
@@ -55,6 +71,14 @@ class BenchWorld {
   int threads_per_process() const { return static_cast<int>(ranks_.size()); }
   int world_size() const { return ranks_.front()->rank.world_size(); }
   RankResources& rank(int thread_rank) { return *ranks_.at(static_cast<size_t>(thread_rank)); }
+
+  // --split: every rank's group communicator, split from the world's by
+  // `rule` (concurrently, one thread per rank). Throws UsageError naming the
+  // rule when the groups are not all the same size (a case's buffers and
+  // bus factor are planned once for every group).
+  void SplitGroups(const SplitRule& rule);
+  // The group size of every rank (the world size without a split).
+  int case_world_size() const { return ranks_.front()->case_world_size(); }
 
   // Frees every communicator (concurrently, one thread per rank).
   void Destroy();

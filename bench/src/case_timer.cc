@@ -12,32 +12,20 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// `value` over every rank, as -a/--average asks.
+// `value` over the ranks of the case's group (the world without --split),
+// as -a/--average asks.
 double AcrossRanks(const RankResources& rank, double value, RankAverage average) {
   switch (average) {
     case RankAverage::kRank0:
-      return rank.ReduceOverRanks(rank.rank.global_rank() == 0 ? value : 0, ccl::ReduceOp::kSum);
+      return rank.ReduceOverGroup(rank.case_rank() == 0 ? value : 0, ccl::ReduceOp::kSum);
     case RankAverage::kMin:
-      return rank.ReduceOverRanks(value, ccl::ReduceOp::kMin);
+      return rank.ReduceOverGroup(value, ccl::ReduceOp::kMin);
     case RankAverage::kMax:
-      return rank.ReduceOverRanks(value, ccl::ReduceOp::kMax);
+      return rank.ReduceOverGroup(value, ccl::ReduceOp::kMax);
     case RankAverage::kMean:
       break;
   }
-  return rank.ReduceOverRanks(value, ccl::ReduceOp::kSum) / rank.rank.world_size();
-}
-
-// Each element maxed over ranks: one float64 all-reduce of the whole list.
-std::vector<double> MaxOverRanks(const RankResources& rank, std::vector<double> values) {
-  if (values.empty()) return values;
-  const ccl::DeviceBuffer buffer(rank.communicator.backend(), values.size() * sizeof(double));
-  buffer.CopyFromHost(values.data(), values.size() * sizeof(double));
-  const ccl::FlatTensor tensor =
-      buffer.AsTensor(ccl::dtype::kFloat64, static_cast<int64_t>(values.size()));
-  rank.communicator.AllReduce(tensor, tensor, ccl::ReduceOp::kMax, rank.stream);
-  rank.stream.Synchronize();
-  buffer.CopyToHost(values.data(), values.size() * sizeof(double));
-  return values;
+  return rank.ReduceOverGroup(value, ccl::ReduceOp::kSum) / rank.case_world_size();
 }
 
 std::vector<ccl::Event> MakeEvents(const RankResources& rank, int64_t count) {
@@ -99,7 +87,9 @@ CaseTiming TimeBackToBack(const RankResources& rank, const CollectiveCase& one_c
   CaseTiming timing;
   timing.seconds_per_launch = AcrossRanks(rank, seconds / total_launches, options.average);
   const double launches_per_span = static_cast<double>(total_launches) / static_cast<double>(spans);
-  timing.iteration_us = MaxOverRanks(rank, Spans(*rank.start, events, launches_per_span));
+  timing.iteration_us =
+      ReduceListOverRanks(rank, rank.case_communicator(),
+                          Spans(*rank.start, events, launches_per_span), ccl::ReduceOp::kMax);
   return timing;
 }
 
@@ -122,7 +112,7 @@ CaseTiming TimePerIteration(const RankResources& rank, const CollectiveCase& one
     const double seconds =
         options.cpu_time ? SecondsSince(host_start) : rank.stop->ElapsedMsSince(*rank.start) / 1e3;
     // The slowest rank's time is the iteration's.
-    const double slowest = rank.ReduceOverRanks(seconds / aggregated, ccl::ReduceOp::kMax);
+    const double slowest = rank.ReduceOverGroup(seconds / aggregated, ccl::ReduceOp::kMax);
     total_seconds += slowest;
     if (iteration < kMaxIterationSamples) timing.iteration_us.push_back(slowest * 1e6);
   }
@@ -131,6 +121,20 @@ CaseTiming TimePerIteration(const RankResources& rank, const CollectiveCase& one
 }
 
 }  // namespace
+
+std::vector<double> ReduceListOverRanks(const RankResources& rank,
+                                        const ccl::Communicator& communicator,
+                                        std::vector<double> values, ccl::ReduceOp op) {
+  if (values.empty()) return values;
+  const ccl::DeviceBuffer buffer(communicator.backend(), values.size() * sizeof(double));
+  buffer.CopyFromHost(values.data(), values.size() * sizeof(double));
+  const ccl::FlatTensor tensor =
+      buffer.AsTensor(ccl::dtype::kFloat64, static_cast<int64_t>(values.size()));
+  communicator.AllReduce(tensor, tensor, op, rank.stream);
+  rank.stream.Synchronize();
+  buffer.CopyToHost(values.data(), values.size() * sizeof(double));
+  return values;
+}
 
 void LaunchIteration(const RankResources& rank, const CollectiveCase& one_case,
                      int64_t aggregated_launches) {

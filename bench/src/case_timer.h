@@ -9,6 +9,8 @@
 //     return when done, they are host timestamps of each completion. The
 //     per-iteration times are maxed over ranks (one float64 all-reduce after
 //     the loop) for the tail columns.
+// Under --split the barrier is the world's (every group starts together,
+// as nccl-tests' groups run at once) and the reductions are the group's.
 //   per_iteration (-z 1): a barrier and events around each iteration, its
 //     time maxed over ranks; adds the barrier's tail to small messages.
 //   graph (-G N): the --iters iterations captured once as a graph, replayed
@@ -38,6 +40,12 @@ constexpr int64_t kMaxIterationSamples = 100'000;
 // Runs the timed loop of `one_case` on this rank; every rank calls it.
 CaseTiming TimeCase(const RankResources& rank, const CollectiveCase& one_case,
                     const BenchOptions& options);
+
+// Each element of `values` reduced over `communicator`'s ranks (one
+// float64 all-reduce of the whole list on the rank's stream).
+std::vector<double> ReduceListOverRanks(const RankResources& rank,
+                                        const ccl::Communicator& communicator,
+                                        std::vector<double> values, ccl::ReduceOp op);
 
 // One iteration: the case's launch, or --agg_iters launches in one group
 // where the backend has group entries.

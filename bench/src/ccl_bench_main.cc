@@ -21,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -150,13 +151,51 @@ struct RunState {
   std::atomic<int64_t> wrong_elements{0};
   std::atomic<int64_t> most_buffer_bytes{0};  // -M: the largest case's buffers on one rank
   IterationTimes iteration_times;
+  GroupResults group_results;
+  std::vector<int> group_colors;  // --split: the colour of each group, in group order
   std::unique_ptr<CaseWatchdog> watchdog;
 };
+
+// --split: every group's figures of the case, to every rank (each group's
+// rank 0 fills its slot of a list summed over the world).
+std::vector<GroupResult> GatherGroups(const RankResources& rank, const CaseTiming& timing,
+                                      int64_t group_wrong, const std::vector<int>& colors) {
+  constexpr size_t kFields = 7;
+  std::vector<double> slots(static_cast<size_t>(rank.group_count) * kFields, 0.0);
+  if (rank.case_rank() == 0) {
+    const IterationStats tails = ComputeIterationStats(timing.iteration_us);
+    const double fields[kFields] = {timing.seconds_per_launch * 1e6,
+                                    tails.min_us,
+                                    tails.p50_us,
+                                    tails.p99_us,
+                                    tails.max_us,
+                                    static_cast<double>(tails.samples),
+                                    static_cast<double>(group_wrong)};
+    std::copy(fields, fields + kFields,
+              slots.begin() + static_cast<ptrdiff_t>(rank.group_index * kFields));
+  }
+  slots = ReduceListOverRanks(rank, rank.communicator, std::move(slots), ccl::ReduceOp::kSum);
+  std::vector<GroupResult> groups;
+  for (int group = 0; group < rank.group_count; ++group) {
+    const double* field = slots.data() + static_cast<size_t>(group) * kFields;
+    GroupResult result;
+    result.color = colors.at(static_cast<size_t>(group));
+    result.time_us = field[0];
+    result.tails.min_us = field[1];
+    result.tails.p50_us = field[2];
+    result.tails.p99_us = field[3];
+    result.tails.max_us = field[4];
+    result.tails.samples = std::llround(field[5]);
+    result.wrong = std::llround(field[6]);
+    groups.push_back(result);
+  }
+  return groups;
+}
 
 void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& options,
              BenchWorld& world, RunState* run) {
   RankResources& rank = world.rank(state.thread_index());
-  const std::string name = CaseName(spec, world.world_size());
+  const std::string name = CaseName(spec, world.case_world_size());
   const bool first_thread = state.thread_index() == 0;
   try {
     if (first_thread) run->watchdog->Start(name, rank.rank.global_rank());
@@ -173,18 +212,17 @@ void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& 
     }
     rank.stream.Synchronize();
 
-    double seconds_per_launch = 0;
+    const bool reporting_rank = first_thread && rank.rank.global_rank() == 0;
+    CaseTiming timing;
     for (auto _ : state) {
-      CaseTiming timing = TimeCase(rank, one_case, options);
-      seconds_per_launch = timing.seconds_per_launch;
+      timing = TimeCase(rank, one_case, options);
       // Google Benchmark divides manual time by iterations × threads; scaled
       // by threads, its Time column is the collective's time, as time_us.
-      state.SetIterationTime(seconds_per_launch * state.threads());
-      if (first_thread && rank.rank.global_rank() == 0) {
-        run->iteration_times[name] = std::move(timing.iteration_us);
-      }
+      state.SetIterationTime(timing.seconds_per_launch * state.threads());
     }
-    const int world_size = world.world_size();
+    const double seconds_per_launch = timing.seconds_per_launch;
+    if (reporting_rank) run->iteration_times[name] = timing.iteration_us;
+    const int world_size = world.case_world_size();
     const double bytes = static_cast<double>(one_case.plan().bytes);
     const double algbw = bytes / seconds_per_launch / 1e9;
     state.counters["bytes"] = PerCase(bytes);
@@ -197,6 +235,7 @@ void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& 
     state.counters["busbw_GBps"] = PerCase(algbw * BusBandwidthFactor(spec.collective, world_size));
     if (options.cpu_time) state.counters["cpu_time"] = PerCase(1);
 
+    int64_t group_wrong = -1;
     if (options.check) {
       one_case.FillInputs();
       rank.Synchronize();
@@ -206,6 +245,12 @@ void RunCase(benchmark::State& state, const CaseSpec& spec, const BenchOptions& 
                                                 ccl::ReduceOp::kSum);
       state.counters["wrong"] = PerCase(wrong);
       if (first_thread) run->wrong_elements += std::llround(wrong);
+      group_wrong = std::llround(rank.ReduceOverGroup(
+          static_cast<double>(one_case.CountWrongElements()), ccl::ReduceOp::kSum));
+    }
+    if (rank.group_count > 1) {
+      std::vector<GroupResult> groups = GatherGroups(rank, timing, group_wrong, run->group_colors);
+      if (reporting_rank) run->group_results[name] = std::move(groups);
     }
     if (first_thread) run->watchdog->Stop();
   } catch (const std::exception& error) {
@@ -314,10 +359,11 @@ int Main(int argc, char** argv) {
 
   BenchOptions options;
   if (!ParseBenchCommandLine(argc, argv, &options)) return 0;
-  const int world_size = topology.proc_world_size() * options.threads_per_process;
-  if (options.root >= world_size) {
+  ApplySplitEnvironment([](const char* name) { return std::getenv(name); }, &options);
+  const int total_ranks = topology.proc_world_size() * options.threads_per_process;
+  if (options.root >= total_ranks) {
     throw UsageError("--root=" + std::to_string(options.root) + ": expected a rank below the " +
-                     "world size " + std::to_string(world_size));
+                     "world size " + std::to_string(total_ranks));
   }
   std::vector<CaseSpec> cases = CasesToRun(options, reports);
 
@@ -325,8 +371,21 @@ int Main(int argc, char** argv) {
       BenchWorld::Create(options.ccl_backend, options.threads_per_process);
   const ccl::Backend& backend = *world->backend();
   RefuseUnsupportedOptions(options, backend, wants_benchmark_console);
-  cases = SupportedCases(cases, backend.capabilities(), reports);
   RunState run;
+  if (options.split.active()) {
+    world->SplitGroups(options.split);
+    std::set<int> colors;
+    for (int rank = 0; rank < total_ranks; ++rank) colors.insert(options.split.Color(rank));
+    run.group_colors.assign(colors.begin(), colors.end());
+  }
+  // A case's ranks: its group's under --split.
+  const int world_size = world->case_world_size();
+  if (options.root >= world_size) {
+    throw UsageError("--root=" + std::to_string(options.root) + ": expected a rank below the " +
+                     "group size " + std::to_string(world_size) + " of --split='" +
+                     OneLine(options.split.text) + "'");
+  }
+  cases = SupportedCases(cases, backend.capabilities(), reports);
   run.watchdog = std::make_unique<CaseWatchdog>(options.timeout_s);
   std::map<std::string, TableCase> table_cases;
   const size_t element_bytes = ccl::ElementBytes(options.dtype);
@@ -350,19 +409,24 @@ int Main(int argc, char** argv) {
   std::vector<TableRow> rows;
   if (reports) {
     std::ostringstream title;
-    title << "ccl_bench: backend " << backend.info().name << ", " << world_size
+    title << "ccl_bench: backend " << backend.info().name << ", " << total_ranks
           << " ranks = " << topology.proc_world_size() << " processes x "
           << options.threads_per_process << " threads, timing " << TimingName(options.timing)
           << ", " << options.iterations << " launches (+" << options.warmup_iterations
           << " warm-up) per case";
     if (options.aggregated_launches > 1) title << " x " << options.aggregated_launches << " agg";
     if (options.graph_launches > 0) title << ", graph replayed " << options.graph_launches << "x";
+    if (options.split.active()) {
+      title << "\n# split '" << options.split.text << "': " << run.group_colors.size()
+            << " groups of " << world_size
+            << " ranks, timed at once; a row per group, 'group' is its colour";
+    }
     if (wants_benchmark_console) {
       std::cout << title.str() << std::endl;
       benchmark::RunSpecifiedBenchmarks();
     } else {
       NcclTestsTableReporter table(std::move(table_cases), title.str(), options.check,
-                                   &run.iteration_times, &rows);
+                                   ReportSinks{&run.iteration_times, &run.group_results, &rows});
       benchmark::RunSpecifiedBenchmarks(&table);
     }
   } else {
@@ -377,12 +441,13 @@ int Main(int argc, char** argv) {
   JsonRun json;
   if (reports && !options.json_path.empty()) {
     json.backend = backend.info().name;
-    json.world_size = world_size;
+    json.world_size = total_ranks;
     json.threads_per_process = options.threads_per_process;
     for (int thread = 0; thread < world->threads_per_process(); ++thread) {
       const RankResources& rank = world->rank(thread);
-      json.devices.push_back(
-          JsonDevice{rank.rank.global_rank(), 0, rank.device_index, backend.info().name});
+      json.devices.push_back(JsonDevice{rank.rank.global_rank(),
+                                        options.split.Color(rank.rank.global_rank()),
+                                        rank.device_index, backend.info().name});
     }
   }
   // Communicators, streams and buffers go while the backend's runtime is

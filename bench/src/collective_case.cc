@@ -61,8 +61,8 @@ std::string CaseName(const CaseSpec& spec, int world_size) {
 CollectiveCase::CollectiveCase(const CaseSpec& spec, const RankResources& rank)
     : spec_(spec),
       rank_(rank),
-      world_size_(rank.rank.world_size()),
-      global_rank_(rank.rank.global_rank()),
+      world_size_(rank.case_world_size()),
+      global_rank_(rank.case_rank()),
       plan_(PlanBuffers(spec.collective, spec.requested_bytes, ccl::ElementBytes(spec.dtype),
                         world_size_)) {
   const size_t element_bytes = ccl::ElementBytes(spec.dtype);
@@ -113,7 +113,7 @@ void CollectiveCase::FillInputs() const {
 }
 
 void CollectiveCase::Launch() const {
-  const ccl::Communicator& comm = rank_.communicator;
+  const ccl::Communicator& comm = rank_.case_communicator();
   const ccl::Stream& stream = rank_.stream;
   const ccl::FlatTensor send = SendTensor();
   const ccl::FlatTensor recv = RecvTensor();
@@ -140,7 +140,7 @@ void CollectiveCase::Launch() const {
 
 void CollectiveCase::SendRecvRing(const ccl::FlatTensor& send, const ccl::FlatTensor& recv) const {
   // Ring neighbours: send to the next rank, receive from the previous.
-  const ccl::Communicator& comm = rank_.communicator;
+  const ccl::Communicator& comm = rank_.case_communicator();
   const ccl::Stream& stream = rank_.stream;
   const int next = (global_rank_ + 1) % world_size_;
   const int previous = (global_rank_ + world_size_ - 1) % world_size_;

@@ -53,8 +53,8 @@ class CollectiveCase {
 
   CaseSpec spec_;
   const RankResources& rank_;
-  int world_size_;
-  int global_rank_;
+  int world_size_;   // of the case's communicator (the group's under --split)
+  int global_rank_;  // this rank there
   BufferPlan plan_;
   ccl::DeviceBuffer send_;
   ccl::DeviceBuffer recv_;  // unused in place

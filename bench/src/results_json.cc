@@ -146,6 +146,7 @@ void WriteResult(JsonWriter& json, const TableRow& row) {
     json.Key(row.in_place ? "in_place_per_iter" : "out_of_place_per_iter");
     WritePerIteration(json, row);
   }
+  if (row.group >= 0) json.Key("group").Int(row.group);
   json.Key("actual_iterations").Int(row.launches);
   json.Key("experiment_name").String(row.name);
   json.Close('}');

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "collective_plan.h"
+
 namespace infini::bench {
 namespace {
 
@@ -19,16 +21,19 @@ double CounterOr(const benchmark::UserCounters& counters, const char* name, doub
 
 }  // namespace
 
-std::string FormatTableHeader() {
+std::string FormatTableHeader(bool groups) {
   char names[320];
   char units[320];
-  std::snprintf(names, sizeof(names), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s",
+  std::snprintf(names, sizeof(names), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s%s",
                 "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-                "i_min", "i_p50", "i_p99", "i_max");
-  std::snprintf(units, sizeof(units), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s",
+                "i_min", "i_p50", "i_p99", "i_max", groups ? "  group" : "");
+  std::snprintf(units, sizeof(units), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s%s",
                 "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)",
-                "(us)", "(us)");
-  return std::string(names) + "\n" + units + "\n";
+                "(us)", "(us)", groups ? "       " : "");
+  std::string text = std::string(names) + "\n" + units + "\n";
+  // snprintf's padding leaves trailing blanks on the units line.
+  while (text.size() > 1 && text[text.size() - 2] == ' ') text.erase(text.size() - 2, 1);
+  return text;
 }
 
 std::string FormatTableRow(const TableRow& row) {
@@ -46,23 +51,19 @@ std::string FormatTableRow(const TableRow& row) {
   } else {
     std::snprintf(tails, sizeof(tails), " %9s %9s %9s %9s", "N/A", "N/A", "N/A", "N/A");
   }
+  char group[32] = "";
+  if (row.group >= 0) std::snprintf(group, sizeof(group), " %6d", row.group);
   char text[512];
   std::snprintf(text, sizeof(text),
-                " %13" PRId64 " %13" PRId64 " %9s %7s %5d %11.2f %9.2f %9.2f %7s%s\n", row.bytes,
+                " %13" PRId64 " %13" PRId64 " %9s %7s %5d %11.2f %9.2f %9.2f %7s%s%s\n", row.bytes,
                 row.count, row.type.c_str(), row.redop.c_str(), row.root, row.time_us,
-                row.algbw_GBps, row.busbw_GBps, wrong, tails);
+                row.algbw_GBps, row.busbw_GBps, wrong, tails, group);
   return text;
 }
 
 NcclTestsTableReporter::NcclTestsTableReporter(std::map<std::string, TableCase> cases,
-                                               std::string title, bool checked,
-                                               const IterationTimes* times,
-                                               std::vector<TableRow>* rows)
-    : cases_(std::move(cases)),
-      title_(std::move(title)),
-      checked_(checked),
-      times_(times),
-      rows_(rows) {}
+                                               std::string title, bool checked, ReportSinks sinks)
+    : cases_(std::move(cases)), title_(std::move(title)), checked_(checked), sinks_(sinks) {}
 
 bool NcclTestsTableReporter::ReportContext(const Context&) {
   GetOutputStream() << title_ << std::endl;
@@ -84,10 +85,16 @@ void NcclTestsTableReporter::PrintRun(const Run& run) {
     return;
   }
   const std::string collective(BenchCollectiveName(spec.collective));
+  const bool aggregate = run.run_type == Run::RT_Aggregate;
+  const std::vector<GroupResult>* groups = nullptr;
+  if (sinks_.groups != nullptr && !aggregate) {
+    const auto found_groups = sinks_.groups->find(run.run_name.function_name);
+    if (found_groups != sinks_.groups->end()) groups = &found_groups->second;
+  }
   if (collective != current_collective_) {
     current_collective_ = collective;
     out << "#\n# " << collective << ", " << (spec.in_place ? "in-place" : "out-of-place") << "\n"
-        << FormatTableHeader();
+        << FormatTableHeader(groups != nullptr);
   }
   TableRow row;
   row.bytes = std::llround(CounterOr(run.counters, "bytes", 0));
@@ -103,19 +110,42 @@ void NcclTestsTableReporter::PrintRun(const Run& run) {
   row.cpu_time = CounterOr(run.counters, "cpu_time", 0) > 0;
   row.launches = std::llround(CounterOr(run.counters, "launches", 0));
   row.name = run.run_name.function_name;
-  if (times_ != nullptr && run.run_type != Run::RT_Aggregate) {
-    const auto times = times_->find(row.name);
-    if (times != times_->end()) {
+  if (sinks_.times != nullptr && !aggregate) {
+    const auto times = sinks_.times->find(row.name);
+    if (times != sinks_.times->end()) {
       row.times_us = times->second;
       row.per_iteration = ComputeIterationStats(row.times_us);
     }
   }
+  if (groups != nullptr) {
+    // One row per group, each with its own time; the bus factor is the
+    // group size's (the "ranks" counter).
+    const double factor = BusBandwidthFactor(
+        spec.collective, static_cast<int>(std::llround(CounterOr(run.counters, "ranks", 1))));
+    for (const GroupResult& group : *groups) {
+      TableRow group_row = row;
+      group_row.group = group.color;
+      group_row.time_us = group.time_us;
+      group_row.algbw_GBps = group.time_us > 0 ? row.bytes / group.time_us / 1e3 : 0;
+      group_row.busbw_GBps = group_row.algbw_GBps * factor;
+      group_row.wrong = checked_ ? group.wrong : -1;
+      group_row.per_iteration = group.tails;
+      group_row.times_us.clear();
+      out << FormatTableRow(group_row);
+      Keep(std::move(group_row));
+    }
+    return;
+  }
   std::string line = FormatTableRow(row);
-  if (run.run_type == Run::RT_Aggregate) {  // --benchmark_repetitions
+  if (aggregate) {  // --benchmark_repetitions
     line.insert(line.size() - 1, "  " + run.aggregate_name);
   }
   out << line;
-  if (rows_ != nullptr && run.run_type != Run::RT_Aggregate) rows_->push_back(std::move(row));
+  if (!aggregate) Keep(std::move(row));
+}
+
+void NcclTestsTableReporter::Keep(TableRow row) {
+  if (sinks_.rows != nullptr) sinks_.rows->push_back(std::move(row));
 }
 
 }  // namespace infini::bench

@@ -41,31 +41,50 @@ struct TableRow {
   std::string name;              // the Google Benchmark name
   IterationStats per_iteration;  // samples = 0: not measured ("N/A")
   std::vector<double> times_us;  // each iteration's time, max over ranks
+  int group = -1;                // --split: the group's colour; -1: no split
 };
 
 // Per-iteration times of a case by Google Benchmark name, left by global
 // rank 0's first thread for the reporter.
 using IterationTimes = std::map<std::string, std::vector<double>>;
-std::string FormatTableHeader();  // two '#' lines: names, then units
+
+// --split: one group's figures of a case, for a row of its own.
+struct GroupResult {
+  int color = 0;
+  double time_us = 0;
+  IterationStats tails;  // min, p50, p99, max and samples only
+  int64_t wrong = -1;
+};
+using GroupResults = std::map<std::string, std::vector<GroupResult>>;
+
+// What the reporter reads besides Google Benchmark's runs, and where it
+// keeps the rows it prints; any may be null.
+struct ReportSinks {
+  const IterationTimes* times = nullptr;
+  const GroupResults* groups = nullptr;
+  std::vector<TableRow>* rows = nullptr;
+};
+// Two '#' lines: names, then units; with a "group" column under --split.
+std::string FormatTableHeader(bool groups = false);
 std::string FormatTableRow(const TableRow& row);
 
 class NcclTestsTableReporter : public benchmark::BenchmarkReporter {
  public:
   // `cases` by Google Benchmark name; `title` is the first line printed.
   NcclTestsTableReporter(std::map<std::string, TableCase> cases, std::string title, bool checked,
-                         const IterationTimes* times, std::vector<TableRow>* rows);
+                         ReportSinks sinks);
 
   bool ReportContext(const Context& context) override;
   void ReportRuns(const std::vector<Run>& runs) override;
 
  private:
   void PrintRun(const Run& run);
+  void Keep(TableRow row);
 
   std::map<std::string, TableCase> cases_;
   std::string title_;
   bool checked_;
-  const IterationTimes* times_;
-  std::vector<TableRow>* rows_;  // every row printed, in order
+  ReportSinks sinks_;
   std::string current_collective_;
 };
 

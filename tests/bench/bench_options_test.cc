@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -222,6 +223,58 @@ TEST(BenchOptions, UnknownOrBadNcclTestsFlagIsOneLineNamingIt) {
       EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     }
   }
+}
+
+}  // namespace
+}  // namespace infini::bench
+
+namespace infini::bench {
+namespace {
+
+TEST(SplitRule, NcclTestsSpellingsGiveTheColourOfEachRank) {
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"MOD 2", {0, 1, 0, 1, 0, 1}},   {"%3", {0, 1, 2, 0, 1, 2}},
+      {"and 0x1", {0, 1, 0, 1, 0, 1}}, {"&0b10", {0, 0, 2, 2, 0, 0}},
+      {"DIV 4", {0, 0, 0, 0, 1, 1}},   {"/2", {0, 0, 1, 1, 2, 2}},
+      {"OR 0x4", {4, 5, 6, 7, 4, 5}},  {"|1", {1, 1, 3, 3, 5, 5}}};
+  for (const auto& [text, colors] : cases) {
+    const SplitRule rule = ParseSplitRule("split", text);
+    std::vector<int> got;
+    for (int rank = 0; rank < 6; ++rank) got.push_back(rule.Color(rank));
+    EXPECT_EQ(got, colors) << text;
+  }
+  for (const char* bad : {"MOD 0", "XOR 1", "MOD", "MOD two", "2", "DIV -1"}) {
+    EXPECT_THROW(ParseSplitRule("split", bad), UsageError) << bad;
+  }
+  try {
+    ParseSplitRule("split", "XOR 1");
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("--split='XOR 1': expected an operation"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(SplitRule, TheFlagWinsThenTheMaskThenTheRuleVariable) {
+  std::map<std::string, std::string> environment = {{"NCCL_TESTS_SPLIT", "DIV 2"},
+                                                    {"NCCL_TESTS_SPLIT_MASK", "0x6"}};
+  const auto getenv = [&](const char* name) -> const char* {
+    const auto found = environment.find(name);
+    return found == environment.end() ? nullptr : found->second.c_str();
+  };
+  BenchOptions options;
+  ApplySplitEnvironment(getenv, &options);
+  EXPECT_EQ(options.split.Color(7), 6) << "NCCL_TESTS_SPLIT_MASK: rank & 0x6";
+  environment.erase("NCCL_TESTS_SPLIT_MASK");
+  options = BenchOptions();
+  ApplySplitEnvironment(getenv, &options);
+  EXPECT_EQ(options.split.Color(7), 3) << "NCCL_TESTS_SPLIT: DIV 2";
+  ASSERT_TRUE(Parse({"--split=MOD 2"}, &options));
+  ApplySplitEnvironment(getenv, &options);
+  EXPECT_EQ(options.split.Color(7), 1) << "--split wins";
+  environment["NCCL_TESTS_SPLIT"] = "XOR 2";
+  options = BenchOptions();
+  EXPECT_THROW(ApplySplitEnvironment(getenv, &options), UsageError);
 }
 
 }  // namespace

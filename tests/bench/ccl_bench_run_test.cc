@@ -289,4 +289,39 @@ TEST(CclBenchRun, UnknownNcclTestsFlagIsOneLineAndExitCodeTwo) {
   EXPECT_NE(run.output.find("unknown flag '-q'"), std::string::npos) << run.output;
 }
 
+// --split and nccl-tests' NCCL_TESTS_SPLIT_MASK: 4 ranks as two groups of
+// two, timed at once, a row per group naming its colour, in the JSON too.
+TEST(CclBenchRun, SplitGroupsGetARowEachInTheTableAndTheJson) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("ccl_bench_split_" + std::to_string(getpid()));
+  std::filesystem::create_directories(folder);
+  const std::filesystem::path json = folder / "split.json";
+  const RunResult run =
+      RunCommand("env NCCL_TESTS_SPLIT_MASK=0x1 " +
+                 Bench("--nproc_per_node=4", "-b 64 -e 64 -c 1 -J " + json.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(LinesContaining(run.output, "2 groups of 2 ranks").size(), 1u) << run.output;
+  const std::vector<TableRow> rows = TableRows(run.output);
+  ASSERT_EQ(rows.size(), 2u) << run.output;
+  for (size_t group = 0; group < rows.size(); ++group) {
+    ASSERT_EQ(rows[group].fields.size(), 14u) << run.output;
+    EXPECT_EQ(rows[group].fields.back(), std::to_string(group)) << run.output;
+    EXPECT_EQ(rows[group].fields[8], "0") << run.output;  // #wrong within the group
+  }
+  const Json document =
+      infini::bench::testing::ParseJson(infini::bench::testing::ReadFile(json.string()));
+  const Json* results = document.Find("results");
+  ASSERT_NE(results, nullptr);
+  ASSERT_EQ(results->items.size(), 2u);
+  EXPECT_EQ(results->items[1].Find("group")->number, 1);
+  EXPECT_EQ(LinesContaining(run.output, "--check passed").size(), 1u) << run.output;
+  std::filesystem::remove_all(folder);
+}
+
+TEST(CclBenchRun, UnequalSplitGroupsAreOneLine) {
+  const RunResult run = RunCommand(Bench("--nproc_per_node=3", "-e 8 --split=%2"));
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(RankZeroLines(run.output, "makes groups of 2, 1 ranks"), 1u) << run.output;
+}
+
 }  // namespace
