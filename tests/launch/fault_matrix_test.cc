@@ -18,6 +18,7 @@
 
 #include "infini/rendezvous/tcp_store.h"
 #include "launcher_harness.h"
+#include "store_probe.h"
 
 namespace infini::launch::testing {
 namespace {
@@ -75,21 +76,6 @@ std::vector<std::string> NodeFlags(int port, const std::string& run_id, int node
           "--rdzv_conf=heartbeat_timeout=1",
           "--term_timeout=2",
           "--node_rank=" + std::to_string(node_rank)};
-}
-
-// Polls the run's store (with the run's secret) until `key` exists.
-bool WaitForStoreKey(int port, const std::string& key, seconds bound) {
-  auto deadline = Clock::now() + bound;
-  while (Clock::now() < deadline) {
-    try {
-      auto client = rendezvous::TcpStoreClient::Connect("127.0.0.1", static_cast<uint16_t>(port),
-                                                        milliseconds(500), TestToken());
-      if (client->Check({key})) return true;
-    } catch (const rendezvous::StoreError&) {
-    }
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return false;
 }
 
 TEST(FaultMatrix, RankExitNonZeroStopsTheOthers) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "launcher_harness.h"
+#include "store_probe.h"
 #if INFINI_TEST_WITH_ETCD
 #include "etcd_cluster.h"
 #endif
@@ -116,6 +118,55 @@ TEST(ShrinkNodesTest, ANodeLostWhileItsRanksRunIsALossAndTheOthersFinish) {
   EXPECT_THAT(node0.out, Not(HasSubstr("loss/2=")));
   for (const LauncherResult* node : {&node0, &node1}) {
     EXPECT_THAT(node->err, HasSubstr("ranks 4..5 published as lost, 4 ranks go on"));
+    EXPECT_THAT(node->err, HasSubstr("1 node lost, the run finished without them"));
+    EXPECT_THAT(node->err, HasSubstr("lost node 2 ("));
+  }
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+// The TCP store's port in `run`'s endpoint.
+int PortOf(const ShrinkRun& run) {
+  return std::stoi(run.endpoint.substr(run.endpoint.rfind(':') + 1));
+}
+
+// Shrinking needs a run to shrink: a node lost while the nodes still join
+// (node 1 of three, before node 2 arrives) stops the others as in restart
+// mode, before any rank starts, naming it; restarting the run is the answer.
+TEST(ShrinkNodesTest, ANodeLostWhileJoiningStopsTheOthersBeforeAnyRankStarts) {
+  ShrinkRun run;
+  run.run_id = "shrink-node-lost-joining";
+  LauncherProcess node0(run.Node(0, 0, 0));
+  LauncherProcess node1(run.Node(1, 0, 0));
+  ASSERT_TRUE(WaitForStoreKey(PortOf(run), "infini_run/heartbeat/1", seconds(20)));
+  ASSERT_EQ(kill(node1.pid(), SIGKILL), 0);
+  const LauncherResult result = node0.Wait(seconds(15));
+  node1.Wait(seconds(5));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("node 1 lost"));
+  EXPECT_FALSE(std::filesystem::exists(run.dir.path() + "/0.started")) << "no rank started";
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+// Nodes 0 and 1 finish, node 2's ranks still run when its launcher is lost:
+// its ranks are a loss, the program finished on the others, so the run
+// succeeds and names the lost node.
+TEST(ShrinkNodesTest, ANodeLostAfterTheOthersFinishedEndsTheRunAsASuccessNamingIt) {
+  ShrinkRun run;
+  run.run_id = "shrink-node-lost-finishing";
+  run.Stop();  // nodes 0 and 1: their ranks exit at once
+  LauncherProcess node0(run.Node(0, 0, 0));
+  LauncherProcess node1(run.Node(1, 0, 0));
+  std::vector<std::string> running = run.Node(2, 0, 0);
+  running.erase(std::find(running.begin(), running.end(), "--") + 1, running.end());
+  running.insert(running.end(), {ChildPath(), "--sleep_ms=60000"});
+  LauncherProcess node2(running);
+  ASSERT_TRUE(WaitForStoreKey(PortOf(run), "infini_run/attempt/0/done/1", seconds(20)));
+  ASSERT_EQ(kill(node2.pid(), SIGKILL), 0);
+  const LauncherResult first = node0.Wait(seconds(15));
+  const LauncherResult second = node1.Wait(seconds(15));
+  node2.Wait(seconds(5));
+  for (const LauncherResult* node : {&first, &second}) {
+    EXPECT_EQ(node->exit_code, 0) << node->err;
     EXPECT_THAT(node->err, HasSubstr("1 node lost, the run finished without them"));
     EXPECT_THAT(node->err, HasSubstr("lost node 2 ("));
   }
