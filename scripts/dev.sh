@@ -20,8 +20,9 @@ jobs=${JOBS:-$(nproc)}
 packages=(build-essential cmake ninja-build pkg-config git
           libdlpack-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
           libbenchmark-dev libgloo-dev libuv1-dev libssl-dev libcurl4-openssl-dev python3
-          python3-matplotlib  # scripts/trace_png.py only; no test needs it
           gdb)  # infini_run reads the stuck rank's stacks with it (docs/launcher.md)
+# Not installed here (no build, demo or test needs it): python3-matplotlib,
+# for scripts/trace_png.py's pictures of a trace.
 # The tools of the tests (installed by `test`, so that the README's test
 # command runs every test CI runs): schedulers and namespaces (tests/hosts), a
 # real etcd (tests/etcd), clang for fuzzing and formatting (.ci/run). Where

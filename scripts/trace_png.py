@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Draws infini_run's merged trace (TRACE_DIR/trace.json) as a PNG: a lane per
 rank, communication calls as bars coloured by op, waits below them; the
-white between bars is the rank's compute (docs/tracing.md).
+white between bars is the rank's compute (docs/tracing.md). A rank with
+device spans gets a second lane under it, "rank R device": the same colours,
+hatched and outlined, so the device's time reads apart from the host's
+enqueue. A plugin's events (its algorithm) are thin black ticks.
 
   python3 scripts/trace_png.py TRACE_DIR/trace.json -o trace.png [--from_ms A --to_ms B]
 
-Needs matplotlib (Debian: python3-matplotlib; scripts/dev.sh installs it).
+Needs matplotlib (Debian: apt-get install python3-matplotlib; scripts/dev.sh leaves it out,
+since no build or test needs it).
 """
 import argparse
 import json
@@ -19,11 +23,15 @@ try:
     from matplotlib.patches import Patch
 except ImportError:
     sys.exit("trace_png.py: matplotlib is missing: expected python3-matplotlib "
-             "(apt-get install python3-matplotlib, or scripts/dev.sh install)")
+             "(apt-get install python3-matplotlib)")
 
 # What each category's bar is: full height for the calls, thin for the rest.
 CALL_CATEGORIES = {"ccl"}
-THIN_CATEGORIES = {"wait": "#9e9e9e", "bucket": "#6a3d9a"}
+# Thin bars: colour and offset from the lane's centre (plugin events above the call).
+THIN_CATEGORIES = {"wait": ("#9e9e9e", 0.2), "bucket": ("#6a3d9a", 0.2),
+                   "plugin": ("#000000", -0.42)}
+DEVICE_CATEGORY = "device"
+DEVICE_LANE_BASE = 1 << 20  # trace_format.h's kDeviceLaneBase
 OP_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf",
               "#bcbd22"]
 
@@ -60,9 +68,15 @@ def main():
     if not spans:
         sys.exit(f"trace_png.py: {args.trace}: no spans to draw (in the window asked)")
 
-    order = sorted(lanes, key=lambda key: (key[1], key[0]))
+    # A device lane (tid DEVICE_LANE_BASE + R) sorts right under rank R's.
+    def lane_order(key):
+        device = key[1] >= DEVICE_LANE_BASE
+        return (key[1] - DEVICE_LANE_BASE if device else key[1], key[0], device)
+
+    order = sorted(lanes, key=lane_order)
     row_of = {key: row for row, key in enumerate(order)}
-    op_names = sorted({name for _, cat, name, _, _ in spans if cat in CALL_CATEGORIES})
+    op_names = sorted({name for _, cat, name, _, _ in spans
+                       if cat in CALL_CATEGORIES or cat == DEVICE_CATEGORY})
     colour_of = {name: OP_COLOURS[i % len(OP_COLOURS)] for i, name in enumerate(op_names)}
 
     figure, axes = plt.subplots(figsize=(12, 0.9 + 0.7 * len(order)), dpi=110)
@@ -71,9 +85,14 @@ def main():
         if cat in CALL_CATEGORIES:
             axes.broken_barh([(start, max(length, 1e-3))], (row - 0.3, 0.45),
                              facecolors=colour_of[name], linewidth=0)
+        elif cat == DEVICE_CATEGORY:
+            axes.broken_barh([(start, max(length, 1e-3))], (row - 0.3, 0.45),
+                             facecolors=colour_of[name], edgecolors="black", hatch="////",
+                             linewidth=0.4, alpha=0.8)
         elif cat in THIN_CATEGORIES:
-            axes.broken_barh([(start, max(length, 1e-3))], (row + 0.2, 0.12),
-                             facecolors=THIN_CATEGORIES[cat], linewidth=0)
+            colour, offset = THIN_CATEGORIES[cat]
+            axes.broken_barh([(start, max(length, 1e-3))], (row + offset, 0.1),
+                             facecolors=colour, linewidth=0)
     axes.set_yticks(range(len(order)))
     axes.set_yticklabels([f"{lanes[key]} (node {key[0]})" for key in order])
     axes.invert_yaxis()
@@ -83,7 +102,10 @@ def main():
     axes.grid(axis="x", linestyle=":", linewidth=0.5)
     axes.set_title(args.title or args.trace, loc="left")
     legend = [Patch(color=colour_of[name], label=name) for name in op_names]
-    legend += [Patch(color=colour, label=cat) for cat, colour in THIN_CATEGORIES.items()
+    if any(span[1] == DEVICE_CATEGORY for span in spans):
+        legend.append(Patch(facecolor="white", edgecolor="black", hatch="////",
+                            label="device (hatched)"))
+    legend += [Patch(color=colour, label=cat) for cat, (colour, _) in THIN_CATEGORIES.items()
                if any(span[1] == cat for span in spans)]
     axes.legend(handles=legend, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small",
                 ncol=len(legend), frameon=False)
