@@ -223,6 +223,24 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
         "time on sub-communicators, a group per colour of the global rank: 'MOD 2', 'AND 0x7', "
         "'DIV 8', 'OR 0x7' (nccl-tests' NCCL_TESTS_SPLIT, read when this is not given)",
         [](auto flag, auto value, BenchOptions* o) { o->split = ParseSplitRule(flag, value); }}},
+      {"link",
+       {false,
+        "the link a line's busbw is judged against: auto, none, h200_nvlink, pcie5_x16, "
+        "loopback_tcp (default auto: by backend, one node only)",
+        [](auto, auto value, BenchOptions* o) { o->link = value; }}},
+      {"expect",
+       {false,
+        "a saved -J run (ours or nccl-tests'): each line's time against it; slower "
+        "beyond --expect_tolerance is a regression (exit 1)",
+        [](auto flag, auto value, BenchOptions* o) {
+          if (value.empty()) Refuse(flag, value, "a file path");
+          o->expect_path = value;
+        }}},
+      {"expect_tolerance",
+       {false, "percent slower than the saved run that is still no regression (default 10)",
+        [](auto flag, auto value, BenchOptions* o) {
+          o->expect_tolerance_pct = static_cast<double>(ParseInteger(flag, value, 0, 1000));
+        }}},
       {"json",
        {false, "write the results to FILE in nccl-tests' JSON (its -J)",
         [](auto flag, auto value, BenchOptions* o) {

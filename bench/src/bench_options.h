@@ -90,6 +90,9 @@ struct BenchOptions {
   bool memory_report = false;
   std::string json_path;  // -J: nccl-tests' JSON, written by global rank 0
   SplitRule split;
+  std::string link = "auto";         // the verdict's link profile (verdict.h), or none
+  std::string expect_path;           // a saved -J run to compare with
+  double expect_tolerance_pct = 10;  // slower than saved by more: a regression
 };
 
 // Parses what is left of argv after benchmark::Initialize. Returns false

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -36,6 +37,7 @@
 #include "infini/parallel/errors.h"
 #include "results_json.h"
 #include "results_table.h"
+#include "verdict.h"
 
 namespace infini::bench {
 namespace {
@@ -386,6 +388,10 @@ int Main(int argc, char** argv) {
                      OneLine(options.split.text) + "'");
   }
   cases = SupportedCases(cases, backend.capabilities(), reports);
+  const std::optional<LinkProfile> link = ChooseLink(options.link, backend.info().device_type,
+                                                     backend.info().device_vendor, topology.nnodes);
+  std::optional<Expectations> expectations;
+  if (!options.expect_path.empty()) expectations = Expectations::Load(options.expect_path);
   run.watchdog = std::make_unique<CaseWatchdog>(options.timeout_s);
   std::map<std::string, TableCase> table_cases;
   const size_t element_bytes = ccl::ElementBytes(options.dtype);
@@ -416,6 +422,7 @@ int Main(int argc, char** argv) {
           << " warm-up) per case";
     if (options.aggregated_launches > 1) title << " x " << options.aggregated_launches << " agg";
     if (options.graph_launches > 0) title << ", graph replayed " << options.graph_launches << "x";
+    if (link) title << "\n# verdict against " << link->name << ": " << link->what;
     if (options.split.active()) {
       title << "\n# split '" << options.split.text << "': " << run.group_colors.size()
             << " groups of " << world_size
@@ -425,8 +432,17 @@ int Main(int argc, char** argv) {
       std::cout << title.str() << std::endl;
       benchmark::RunSpecifiedBenchmarks();
     } else {
-      NcclTestsTableReporter table(std::move(table_cases), title.str(), options.check,
-                                   ReportSinks{&run.iteration_times, &run.group_results, &rows});
+      ReportSinks sinks;
+      sinks.times = &run.iteration_times;
+      sinks.groups = &run.group_results;
+      sinks.rows = &rows;
+      sinks.extra.verdict = link.has_value();
+      sinks.extra.expect = expectations.has_value();
+      sinks.judge = [&](Collective collective, int ranks, TableRow* row) {
+        if (link) JudgeRow(*link, collective, ranks, row);
+        if (expectations) expectations->Compare(options.expect_tolerance_pct, row);
+      };
+      NcclTestsTableReporter table(std::move(table_cases), title.str(), options.check, sinks);
       benchmark::RunSpecifiedBenchmarks(&table);
     }
   } else {
@@ -469,6 +485,18 @@ int Main(int argc, char** argv) {
     std::cout << "# Writing JSON output to " << written << std::endl;
   }
   const int64_t wrong_elements = run.wrong_elements.load();
+  int64_t regressions = 0;
+  for (const TableRow& row : json.rows.empty() ? rows : json.rows) regressions += row.regressed;
+  if (reports && expectations) {
+    if (regressions > 0) {
+      std::cerr << "ccl_bench: --expect: " << regressions << " line(s) slower than "
+                << options.expect_path << " by more than " << options.expect_tolerance_pct
+                << "% (marked '!')" << std::endl;
+    } else {
+      std::cout << "ccl_bench: --expect: no line slower than " << options.expect_path
+                << " by more than " << options.expect_tolerance_pct << "%" << std::endl;
+    }
+  }
   if (options.check && reports) {
     if (wrong_elements > 0) {
       std::cerr << "ccl_bench: --check failed: " << wrong_elements
@@ -481,7 +509,7 @@ int Main(int argc, char** argv) {
   }
   // The verdict is global rank 0's: were the other ranks to fail too, the
   // launcher could stop rank 0 before it has printed what was wrong.
-  return reports && wrong_elements > 0 ? 1 : 0;
+  return reports && (wrong_elements > 0 || regressions > 0) ? 1 : 0;
 }
 
 }  // namespace

@@ -147,6 +147,19 @@ void WriteResult(JsonWriter& json, const TableRow& row) {
     WritePerIteration(json, row);
   }
   if (row.group >= 0) json.Key("group").Int(row.group);
+  if (!row.verdict.empty()) {
+    json.Key("verdict").Open('{');
+    json.Key("peak_percent").Double(row.peak_percent);
+    json.Key("judgement").String(row.verdict);
+    json.Close('}');
+  }
+  if (!row.versus_saved.empty()) {
+    json.Key("versus_saved").Open('{');
+    json.Key("saved_time").Double(row.saved_time_us);
+    json.Key("change").String(row.versus_saved);
+    json.Key("regressed").Bool(row.regressed);
+    json.Close('}');
+  }
   json.Key("actual_iterations").Int(row.launches);
   json.Key("experiment_name").String(row.name);
   json.Close('}');

@@ -21,19 +21,18 @@ double CounterOr(const benchmark::UserCounters& counters, const char* name, doub
 
 }  // namespace
 
-std::string FormatTableHeader(bool groups) {
-  char names[320];
-  char units[320];
-  std::snprintf(names, sizeof(names), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s%s",
-                "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
-                "i_min", "i_p50", "i_p99", "i_max", groups ? "  group" : "");
-  std::snprintf(units, sizeof(units), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s%s",
+std::string FormatTableHeader(ExtraColumns extra) {
+  char names[400];
+  char units[400];
+  std::snprintf(names, sizeof(names),
+                "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s%s%s%s", "size", "count",
+                "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "i_min", "i_p50",
+                "i_p99", "i_max", extra.verdict ? "   %peak  verdict" : "",
+                extra.expect ? "  vs_saved" : "", extra.groups ? "  group" : "");
+  std::snprintf(units, sizeof(units), "#%13s %13s %9s %7s %5s %11s %9s %9s %7s %9s %9s %9s %9s",
                 "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)",
-                "(us)", "(us)", groups ? "       " : "");
-  std::string text = std::string(names) + "\n" + units + "\n";
-  // snprintf's padding leaves trailing blanks on the units line.
-  while (text.size() > 1 && text[text.size() - 2] == ' ') text.erase(text.size() - 2, 1);
-  return text;
+                "(us)", "(us)");
+  return std::string(names) + "\n" + units + "\n";
 }
 
 std::string FormatTableRow(const TableRow& row) {
@@ -51,13 +50,21 @@ std::string FormatTableRow(const TableRow& row) {
   } else {
     std::snprintf(tails, sizeof(tails), " %9s %9s %9s %9s", "N/A", "N/A", "N/A", "N/A");
   }
+  char verdict[64] = "";
+  if (!row.verdict.empty()) {
+    std::snprintf(verdict, sizeof(verdict), " %7.1f %8s", row.peak_percent, row.verdict.c_str());
+  }
+  char versus[32] = "";
+  if (!row.versus_saved.empty()) {
+    std::snprintf(versus, sizeof(versus), " %9s", row.versus_saved.c_str());
+  }
   char group[32] = "";
   if (row.group >= 0) std::snprintf(group, sizeof(group), " %6d", row.group);
-  char text[512];
+  char text[640];
   std::snprintf(text, sizeof(text),
-                " %13" PRId64 " %13" PRId64 " %9s %7s %5d %11.2f %9.2f %9.2f %7s%s%s\n", row.bytes,
-                row.count, row.type.c_str(), row.redop.c_str(), row.root, row.time_us,
-                row.algbw_GBps, row.busbw_GBps, wrong, tails, group);
+                " %13" PRId64 " %13" PRId64 " %9s %7s %5d %11.2f %9.2f %9.2f %7s%s%s%s%s\n",
+                row.bytes, row.count, row.type.c_str(), row.redop.c_str(), row.root, row.time_us,
+                row.algbw_GBps, row.busbw_GBps, wrong, tails, verdict, versus, group);
   return text;
 }
 
@@ -94,7 +101,8 @@ void NcclTestsTableReporter::PrintRun(const Run& run) {
   if (collective != current_collective_) {
     current_collective_ = collective;
     out << "#\n# " << collective << ", " << (spec.in_place ? "in-place" : "out-of-place") << "\n"
-        << FormatTableHeader(groups != nullptr);
+        << FormatTableHeader(
+               ExtraColumns{sinks_.extra.verdict, sinks_.extra.expect, groups != nullptr});
   }
   TableRow row;
   row.bytes = std::llround(CounterOr(run.counters, "bytes", 0));
@@ -117,11 +125,14 @@ void NcclTestsTableReporter::PrintRun(const Run& run) {
       row.per_iteration = ComputeIterationStats(row.times_us);
     }
   }
+  const int ranks = static_cast<int>(std::llround(CounterOr(run.counters, "ranks", 1)));
+  const auto judge = [&](TableRow* judged) {
+    if (sinks_.judge && !aggregate) sinks_.judge(spec.collective, ranks, judged);
+  };
   if (groups != nullptr) {
     // One row per group, each with its own time; the bus factor is the
     // group size's (the "ranks" counter).
-    const double factor = BusBandwidthFactor(
-        spec.collective, static_cast<int>(std::llround(CounterOr(run.counters, "ranks", 1))));
+    const double factor = BusBandwidthFactor(spec.collective, ranks);
     for (const GroupResult& group : *groups) {
       TableRow group_row = row;
       group_row.group = group.color;
@@ -131,11 +142,13 @@ void NcclTestsTableReporter::PrintRun(const Run& run) {
       group_row.wrong = checked_ ? group.wrong : -1;
       group_row.per_iteration = group.tails;
       group_row.times_us.clear();
+      judge(&group_row);
       out << FormatTableRow(group_row);
       Keep(std::move(group_row));
     }
     return;
   }
+  judge(&row);
   std::string line = FormatTableRow(row);
   if (aggregate) {  // --benchmark_repetitions
     line.insert(line.size() - 1, "  " + run.aggregate_name);

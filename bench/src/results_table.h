@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -22,6 +23,13 @@ namespace infini::bench {
 struct TableCase {
   CaseSpec spec;
   int64_t count = 0;  // elements of S (collective_plan.h)
+};
+
+// The columns beyond nccl-tests' and the tails that a run prints.
+struct ExtraColumns {
+  bool verdict = false;  // %peak, verdict
+  bool expect = false;   // vs_saved
+  bool groups = false;   // group
 };
 
 // One formatted row; exposed for tests.
@@ -41,7 +49,12 @@ struct TableRow {
   std::string name;              // the Google Benchmark name
   IterationStats per_iteration;  // samples = 0: not measured ("N/A")
   std::vector<double> times_us;  // each iteration's time, max over ranks
-  int group = -1;                // --split: the group's colour; -1: no split
+  double peak_percent = -1;      // busbw / the link's peak, percent; < 0: no verdict
+  std::string verdict;           // "healthy", "LOW", "latency"; empty: no verdict
+  std::string versus_saved;      // --expect: "+3%", "-12%", "+25%!" (regressed), "new"
+  double saved_time_us = 0;
+  bool regressed = false;
+  int group = -1;  // --split: the group's colour; -1: no split
 };
 
 // Per-iteration times of a case by Google Benchmark name, left by global
@@ -63,9 +76,13 @@ struct ReportSinks {
   const IterationTimes* times = nullptr;
   const GroupResults* groups = nullptr;
   std::vector<TableRow>* rows = nullptr;
+  // Judges each row before it is printed (the verdict, --expect); may be
+  // empty.
+  std::function<void(Collective, int ranks, TableRow*)> judge;
+  ExtraColumns extra;
 };
-// Two '#' lines: names, then units; with a "group" column under --split.
-std::string FormatTableHeader(bool groups = false);
+// Two '#' lines: names, then units.
+std::string FormatTableHeader(ExtraColumns extra = {});
 std::string FormatTableRow(const TableRow& row);
 
 class NcclTestsTableReporter : public benchmark::BenchmarkReporter {

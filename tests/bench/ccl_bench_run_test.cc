@@ -236,7 +236,7 @@ TEST(CclBenchRun, NcclTestsCommandLineWritesItsJsonWithTailLatencies) {
   const std::vector<TableRow> rows = TableRows(run.output);
   ASSERT_EQ(rows.size(), 2u) << run.output;
   for (const TableRow& row : rows) {
-    ASSERT_EQ(row.fields.size(), 13u) << run.output;
+    ASSERT_EQ(row.fields.size(), 15u) << run.output;  // + %peak verdict (loopback TCP)
     const double min = std::stod(row.fields[9]), p50 = std::stod(row.fields[10]);
     const double p99 = std::stod(row.fields[11]), max = std::stod(row.fields[12]);
     EXPECT_TRUE(0 < min && min <= p50 && p50 <= p99 && p99 <= max) << run.output;
@@ -304,7 +304,7 @@ TEST(CclBenchRun, SplitGroupsGetARowEachInTheTableAndTheJson) {
   const std::vector<TableRow> rows = TableRows(run.output);
   ASSERT_EQ(rows.size(), 2u) << run.output;
   for (size_t group = 0; group < rows.size(); ++group) {
-    ASSERT_EQ(rows[group].fields.size(), 14u) << run.output;
+    ASSERT_EQ(rows[group].fields.size(), 16u) << run.output;
     EXPECT_EQ(rows[group].fields.back(), std::to_string(group)) << run.output;
     EXPECT_EQ(rows[group].fields[8], "0") << run.output;  // #wrong within the group
   }
@@ -322,6 +322,30 @@ TEST(CclBenchRun, UnequalSplitGroupsAreOneLine) {
   const RunResult run = RunCommand(Bench("--nproc_per_node=3", "-e 8 --split=%2"));
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_EQ(RankZeroLines(run.output, "makes groups of 2, 1 ranks"), 1u) << run.output;
+}
+
+// --expect: a saved run (here nccl-tests' form, impossibly fast) makes
+// every line a regression, marked '!', said once, and exit code 1; the
+// verdict columns are there on gloo (loopback TCP).
+TEST(CclBenchRun, ExpectFlagsRegressionsAgainstASavedRun) {
+  const std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("ccl_bench_expect_" + std::to_string(getpid()));
+  std::filesystem::create_directories(folder);
+  const std::filesystem::path saved = folder / "saved.json";
+  std::ofstream(saved) << R"({"version":3,"results":[{"size":64,"count":16,"type":"float",)"
+                       << R"("redop":"sum","root":"    -1","out_of_place":{"time":0.001,)"
+                       << R"("alg_bw":1,"bus_bw":1,"nwrong":0},"in_place":null,)"
+                       << R"("actual_iterations":2,"experiment_name":""}]})";
+  const RunResult run =
+      RunCommand(Bench("--nproc_per_node=2", "-b 64 -e 64 --expect=" + saved.string()));
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const std::vector<TableRow> rows = TableRows(run.output);
+  ASSERT_EQ(rows.size(), 1u) << run.output;
+  ASSERT_EQ(rows[0].fields.size(), 16u) << run.output;  // + %peak verdict vs_saved
+  EXPECT_EQ(rows[0].fields[14], "latency") << run.output;
+  EXPECT_EQ(rows[0].fields[15].back(), '!') << run.output;
+  EXPECT_EQ(RankZeroLines(run.output, "--expect: 1 line(s) slower than"), 1u) << run.output;
+  std::filesystem::remove_all(folder);
 }
 
 }  // namespace

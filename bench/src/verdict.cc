@@ -1,0 +1,140 @@
+#include "verdict.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "infini/common/one_line.h"
+#include "json_reader.h"
+
+namespace infini::bench {
+
+const std::vector<LinkProfile>& LinkProfiles() {
+  // Sources: docs/performance.md, "A verdict per line".
+  static const auto* profiles = new std::vector<LinkProfile>{
+      {"h200_nvlink",
+       "H200 NVLink 4 (18 links x 25 GB/s = 450 GB/s per direction); NCCL all_reduce on 8 GPUs "
+       "(NVLS) ~480 GB/s busbw, other collectives ~370 GB/s (NVIDIA, nccl-tests#212)",
+       450, 480, 8, 370, int64_t{256} << 20},
+      {"pcie5_x16",
+       "PCIe gen5 x16 (32 GT/s x 16 lanes, 128b/130b = 63 GB/s per direction); ~40 GB/s "
+       "busbw for all_reduce on 8 GPUs without NVLink",
+       63, 40, 0, 40, int64_t{256} << 20},
+      {"loopback_tcp",
+       "loopback TCP (gloo, ranks on one host): no line rate; the 'peak' is the best busbw "
+       "measured on the 2-core development VM (1.1 GB/s), all_reduce there 0.6 GB/s",
+       1.1, 0.6, 0, 0.6, int64_t{8} << 20},
+  };
+  return *profiles;
+}
+
+std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device_type,
+                                      std::string_view device_vendor, int nnodes) {
+  if (link == "none") return std::nullopt;
+  std::string_view chosen = link;
+  if (link == "auto") {
+    if (nnodes != 1) return std::nullopt;  // the link between nodes is not in the table
+    if (device_type == kDLCPU) {
+      chosen = "loopback_tcp";
+    } else if (device_vendor == "NVIDIA") {
+      chosen = "h200_nvlink";
+    } else {
+      return std::nullopt;
+    }
+  }
+  std::string names = "auto, none";
+  for (const LinkProfile& profile : LinkProfiles()) {
+    if (profile.name == chosen) return profile;
+    names += ", " + profile.name;
+  }
+  throw UsageError("--link='" + OneLine(link) + "': expected " + names);
+}
+
+void JudgeRow(const LinkProfile& link, Collective collective, int ranks, TableRow* row) {
+  row->peak_percent = row->busbw_GBps / link.peak_GBps * 100;
+  if (row->bytes < link.min_bytes) {
+    row->verdict = "latency";  // bandwidth is not what this size measures
+    return;
+  }
+  const bool reference_all_reduce = collective == Collective::kAllReduce &&
+                                    (link.all_reduce_ranks == 0 || link.all_reduce_ranks == ranks);
+  const double reached = reference_all_reduce ? link.all_reduce_GBps : link.other_GBps;
+  row->verdict = row->busbw_GBps >= kHealthyShare * reached ? "healthy" : "LOW";
+}
+
+Expectations Expectations::Load(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw UsageError("--expect='" + OneLine(path) + "': cannot read the file");
+  std::ostringstream text;
+  text << file.rdbuf();
+  Json document;
+  try {
+    document = ParseJson(text.str());
+  } catch (const std::exception& error) {
+    throw UsageError("--expect='" + OneLine(path) + "': not JSON (" + OneLine(error.what()) + ")");
+  }
+  const Json* results = document.Find("results");
+  if (results == nullptr || results->type != Json::Type::kArray || results->items.empty()) {
+    throw UsageError("--expect='" + OneLine(path) +
+                     "': expected a -J file of ccl_bench or nccl-tests (no results in it)");
+  }
+  Expectations expectations;
+  for (const Json& result : results->items) {
+    const Json* name = result.Find("experiment_name");
+    if (name == nullptr || name->string.empty()) expectations.by_name_ = false;
+  }
+  for (const Json& result : results->items) {
+    for (const char* placement : {"out_of_place", "in_place"}) {
+      const Json* times = result.Find(placement);
+      if (times == nullptr || times->type != Json::Type::kObject) continue;
+      const Json* time = times->Find("time");
+      if (time == nullptr) time = times->Find("cpu_time");
+      if (time == nullptr || time->type != Json::Type::kNumber) continue;
+      TableRow row;
+      const auto text_of = [&](const char* key) {
+        const Json* value = result.Find(key);
+        return value == nullptr ? std::string() : value->string;
+      };
+      const Json* size = result.Find("size");
+      row.bytes = size == nullptr ? 0 : std::llround(size->number);
+      row.type = text_of("type");
+      row.redop = text_of("redop");
+      row.in_place = std::string_view(placement) == "in_place";
+      row.name = text_of("experiment_name");
+      const Json* group = result.Find("group");
+      row.group = group == nullptr ? -1 : static_cast<int>(std::llround(group->number));
+      expectations.time_us_[expectations.KeyOf(row)] = time->number;
+    }
+  }
+  return expectations;
+}
+
+std::string Expectations::KeyOf(const TableRow& row) const {
+  if (by_name_) return row.name + "|" + std::to_string(row.group);
+  // nccl-tests' type names that are not ccl's.
+  static const std::map<std::string, std::string> kCclNames = {
+      {"float", "float32"}, {"half", "float16"}, {"double", "float64"},
+      {"int", "int32"},     {"char", "int8"},    {"bf16", "bfloat16"}};
+  const auto renamed = kCclNames.find(row.type);
+  const std::string& type = renamed == kCclNames.end() ? row.type : renamed->second;
+  return std::to_string(row.bytes) + "|" + type + "|" + row.redop + "|" +
+         (row.in_place ? "in" : "out");
+}
+
+void Expectations::Compare(double tolerance_percent, TableRow* row) const {
+  const auto found = time_us_.find(KeyOf(*row));
+  if (found == time_us_.end() || found->second <= 0) {
+    row->versus_saved = "new";
+    return;
+  }
+  row->saved_time_us = found->second;
+  // Positive: slower than the saved run.
+  const double change = (row->time_us / found->second - 1) * 100;
+  row->regressed = change > tolerance_percent;
+  char text[32];
+  std::snprintf(text, sizeof(text), "%+.0f%%%s", change, row->regressed ? "!" : "");
+  row->versus_saved = text;
+}
+
+}  // namespace infini::bench

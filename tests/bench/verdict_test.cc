@@ -1,0 +1,90 @@
+// The verdict per line (the link table) and --expect's comparison with a
+// saved run, ours or nccl-tests'.
+#include "verdict.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace infini::bench {
+namespace {
+
+TableRow Row(int64_t bytes, double busbw_GBps) {
+  TableRow row;
+  row.bytes = bytes;
+  row.busbw_GBps = busbw_GBps;
+  return row;
+}
+
+TEST(Verdict, H200LinesAreJudgedAgainstWhatNcclReaches) {
+  const LinkProfile link = *ChooseLink("h200_nvlink", kDLCUDA, "NVIDIA", 1);
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  TableRow row = Row(kGiB, 470);
+  JudgeRow(link, Collective::kAllReduce, 8, &row);
+  EXPECT_EQ(row.verdict, "healthy");
+  EXPECT_NEAR(row.peak_percent, 470.0 / 450 * 100, 1e-9) << "NVLS: busbw above the wire's";
+  row = Row(kGiB, 350);  // < 0.8 × 480 for all_reduce on 8
+  JudgeRow(link, Collective::kAllReduce, 8, &row);
+  EXPECT_EQ(row.verdict, "LOW");
+  row = Row(kGiB, 350);  // ≥ 0.8 × 370 for the others, and all_reduce on 2
+  JudgeRow(link, Collective::kAllGather, 8, &row);
+  EXPECT_EQ(row.verdict, "healthy");
+  JudgeRow(link, Collective::kAllReduce, 2, &row);
+  EXPECT_EQ(row.verdict, "healthy");
+  row = Row(int64_t{1} << 20, 10);
+  JudgeRow(link, Collective::kAllReduce, 8, &row);
+  EXPECT_EQ(row.verdict, "latency");
+}
+
+TEST(Verdict, AutoPicksByBackendAndLayoutAndNamesTheChoices) {
+  EXPECT_EQ(ChooseLink("auto", kDLCPU, "host", 1)->name, "loopback_tcp");
+  EXPECT_EQ(ChooseLink("auto", kDLCUDA, "NVIDIA", 1)->name, "h200_nvlink");
+  EXPECT_FALSE(ChooseLink("auto", kDLCUDA, "NVIDIA", 2).has_value()) << "between nodes";
+  EXPECT_FALSE(ChooseLink("none", kDLCPU, "host", 1).has_value());
+  EXPECT_EQ(ChooseLink("pcie5_x16", kDLCPU, "host", 4)->peak_GBps, 63);
+  try {
+    ChooseLink("nvlink5", kDLCUDA, "NVIDIA", 1);
+    FAIL() << "nvlink5 was accepted";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("--link='nvlink5': expected auto, none, h200_nvlink"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(Expectations, ASavedNcclTestsRunIsMatchedBySizeTypeAndOp) {
+  const Expectations saved = Expectations::Load(BENCH_TEST_DATA_DIR "/nccl_tests_sample.json");
+  TableRow row;
+  row.bytes = 8;
+  row.type = "float32";  // nccl-tests' "float"
+  row.redop = "sum";
+  row.time_us = 12.0;  // saved: 9.87 out of place
+  saved.Compare(10, &row);
+  EXPECT_TRUE(row.regressed);
+  EXPECT_EQ(row.versus_saved, "+22%!");
+  row.time_us = 10.0;
+  row.regressed = false;
+  saved.Compare(10, &row);
+  EXPECT_FALSE(row.regressed);
+  EXPECT_EQ(row.versus_saved, "+1%");
+  row.in_place = true;  // saved: 9.54 in place
+  saved.Compare(10, &row);
+  EXPECT_EQ(row.versus_saved, "+5%");
+  row.bytes = 32;
+  saved.Compare(10, &row);
+  EXPECT_EQ(row.versus_saved, "new");
+}
+
+TEST(Expectations, AFileWithoutResultsIsOneLineNamingIt) {
+  EXPECT_THROW(Expectations::Load("/nonexistent/saved.json"), UsageError);
+  try {
+    Expectations::Load(BENCH_TEST_DATA_DIR "/nccl_tests_schema.json");
+    FAIL() << "a schema was taken for a run";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("no results in it"), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace infini::bench
