@@ -26,6 +26,8 @@
 #include "plugin_loader.h"
 #include "process_exit.h"
 #include "tensor_checks.h"
+#include "trace_device.h"
+#include "trace_profiler.h"
 
 namespace infini::ccl {
 namespace {
@@ -62,6 +64,7 @@ class BackendRegistry {
     }
     // Before any other entry: a library may read its settings only once.
     internal::InitPlugin(*loaded.plugin, loaded.library_path, options);
+    internal::ConnectProfiler(loaded.profiler_v1, loaded.library_path);
     BackendInfo info;
     const infiniCclPlugin_t& plugin = *loaded.plugin;
     info.name = plugin.name;
@@ -187,6 +190,8 @@ OpenGroup* OpenGroupOf(const Backend* backend) {
 }
 
 }  // namespace
+
+bool internal::GroupIsOpen(const Backend& backend) { return OpenGroupOf(&backend) != nullptr; }
 
 Communicator Backend::CommInitRank(int world_size, const UniqueId& id, int rank,
                                    const CommConfig& config,

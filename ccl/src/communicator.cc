@@ -65,6 +65,16 @@ FlatTensor RawTensor(std::string_view operation, const void* data, size_t count,
   return FlatTensor(const_cast<void*>(data), dtype, static_cast<int64_t>(count * blocks), device);
 }
 
+// Where a call enqueues, for its device span: asked only when tracing is on.
+auto OnStream(const Communicator& comm, const Stream& stream) {
+  return [&comm, &stream] {
+    const Backend& backend = *comm.backend();
+    return internal::TraceStream{&PluginTable(backend), stream.handle(), comm.device().device_id,
+                                 comm.device().device_type == kDLCPU,
+                                 internal::GroupIsOpen(backend)};
+  };
+}
+
 // Blocks of a per-rank count: one per rank (an invalid communicator's 0 is
 // refused afterwards, by the tensor path).
 size_t Blocks(int world_size) { return world_size > 0 ? static_cast<size_t>(world_size) : 1; }
@@ -185,7 +195,7 @@ void Communicator::AllReduce(const DLTensor& send, const DLTensor& recv, ReduceO
   const size_t count =
       internal::CheckPair(CheckFor("AllReduce", *this), send, recv, Collective::kAllReduce);
   const internal::TraceScope trace(Collective::kAllReduce, handle(), send.dtype, count, count,
-                                   world_size_, rank_);
+                                   world_size_, rank_, OnStream(*this, stream));
   backend_->Check(plugin_->all_reduce(DataPointer(send), DataPointer(recv), count, send.dtype,
                                       ToPlugin(op), handle(), stream.handle()),
                   "all_reduce");
@@ -201,7 +211,7 @@ void Communicator::Broadcast(const DLTensor& send, const DLTensor& recv, int roo
   const size_t count = no_send ? internal::CheckTensor(check, "recv", recv)
                                : internal::CheckPair(check, send, recv, Collective::kBroadcast);
   const internal::TraceScope trace(Collective::kBroadcast, handle(), recv.dtype, count, count,
-                                   world_size_, rank_);
+                                   world_size_, rank_, OnStream(*this, stream));
   backend_->Check(plugin_->broadcast(no_send ? nullptr : DataPointer(send), DataPointer(recv),
                                      count, recv.dtype, root, handle(), stream.handle()),
                   "broadcast");
@@ -217,7 +227,7 @@ void Communicator::Reduce(const DLTensor& send, const DLTensor& recv, ReduceOp o
   const size_t count = no_recv ? internal::CheckTensor(check, "send", send)
                                : internal::CheckPair(check, send, recv, Collective::kReduce);
   const internal::TraceScope trace(Collective::kReduce, handle(), send.dtype, count, count,
-                                   world_size_, rank_);
+                                   world_size_, rank_, OnStream(*this, stream));
   backend_->Check(plugin_->reduce(DataPointer(send), no_recv ? nullptr : DataPointer(recv), count,
                                   send.dtype, ToPlugin(op), root, handle(), stream.handle()),
                   "reduce");
@@ -229,7 +239,8 @@ void Communicator::AllGather(const DLTensor& send, const DLTensor& recv,
   const size_t send_count =
       internal::CheckPair(CheckFor("AllGather", *this), send, recv, Collective::kAllGather);
   const internal::TraceScope trace(Collective::kAllGather, handle(), send.dtype, send_count,
-                                   send_count * Blocks(world_size_), world_size_, rank_);
+                                   send_count * Blocks(world_size_), world_size_, rank_,
+                                   OnStream(*this, stream));
   backend_->Check(plugin_->all_gather(DataPointer(send), DataPointer(recv), send_count, send.dtype,
                                       handle(), stream.handle()),
                   "all_gather");
@@ -241,8 +252,8 @@ void Communicator::ReduceScatter(const DLTensor& send, const DLTensor& recv, Red
   const size_t send_count =
       internal::CheckPair(CheckFor("ReduceScatter", *this), send, recv, Collective::kReduceScatter);
   const internal::TraceScope trace(Collective::kReduceScatter, handle(), send.dtype,
-                                   send_count / Blocks(world_size_), send_count, world_size_,
-                                   rank_);
+                                   send_count / Blocks(world_size_), send_count, world_size_, rank_,
+                                   OnStream(*this, stream));
   backend_->Check(plugin_->reduce_scatter(DataPointer(send), DataPointer(recv),
                                           send_count / static_cast<size_t>(world_size_), send.dtype,
                                           ToPlugin(op), handle(), stream.handle()),
@@ -255,7 +266,7 @@ void Communicator::Send(const DLTensor& send, int peer, const Stream& stream) co
   internal::CheckRank(check, "peer", peer);
   const size_t count = internal::CheckTensor(check, "send", send);
   const internal::TraceScope trace(Collective::kSend, handle(), send.dtype, count, count,
-                                   world_size_, rank_);
+                                   world_size_, rank_, OnStream(*this, stream));
   backend_->Check(
       plugin_->send(DataPointer(send), count, send.dtype, peer, handle(), stream.handle()), "send");
 }
@@ -266,7 +277,7 @@ void Communicator::Recv(const DLTensor& recv, int peer, const Stream& stream) co
   internal::CheckRank(check, "peer", peer);
   const size_t count = internal::CheckTensor(check, "recv", recv);
   const internal::TraceScope trace(Collective::kRecv, handle(), recv.dtype, count, count,
-                                   world_size_, rank_);
+                                   world_size_, rank_, OnStream(*this, stream));
   backend_->Check(
       plugin_->recv(DataPointer(recv), count, recv.dtype, peer, handle(), stream.handle()), "recv");
 }
@@ -283,7 +294,7 @@ void Communicator::AllToAll(const DLTensor& send, const DLTensor& recv,
                                               std::to_string(world_size) + ")");
   }
   const internal::TraceScope trace(Collective::kAllToAll, handle(), send.dtype, count / world_size,
-                                   count, world_size_, rank_);
+                                   count, world_size_, rank_, OnStream(*this, stream));
   backend_->Check(plugin_->all_to_all(DataPointer(send), DataPointer(recv), count / world_size,
                                       send.dtype, handle(), stream.handle()),
                   "all_to_all");
@@ -294,7 +305,7 @@ void Communicator::Barrier(const Stream& stream) const {
     throw Error(infiniCclInvalidUsage, "barrier: the communicator is not valid");
   }
   const internal::TraceScope trace(Collective::kBarrier, handle(), DLDataType{}, 0, 0, world_size_,
-                                   rank_);
+                                   rank_, OnStream(*this, stream));
   if (plugin_->barrier != nullptr) {
     backend_->Check(plugin_->barrier(handle(), stream.handle()), "barrier");
     return;
@@ -322,7 +333,7 @@ void Communicator::AllToAllV(const DLTensor& send, std::span<const size_t> send_
   CheckBlocks(check, "send", send_counts, send_displacements, send_count);
   CheckBlocks(check, "recv", recv_counts, recv_displacements, recv_count);
   const internal::TraceScope trace(Collective::kAllToAllV, handle(), send.dtype, send_count,
-                                   send_count, world_size_, rank_);
+                                   send_count, world_size_, rank_, OnStream(*this, stream));
   backend_->Check(
       plugin_->all_to_all_v(DataPointer(send), send_counts.data(), send_displacements.data(),
                             DataPointer(recv), recv_counts.data(), recv_displacements.data(),
@@ -347,7 +358,7 @@ void Communicator::AllGatherV(const DLTensor& send, const DLTensor& recv,
                     "] = " + std::to_string(recv_counts[static_cast<size_t>(rank_)]));
   }
   const internal::TraceScope trace(Collective::kAllGatherV, handle(), send.dtype, send_count,
-                                   recv_count, world_size_, rank_);
+                                   recv_count, world_size_, rank_, OnStream(*this, stream));
   backend_->Check(
       plugin_->all_gather_v(DataPointer(send), send_count, DataPointer(recv), recv_counts.data(),
                             recv_displacements.data(), send.dtype, handle(), stream.handle()),
@@ -370,7 +381,7 @@ void Communicator::ReduceScatterV(const DLTensor& send, std::span<const size_t> 
                     "] = " + std::to_string(send_counts[static_cast<size_t>(rank_)]));
   }
   const internal::TraceScope trace(Collective::kReduceScatterV, handle(), send.dtype, recv_count,
-                                   send_count, world_size_, rank_);
+                                   send_count, world_size_, rank_, OnStream(*this, stream));
   backend_->Check(
       plugin_->reduce_scatter_v(DataPointer(send), send_counts.data(), send_displacements.data(),
                                 DataPointer(recv), recv_count, send.dtype, ToPlugin(op), handle(),
@@ -388,7 +399,8 @@ void Communicator::Gather(const DLTensor& send, const DLTensor& recv, int root,
     internal::CheckPair(check, send, recv, Collective::kGather);
   }
   const internal::TraceScope trace(Collective::kGather, handle(), send.dtype, count,
-                                   count * Blocks(world_size_), world_size_, rank_);
+                                   count * Blocks(world_size_), world_size_, rank_,
+                                   OnStream(*this, stream));
   backend_->Check(plugin_->gather(DataPointer(send), rank_ == root ? DataPointer(recv) : nullptr,
                                   count, send.dtype, root, handle(), stream.handle()),
                   "gather");
@@ -404,7 +416,8 @@ void Communicator::Scatter(const DLTensor& send, const DLTensor& recv, int root,
     internal::CheckPair(check, send, recv, Collective::kScatter);
   }
   const internal::TraceScope trace(Collective::kScatter, handle(), recv.dtype, count,
-                                   count * Blocks(world_size_), world_size_, rank_);
+                                   count * Blocks(world_size_), world_size_, rank_,
+                                   OnStream(*this, stream));
   backend_->Check(plugin_->scatter(rank_ == root ? DataPointer(send) : nullptr, DataPointer(recv),
                                    count, recv.dtype, root, handle(), stream.handle()),
                   "scatter");

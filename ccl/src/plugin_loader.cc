@@ -17,6 +17,7 @@
 
 #include "infini/ccl/ccl.h"
 #include "infini/ccl/error.h"
+#include "infini/ccl/plugin_profiler_v1.h"
 #include "plugin_versions.h"
 
 namespace infini::ccl::internal {
@@ -102,7 +103,8 @@ void* FindSymbol(void* handle, const char* symbol) {
 LoadedPlugin ResolveEntry(void* handle, const std::string& path) {
   for (const PluginVersion& known : kPluginVersions) {
     if (const void* symbol = FindSymbol(handle, known.symbol); symbol != nullptr) {
-      return LoadedPlugin{known.read(symbol, path), known.version, path};
+      return LoadedPlugin{known.read(symbol, path), known.version, path,
+                          FindSymbol(handle, INFINI_CCL_PROFILER_SYMBOL_V1)};
     }
   }
   const int newest_known = static_cast<int>(kPluginVersions[0].version);

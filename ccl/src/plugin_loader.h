@@ -15,6 +15,8 @@ struct LoadedPlugin {
   const infiniCclPlugin_t* plugin = nullptr;
   uint32_t abi_version = 0;  // the version the library itself implements
   std::string library_path;
+  // Its infiniCclProfiler_v1, when it exports one (plugin_profiler_v1.h).
+  const void* profiler_v1 = nullptr;
 };
 
 // "gloo" → "libinfini_ccl_gloo.so".

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -119,7 +120,7 @@ class Recorder {
     return RankLocked(global_rank);
   }
 
-  void Call(const CallSpan& span, int64_t end_ns) {
+  void Call(const CallSpan& span, int64_t end_ns, std::unique_ptr<DeviceSample> device) {
     TraceEvent event;
     event.category = trace::Category::kCcl;
     event.collective = static_cast<int8_t>(span.collective);
@@ -140,6 +141,35 @@ class Recorder {
                               : process_rank_ >= 0   ? process_rank_
                                                      : span.communicator_rank;
       rank = &RankLocked(global_rank);
+      if (device != nullptr) {
+        TraceEvent device_span = event;
+        device_span.category = trace::Category::kDevice;
+        device_span.collective = -1;
+        pending_.push_back({std::move(device), global_rank, device_span});
+      }
+    }
+    rank->Push(event);
+  }
+
+  void Plugin(const PluginSpan& span) {
+    TraceEvent event;
+    event.category = trace::Category::kPlugin;
+    event.bytes = span.bytes;
+    event.channels = span.channels;
+    event.begin_ns = span.begin_ns;
+    event.end_ns = span.end_ns;
+    RankTrace* rank = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      event.name = InternLocked(span.name)->c_str();
+      if (span.algorithm != nullptr) event.algorithm = InternLocked(span.algorithm);
+      if (span.protocol != nullptr) event.protocol = InternLocked(span.protocol);
+      const CommunicatorLabel& label = labels_[span.handle];
+      event.group = label.group;
+      event.seq = span.seq >= 0 ? span.seq : label.next_seq;
+      rank = &RankLocked(label.global_rank >= 0 ? label.global_rank
+                         : process_rank_ >= 0   ? process_rank_
+                                                : 0);
     }
     rank->Push(event);
   }
@@ -219,7 +249,32 @@ class Recorder {
     FlushAll(true, true);
   }
 
+  // The device spans whose events have completed go to their ranks' rings;
+  // at the end, those not done yet are dropped.
+  void CollectDeviceSpans(bool closing) {
+    std::vector<PendingDevice> pending;
+    {
+      std::lock_guard lock(mutex_);
+      pending.swap(pending_);
+    }
+    std::vector<PendingDevice> waiting;
+    for (PendingDevice& entry : pending) {
+      const SampleState state =
+          ReadDeviceSample(*entry.sample, &entry.span.begin_ns, &entry.span.end_ns);
+      if (state == SampleState::kPending && !closing) {
+        waiting.push_back(std::move(entry));
+        continue;
+      }
+      if (state == SampleState::kRead) Rank(entry.global_rank).Push(entry.span);
+      ReleaseDeviceSample(*entry.sample);
+    }
+    std::lock_guard lock(mutex_);
+    pending_.insert(pending_.begin(), std::make_move_iterator(waiting.begin()),
+                    std::make_move_iterator(waiting.end()));
+  }
+
   void FlushAll(bool write_metrics, bool closing) {
+    CollectDeviceSpans(closing);
     std::vector<std::pair<int, RankTrace*>> ranks;
     {
       std::lock_guard lock(mutex_);
@@ -264,8 +319,9 @@ class Recorder {
 
   static std::string EventLine(const TraceEvent& event) {
     static constexpr const char* kCategories[] = {
-        trace_format::kCategoryCcl, trace_format::kCategoryGroup, trace_format::kCategoryWait,
-        trace_format::kCategoryBucket};
+        trace_format::kCategoryCcl,    trace_format::kCategoryGroup,
+        trace_format::kCategoryWait,   trace_format::kCategoryBucket,
+        trace_format::kCategoryDevice, trace_format::kCategoryPlugin};
     std::string line = "{\"kind\":\"op\",\"cat\":\"";
     line += kCategories[static_cast<int>(event.category)];
     line += "\",\"name\":\"";
@@ -277,6 +333,9 @@ class Recorder {
               ",\"count\":" + std::to_string(event.count) +
               ",\"world\":" + std::to_string(event.world);
     }
+    if (event.algorithm != nullptr) line += ",\"algorithm\":" + JsonQuoted(*event.algorithm);
+    if (event.protocol != nullptr) line += ",\"protocol\":" + JsonQuoted(*event.protocol);
+    if (event.channels >= 0) line += ",\"channels\":" + std::to_string(event.channels);
     line += ",\"bytes\":" + std::to_string(event.bytes) +
             ",\"begin_ns\":" + std::to_string(event.begin_ns) +
             ",\"end_ns\":" + std::to_string(event.end_ns) + "}\n";
@@ -347,6 +406,12 @@ class Recorder {
   std::map<int, std::unique_ptr<RankTrace>> ranks_;
   std::unordered_map<const void*, CommunicatorLabel> labels_;
   std::deque<std::string> names_;  // interned group names; addresses stay
+  struct PendingDevice {
+    std::unique_ptr<DeviceSample> sample;
+    int global_rank;
+    TraceEvent span;  // the call's span as a device span, times to fill
+  };
+  std::vector<PendingDevice> pending_;  // sampled calls, oldest first
 
   std::mutex stop_mutex_;
   std::condition_variable stop_changed_;
@@ -356,7 +421,13 @@ class Recorder {
 
 }  // namespace
 
-void RecordCall(const CallSpan& span, int64_t end_ns) { Recorder::Get().Call(span, end_ns); }
+void RecordCall(const CallSpan& span, int64_t end_ns, std::unique_ptr<DeviceSample> device) {
+  Recorder::Get().Call(span, end_ns, std::move(device));
+}
+
+void RecordPluginSpan(const PluginSpan& span) {
+  if (trace::Enabled()) Recorder::Get().Plugin(span);
+}
 
 void ForgetCommunicator(const void* handle) {
   if (trace::Enabled()) Recorder::Get().Forget(handle);

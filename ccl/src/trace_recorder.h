@@ -8,10 +8,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <memory>
 #include <string>
 
 #include "infini/ccl/collectives.h"
 #include "infini/ccl/trace.h"
+#include "trace_device.h"
 
 namespace infini::ccl::internal {
 
@@ -28,6 +31,10 @@ struct TraceEvent {
   int world = 0;
   int64_t begin_ns = 0;
   int64_t end_ns = 0;
+  // kPlugin spans: what the backend said it chose (interned; nullptr: not said).
+  const std::string* algorithm = nullptr;
+  const std::string* protocol = nullptr;
+  int channels = -1;  // -1: not said
 };
 
 // What a Communicator call's span knows before the recorder adds the
@@ -43,24 +50,53 @@ struct CallSpan {
   int64_t begin_ns;
 };
 
-// Records a Communicator call (the label of its handle, the next number).
-void RecordCall(const CallSpan& span, int64_t end_ns);
+// Records a Communicator call (the label of its handle, the next number);
+// with `device`, its device span too, once the recorder has read it.
+void RecordCall(const CallSpan& span, int64_t end_ns, std::unique_ptr<DeviceSample> device);
+// An event a backend reported (trace_profiler.cc) about the communicator
+// `handle`: it counts for that communicator's rank and group. `name`,
+// `algorithm` and `protocol` (nullptr: not said) are interned; seq < 0: the
+// number of the communicator's call in progress.
+struct PluginSpan {
+  const void* handle;
+  const char* name;
+  const char* algorithm;
+  const char* protocol;
+  int channels;
+  uint64_t bytes;
+  int64_t seq;
+  int64_t begin_ns;
+  int64_t end_ns;
+};
+void RecordPluginSpan(const PluginSpan& span);
 // The handle's communicator is gone: a new one may reuse the address.
 void ForgetCommunicator(const void* handle);
 
 // Communicator's hook: when tracing is off, one relaxed load and a branch.
 class TraceScope {
  public:
+  // `where` is called only when tracing is on: it says where the call
+  // enqueues, for the device span.
+  template <typename Where>
   TraceScope(Collective collective, const void* handle, DLDataType dtype, size_t count,
-             size_t elements, int world, int communicator_rank) noexcept {
+             size_t elements, int world, int communicator_rank, Where where) noexcept {
     if (!trace::Enabled()) [[likely]]
       return;
     active_ = true;
+    stream_ = where();
     span_ = {collective, handle, dtype, count, elements, world, communicator_rank, trace::NowNs()};
+    device_ = StartDeviceSample(stream_);
   }
   ~TraceScope() {
-    if (active_) [[unlikely]]
-      RecordCall(span_, trace::NowNs());
+    if (!active_) [[likely]]
+      return;
+    // A call that threw enqueued nothing to time.
+    if (device_ != nullptr &&
+        (std::uncaught_exceptions() > 0 || !EndDeviceSample(*device_, stream_.stream))) {
+      ReleaseDeviceSample(*device_);
+      device_.reset();
+    }
+    RecordCall(span_, trace::NowNs(), std::move(device_));
   }
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;
@@ -68,6 +104,8 @@ class TraceScope {
  private:
   bool active_ = false;
   CallSpan span_;  // set only when active_: nothing to do when off
+  TraceStream stream_;
+  std::unique_ptr<DeviceSample> device_;
 };
 
 }  // namespace infini::ccl::internal

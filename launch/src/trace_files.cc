@@ -225,6 +225,9 @@ std::vector<RankTraceFile> ReadRankTraces(const std::string& trace_dir) {
         op.world = Int(fields, "world");
         op.begin_ns = Int(fields, "begin_ns");
         op.end_ns = Int(fields, "end_ns");
+        op.algorithm = Text(fields, "algorithm");
+        op.protocol = Text(fields, "protocol");
+        op.channels = Int(fields, "channels", -1);
         rank.ops.push_back(std::move(op));
         rank.ended = false;
       } else if (kind == "rank") {

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include "infini/common/trace_format.h"
 #include "infini/launch/console.h"
@@ -76,7 +77,16 @@ MergedTrace MergeTraces(const std::string& trace_dir, const std::vector<RankTrac
     add("{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":" + std::to_string(rank.node) +
         ",\"tid\":" + std::to_string(rank.rank) +
         ",\"args\":{\"sort_index\":" + std::to_string(rank.rank) + "}}");
+    bool device_lane_named = false;
     for (const TraceOp& op : rank.ops) {
+      // Device spans overlap the host's: a lane of their own keeps both nested.
+      const bool device = op.category == trace_format::kCategoryDevice;
+      const int lane = device ? trace_format::kDeviceLaneBase + rank.rank : rank.rank;
+      if (device && !std::exchange(device_lane_named, true)) {
+        add("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + std::to_string(rank.node) +
+            ",\"tid\":" + std::to_string(lane) + ",\"args\":{\"name\":\"rank " +
+            std::to_string(rank.rank) + " device\"}}");
+      }
       std::string args = "\"group\":" + JsonQuoted(op.group) +
                          ",\"seq\":" + std::to_string(op.seq) +
                          ",\"bytes\":" + std::to_string(op.bytes);
@@ -84,8 +94,11 @@ MergedTrace MergeTraces(const std::string& trace_dir, const std::vector<RankTrac
         args += ",\"count\":" + std::to_string(op.count) + ",\"dtype\":" + JsonQuoted(op.dtype) +
                 ",\"op\":" + JsonQuoted(op.name);
       }
+      if (!op.algorithm.empty()) args += ",\"algorithm\":" + JsonQuoted(op.algorithm);
+      if (!op.protocol.empty()) args += ",\"protocol\":" + JsonQuoted(op.protocol);
+      if (op.channels >= 0) args += ",\"channels\":" + std::to_string(op.channels);
       add("{\"ph\":\"X\",\"name\":" + JsonQuoted(op.name) + ",\"cat\":" + JsonQuoted(op.category) +
-          ",\"pid\":" + std::to_string(rank.node) + ",\"tid\":" + std::to_string(rank.rank) +
+          ",\"pid\":" + std::to_string(rank.node) + ",\"tid\":" + std::to_string(lane) +
           ",\"ts\":" + Microseconds(rank.Aligned(op.begin_ns) - origin) +
           ",\"dur\":" + Microseconds(op.end_ns - op.begin_ns) + ",\"args\":{" + args + "}}");
     }

@@ -12,6 +12,7 @@
 #include "collectives.h"
 #include "element_type.h"
 #include "errors.h"
+#include "profiler.h"
 #include "reduce_kernels.h"
 #include "slots.h"
 
@@ -38,11 +39,16 @@ void AllReduce(Communicator& comm, const void* sendbuff, void* recvbuff, size_t 
   if (count == 0) return;
   const size_t element_bytes = ElementBytes(dtype);
   const ReduceFunction reduce = FindReduceFunction(dtype, op);
-  if (comm.world_size() == 1) {
+  const bool alone = comm.world_size() == 1;
+  const ReportedCollective reported(
+      comm, "all_reduce", alone ? kLocalCopyAlgorithm : kRingAlgorithm, count * element_bytes);
+  if (alone) {
     CopyIfDistinct(recvbuff, sendbuff, count * element_bytes);
   } else {
     WithOpaqueElement(element_bytes, [&]<class E>() {
       ::gloo::AllreduceOptions options(comm.context());
+      // Named, not gloo's default: the profiler reports this choice.
+      options.setAlgorithm(::gloo::AllreduceOptions::Algorithm::RING);
       // No input means in place: gloo reduces the output buffer.
       if (sendbuff != recvbuff)
         options.setInput(const_cast<E*>(static_cast<const E*>(sendbuff)), count);
@@ -107,8 +113,13 @@ struct Block {
 // never overwritten. Empty blocks are neither sent nor received (every rank
 // knows every block's size).
 void RingReduceScatter(Communicator& comm, const void* sendbuff, const std::vector<Block>& blocks,
-                       void* recvbuff, DLDataType dtype, infiniCclRedOp_t op) {
+                       void* recvbuff, DLDataType dtype, infiniCclRedOp_t op, const char* name) {
   const size_t element_bytes = ElementBytes(dtype);
+  size_t total_count = 0;
+  for (const Block& b : blocks) total_count += b.count;
+  const ReportedCollective reported(comm, name,
+                                    comm.world_size() == 1 ? kLocalCopyAlgorithm : kRingAlgorithm,
+                                    total_count * element_bytes);
   const ReduceFunction reduce = FindReduceFunction(dtype, op);
   const int world_size = comm.world_size();
   const int rank = comm.rank();
@@ -179,7 +190,7 @@ void ReduceScatter(Communicator& comm, const void* sendbuff, void* recvbuff, siz
   const size_t block_bytes = recvcount * ElementBytes(dtype);
   std::vector<Block> blocks;
   for (int r = 0; r < comm.world_size(); ++r) blocks.push_back({r * block_bytes, recvcount});
-  RingReduceScatter(comm, sendbuff, blocks, recvbuff, dtype, op);
+  RingReduceScatter(comm, sendbuff, blocks, recvbuff, dtype, op, "reduce_scatter");
 }
 
 void ReduceScatterV(Communicator& comm, const void* sendbuff, const size_t* sendcounts,
@@ -189,7 +200,7 @@ void ReduceScatterV(Communicator& comm, const void* sendbuff, const size_t* send
   for (int r = 0; r < comm.world_size(); ++r) {
     blocks.push_back({sdispls[r] * element_bytes, sendcounts[r]});
   }
-  RingReduceScatter(comm, sendbuff, blocks, recvbuff, dtype, op);
+  RingReduceScatter(comm, sendbuff, blocks, recvbuff, dtype, op, "reduce_scatter_v");
 }
 
 }  // namespace infini::gloo_backend

@@ -24,8 +24,9 @@ inline bool Enabled() noexcept { return detail::g_enabled.load(std::memory_order
 // The clock events are stamped with: system clock, ns since the Unix epoch.
 int64_t NowNs() noexcept;
 
-// Where a span comes from (trace_format.h's categories).
-enum class Category : uint8_t { kCcl, kGroup, kWait, kBucket };
+// Where a span comes from (trace_format.h's categories). kDevice and
+// kPlugin are ccl/'s own: a call's device span, a backend's reported event.
+enum class Category : uint8_t { kCcl, kGroup, kWait, kBucket, kDevice, kPlugin };
 
 // The events of `comm`'s calls carry `group` and count for `global_rank`
 // (without a label: the group is unnamed and the rank is RANK's, else the

@@ -15,6 +15,12 @@
 //       store host's clock = this rank's clock + O (rtt_ns -1: not measured)
 //   {"kind":"op","cat":"ccl","name":"all_reduce","group":"world","seq":S,
 //    "dtype":"float32","count":C,"bytes":B,"world":W,"begin_ns":T0,"end_ns":T1}
+//   {"kind":"op","cat":"device",...,"begin_ns":T0,"end_ns":T1}
+//       the device's start/end of the ccl span with the same group and seq,
+//       on this rank's host clock (INFINI_CCL_TRACE_DEVICE_EVERY)
+//   {"kind":"op","cat":"plugin","name":"all_reduce","group":"world","seq":S,
+//    "algorithm":"ring","protocol":"","channels":C,"bytes":B,"begin_ns":T0,"end_ns":T1}
+//       what the backend's profiler interface reported (plugin_profiler_v1.h)
 //   {"kind":"dropped","count":D}   events the full ring dropped (oldest first)
 //   {"kind":"end"}                 the rank's recorder closed the file cleanly
 // Times are nanoseconds of the rank's system clock (Unix epoch).
@@ -47,6 +53,13 @@ inline constexpr const char* kCategoryCcl = "ccl";        // a ccl::Communicator
 inline constexpr const char* kCategoryGroup = "group";    // a ProcessGroup call's enqueue
 inline constexpr const char* kCategoryWait = "wait";      // waiting for a Work
 inline constexpr const char* kCategoryBucket = "bucket";  // a reducer bucket's issue
+inline constexpr const char* kCategoryDevice = "device";  // a ccl span's device start/end
+inline constexpr const char* kCategoryPlugin = "plugin";  // an event the backend reported
+
+// Every how many collectives a device span is timed (0: none).
+inline constexpr const char* kDeviceEveryVariable = "INFINI_CCL_TRACE_DEVICE_EVERY";
+// The merge's lane (tid) for rank R's device spans, beside its host lane R.
+inline constexpr int kDeviceLaneBase = 1 << 20;
 
 inline constexpr const char* kClockTicketKey = "trace_clock/ticket";
 inline std::string ClockAskKey(int64_t number) {

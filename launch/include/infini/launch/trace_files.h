@@ -45,6 +45,8 @@ std::map<std::string, std::string> ParseFlatJson(const std::string& line);
 struct TraceOp {
   std::string category, name, group, dtype;
   int64_t seq = 0, count = 0, bytes = 0, world = 0, begin_ns = 0, end_ns = 0;
+  std::string algorithm, protocol;  // a plugin event's, when it said
+  int64_t channels = -1;
 };
 
 struct RankTraceFile {
