@@ -238,14 +238,20 @@ void ParseRendezvousConf(const FlagValues& flag, LaunchOptions* options) {
       keep_alive_interval = ParseSecondsFlag(name, value, false);
     } else if (key == "keep_alive_max_attempt") {
       keep_alive_attempts = ParseIntFlag(name, value, 1, 1000, "a count in 1..1000");
+    } else if (key == "relay") {
+      if (value != "0" && value != "1") {
+        throw UsageError(Quoted("rdzv_conf", setting) + ": expected relay=0 or relay=1");
+      }
+      options->relay_store = value == "1";
     } else if (key == "token_file") {
       if (value.empty()) throw UsageError(Quoted("rdzv_conf", setting) + ": expected a path");
       options->run_token_file = value;
     } else if (!kAcceptedTorchrunKeys.count(key) || equals == std::string::npos) {
-      throw UsageError(Quoted("rdzv_conf", setting) +
-                       ": expected KEY=VALUE with KEY one of join_timeout, heartbeat_timeout, "
-                       "keep_alive_interval, keep_alive_max_attempt, token_file, read_timeout, "
-                       "last_call_timeout, close_timeout, timeout, is_host, use_libuv");
+      throw UsageError(
+          Quoted("rdzv_conf", setting) +
+          ": expected KEY=VALUE with KEY one of join_timeout, heartbeat_timeout, "
+          "keep_alive_interval, keep_alive_max_attempt, token_file, relay, read_timeout, "
+          "last_call_timeout, close_timeout, timeout, is_host, use_libuv");
     }
   }
   if (keep_alive_interval || keep_alive_attempts) {

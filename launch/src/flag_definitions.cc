@@ -42,7 +42,9 @@ constexpr FlagDefinition kFlags[] = {
      "keep_alive_interval=S and keep_alive_max_attempt=N (torchrun's; their product "
      "is the heartbeat timeout), token_file=PATH (the run's secret, else "
      "$INFINI_RUN_TOKEN), last_call_timeout=S (--nnodes=MIN:MAX: how long a round "
-     "waits for more nodes once MIN joined; default 30); torchrun's read_timeout, close_timeout, "
+     "waits for more nodes once MIN joined; default 30), relay=0 (several nodes: the ranks use "
+     "the run's store directly, not through their launcher's relay; default 1); torchrun's "
+     "read_timeout, close_timeout, "
      "timeout, is_host, use_libuv are accepted. Example: "
      "--rdzv_conf=token_file=/run/secrets/job42,heartbeat_timeout=10"},
     {"rdzv_timeout", false, "300",

@@ -44,13 +44,13 @@ struct NodePlacement {
   int nnodes = 1;           // this round's (elastic runs: between MIN and MAX)
   std::string master_addr;  // the program's own store (MASTER_ADDR:MASTER_PORT)
   uint16_t master_port = 0;
-  std::string store_addr;  // the launcher's store
+  std::string store_addr;  // the ranks' store (the node's relay, or the launcher's)
   uint16_t store_port = 0;
 };
 
 NodePlacement PlacementOf(const NodeRendezvous& node) {
-  return {node.node_rank(),   node.nnodes(),     node.master_addr(),
-          node.master_port(), node.store_addr(), node.store_port()};
+  return {node.node_rank(),   node.nnodes(),           node.master_addr(),
+          node.master_port(), node.ranks_store_addr(), node.ranks_store_port()};
 }
 
 // The world every rank of an attempt shares: the one builder of the real

@@ -35,6 +35,9 @@ using std::chrono::milliseconds;
 // outcome, and a leaving node waits for its last writes.
 constexpr milliseconds kHostLinger{5000};
 constexpr milliseconds kWriteFlushBound{2000};
+// How long the relay tries to reach the run's store for a new upstream
+// connection; past it the rank's request fails (the launcher sees the loss).
+constexpr milliseconds kRelayConnectTimeout{10000};
 // Poll step of the supervising thread's waits: signals are seen at once
 // (the signal pipe wakes the poll), snapshots within this.
 constexpr milliseconds kWaitStep{20};
@@ -81,6 +84,7 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
     node->handler_->Shutdown([](milliseconds) {});  // no link thread yet
     throw;
   }
+  node->StartRelay();
   node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_, options);
   node->link_->ranks_store = {node->world_.store_addr,
                               node->world_.store_port,
@@ -90,6 +94,37 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
                               options.min_ranks,
                               HostName()};
   return node;
+}
+
+void NodeRendezvous::StartRelay() {
+  relay_.reset();
+  if (!options_.relay_store) return;
+  TcpStoreServerOptions relay_options;
+  relay_options.host = "127.0.0.1";
+  relay_options.token = options_.run_token;
+  relay_options.upstream = [host = world_.store_addr, port = world_.store_port,
+                            token = options_.run_token]() -> std::unique_ptr<Store> {
+    return rendezvous::TcpStoreClient::Connect(host, port, kRelayConnectTimeout, token);
+  };
+  try {
+    relay_ = TcpStoreServer::Start(relay_options);
+  } catch (const StoreError& error) {
+    throw LaunchError(std::string("cannot host the store relay for this node's ranks on "
+                                  "127.0.0.1 (--rdzv_conf=relay=0 runs without it): ") +
+                      error.what());
+  }
+}
+
+std::string NodeRendezvous::ranks_store_addr() const {
+  return relay_ ? "127.0.0.1" : world_.store_addr;
+}
+
+uint16_t NodeRendezvous::ranks_store_port() const {
+  return relay_ ? relay_->port() : world_.store_port;
+}
+
+rendezvous::RelayCounts NodeRendezvous::relay_counts() const {
+  return relay_ ? relay_->relay_counts() : rendezvous::RelayCounts{};
 }
 
 void NodeRendezvous::StartLink() {
@@ -253,7 +288,10 @@ int NodeRendezvous::NextRound(int next_attempt) {
       std::lock_guard lock(job->mutex);
       if (job->done) {
         if (job->error) std::rethrow_exception(job->error);
+        const bool store_moved = job->world.store_addr != world_.store_addr ||
+                                 job->world.store_port != world_.store_port;
         world_ = job->world;
+        if (store_moved) StartRelay();
         return std::max(next_attempt, world_.first_attempt);
       }
     }

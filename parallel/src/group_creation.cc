@@ -11,6 +11,7 @@
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
 #include "infini/parallel/store_bootstrap.h"
+#include "infini/rendezvous/node_local_key.h"
 #include "infini/rendezvous/store.h"
 #include "local_init.h"
 #include "loss_watcher.h"
@@ -111,16 +112,30 @@ std::string DiagnoseInit(const std::function<std::shared_ptr<rendezvous::Store>(
          (absent.size() == 1 ? " " : "s ") + list + " (not started, stuck before it, or dead)";
 }
 
+// Whether every member runs on this rank's node, as the launcher numbered
+// them (a world renumbered by a recovery is not, and is never asked).
+bool AllOnThisNode(const Rank& rank, const std::vector<int>& members) {
+  const int per_node = rank.local_world_size();
+  return std::all_of(members.begin(), members.end(),
+                     [&](int member) { return member / per_node == rank.node_rank(); });
+}
+
 // "pg/<name>.<digest>/<generation>": where a group's keys live; in a world
 // renumbered by a recovery, "pg/w<recoveries>/...", so that its groups never
-// meet the old world's under the same numbers.
+// meet the old world's under the same numbers. A group of one node's ranks
+// keeps its keys on the node ("node-local/pg/...": the node's store relay
+// answers them, rendezvous/node_local_key.h).
 std::string GroupStoreKey(const GroupEnvironment& environment, const std::string& name,
                           const std::vector<int>& members) {
-  const std::string world = environment.world_generation > 0
-                                ? "w" + std::to_string(environment.world_generation) + "/"
-                                : "";
+  const bool renumbered = environment.world_generation > 0;
+  const std::string world =
+      renumbered ? "w" + std::to_string(environment.world_generation) + "/" : "";
   const std::string key = world + name + "." + MembersDigest(members);
-  return "pg/" + key + "/" + std::to_string(NextGeneration(environment.rank.global_rank(), key));
+  const std::string node_local = !renumbered && AllOnThisNode(environment.rank, members)
+                                     ? std::string(rendezvous::kNodeLocalSegment) + "/"
+                                     : "";
+  return node_local + "pg/" + key + "/" +
+         std::to_string(NextGeneration(environment.rank.global_rank(), key));
 }
 
 // Members of the group that are thread ranks of this process.

@@ -151,3 +151,18 @@ TEST(LaunchCommandLine, HelpIsAskedForAndTheUsageListsEveryFlag) {
 }
 
 }  // namespace
+
+// Several nodes relay the store for their ranks unless relay=0 says not to.
+TEST(LaunchCommandLine, RdzvConfRelayTurnsTheNodesRelayOnAndOff) {
+  auto with = [](std::vector<std::string> extra) {
+    std::vector<std::string> arguments = {"--nnodes=2", "--rdzv_endpoint=h:1", "--rdzv_id=job"};
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    arguments.push_back("prog");
+    return arguments;
+  };
+  EXPECT_TRUE(Parse(with({})).relay_store);
+  EXPECT_FALSE(Parse(with({"--rdzv_conf=relay=0"})).relay_store);
+  EXPECT_TRUE(Parse(with({"--rdzv_conf=relay=1"})).relay_store);
+  EXPECT_EQ(Refusal(with({"--rdzv_conf=relay=yes"})),
+            "--rdzv_conf='relay=yes': expected relay=0 or relay=1");
+}

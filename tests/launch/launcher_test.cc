@@ -467,30 +467,45 @@ TEST(Launcher, GpuProcessCountWithoutAcceleratorsIsOneClearError) {
   EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
 }
 
+// With explicit node ranks the ranks use the run's store directly
+// (--rdzv_conf=relay=0); in join order through their node's relay.
 TEST(MultiNodeLauncher, TwoLaunchersFormOneWorld) {
   for (bool explicit_node_ranks : {true, false}) {
     TempDir dir;
     const int port = FreePort();
+    const bool relayed = !explicit_node_ranks;
+    const std::vector<std::string> relay_flag = {relayed ? "--rdzv_conf=relay=1"
+                                                         : "--rdzv_conf=relay=0"};
     LauncherProcess node0(
-        Concat(NodeFlags(port, "world", explicit_node_ranks ? 0 : -1), ChildCommand(dir)));
+        Concat(Concat(NodeFlags(port, "world", explicit_node_ranks ? 0 : -1), relay_flag),
+               ChildCommand(dir)));
     if (!explicit_node_ranks) std::this_thread::sleep_for(milliseconds(200));  // binds first
     LauncherProcess node1(
-        Concat(NodeFlags(port, "world", explicit_node_ranks ? 1 : -1), ChildCommand(dir)));
+        Concat(Concat(NodeFlags(port, "world", explicit_node_ranks ? 1 : -1), relay_flag),
+               ChildCommand(dir)));
     LauncherResult result0 = node0.Wait(), result1 = node1.Wait();
     ASSERT_EQ(result0.exit_code, 0) << result0.err;
     ASSERT_EQ(result1.exit_code, 0) << result1.err;
     std::set<std::string> shared;
+    std::set<std::string> ranks_stores;
     for (int rank = 0; rank < 4; ++rank) {
       auto env = RecordedEnvironment(dir.path(), rank);
+      ranks_stores.insert(env["INFINI_STORE_ADDR"] + ":" + env["INFINI_STORE_PORT"]);
       EXPECT_EQ(env["RANK"], std::to_string(rank));
       EXPECT_EQ(env["LOCAL_RANK"], std::to_string(rank % 2));
       EXPECT_EQ(env["GROUP_RANK"], std::to_string(rank / 2));
       EXPECT_EQ(env["WORLD_SIZE"], "4");
       EXPECT_EQ(env["NNODES"], "2");
-      EXPECT_EQ(env["INFINI_STORE_PORT"], std::to_string(port));
+      if (relayed) {
+        EXPECT_EQ(env["INFINI_STORE_ADDR"], "127.0.0.1");
+        EXPECT_NE(env["INFINI_STORE_PORT"], std::to_string(port));
+      } else {
+        EXPECT_EQ(env["INFINI_STORE_PORT"], std::to_string(port));
+      }
       shared.insert(env["MASTER_ADDR"] + ":" + env["MASTER_PORT"] + " " + env["INFINI_RUN_ID"]);
     }
     EXPECT_EQ(shared.size(), 1u) << "one MASTER_ADDR:MASTER_PORT and run id for the world";
+    EXPECT_EQ(ranks_stores.size(), relayed ? 2u : 1u) << "a relay per node, or the run's store";
     EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
   }
 }

@@ -21,6 +21,7 @@
 #include "infini/common/loss_notice.h"
 #include "infini/launch/options.h"
 #include "infini/launch/rendezvous_handler.h"
+#include "infini/rendezvous/tcp_store.h"
 
 namespace infini::rendezvous {
 class TcpStoreServer;
@@ -55,8 +56,16 @@ class NodeRendezvous {
   // restarts --max_restarts counted before it.
   int first_attempt() const { return world_.first_attempt; }
   int failure_restarts() const { return world_.failure_restarts; }
+  // The run's store, where the launchers meet (node 0's, or a round's on etcd).
   const std::string& store_addr() const { return world_.store_addr; }
   uint16_t store_port() const { return world_.store_port; }
+  // The store that this node's ranks are told (INFINI_STORE_ADDR/PORT): the
+  // node's relay on loopback (several nodes, --rdzv_conf=relay=1), else the
+  // run's store.
+  std::string ranks_store_addr() const;
+  uint16_t ranks_store_port() const;
+  // What the relay sent upstream so far (zeros without one).
+  rendezvous::RelayCounts relay_counts() const;
   const std::string& master_addr() const { return world_.master_addr; }
   uint16_t master_port() const { return world_.master_port; }
 
@@ -132,10 +141,14 @@ class NodeRendezvous {
   // Node 0: removes the run's keys where the meeting point outlives it.
   void RemoveRun();
   std::string LostMessage(const std::string& while_doing);
+  // Several nodes: (re)starts the relay for the ranks, forwarding to the
+  // round's store.
+  void StartRelay();
 
   LaunchOptions options_;
   RendezvousWorld world_;
   std::unique_ptr<rendezvous::TcpStoreServer> local_server_;  // single node
+  std::unique_ptr<rendezvous::TcpStoreServer> relay_;         // several nodes
   // Multi-node: the backend, and the link thread's state.
   std::shared_ptr<RendezvousHandler> handler_;
   std::shared_ptr<RendezvousLink> link_;

@@ -76,6 +76,9 @@ struct LaunchOptions {
   // A node whose launcher sent no heartbeat this long is lost; also how long
   // a store call may take and a rank may stay stopped.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(15)};
+  // --rdzv_conf=relay=0|1: on a multi-node run each launcher relays the
+  // run's store for its ranks (docs/rendezvous.md, "Relay").
+  bool relay_store = true;
   // The run's secret (resolved: from run_token_file, else INFINI_RUN_TOKEN,
   // else a new one for a single node): every store this launcher hosts or
   // joins demands it; ranks get it as INFINI_RUN_TOKEN. Empty:
