@@ -187,6 +187,12 @@ SampleState ReadDeviceSample(const DeviceSample& sample, int64_t* begin_ns, int6
   return SampleState::kRead;
 }
 
+void AbandonDeviceSample(DeviceSample& sample) {
+  sample.start = nullptr;
+  sample.end = nullptr;
+  ReleaseDeviceSample(sample);
+}
+
 void ReleaseDeviceSample(DeviceSample& sample) {
   if (sample.pool != nullptr) {
     sample.pool->Give(std::exchange(sample.start, nullptr));

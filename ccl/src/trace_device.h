@@ -60,5 +60,10 @@ enum class SampleState { kPending, kRead, kUnreadable };
 SampleState ReadDeviceSample(const DeviceSample& sample, int64_t* begin_ns, int64_t* end_ns);
 // Gives the sample's events back to its device's pool.
 void ReleaseDeviceSample(DeviceSample& sample);
+// An unreadable sample's events are left, neither reused nor destroyed: the
+// likely cause is a stream being captured into a graph, whose replays would
+// record them again (a pooled event would then time another call wrongly,
+// a destroyed one would be a graph's dangling node).
+void AbandonDeviceSample(DeviceSample& sample);
 
 }  // namespace infini::ccl::internal

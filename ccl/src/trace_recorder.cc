@@ -265,6 +265,10 @@ class Recorder {
         waiting.push_back(std::move(entry));
         continue;
       }
+      if (state == SampleState::kUnreadable) {
+        AbandonDeviceSample(*entry.sample);
+        continue;
+      }
       if (state == SampleState::kRead) Rank(entry.global_rank).Push(entry.span);
       ReleaseDeviceSample(*entry.sample);
     }

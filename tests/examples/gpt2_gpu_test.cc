@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <string>
 
+#include "infini/common/trace_format.h"
 #include "program_runner.h"
+#include "trace_json.h"
 
 namespace {
 
@@ -135,6 +137,30 @@ TEST(Gpt2Gpu, SmallBucketsWithAccumulationTrainLikeOneRank) {
   ASSERT_EQ(one.exit_code, 0) << one.output;
   ASSERT_EQ(two.exit_code, 0) << two.output;
   ExpectSameLosses(StepLosses(one.output), StepLosses(two.output), two.output);
+}
+
+// The communication trace on a GPU (docs/tracing.md, "Device spans"): each
+// collective's device span is in its rank's device lane, starts no earlier
+// than its call (less the anchor's launch latency) and takes time; the
+// device runs it after the host's enqueue, so its end may follow the call's.
+TEST(Gpt2Gpu, TraceHasDeviceSpansOfEveryCallAfterTheirEnqueue) {
+  if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
+  TemporaryDirectory directory;
+  const std::string trace_dir = directory.path() + "/trace";
+  const Result run =
+      RunCommand(kInfiniRun + " --ccl_backend=nccl --nproc_per_node=1 --trace_dir=" + trace_dir +
+                 " " + kGpt2 + " --num_iteration=5 --batch_size=4" + kSmallModel);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const infini::testing::Json trace = infini::testing::ReadJsonFile(trace_dir + "/trace.json");
+  const size_t calls = infini::testing::SpansOf(trace, "ccl")[0].size();
+  ASSERT_GT(calls, 0u) << run.output;
+  // 20 µs: the anchor's launch latency is a few µs on an idle stream.
+  const size_t device_spans = infini::testing::ExpectDeviceSpansInsideTheirCalls(
+      trace, 0, infini::trace_format::kDeviceLaneBase, 20.0, /*ends_inside=*/false);
+  // Every call is timed by default, except those inside GroupStart/GroupEnd.
+  EXPECT_GT(device_spans, 0u);
+  EXPECT_LE(device_spans, calls);
+  EXPECT_EQ(trace["otherData"]["incomplete_ranks"].items.size(), 0u);
 }
 
 // A checkpoint written on one GPU holds the device's weights and AdamW

@@ -1,6 +1,7 @@
 // infini_run --trace_dir / --comm_summary (docs/tracing.md): gpt2 on gloo as
 // two processes and as two thread ranks, the merged trace read back as
-// JSON; an unwritable folder; and the merge's and the summary's rules on
+// JSON; gloo's reported algorithm and sampled device spans; an unwritable
+// folder or a bad INFINI_CCL_TRACE_DEVICE_EVERY; and the merge's and the summary's rules on
 // hand-made rank files (a rank killed mid-trace, the last rank named).
 #include <gtest/gtest.h>
 
@@ -14,12 +15,20 @@
 #include <string>
 #include <vector>
 
+#include "infini/common/trace_format.h"
 #include "infini/launch/trace_merge.h"
 #include "launcher_harness.h"
+#include "trace_json.h"
 
 namespace infini::launch::testing {
 namespace {
 
+using infini::testing::ExpectDeviceSpansInsideTheirCalls;
+using infini::testing::HostSpanOf;
+using infini::testing::Json;
+using infini::testing::ReadJsonFile;
+using infini::testing::SpansOf;
+using infini::testing::TraceSpan;
 using std::chrono::seconds;
 
 constexpr int kSteps = 3;
@@ -30,98 +39,6 @@ const std::vector<std::string> kGpt2Flags = {"--steps=" + std::to_string(kSteps)
                                              "--channels=32",
                                              "--sequence_length=32",
                                              "--val_batches=1"};
-
-// A small JSON reader: enough to prove trace.json is JSON and to walk it.
-struct Json {
-  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
-  double number = 0;
-  std::string text;
-  std::vector<Json> items;
-  std::map<std::string, Json> members;
-  const Json& operator[](const std::string& name) const {
-    static const Json kMissing;
-    const auto found = members.find(name);
-    return found == members.end() ? kMissing : found->second;
-  }
-};
-
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& text) : text_(text) {}
-  // False (and `error` set) on anything but one whole JSON value.
-  bool Read(Json* value, std::string* error) {
-    const bool ok = Value(value) && (Space(), at_ == text_.size());
-    if (!ok) *error = "not JSON near byte " + std::to_string(at_);
-    return ok;
-  }
-
- private:
-  void Space() {
-    while (at_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[at_]))) ++at_;
-  }
-  bool Take(char c) {
-    Space();
-    if (at_ < text_.size() && text_[at_] == c) return ++at_, true;
-    return false;
-  }
-  bool String(std::string* out) {
-    if (!Take('"')) return false;
-    for (; at_ < text_.size(); ++at_) {
-      if (text_[at_] == '"') return ++at_, true;
-      if (text_[at_] == '\\') ++at_;
-      if (at_ < text_.size()) *out += text_[at_];
-    }
-    return false;
-  }
-  bool Value(Json* value) {
-    Space();
-    if (at_ >= text_.size()) return false;
-    const char c = text_[at_];
-    if (c == '{') {
-      ++at_;
-      value->kind = Json::kObject;
-      if (Take('}')) return true;
-      do {
-        std::string name;
-        if (!String(&name) || !Take(':') || !Value(&value->members[name])) return false;
-      } while (Take(','));
-      return Take('}');
-    }
-    if (c == '[') {
-      ++at_;
-      value->kind = Json::kArray;
-      if (Take(']')) return true;
-      do {
-        if (!Value(&value->items.emplace_back())) return false;
-      } while (Take(','));
-      return Take(']');
-    }
-    if (c == '"') return value->kind = Json::kString, String(&value->text);
-    for (const char* word : {"true", "false", "null"}) {
-      if (text_.compare(at_, std::strlen(word), word) == 0) {
-        at_ += std::strlen(word);
-        value->kind = word[0] == 'n' ? Json::kNull : Json::kBool;
-        return true;
-      }
-    }
-    char* end = nullptr;
-    value->number = std::strtod(text_.c_str() + at_, &end);
-    if (end == text_.c_str() + at_) return false;
-    value->kind = Json::kNumber;
-    at_ = static_cast<size_t>(end - text_.c_str());
-    return true;
-  }
-  const std::string& text_;
-  size_t at_ = 0;
-};
-
-Json ReadJsonFile(const std::string& path) {
-  const std::string text = ReadFile(path);
-  Json value;
-  std::string error;
-  EXPECT_TRUE(JsonReader(text).Read(&value, &error)) << path << ": " << error;
-  return value;
-}
 
 // What a traced gpt2 run must leave: every rank's lane, each step's
 // gradient all-reduce in order on each rank, the clocks, the metrics and
@@ -201,6 +118,63 @@ TEST(TraceRun, Gpt2AsTwoThreadRanksIsMergedAlignedAndSummarized) {
                                                  {"--nthread_per_process=2"}),
                                          seconds(60));
   ExpectTracedGpt2Run(run, trace_dir, 2);
+}
+
+// gloo's profiler reports its algorithm per collective (plugin_profiler_v1.h):
+// "plugin" spans inside their calls, naming it. Device spans are off on a
+// host backend unless INFINI_CCL_TRACE_DEVICE_EVERY asks; then its events
+// time the call itself, which proves the sampling, the anchor and the merge's
+// device lane without a GPU.
+TEST(TraceRun, GlooReportsItsAlgorithmAndSampledDeviceSpansAreInsideTheirCalls) {
+  TempDir dir;
+  const std::string trace_dir = dir.path() + "/trace";
+  LaunchSetup setup;
+  setup.extra_environment = {std::string(trace_format::kDeviceEveryVariable) + "=2"};
+  LauncherProcess launcher(
+      Gpt2Run({"--nproc_per_node=2", "--ccl_backend=gloo", "--trace_dir=" + trace_dir}), setup);
+  const LauncherResult run = launcher.Wait(seconds(60));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+  const Json trace = ReadJsonFile(trace_dir + "/trace.json");
+  const auto calls = SpansOf(trace, "ccl");
+  const auto plugin = SpansOf(trace, "plugin");
+  for (int rank = 0; rank < 2; ++rank) {
+    size_t all_reduces = 0;
+    for (const TraceSpan& call : calls.at(rank))
+      all_reduces += (*call.event)["name"].text == "all_reduce";
+    ASSERT_TRUE(plugin.count(rank)) << "no plugin events on rank " << rank;
+    size_t reported = 0;
+    for (const TraceSpan& span : plugin.at(rank)) {
+      if ((*span.event)["name"].text != "all_reduce") continue;
+      ++reported;
+      EXPECT_EQ((*span.event)["args"]["algorithm"].text, "ring");
+      const TraceSpan* call = HostSpanOf(calls, rank, span);
+      ASSERT_NE(call, nullptr) << "seq " << (*span.event)["args"]["seq"].number;
+      EXPECT_EQ((*call->event)["name"].text, "all_reduce");
+      EXPECT_GE(span.begin_us, call->begin_us);  // one clock: nested exactly
+      EXPECT_LE(span.end_us, call->end_us);
+    }
+    EXPECT_EQ(reported, all_reduces) << "rank " << rank;
+    // Every second call of the process is timed.
+    const size_t device_spans = ExpectDeviceSpansInsideTheirCalls(
+        trace, rank, trace_format::kDeviceLaneBase, 50.0, /*ends_inside=*/true);
+    EXPECT_GE(device_spans, calls.at(rank).size() / 2) << "rank " << rank;
+    EXPECT_LE(device_spans, calls.at(rank).size() / 2 + 1) << "rank " << rank;
+  }
+}
+
+TEST(TraceRun, BadDeviceEveryIsOneLineAndExitTwo) {
+  TempDir dir;
+  LaunchSetup setup;
+  setup.extra_environment = {std::string(trace_format::kDeviceEveryVariable) + "=often"};
+  LauncherProcess launcher(
+      Gpt2Run({"--nproc_per_node=1", "--ccl_backend=gloo", "--trace_dir=" + dir.path() + "/trace"}),
+      setup);
+  const LauncherResult run = launcher.Wait(seconds(30));
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("INFINI_CCL_TRACE_DEVICE_EVERY='often': expected a whole number >= 0"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("exit code 2"), std::string::npos) << run.err;
 }
 
 TEST(TraceRun, FullRingDropsTheOldestAndTheMergeCountsThem) {

@@ -1,0 +1,171 @@
+// A small JSON reader for the tests of the communication trace
+// (docs/tracing.md): enough to prove trace.json is JSON and to walk it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace infini::testing {
+
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  double number = 0;
+  std::string text;
+  std::vector<Json> items;
+  std::map<std::string, Json> members;
+  const Json& operator[](const std::string& name) const {
+    static const Json kMissing;
+    const auto found = members.find(name);
+    return found == members.end() ? kMissing : found->second;
+  }
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& text) : text_(text) {}
+  // False (and `error` set) on anything but one whole JSON value.
+  bool Read(Json* value, std::string* error) {
+    const bool ok = Value(value) && (Space(), at_ == text_.size());
+    if (!ok) *error = "not JSON near byte " + std::to_string(at_);
+    return ok;
+  }
+
+ private:
+  void Space() {
+    while (at_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[at_]))) ++at_;
+  }
+  bool Take(char c) {
+    Space();
+    if (at_ < text_.size() && text_[at_] == c) return ++at_, true;
+    return false;
+  }
+  bool String(std::string* out) {
+    if (!Take('"')) return false;
+    for (; at_ < text_.size(); ++at_) {
+      if (text_[at_] == '"') return ++at_, true;
+      if (text_[at_] == '\\') ++at_;
+      if (at_ < text_.size()) *out += text_[at_];
+    }
+    return false;
+  }
+  bool Value(Json* value) {
+    Space();
+    if (at_ >= text_.size()) return false;
+    const char c = text_[at_];
+    if (c == '{') {
+      ++at_;
+      value->kind = Json::kObject;
+      if (Take('}')) return true;
+      do {
+        std::string name;
+        if (!String(&name) || !Take(':') || !Value(&value->members[name])) return false;
+      } while (Take(','));
+      return Take('}');
+    }
+    if (c == '[') {
+      ++at_;
+      value->kind = Json::kArray;
+      if (Take(']')) return true;
+      do {
+        if (!Value(&value->items.emplace_back())) return false;
+      } while (Take(','));
+      return Take(']');
+    }
+    if (c == '"') return value->kind = Json::kString, String(&value->text);
+    for (const char* word : {"true", "false", "null"}) {
+      if (text_.compare(at_, std::strlen(word), word) == 0) {
+        at_ += std::strlen(word);
+        value->kind = word[0] == 'n' ? Json::kNull : Json::kBool;
+        return true;
+      }
+    }
+    char* end = nullptr;
+    value->number = std::strtod(text_.c_str() + at_, &end);
+    if (end == text_.c_str() + at_) return false;
+    value->kind = Json::kNumber;
+    at_ = static_cast<size_t>(end - text_.c_str());
+    return true;
+  }
+  const std::string& text_;
+  size_t at_ = 0;
+};
+
+inline Json ReadJsonFile(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream contents;
+  contents << file.rdbuf();
+  const std::string text = contents.str();
+  Json value;
+  std::string error;
+  EXPECT_TRUE(JsonReader(text).Read(&value, &error)) << path << ": " << error;
+  return value;
+}
+
+// A span of trace.json, in µs from the first event.
+struct TraceSpan {
+  double begin_us = 0, end_us = 0;
+  const Json* event = nullptr;
+};
+
+// Every "X" event of category `category`, by lane (tid), in file order.
+inline std::map<int, std::vector<TraceSpan>> SpansOf(const Json& trace,
+                                                     const std::string& category) {
+  std::map<int, std::vector<TraceSpan>> spans;
+  for (const Json& event : trace["traceEvents"].items) {
+    if (event["ph"].text != "X" || event["cat"].text != category) continue;
+    spans[static_cast<int>(event["tid"].number)].push_back(
+        {event["ts"].number, event["ts"].number + event["dur"].number, &event});
+  }
+  return spans;
+}
+
+// The "ccl" span of `lane` with the same group and seq as `span`, or nullptr.
+inline const TraceSpan* HostSpanOf(const std::map<int, std::vector<TraceSpan>>& host, int lane,
+                                   const TraceSpan& span) {
+  const auto found = host.find(lane);
+  if (found == host.end()) return nullptr;
+  for (const TraceSpan& candidate : found->second) {
+    if ((*candidate.event)["args"]["seq"].number == (*span.event)["args"]["seq"].number &&
+        (*candidate.event)["args"]["group"].text == (*span.event)["args"]["group"].text) {
+      return &candidate;
+    }
+  }
+  return nullptr;
+}
+
+// Each device span (lane device_lane_base + R) has rank R's host span of the
+// same call, starts no earlier than that call began (less `slack_us`: the
+// anchor's launch latency) and lasts more than nothing; with
+// `ends_inside`, it also ends by the call's end (a host backend's call runs
+// inline). Returns how many device spans rank `rank` has.
+inline size_t ExpectDeviceSpansInsideTheirCalls(const Json& trace, int rank, int device_lane_base,
+                                                double slack_us, bool ends_inside) {
+  const auto host = SpansOf(trace, "ccl");
+  const auto device = SpansOf(trace, "device");
+  const auto lane = device.find(device_lane_base + rank);
+  if (lane == device.end()) return 0;
+  for (const TraceSpan& span : lane->second) {
+    const TraceSpan* call = HostSpanOf(host, rank, span);
+    EXPECT_NE(call, nullptr) << "a device span of rank " << rank << " with no call, seq "
+                             << (*span.event)["args"]["seq"].number;
+    if (call == nullptr) continue;
+    EXPECT_EQ((*span.event)["name"].text, (*call->event)["name"].text);
+    EXPECT_GE(span.begin_us, call->begin_us - slack_us)
+        << "seq " << (*span.event)["args"]["seq"].number;
+    EXPECT_GT(span.end_us, span.begin_us) << "seq " << (*span.event)["args"]["seq"].number;
+    if (ends_inside) {
+      EXPECT_LE(span.end_us, call->end_us + slack_us);
+    }
+  }
+  return lane->second.size();
+}
+
+}  // namespace infini::testing
