@@ -271,8 +271,8 @@ std::vector<CaseSpec> CasesToRun(const BenchOptions& options, bool report) {
       continue;
     }
     for (int64_t bytes : SweepSizes(options)) {
-      cases.push_back(
-          CaseSpec{collective, bytes, options.dtype, options.op, options.in_place, options.root});
+      cases.push_back(CaseSpec{collective, bytes, options.dtype, options.op, options.in_place,
+                               options.root, options.register_buffers > 0});
     }
   }
   return cases;
@@ -308,14 +308,19 @@ void RefuseUnsupportedOptions(const BenchOptions& options, const ccl::Backend& b
                      ": graph replay needs a device backend (CUDA graphs); " + name +
                      " runs on the host");
   }
+  if (options.graph_launches > 0 && !backend.capabilities().capture()) {
+    throw UsageError("-G/--graph_launches: the backend " + name +
+                     " cannot capture a stream (its plugin has no stream_begin_capture)");
+  }
   if (options.graph_launches > 0 && options.timing == Timing::kPerIteration) {
     throw UsageError(
         "-G/--graph_launches: graphs replay the loop back to back; drop -z 1 "
         "(--timing=per_iteration)");
   }
-  if (options.register_buffers > 0) {
+  if (options.register_buffers > 0 && !backend.capabilities().register_buffers()) {
     throw UsageError("-R/--register=" + std::to_string(options.register_buffers) +
-                     ": the backend " + name + " offers no buffer registration");
+                     ": the backend " + name +
+                     " offers no buffer registration (its plugin has no comm_register)");
   }
   if (!options.json_path.empty() && wants_benchmark_console) {
     throw UsageError(
@@ -388,8 +393,10 @@ int Main(int argc, char** argv) {
                      OneLine(options.split.text) + "'");
   }
   cases = SupportedCases(cases, backend.capabilities(), reports);
-  const std::optional<LinkProfile> link = ChooseLink(options.link, backend.info().device_type,
-                                                     backend.info().device_vendor, topology.nnodes);
+  const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+  const std::optional<LinkProfile> link =
+      ChooseLink(options.link, backend.info().device_type, backend.info().device_vendor,
+                 topology.nnodes, nvls != nullptr && std::string_view(nvls) == "0");
   std::optional<Expectations> expectations;
   if (!options.expect_path.empty()) expectations = Expectations::Load(options.expect_path);
   run.watchdog = std::make_unique<CaseWatchdog>(options.timeout_s);
@@ -422,6 +429,7 @@ int Main(int argc, char** argv) {
           << " warm-up) per case";
     if (options.aggregated_launches > 1) title << " x " << options.aggregated_launches << " agg";
     if (options.graph_launches > 0) title << ", graph replayed " << options.graph_launches << "x";
+    if (options.register_buffers > 0) title << ", buffers registered (-R 1)";
     if (link) title << "\n# verdict against " << link->name << ": " << link->what;
     if (options.split.active()) {
       title << "\n# split '" << options.split.text << "': " << run.group_colors.size()

@@ -74,6 +74,12 @@ CollectiveCase::CollectiveCase(const CaseSpec& spec, const RankResources& rank)
   if (!spec.in_place) {
     recv_ = ccl::DeviceBuffer(backend, static_cast<size_t>(plan_.recv_elements) * element_bytes);
   }
+  if (spec.registered) {
+    send_registration_ = rank.case_communicator().Register(send_.data(), send_.bytes());
+    if (!spec.in_place) {
+      recv_registration_ = rank.case_communicator().Register(recv_.data(), recv_.bytes());
+    }
+  }
   FillInputs();
 }
 

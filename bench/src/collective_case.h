@@ -18,6 +18,7 @@ struct CaseSpec {
   ccl::ReduceOp op = ccl::ReduceOp::kSum;
   bool in_place = false;
   int root = 0;
+  bool registered = false;  // -R 1: buffers registered with the communicator
 };
 
 // "all_reduce/float32/sum/out_of_place/bytes:1024" (op omitted for the
@@ -58,6 +59,9 @@ class CollectiveCase {
   BufferPlan plan_;
   ccl::DeviceBuffer send_;
   ccl::DeviceBuffer recv_;  // unused in place
+  // -R 1; declared after the buffers, so deregistered before they are freed.
+  ccl::BufferRegistration send_registration_;
+  ccl::BufferRegistration recv_registration_;
 };
 
 }  // namespace infini::bench

@@ -30,7 +30,7 @@ const std::vector<LinkProfile>& LinkProfiles() {
 }
 
 std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device_type,
-                                      std::string_view device_vendor, int nnodes) {
+                                      std::string_view device_vendor, int nnodes, bool nvls_off) {
   if (link == "none") return std::nullopt;
   std::string_view chosen = link;
   if (link == "auto") {
@@ -44,10 +44,15 @@ std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device
     }
   }
   std::string names = "auto, none";
-  for (const LinkProfile& profile : LinkProfiles()) {
-    if (profile.name == chosen) return profile;
-    names += ", " + profile.name;
+  for (LinkProfile profile : LinkProfiles()) {
+    if (profile.name != chosen) continue;
+    if (nvls_off && profile.all_reduce_ranks > 0) {
+      profile.all_reduce_GBps = profile.other_GBps;
+      profile.what += "; NCCL_NVLS_ENABLE=0: all_reduce judged as the others";
+    }
+    return profile;
   }
+  for (const LinkProfile& profile : LinkProfiles()) names += ", " + profile.name;
   throw UsageError("--link='" + OneLine(link) + "': expected " + names);
 }
 

@@ -32,9 +32,13 @@ constexpr double kHealthyShare = 0.8;
 const std::vector<LinkProfile>& LinkProfiles();
 // --link: "auto" picks by backend and layout (host backend on one node:
 // loopback_tcp; an NVIDIA GPU backend on one node: h200_nvlink, the machine
-// we run on; else none); "none" gives no verdict. Throws UsageError.
+// we run on; else none); "none" gives no verdict. `nvls_off`
+// (NCCL_NVLS_ENABLE=0, as on a shared host) takes NVLink SHARP's all_reduce
+// figure out: all_reduce is then judged as the other collectives. Throws
+// UsageError.
 std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device_type,
-                                      std::string_view device_vendor, int nnodes);
+                                      std::string_view device_vendor, int nnodes,
+                                      bool nvls_off = false);
 
 // Fills row.peak_percent and row.verdict ("healthy", "LOW", or "latency"
 // below the profile's size).

@@ -79,7 +79,8 @@ Capabilities::Capabilities(const infiniCclPlugin_t& plugin)
       init_rank_(plugin.comm_init_rank != nullptr),
       init_ranks_(plugin.comm_init_ranks != nullptr),
       shrink_(plugin.comm_shrink != nullptr),
-      revoke_(plugin.comm_revoke != nullptr) {
+      revoke_(plugin.comm_revoke != nullptr),
+      register_(plugin.comm_register != nullptr && plugin.comm_deregister != nullptr) {
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto collective = static_cast<Collective>(c);
     implemented_[c] = EntryOf(plugin, collective) != nullptr;

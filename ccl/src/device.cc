@@ -4,6 +4,7 @@
 
 #include "infini/ccl/ccl.h"
 #include "infini/ccl/plugin_table.h"
+#include "missing_entry.h"
 #include "process_exit.h"
 
 namespace infini::ccl {
@@ -248,6 +249,55 @@ void Backend::MemcpyAsync(void* destination, const void* source, size_t bytes,
 void Backend::MemsetAsync(void* destination, int byte_value, size_t bytes,
                           const Stream& stream) const {
   Check(plugin_->memset_async(destination, byte_value, bytes, stream.handle()), "memset_async");
+}
+
+// Registration lives beside the device memory it registers.
+BufferRegistration Communicator::Register(void* data, size_t bytes) const {
+  if (!valid()) {
+    throw Error(infiniCclInvalidUsage, "Register: the communicator is not valid");
+  }
+  if (data == nullptr || bytes == 0) {
+    throw Error(infiniCclInvalidArgument,
+                "Register: expected a device buffer and a byte count above 0, got " +
+                    std::string(data == nullptr ? "no buffer" : "0 bytes"));
+  }
+  if (plugin_->comm_register == nullptr) {
+    internal::RefuseMissingEntry(backend_->info().name, "comm_register");
+  }
+  void* registration = nullptr;
+  backend_->Check(plugin_->comm_register(handle(), data, bytes, &registration), "comm_register");
+  return BufferRegistration(backend_, handle(), registration);
+}
+
+BufferRegistration::BufferRegistration(std::shared_ptr<const Backend> backend, infiniCclComm_t comm,
+                                       void* handle)
+    : backend_(std::move(backend)), comm_(comm), handle_(handle) {}
+
+BufferRegistration::~BufferRegistration() {
+  if (comm_ == nullptr || internal::ProcessIsExiting()) return;
+  PluginTable(*backend_).comm_deregister(comm_, handle_);
+}
+
+BufferRegistration::BufferRegistration(BufferRegistration&& other) noexcept
+    : backend_(std::move(other.backend_)),
+      comm_(std::exchange(other.comm_, nullptr)),
+      handle_(std::exchange(other.handle_, nullptr)) {}
+
+BufferRegistration& BufferRegistration::operator=(BufferRegistration&& other) noexcept {
+  if (this != &other) {
+    if (comm_ != nullptr) PluginTable(*backend_).comm_deregister(comm_, handle_);
+    backend_ = std::move(other.backend_);
+    comm_ = std::exchange(other.comm_, nullptr);
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void BufferRegistration::Deregister() {
+  if (comm_ == nullptr) return;
+  const infiniCclComm_t comm = std::exchange(comm_, nullptr);
+  backend_->Check(PluginTable(*backend_).comm_deregister(comm, std::exchange(handle_, nullptr)),
+                  "comm_deregister");
 }
 
 }  // namespace infini::ccl

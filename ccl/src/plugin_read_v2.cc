@@ -29,6 +29,14 @@ const infiniCclPlugin_t* ReadV2Table(const void* symbol, const std::string& libr
   auto copy = std::make_unique<infiniCclPlugin_v2_t>();
   std::memcpy(copy.get(), &plugin, std::min(plugin.struct_size, sizeof(infiniCclPlugin_v2_t)));
   const infiniCclPlugin_v2_t& table = *copy;
+  // Registration comes as a pair: a handle comm_register gives must have a
+  // way back.
+  if ((table.comm_register == nullptr) != (table.comm_deregister == nullptr)) {
+    throw LoadError(library_path + ": " + INFINI_CCL_PLUGIN_SYMBOL_V2 + " has " +
+                    (table.comm_register != nullptr ? "comm_register without comm_deregister"
+                                                    : "comm_deregister without comm_register") +
+                    ": expected both or neither");
+  }
   RequireEntries({Named("name", table.name),
                   Named("get_version", table.get_version),
                   Named("get_error_string", table.get_error_string),

@@ -152,6 +152,36 @@ Outcome GroupAggregates(RankContext& context) {
   return Pass();
 }
 
+// comm_register/comm_deregister, where declared: an all_reduce on a
+// registered buffer is right, and both calls succeed (declared but broken
+// is a FAIL, not a silent slow path).
+Outcome RegisteredAllReduce(RankContext& context) {
+  const DLDataType dtype = ccl::dtype::kFloat32;
+  const int64_t count = 33;
+  const auto values =
+      InputValues(dtype, ReduceOp::kSum, context.rank, context.world_size, 0, count);
+  ccl::DeviceBuffer buffer = Upload(context, dtype, values);
+  ccl::BufferRegistration registration;
+  try {
+    registration = context.world.Register(buffer.data(), buffer.bytes());
+  } catch (const std::exception& error) {
+    return Fail(std::string("comm_register of a device buffer failed: ") + error.what());
+  }
+  context.world.AllReduce(buffer.AsTensor(dtype, count), buffer.AsTensor(dtype, count),
+                          ReduceOp::kSum, context.stream);
+  context.stream.Synchronize();
+  const std::string wrong = Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true},
+                                  ExpectAllReduce(dtype, ReduceOp::kSum, context.world_size, count),
+                                  Download(buffer, dtype, 0, count));
+  if (!wrong.empty()) return Fail("all_reduce on a registered buffer: " + wrong);
+  try {
+    registration.Deregister();
+  } catch (const std::exception& error) {
+    return Fail(std::string("comm_deregister failed: ") + error.what());
+  }
+  return Pass();
+}
+
 Outcome SplitHalves(RankContext& context) {
   // Even and odd ranks; keys reverse the order inside each half.
   const int color = context.rank % 2;

@@ -99,6 +99,9 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
   add("group/two_all_reduce", capabilities.group(),
       declared_or(capabilities.group(), "no group entries (group_start/group_end are NULL)",
                   internal::GroupAggregates));
+  add("register/all_reduce", capabilities.register_buffers(),
+      declared_or(capabilities.register_buffers(), "comm_register is NULL",
+                  internal::RegisteredAllReduce));
   add("split/even_odd", capabilities.split(),
       declared_or(capabilities.split(), "comm_split is NULL", internal::SplitHalves));
   add("init/multi_device", capabilities.multi_device_init(),

@@ -282,6 +282,12 @@ TEST(CclBenchRun, GraphReplayOnAHostBackendIsOneLineAndFails) {
   EXPECT_EQ(RankZeroLines(run.output, "graph replay needs a device backend"), 1u) << run.output;
 }
 
+TEST(CclBenchRun, RegistrationOnABackendWithoutItIsOneLineAndFails) {
+  const RunResult run = RunCommand(Bench("--nproc_per_node=1", "-R 1 -e 8"));
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(RankZeroLines(run.output, "offers no buffer registration"), 1u) << run.output;
+}
+
 TEST(CclBenchRun, UnknownNcclTestsFlagIsOneLineAndExitCodeTwo) {
   const RunResult run = RunCommand(std::string(CCL_BENCH_PATH) + " -q 1");
   EXPECT_EQ(run.exit_code, 2) << run.output;

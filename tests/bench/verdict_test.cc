@@ -31,6 +31,10 @@ TEST(Verdict, H200LinesAreJudgedAgainstWhatNcclReaches) {
   EXPECT_EQ(row.verdict, "healthy");
   JudgeRow(link, Collective::kAllReduce, 2, &row);
   EXPECT_EQ(row.verdict, "healthy");
+  const LinkProfile without_nvls = *ChooseLink("h200_nvlink", kDLCUDA, "NVIDIA", 1, true);
+  row = Row(kGiB, 350);  // NCCL_NVLS_ENABLE=0: all_reduce is judged as the others
+  JudgeRow(without_nvls, Collective::kAllReduce, 8, &row);
+  EXPECT_EQ(row.verdict, "healthy");
   row = Row(int64_t{1} << 20, 10);
   JudgeRow(link, Collective::kAllReduce, 8, &row);
   EXPECT_EQ(row.verdict, "latency");

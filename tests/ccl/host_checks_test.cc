@@ -163,6 +163,30 @@ TEST(HostChecks, ShrinkAndRevokeBeyondAnOlderTablesSizeAreNotImplemented) {
   }
 }
 
+// Register: refused before the plugin is called where it has no entry, and
+// for no buffer or no bytes.
+TEST(HostChecks, RegisterWithoutTheEntryOrWithoutABufferIsRefused) {
+  const auto backend = Backend::Load(PluginPath("mock_pre_shrink"));
+  EXPECT_FALSE(backend->capabilities().register_buffers());
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  infini::ccl::DeviceBuffer buffer(backend, 64);
+  try {
+    comm.Register(buffer.data(), buffer.bytes());
+    FAIL() << "Register reached a plugin without comm_register";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), infiniCclUnsupported);
+    EXPECT_NE(std::string(error.what()).find("does not implement comm_register"), std::string::npos)
+        << error.what();
+  }
+  try {
+    comm.Register(nullptr, 64);
+    FAIL() << "a null buffer was registered";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), infiniCclInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("got no buffer"), std::string::npos) << error.what();
+  }
+}
+
 TEST(HostChecks, CommInitRankInsideAGroupIsMadeAtTheOutermostGroupEnd) {
   const auto backend = Backend::Load(PluginPath("mock"));
   backend->GroupStart();

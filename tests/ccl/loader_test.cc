@@ -146,6 +146,13 @@ TEST(PluginLoader, TooSmallEntryTableIsRefused) {
   EXPECT_NE(text.find("for ABI version 2"), std::string::npos) << text;
 }
 
+TEST(PluginLoader, RegisterWithoutDeregisterIsRefused) {
+  const std::string text = LoadErrorText(PluginPath("mock_half_register"));
+  EXPECT_NE(text.find("has comm_register without comm_deregister: expected both or neither"),
+            std::string::npos)
+      << text;
+}
+
 TEST(PluginLoader, EmptyRequiredEntryIsNamed) {
   std::string text = LoadErrorText(PluginPath("mock_null_all_reduce"));
   EXPECT_NE(text.find("leaves the required entry 'all_reduce' of its ABI version 2 table empty"),

@@ -264,6 +264,34 @@ TEST(ConformanceRun, ShrinkDeclaredButWrongIsAFail) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
+// comm_register/comm_deregister: kvtest's pass; declared but broken is a
+// FAIL naming the call; a plugin without them (gloo) is unsupported.
+TEST(ConformanceRun, RegistrationIsJudgedWhereDeclared) {
+  const RunResult good =
+      Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=2", "--filter=register/", "");
+  EXPECT_EQ(good.exit_code, 0) << good.output;
+  const std::vector<Row> good_rows = Rows(good.output);
+  const Row* passed = Find(good_rows, "register/all_reduce");
+  ASSERT_NE(passed, nullptr) << good.output;
+  EXPECT_EQ(passed->verdict, "pass") << good.output;
+  const RunResult broken = Conformance(KVTEST_PLUGIN_PATH, "--nproc_per_node=2",
+                                       "--filter=register/", "KVTEST_FAULT=broken_register");
+  EXPECT_EQ(broken.exit_code, 1) << broken.output;
+  const std::vector<Row> broken_rows = Rows(broken.output);
+  const Row* failed = Find(broken_rows, "register/all_reduce");
+  ASSERT_NE(failed, nullptr) << broken.output;
+  EXPECT_EQ(failed->verdict, "FAIL");
+  EXPECT_NE(failed->detail.find("comm_register of a device buffer failed"), std::string::npos)
+      << failed->detail;
+  const RunResult gloo = Conformance("gloo", "--nproc_per_node=2", "--filter=register/");
+  const std::vector<Row> gloo_rows = Rows(gloo.output);
+  const Row* undeclared = Find(gloo_rows, "register/all_reduce");
+  ASSERT_NE(undeclared, nullptr) << gloo.output;
+  EXPECT_EQ(undeclared->verdict, "unsupported");
+  EXPECT_NE(undeclared->detail.find("comm_register is NULL"), std::string::npos)
+      << undeclared->detail;
+}
+
 // A plugin without the entries: unsupported, naming the entry.
 TEST(ConformanceRun, ShrinkAndRevokeUndeclaredAreUnsupported) {
   const RunResult run = Conformance("template", "--nproc_per_node=2", "--filter=/");
@@ -369,6 +397,12 @@ TEST(ConformanceRun, CclBenchRunsOnKvtestInTwoProcesses) {
 
 TEST(ConformanceRun, CclBenchRunsOnKvtestWithTwoThreadRanks) {
   ExpectBenchRunsOnKvtest("--nproc_per_node=1", "--threads_per_process=2");
+}
+
+// -R 1: the buffers registered with the communicator (kvtest has the
+// entries), the results still right.
+TEST(ConformanceRun, CclBenchRunsOnKvtestWithRegisteredBuffers) {
+  ExpectBenchRunsOnKvtest("--nproc_per_node=2", "-R 1");
 }
 #endif
 

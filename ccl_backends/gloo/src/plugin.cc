@@ -156,4 +156,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .init = nullptr,  // gloo's settings are per communicator (vendor options)
     .comm_shrink = gb::CommShrinkEntry,
     .comm_revoke = gb::CommRevokeEntry,
+    // Host memory needs no registration.
+    .comm_register = nullptr,
+    .comm_deregister = nullptr,
 };

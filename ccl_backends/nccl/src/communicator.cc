@@ -391,7 +391,43 @@ infiniCclResult_t CommRevoke(infiniCclComm_t comm) {
 }
 #endif
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
+using NcclRegister = ncclResult_t (*)(ncclComm_t, void*, size_t, void**);
+using NcclDeregister = ncclResult_t (*)(ncclComm_t, void*);
+NcclRegister g_nccl_register = nullptr;
+NcclDeregister g_nccl_deregister = nullptr;
+
+infiniCclResult_t CommRegister(infiniCclComm_t comm, void* buffer, size_t bytes, void** handle) {
+  CCLCHECK(RequireComm(comm, "comm_register"));
+  if (buffer == nullptr || bytes == 0 || handle == nullptr) {
+    return Fail(infiniCclInvalidArgument,
+                "comm_register: expected a buffer, a byte count above 0 and a handle pointer");
+  }
+  return CheckNccl(g_nccl_register(comm->nccl, buffer, bytes, handle),
+                   "comm_register: ncclCommRegister", comm->nccl);
+}
+
+infiniCclResult_t CommDeregister(infiniCclComm_t comm, void* handle) {
+  CCLCHECK(RequireComm(comm, "comm_deregister"));
+  return CheckNccl(g_nccl_deregister(comm->nccl, handle), "comm_deregister: ncclCommDeregister",
+                   comm->nccl);
+}
+#endif
+
 }  // namespace
+
+RegistrationEntries CommRegisterIfAvailable() {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)
+  g_nccl_register =
+      reinterpret_cast<NcclRegister>(NcclSymbol("ncclCommRegister", NCCL_VERSION(2, 19, 0)));
+  g_nccl_deregister =
+      reinterpret_cast<NcclDeregister>(NcclSymbol("ncclCommDeregister", NCCL_VERSION(2, 19, 0)));
+  if (g_nccl_register != nullptr && g_nccl_deregister != nullptr) {
+    return {&CommRegister, &CommDeregister};
+  }
+#endif
+  return {};
+}
 
 CommShrinkEntry CommShrinkIfAvailable() {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)

@@ -68,6 +68,16 @@ infiniCclResult_t Shrink(infiniCclComm_t comm, const int32_t* excluded_ranks,
 }
 infiniCclResult_t Revoke(infiniCclComm_t comm) { return g_revoke(comm); }
 
+// ncclCommRegister/ncclCommDeregister where the library has them (set at load).
+RegistrationEntries g_registration;
+
+infiniCclResult_t Register(infiniCclComm_t comm, void* buffer, size_t bytes, void** handle) {
+  return g_registration.comm_register(comm, buffer, bytes, handle);
+}
+infiniCclResult_t Deregister(infiniCclComm_t comm, void* handle) {
+  return g_registration.comm_deregister(comm, handle);
+}
+
 }  // namespace
 }  // namespace infini::ccl::nccl
 
@@ -142,14 +152,17 @@ __attribute__((visibility("default"))) infiniCclPlugin_v2_t infiniCclPlugin_v2 =
     .init = nullptr,
     .comm_shrink = nullptr,  // OfferRecoveryEntries
     .comm_revoke = nullptr,
+    .comm_register = nullptr,  // OfferRecoveryEntries
+    .comm_deregister = nullptr,
 };
 }  // extern "C"
 
 namespace {
 
-// Runs at dlopen, before the host reads the table: ncclCommShrink and
-// ncclCommRevoke are offered only where both the header this plugin was
-// built with and the library it runs with have them.
+// Runs at dlopen, before the host reads the table: ncclCommShrink,
+// ncclCommRevoke and ncclCommRegister/Deregister are offered only where both
+// the header this plugin was built with and the library it runs with have
+// them.
 [[gnu::constructor]] void OfferRecoveryEntries() {
   nccl::g_shrink = nccl::CommShrinkIfAvailable();
   nccl::g_revoke = nccl::CommRevokeIfAvailable();
@@ -158,6 +171,11 @@ namespace {
   }
   if (nccl::g_revoke != nullptr) {
     infiniCclPlugin_v2.comm_revoke = &nccl::Exported<&nccl::Revoke>::Call;
+  }
+  nccl::g_registration = nccl::CommRegisterIfAvailable();
+  if (nccl::g_registration.comm_register != nullptr) {
+    infiniCclPlugin_v2.comm_register = &nccl::Exported<&nccl::Register>::Call;
+    infiniCclPlugin_v2.comm_deregister = &nccl::Exported<&nccl::Deregister>::Call;
   }
 }
 

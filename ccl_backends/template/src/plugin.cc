@@ -245,4 +245,9 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     // docs/porting.md.
     .comm_shrink = nullptr,
     .comm_revoke = nullptr,
+    // Optional: buffer registration (ncclCommRegister/ncclCommDeregister),
+    // when registered buffers make your library's collectives faster; both
+    // or neither.
+    .comm_register = nullptr,
+    .comm_deregister = nullptr,
 };

@@ -23,7 +23,8 @@
 // rank, as a library asked for a 1x2 layout did), "wrong_with_threads" (float32 sums are off by one
 // on communicators made several to a process: wrong in one layout only), "hang_init"
 // (comm_init_ranks never returns, and cannot be aborted: there is no handle yet),
-// "wrong_shrink_size" (comm_shrink's communicator claims the parent's size).
+// "wrong_shrink_size" (comm_shrink's communicator claims the parent's size),
+// "broken_register" (comm_register fails).
 //
 // Built twice: KVTEST_ONE_RANK_PER_PROCESS gives libinfini_ccl_kvtest_one.so,
 // which declares INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS (oneCCL's CPU
@@ -622,6 +623,32 @@ infiniCclResult_t CommRevoke(infiniCclComm_t handle) {
   return infiniCclSuccess;
 }
 
+// Registration records the buffer and checks it comes back; the host
+// memory needs no more ("broken_register": comm_register fails, as a
+// library whose registration is declared but broken).
+struct Registration {
+  void* buffer;
+  size_t bytes;
+};
+
+infiniCclResult_t CommRegister(infiniCclComm_t handle, void* buffer, size_t bytes,
+                               void** registration) {
+  if (handle == nullptr || buffer == nullptr || bytes == 0 || registration == nullptr) {
+    return Fail(infiniCclInvalidArgument, "comm_register: a NULL argument or 0 bytes");
+  }
+  if (Fault("broken_register")) return Fail(infiniCclInternalError, "comm_register: broken");
+  *registration = new Registration{buffer, bytes};
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t CommDeregister(infiniCclComm_t handle, void* registration) {
+  if (handle == nullptr || registration == nullptr) {
+    return Fail(infiniCclInvalidArgument, "comm_deregister: a NULL argument");
+  }
+  delete static_cast<Registration*>(registration);
+  return infiniCclSuccess;
+}
+
 infiniCclResult_t CommDestroy(infiniCclComm_t handle) {
   if (handle != nullptr) Release(CommOf(handle));
   return infiniCclSuccess;
@@ -974,4 +1001,6 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .init = Init,
     .comm_shrink = CommShrink,
     .comm_revoke = CommRevoke,
+    .comm_register = CommRegister,
+    .comm_deregister = CommDeregister,
 };

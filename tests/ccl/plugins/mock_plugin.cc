@@ -16,7 +16,8 @@
 // host does not know; MOCK_PRE_SHRINK has comm_shrink and comm_revoke but a
 // struct_size from a header that ended at init (so the host must not read
 // them); MOCK_LIAR_SHRINK's comm_shrink gives a communicator with a rank
-// it cannot have.
+// it cannot have; MOCK_HALF_REGISTER has comm_register without
+// comm_deregister (the host must refuse the table).
 #ifdef MOCK_V1
 using MockTable = infiniCclPlugin_v1_t;
 #define MOCK_DEFAULT_VERSION INFINI_CCL_PLUGIN_ABI_VERSION_V1
@@ -393,8 +394,15 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRU
     .barrier = Barrier, .all_to_all_v = nullptr, .all_gather_v = nullptr,                          \
     .reduce_scatter_v = nullptr, .gather = nullptr, .scatter = nullptr,                            \
     .stream_begin_capture = nullptr, .stream_end_capture = nullptr, .graph_launch = nullptr,       \
-    .graph_destroy = nullptr, .init = Init, .comm_shrink = Shrink, .comm_revoke = Revoke           \
+    .graph_destroy = nullptr, .init = Init, .comm_shrink = Shrink, .comm_revoke = Revoke,          \
+    .comm_register = MOCK_REGISTER, .comm_deregister = nullptr                                     \
   }
+#ifdef MOCK_HALF_REGISTER
+infiniCclResult_t HalfRegister(infiniCclComm_t, void*, size_t, void**) { return infiniCclSuccess; }
+#define MOCK_REGISTER HalfRegister
+#else
+#define MOCK_REGISTER nullptr
+#endif
 #ifdef MOCK_NULL_ALL_REDUCE
 #define MOCK_ALL_REDUCE nullptr
 #else

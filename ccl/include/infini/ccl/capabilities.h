@@ -57,6 +57,8 @@ class Capabilities {
   bool abort() const { return abort_; }
   bool shrink() const { return shrink_; }  // comm_shrink (Communicator::Shrink)
   bool revoke() const { return revoke_; }  // comm_revoke (Communicator::Revoke)
+  // comm_register and comm_deregister (Communicator::Register)
+  bool register_buffers() const { return register_; }
   bool group() const { return group_; }
   bool capture() const { return capture_; }
   bool init_rank() const { return init_rank_; }           // one rank per call
@@ -67,7 +69,7 @@ class Capabilities {
   uint64_t features_ = 0;
   bool split_ = false, abort_ = false, group_ = false, capture_ = false;
   bool init_rank_ = false, init_ranks_ = false;
-  bool shrink_ = false, revoke_ = false;
+  bool shrink_ = false, revoke_ = false, register_ = false;
   std::array<bool, kNumCollectives> implemented_{};
   // [collective][known dtype][op]; data movement uses op 0.
   std::array<std::array<std::array<bool, kNumReduceOps>, kNumKnownDataTypes>, kNumCollectives>

@@ -175,6 +175,30 @@ class DeviceBuffer {
   int device_index_ = 0;
 };
 
+// A buffer registered with a communicator (comm_register, NCCL's
+// ncclCommRegister), deregistered when destroyed: collectives on it may be
+// faster. Destroy it before the communicator and before freeing the buffer.
+class BufferRegistration {
+ public:
+  BufferRegistration() = default;
+  BufferRegistration(std::shared_ptr<const Backend> backend, infiniCclComm_t comm, void* handle);
+  ~BufferRegistration();
+  BufferRegistration(BufferRegistration&& other) noexcept;
+  BufferRegistration& operator=(BufferRegistration&& other) noexcept;
+  BufferRegistration(const BufferRegistration&) = delete;
+  BufferRegistration& operator=(const BufferRegistration&) = delete;
+
+  bool registered() const { return comm_ != nullptr; }
+  // comm_deregister now; throws Error when the plugin fails it (the
+  // destructor ignores that failure).
+  void Deregister();
+
+ private:
+  std::shared_ptr<const Backend> backend_;
+  infiniCclComm_t comm_ = nullptr;
+  void* handle_ = nullptr;
+};
+
 // How Communicator::Shrink treats the outstanding work of the communicator
 // it shrinks (comm_shrink's flags).
 enum class ShrinkMode {
@@ -289,6 +313,13 @@ class Communicator {
   // The asynchronous state (a peer died, a kernel failed, a non-blocking call
   // still in progress); `message`, when given, gets the plugin's text.
   infiniCclResult_t GetAsyncError(std::string* message = nullptr) const;
+  // Registers `bytes` bytes at `data` (this rank's device memory) with this
+  // communicator (ncclCommRegister). Not collective. Throws
+  // Error(infiniCclUnsupported) when the backend has no comm_register
+  // (Capabilities::register_buffers()), Error(infiniCclInvalidArgument) for
+  // a null buffer or no bytes, before the plugin is called.
+  BufferRegistration Register(void* data, size_t bytes) const;
+
   // Collective (ncclCommSplit). color < 0 → this rank joins no new group and
   // gets an invalid Communicator.
   Communicator Split(int color, int key, const CommConfig& config = {}) const;

@@ -22,6 +22,8 @@
  *  - asynchronous errors with text; optional v-collectives, gather, scatter.
  *  - optional comm_shrink and comm_revoke (appended): a new communicator
  *    without lost ranks, and outstanding work ended rather than hung.
+ *  - optional comm_register and comm_deregister (appended after them):
+ *    buffers registered with a communicator (ncclCommRegister).
  *
  * Rules (unchanged from v1): plain C only; every call returns an
  * infiniCclResult_t and keeps a one-line explanation for get_last_error();
@@ -469,6 +471,22 @@ typedef struct {
    * comm_get_async_error saying infiniCclInProgress until it has.
    * Safe from another thread. Optional. */
   infiniCclResult_t (*comm_revoke)(infiniCclComm_t comm);
+
+  /* ---- Buffer registration (appended after comm_revoke) ------------------
+   * Model: ncclCommRegister/ncclCommDeregister (NCCL >= 2.19: user-buffer
+   * registration, so collectives on the buffer skip NCCL's own staging
+   * copies and may run zero-copy or with fewer channels).
+   * Registers `bytes` bytes at `buffer` (memory of this rank's device from
+   * mem_alloc or the vendor's allocator) with `comm`; *handle is what
+   * comm_deregister takes. Not collective (NCCL's local registration); a
+   * buffer may be registered with several communicators. The buffer must
+   * stay allocated until deregistered, and every handle must be
+   * deregistered before comm_destroy. A collective on unregistered memory
+   * stays correct: registration only makes it faster. comm_register and
+   * comm_deregister are both set or both NULL. Optional. */
+  infiniCclResult_t (*comm_register)(infiniCclComm_t comm, void* buffer, size_t bytes,
+                                     void** handle);
+  infiniCclResult_t (*comm_deregister)(infiniCclComm_t comm, void* handle);
 } infiniCclPlugin_v2_t;
 
 /* comm_shrink's flags. */
@@ -480,6 +498,12 @@ typedef struct {
 /* A table has comm_shrink and comm_revoke only when its struct_size
  * reaches them (the host reads shorter tables as NULL there). */
 #define INFINI_CCL_PLUGIN_V2_REVOKE_SIZE INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, comm_revoke)
+
+/* A table has comm_register and comm_deregister only when its struct_size
+ * reaches them. The host refuses to load a table with one but not the
+ * other. */
+#define INFINI_CCL_PLUGIN_V2_REGISTER_SIZE \
+  INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, comm_deregister)
 
 /* The smallest v2 table the host accepts: up to the last required entry.
  * Entries after it that an older v2 plugin's table lacks count as NULL. */
