@@ -43,6 +43,7 @@ void PrintFeatures(const Capabilities& capabilities) {
       YesNo(capabilities.device_sharing()));
   std::printf("              shrink=%s revoke=%s\n", YesNo(capabilities.shrink()),
               YesNo(capabilities.revoke()));
+  std::printf("              register=%s\n", YesNo(capabilities.register_buffers()));
 }
 
 // One line per collective: "all_reduce: float32(sum,prod,max,min,avg) ...".

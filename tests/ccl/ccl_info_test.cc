@@ -69,6 +69,12 @@ TEST(CclInfo, SaysWhetherThePluginCanShrinkAndRevoke) {
   EXPECT_NE(result.output.find("shrink=no revoke=no\n"), std::string::npos) << result.output;
 }
 
+TEST(CclInfo, SaysWhetherThePluginCanRegisterBuffers) {
+  const Result result =
+      RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock.so");
+  EXPECT_NE(result.output.find("              register=no\n"), std::string::npos) << result.output;
+}
+
 TEST(CclInfo, VersionOnePluginIsShownAsAdapted) {
   const Result result =
       RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock_v1.so");
