@@ -243,15 +243,18 @@ void ParseRendezvousConf(const FlagValues& flag, LaunchOptions* options) {
         throw UsageError(Quoted("rdzv_conf", setting) + ": expected relay=0 or relay=1");
       }
       options->relay_store = value == "1";
+    } else if (key == "relay_log") {
+      if (value.empty()) throw UsageError(Quoted("rdzv_conf", setting) + ": expected a path");
+      options->relay_log_path = value;
     } else if (key == "token_file") {
       if (value.empty()) throw UsageError(Quoted("rdzv_conf", setting) + ": expected a path");
       options->run_token_file = value;
     } else if (!kAcceptedTorchrunKeys.count(key) || equals == std::string::npos) {
-      throw UsageError(
-          Quoted("rdzv_conf", setting) +
-          ": expected KEY=VALUE with KEY one of join_timeout, heartbeat_timeout, "
-          "keep_alive_interval, keep_alive_max_attempt, token_file, relay, read_timeout, "
-          "last_call_timeout, close_timeout, timeout, is_host, use_libuv");
+      throw UsageError(Quoted("rdzv_conf", setting) +
+                       ": expected KEY=VALUE with KEY one of join_timeout, heartbeat_timeout, "
+                       "keep_alive_interval, keep_alive_max_attempt, token_file, relay, relay_log, "
+                       "read_timeout, "
+                       "last_call_timeout, close_timeout, timeout, is_host, use_libuv");
     }
   }
   if (keep_alive_interval || keep_alive_attempts) {

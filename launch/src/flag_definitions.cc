@@ -43,7 +43,8 @@ constexpr FlagDefinition kFlags[] = {
      "is the heartbeat timeout), token_file=PATH (the run's secret, else "
      "$INFINI_RUN_TOKEN), last_call_timeout=S (--nnodes=MIN:MAX: how long a round "
      "waits for more nodes once MIN joined; default 30), relay=0 (several nodes: the ranks use "
-     "the run's store directly, not through their launcher's relay; default 1); torchrun's "
+     "the run's store directly, not through their launcher's relay; default 1), relay_log=PATH "
+     "(the relay appends each call it makes upstream, then its counts); torchrun's "
      "read_timeout, close_timeout, "
      "timeout, is_host, use_libuv are accepted. Example: "
      "--rdzv_conf=token_file=/run/secrets/job42,heartbeat_timeout=10"},

@@ -4,15 +4,20 @@
 // read the outcome. The keys are in rendezvous_protocol.h.
 #include "infini/launch/node_rendezvous.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
 
+#include "infini/common/one_line.h"
 #include "infini/launch/console.h"
 #include "infini/launch/net_util.h"
 #include "infini/launch/signal_watcher.h"
@@ -96,12 +101,33 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
   return node;
 }
 
+void NodeRendezvous::LogRelay(const std::string& line) const {
+  if (relay_log_fd_ < 0) return;
+  const std::string text = "node " + std::to_string(world_.node_rank) + ": " + line + "\n";
+  if (::write(relay_log_fd_, text.data(), text.size()) < 0) {
+    // A log for measurements: losing a line does not stop the run.
+  }
+}
+
 void NodeRendezvous::StartRelay() {
   relay_.reset();
   if (!options_.relay_store) return;
   TcpStoreServerOptions relay_options;
   relay_options.host = "127.0.0.1";
   relay_options.token = options_.run_token;
+  if (!options_.relay_log_path.empty()) {
+    if (relay_log_fd_ < 0) {
+      relay_log_fd_ =
+          ::open(options_.relay_log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
+    if (relay_log_fd_ < 0) {
+      throw LaunchError("--rdzv_conf=relay_log='" + OneLine(options_.relay_log_path) +
+                        "': cannot be opened for appending: " + std::strerror(errno));
+    }
+    relay_options.on_upstream_request = [this](const std::string& request, const std::string& key) {
+      LogRelay(request + " " + OneLine(key));
+    };
+  }
   relay_options.upstream = [host = world_.store_addr, port = world_.store_port,
                             token = options_.run_token]() -> std::unique_ptr<Store> {
     return rendezvous::TcpStoreClient::Connect(host, port, kRelayConnectTimeout, token);
@@ -179,6 +205,14 @@ std::vector<std::string> NodeRendezvous::NodeLossLines() {
 }
 
 NodeRendezvous::~NodeRendezvous() {
+  if (relay_) {
+    const rendezvous::RelayCounts counts = relay_->relay_counts();
+    relay_.reset();
+    LogRelay("relay counts: requests=" + std::to_string(counts.requests) + " writes=" +
+             std::to_string(counts.writes) + " watches=" + std::to_string(counts.watches) +
+             " connections=" + std::to_string(counts.connections));
+  }
+  if (relay_log_fd_ >= 0) ::close(relay_log_fd_);
   if (!link_) return;
   const bool hosts = handler_->hosts_store();
   if (!hosts) {

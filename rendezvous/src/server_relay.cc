@@ -33,8 +33,8 @@ bool IsUpstreamKey(const std::string& key) { return !IsNodeLocalKey(key); }
 }  // namespace
 
 void TcpStoreServerImpl::StartRelay() {
-  relay_ = std::make_unique<UpstreamRelay>(options_.upstream,
-                                           [this] { uv_async_send(&upstream_async_); });
+  relay_ = std::make_unique<UpstreamRelay>(
+      options_.upstream, [this] { uv_async_send(&upstream_async_); }, options_.on_upstream_request);
 }
 
 // Returns false when the table answers `request` as it is.

@@ -59,6 +59,25 @@ Reply RunUpstream(Store& upstream, wire::Request& request) {
   }
 }
 
+const char* RequestName(MessageType type) {
+  switch (type) {
+    case MessageType::kSet:
+      return "set";
+    case MessageType::kAdd:
+      return "add";
+    case MessageType::kCompareSet:
+      return "compare_set";
+    case MessageType::kDelete:
+      return "delete";
+    case MessageType::kCheck:
+      return "check";
+    case MessageType::kNumKeys:
+      return "num_keys";
+    default:
+      return "other";
+  }
+}
+
 bool IsWrite(MessageType type) {
   return type == MessageType::kSet || type == MessageType::kAdd ||
          type == MessageType::kCompareSet || type == MessageType::kDelete;
@@ -75,6 +94,7 @@ struct UpstreamRelay::Job {
 struct UpstreamRelay::State {
   std::function<std::unique_ptr<Store>()> connect;
   std::function<void()> wake;  // empty once the relay is gone
+  Observer observe;
 
   std::mutex mutex;
   std::condition_variable work_arrived;
@@ -87,9 +107,10 @@ struct UpstreamRelay::State {
 };
 
 UpstreamRelay::UpstreamRelay(std::function<std::unique_ptr<Store>()> connect,
-                             std::function<void()> wake)
+                             std::function<void()> wake, Observer observe)
     : state_(std::make_shared<State>()) {
   state_->connect = std::move(connect);
+  state_->observe = std::move(observe);
   state_->wake = std::move(wake);
 }
 
@@ -151,6 +172,11 @@ void UpstreamRelay::Work(std::shared_ptr<State> state) {
     ++state->counts.requests;
     if (job.watch) ++state->counts.watches;
     if (!job.watch && IsWrite(job.request.type)) ++state->counts.writes;
+    // Under the lock: after Stop() returns, no observer is called.
+    if (state->observe) {
+      state->observe(job.watch ? "watch" : RequestName(job.request.type),
+                     job.request.keys.empty() ? std::string() : job.request.keys.front());
+    }
     lock.unlock();
 
     UpstreamResult result;

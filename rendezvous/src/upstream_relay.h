@@ -54,7 +54,11 @@ class UpstreamRelay {
  public:
   // `connect` makes one upstream connection (throws StoreError when it
   // cannot); `wake` is called on a worker thread after each result is queued.
-  UpstreamRelay(std::function<std::unique_ptr<Store>()> connect, std::function<void()> wake);
+  // `observe`, when set, is told every upstream call (TcpStoreServerOptions::
+  // on_upstream_request).
+  using Observer = std::function<void(const std::string& request, const std::string& key)>;
+  UpstreamRelay(std::function<std::unique_ptr<Store>()> connect, std::function<void()> wake,
+                Observer observe = {});
   ~UpstreamRelay();
   UpstreamRelay(const UpstreamRelay&) = delete;
   UpstreamRelay& operator=(const UpstreamRelay&) = delete;

@@ -165,4 +165,6 @@ TEST(LaunchCommandLine, RdzvConfRelayTurnsTheNodesRelayOnAndOff) {
   EXPECT_TRUE(Parse(with({"--rdzv_conf=relay=1"})).relay_store);
   EXPECT_EQ(Refusal(with({"--rdzv_conf=relay=yes"})),
             "--rdzv_conf='relay=yes': expected relay=0 or relay=1");
+  EXPECT_EQ(Parse(with({"--rdzv_conf=relay_log=/tmp/r.log"})).relay_log_path, "/tmp/r.log");
+  EXPECT_EQ(Refusal(with({"--rdzv_conf=relay_log="})), "--rdzv_conf='relay_log=': expected a path");
 }

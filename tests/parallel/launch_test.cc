@@ -204,6 +204,53 @@ TEST(ParallelLaunchTest, EightRanksOnTwoNodesOfTwoProcessesOfTwoThreads) {
   ExpectEightRanksPassed(both);
 }
 
+// Each node's launcher relays the store for its ranks: a cross-node group's
+// unique id goes upstream once, written by its root's node (the world and
+// the data-parallel groups {0,2}, {1,3}: roots on node 0), and a group of one
+// node's ranks (tensor-parallel {0,1}, {2,3}) never goes upstream.
+TEST(ParallelLaunchTest, TwoNodesRelayCrossNodeIdsOnceAndKeepIntraNodeGroupsHome) {
+  REQUIRE_LAUNCHER();
+  const std::string port = std::to_string(FreePort());
+  const std::string log = "/tmp/relay_log_" + port + "_" + std::to_string(getpid());
+  unlink(log.c_str());
+  std::vector<Child> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.emplace_back(
+        std::vector<std::string>{
+            kBinDir + "/infini_run", "--nnodes=2", "--node_rank=" + std::to_string(node),
+            "--nproc_per_node=2", "--rdzv_endpoint=127.0.0.1:" + port, "--rdzv_id=relay_" + port,
+            "--rdzv_conf=relay_log=" + log, "--ccl_backend=gloo", "--", kBinDir + "/parallel_check",
+            "--tensor_parallel=2", "--pipeline_parallel=1"},
+        std::map<std::string, std::string>{});
+  }
+  for (Child& node : nodes) {
+    Outcome outcome = node.Finish(std::chrono::seconds(60));
+    ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+  }
+  std::map<std::string, std::vector<std::string>> id_writers;  // key -> "node N" per write
+  std::vector<std::string> lines;
+  FILE* file = std::fopen(log.c_str(), "r");
+  ASSERT_NE(file, nullptr) << log;
+  char buffer[4096];
+  while (std::fgets(buffer, sizeof(buffer), file)) lines.emplace_back(buffer);
+  std::fclose(file);
+  unlink(log.c_str());
+  int counts_lines = 0;
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.find("node-local"), std::string::npos) << line;
+    EXPECT_EQ(line.find("/pg/tp"), std::string::npos) << line;
+    if (line.find("relay counts:") != std::string::npos) ++counts_lines;
+    const size_t set = line.find(": set ");
+    if (set == std::string::npos || line.find("/unique_id\n") == std::string::npos) continue;
+    id_writers[line.substr(set + 6, line.size() - set - 7)].push_back(line.substr(0, set));
+  }
+  EXPECT_EQ(counts_lines, 2) << "one per node's relay, as its launcher ends";
+  ASSERT_EQ(id_writers.size(), 3u) << "the world and two data-parallel groups";
+  for (const auto& [key, writers] : id_writers) {
+    EXPECT_EQ(writers, std::vector<std::string>{"node 0"}) << key;
+  }
+}
+
 // torch env:// style: no launcher store, global rank 0 hosts one at
 // MASTER_ADDR:MASTER_PORT.
 TEST(ParallelLaunchTest, RanksStartedWithTorchrunVariablesMeetAtMasterPort) {

@@ -144,11 +144,15 @@ class NodeRendezvous {
   // Several nodes: (re)starts the relay for the ranks, forwarding to the
   // round's store.
   void StartRelay();
+  // Appends a line to --rdzv_conf=relay_log (one write: lines of several
+  // threads and launchers never mix).
+  void LogRelay(const std::string& line) const;
 
   LaunchOptions options_;
   RendezvousWorld world_;
   std::unique_ptr<rendezvous::TcpStoreServer> local_server_;  // single node
   std::unique_ptr<rendezvous::TcpStoreServer> relay_;         // several nodes
+  int relay_log_fd_ = -1;                                     // --rdzv_conf=relay_log
   // Multi-node: the backend, and the link thread's state.
   std::shared_ptr<RendezvousHandler> handler_;
   std::shared_ptr<RendezvousLink> link_;

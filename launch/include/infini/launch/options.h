@@ -79,6 +79,9 @@ struct LaunchOptions {
   // --rdzv_conf=relay=0|1: on a multi-node run each launcher relays the
   // run's store for its ranks (docs/rendezvous.md, "Relay").
   bool relay_store = true;
+  // --rdzv_conf=relay_log=PATH: the relay appends there each call it makes
+  // upstream and, at the end, its counts (for tests and measurements).
+  std::string relay_log_path;
   // The run's secret (resolved: from run_token_file, else INFINI_RUN_TOKEN,
   // else a new one for a single node): every store this launcher hosts or
   // joins demands it; ranks get it as INFINI_RUN_TOKEN. Empty:

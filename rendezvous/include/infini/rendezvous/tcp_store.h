@@ -71,6 +71,11 @@ struct TcpStoreServerOptions {
   // however many wait. `upstream` is called on the relay's worker threads
   // and throws StoreError when it cannot connect (the clients get an error).
   std::function<std::unique_ptr<Store>()> upstream;
+  // A relay's every upstream call, for tests and measurements: its name
+  // ("set", "add", "compare_set", "delete", "check", "num_keys", "watch") and
+  // its first key. Called on the relay's worker threads, before the call,
+  // never once the server is destroyed.
+  std::function<void(const std::string& request, const std::string& key)> on_upstream_request;
 };
 
 // What a relay sent upstream, for tests and measurements.
