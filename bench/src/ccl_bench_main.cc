@@ -465,6 +465,7 @@ int Main(int argc, char** argv) {
   JsonRun json;
   if (reports && !options.json_path.empty()) {
     json.backend = backend.info().name;
+    json.nccl_version = NcclVersionCode(backend.info().version);
     json.world_size = total_ranks;
     json.threads_per_process = options.threads_per_process;
     for (int thread = 0; thread < world->threads_per_process(); ++thread) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -249,6 +250,24 @@ std::string FormatNcclTestsJson(const JsonRun& run) {
   json.Key("end_time").String(run.end_time);
   json.Close('}');
   return json.Take() + "\n";
+}
+
+int NcclVersionCode(std::string_view version_text) {
+  const size_t at = version_text.find("NCCL ");
+  if (at == std::string_view::npos) return 0;
+  int parts[3] = {0, 0, 0};
+  const char* cursor = version_text.data() + at + 5;
+  const char* end = version_text.data() + version_text.size();
+  for (int index = 0; index < 3; ++index) {
+    const auto [next, error] = std::from_chars(cursor, end, parts[index]);
+    if (error != std::errc()) return 0;
+    cursor = next;
+    if (index < 2) {
+      if (cursor == end || *cursor != '.') return 0;
+      ++cursor;
+    }
+  }
+  return parts[0] * 10000 + parts[1] * 100 + parts[2];
 }
 
 std::string NowAsNcclTestsTime() {

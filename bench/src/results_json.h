@@ -22,6 +22,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench_options.h"
@@ -42,7 +43,7 @@ struct JsonRun {
   std::string end_time;
   std::vector<std::string> args;  // argv as the process got it
   std::vector<std::string> env;   // NAME=value of the variables that shape a run
-  int nccl_version = 0;           // the backend library's version code, 0 unknown
+  int nccl_version = 0;           // NcclVersionCode of the backend's version; 0 not NCCL
   std::string backend;
   int world_size = 0;
   int threads_per_process = 1;
@@ -53,6 +54,10 @@ struct JsonRun {
 
 // The document, one line, as nccl-tests writes it (plus a newline).
 std::string FormatNcclTestsJson(const JsonRun& run);
+// nccl-tests' nccl_version (major·10000 + minor·100 + patch) from a
+// backend's version text "NCCL 2.28.9, CUDA runtime 13.0"; 0 when the text
+// names no NCCL version.
+int NcclVersionCode(std::string_view version_text);
 // "2026-12-01 15:55:00": now, as nccl-tests' TIME_STRING_FORMAT.
 std::string NowAsNcclTestsTime();
 // The variables a JSON's env[] keeps: NCCL_*, INFINI_*, CUDA_VISIBLE_DEVICES

@@ -100,6 +100,13 @@ TEST(NcclTestsJson, EnvironmentLeavesOutTokens) {
   for (const std::string& variable : kept) EXPECT_EQ(variable.find("TOKEN"), std::string::npos);
 }
 
+TEST(NcclTestsJson, NcclVersionCodeComesFromTheBackendsVersionText) {
+  EXPECT_EQ(NcclVersionCode("NCCL 2.28.9, CUDA runtime 13.0"), 22809);
+  EXPECT_EQ(NcclVersionCode("NCCL 2.19.3"), 21903);
+  EXPECT_EQ(NcclVersionCode("gloo 0.5.0 (TCP transport)"), 0);
+  EXPECT_EQ(NcclVersionCode("NCCL (unknown)"), 0);
+}
+
 TEST(IterationStats, NearestRankPercentilesAsNcclTests) {
   std::vector<double> times;
   for (int value = 100; value >= 1; --value) times.push_back(value);
