@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -172,9 +173,13 @@ bool EndDeviceSample(DeviceSample& sample, infiniCclStream_t stream) {
 
 SampleState ReadDeviceSample(const DeviceSample& sample, int64_t* begin_ns, int64_t* end_ns) {
   const infiniCclPlugin_t& plugin = *sample.pool->plugin;
-  int done = 0;
-  if (plugin.event_query(sample.end, &done) != infiniCclSuccess) return SampleState::kUnreadable;
-  if (done == 0) return SampleState::kPending;
+  // Both ends of each elapsed time must have completed (the anchor almost
+  // always has: its stream is idle).
+  for (infiniCclEvent_t event : {sample.end, sample.anchor->event}) {
+    int done = 0;
+    if (plugin.event_query(event, &done) != infiniCclSuccess) return SampleState::kUnreadable;
+    if (done == 0) return SampleState::kPending;
+  }
   float begin_ms = 0;
   float end_ms = 0;
   if (plugin.event_elapsed_ms(sample.anchor->event, sample.start, &begin_ms) != infiniCclSuccess ||

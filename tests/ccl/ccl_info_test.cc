@@ -39,6 +39,24 @@ TEST(CclInfo, PrintsWhatTheBackendIs) {
   EXPECT_NE(result.output.find("devices:      1"), std::string::npos) << result.output;
 }
 
+// A profiler table the host cannot read costs the trace the plugin's events,
+// in one line, and nothing else; without tracing it is not even read.
+TEST(CclInfo, UnreadableProfilerTableIsOneLineAndTheBackendLoads) {
+  const std::string plugin =
+      "--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock_bad_profiler.so";
+  const Result traced = RunCclInfo(plugin, "INFINI_CCL_TRACE_DIR=" + ::testing::TempDir());
+  EXPECT_EQ(traced.exit_code, 0) << traced.output;
+  EXPECT_NE(traced.output.find("libinfini_ccl_mock_bad_profiler.so: infiniCclProfiler_v1 has "
+                               "struct_size 24 and version 7, expected version 1 with a "
+                               "set_callback entry; the trace goes on without the plugin's events"),
+            std::string::npos)
+      << traced.output;
+  EXPECT_NE(traced.output.find("backend:      mock"), std::string::npos) << traced.output;
+  const Result untraced = RunCclInfo(plugin);
+  EXPECT_EQ(untraced.exit_code, 0) << untraced.output;
+  EXPECT_EQ(untraced.output.find("infiniCclProfiler_v1"), std::string::npos) << untraced.output;
+}
+
 TEST(CclInfo, PrintsOnlyTheDeviceCountWhenAsked) {
   const Result result = RunCclInfo("--device_count --ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR
                                    "/libinfini_ccl_mock.so");

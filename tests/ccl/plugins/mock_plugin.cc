@@ -8,6 +8,7 @@
 #include <string>
 
 #include "infini/ccl/plugin_abi.h"
+#include "infini/ccl/plugin_profiler_v1.h"
 
 // Variants: MOCK_V1 builds a version-1 plugin (loaded through the adapter);
 // otherwise a version-2 one. MOCK_ABI_VERSION and MOCK_STRUCT_SIZE lie in
@@ -407,6 +408,11 @@ infiniCclResult_t HalfRegister(infiniCclComm_t, void*, size_t, void**) { return 
 #define MOCK_ALL_REDUCE nullptr
 #else
 #define MOCK_ALL_REDUCE AllReduce
+#endif
+
+#ifdef MOCK_BAD_PROFILER
+INFINI_CCL_PLUGIN_EXPORT const infiniCclProfiler_v1_t infiniCclProfiler_v1 = {
+    .struct_size = sizeof(infiniCclProfiler_v1_t), .version = 7, .set_callback = nullptr};
 #endif
 
 #ifdef MOCK_NEWER_HEADER
