@@ -92,7 +92,8 @@ class EtcdRendezvous final : public RendezvousHandler {
   }
 
   // Nobody hosts the meeting: the first to join is node 0.
-  int JoinOrderRank() override { return static_cast<int>(etcd_->Add(Key("joined"), 1)) - 1; }
+  // One request per node however many arrive at once (EtcdStore::CountUp).
+  int JoinOrderRank() override { return static_cast<int>(etcd_->CountUp(Key("joined"))) - 1; }
 
   void Announce(RendezvousWorld* world) override {
     if (world->node_rank == 0) HostRanksStore();
