@@ -14,7 +14,14 @@
 //            key, the ids of the cross-node groups rooted on its node, and
 //            reads the keys of the nodes that root its ranks' groups; groups
 //            inside one node never touch the store (the ranks would get the
-//            ids from their launcher on the node).
+//            ids from their launcher on the node): a model of batching;
+//   relay    the launchers' real relay (TcpStoreServerOptions::upstream,
+//            docs/rendezvous.md "Relay"; --store=tcp): a relay per node,
+//            ranks as its clients doing what direct ranks do, the keys of
+//            groups inside one node node-local. What node 0's store carries
+//            is counted by the relays (upstream requests and connections);
+//            bytes are the ranks' requests on upstream keys (an upper bound:
+//            a watch that several ranks share carries its value once).
 //
 // Clients are driven by --threads threads (each owns several clients, one
 // connection each): connect, publish, then read, so no thread ever waits on
@@ -22,6 +29,7 @@
 //
 //   meeting_scale --store=tcp --protocol=direct --ranks=256,1024,4096
 //   meeting_scale --store=etcd --etcd_endpoints=127.0.0.1:2379 --protocol=relayed
+//   meeting_scale --store=tcp --protocol=relay --ranks=256,1024
 
 #include <gflags/gflags.h>
 #include <sys/resource.h>
@@ -41,11 +49,14 @@
 
 #include "infini/common/flags.h"
 #include "infini/rendezvous/etcd_store.h"
+#include "infini/rendezvous/node_local_key.h"
 #include "infini/rendezvous/tcp_store.h"
 
 DEFINE_string(store, "tcp", "tcp (a TcpStoreServer in this process) or etcd");
 DEFINE_string(etcd_endpoints, "127.0.0.1:2379", "etcd members, comma-separated (--store=etcd)");
-DEFINE_string(protocol, "direct", "direct (every rank a client) or relayed (per-node launchers)");
+DEFINE_string(protocol, "direct",
+              "direct (every rank a client), relayed (per-node launchers, modelled) or relay "
+              "(the launchers' real relay, --store=tcp)");
 DEFINE_string(ranks, "64,256,1024,4096", "comma-separated world sizes R");
 DEFINE_int32(ranks_per_node, 8, "ranks per node (N = R / this)");
 DEFINE_int32(tp, 8, "tensor-parallel size (at most ranks_per_node)");
@@ -81,39 +92,50 @@ struct Counters {
 // as bytes (TCP); etcd's own counters (HTTP bodies) replace these for etcd.
 class CountingStore {
  public:
-  CountingStore(std::unique_ptr<Store> store, Counters* counters, bool count_bytes)
-      : store_(std::move(store)), counters_(counters), count_bytes_(count_bytes) {}
+  // `through_relay`: a rank behind its node's relay, whose messages the
+  // relay counts; only its keys and bytes on upstream keys are counted here.
+  CountingStore(std::unique_ptr<Store> store, Counters* counters, bool count_bytes,
+                bool through_relay = false)
+      : store_(std::move(store)),
+        counters_(counters),
+        count_bytes_(count_bytes),
+        through_relay_(through_relay) {}
   void Set(const std::string& key, const std::string& value) {
-    Count(key.size() + value.size());
-    counters_->Wrote(key);
+    Count(key, key.size() + value.size());
+    if (!through_relay_ || !infini::rendezvous::IsNodeLocalKey(key)) counters_->Wrote(key);
     store_->Set(key, value);
   }
   std::string Get(const std::string& key) {
     std::string value = store_->Get(key);
-    Count(key.size() + value.size());
+    Count(key, key.size() + value.size());
     return value;
   }
   int64_t Add(const std::string& key, int64_t delta) {
-    Count(key.size() + 16);
+    Count(key, key.size() + 16);
     return store_->Add(key, delta);
   }
   std::string CompareSet(const std::string& key, const std::string& expected,
                          const std::string& desired) {
     std::string value = store_->CompareSet(key, expected, desired);
     counters_->Wrote(key);
-    Count(key.size() + expected.size() + desired.size() + value.size());
+    Count(key, key.size() + expected.size() + desired.size() + value.size());
     return value;
   }
   Store& raw() { return *store_; }
 
  private:
-  void Count(size_t bytes) {
+  void Count(const std::string& key, size_t bytes) {
+    if (through_relay_) {
+      if (!infini::rendezvous::IsNodeLocalKey(key)) counters_->bytes += bytes;
+      return;
+    }
     ++counters_->messages;
     if (count_bytes_) counters_->bytes += bytes;
   }
   std::unique_ptr<Store> store_;
   Counters* counters_;
   bool count_bytes_;
+  bool through_relay_;
 };
 
 struct Layout {
@@ -165,12 +187,13 @@ class Meeting {
           const std::string& prefix)
       : layout_(layout), store_kind_(store_kind), tcp_port_(tcp_port), prefix_(prefix) {}
 
-  std::unique_ptr<CountingStore> Connect() {
+  // `relay_port`: a rank of the relay protocol, a client of its node's relay.
+  std::unique_ptr<CountingStore> Connect(uint16_t relay_port = 0) {
     if (store_kind_ == "tcp") {
-      auto client =
-          TcpStoreClient::Connect("127.0.0.1", tcp_port_, std::chrono::seconds(60), kToken);
+      auto client = TcpStoreClient::Connect("127.0.0.1", relay_port ? relay_port : tcp_port_,
+                                            std::chrono::seconds(60), kToken);
       client->set_timeout(std::chrono::seconds(300));
-      return std::make_unique<CountingStore>(std::move(client), &counters_, true);
+      return std::make_unique<CountingStore>(std::move(client), &counters_, true, relay_port != 0);
     }
     EtcdStoreOptions options;
     std::stringstream list(FLAGS_etcd_endpoints);
@@ -193,9 +216,10 @@ class Meeting {
   double Run(const std::string& protocol) {
     std::vector<Actor> actors;
     for (int node = 0; node < layout_.nodes; ++node) actors.push_back({node, -1, nullptr});
-    if (protocol == "direct") {
+    if (protocol != "relayed") {
       for (int rank = 0; rank < layout_.ranks; ++rank) actors.push_back({-1, rank, nullptr});
     }
+    if (protocol == "relay") StartRelays();
     groups_ = GroupsOf(layout_);
     for (const Group& group : groups_) {
       for (int member : group.members) groups_of_rank_[member].push_back(&group);
@@ -221,7 +245,11 @@ class Meeting {
                i += static_cast<size_t>(threads)) {
             mine.push_back(&actors[i]);
           }
-          for (Actor* actor : mine) actor->store = Connect();
+          for (Actor* actor : mine) {
+            actor->store = Connect(actor->rank >= 0 && !relays_.empty()
+                                       ? relays_[layout_.NodeOf(actor->rank)]->port()
+                                       : 0);
+          }
           for (Actor* actor : mine) Publish(*actor, protocol);
           for (Actor* actor : mine) Read(*actor, protocol);
         } catch (const std::exception& error) {
@@ -239,13 +267,21 @@ class Meeting {
         etcd_requests_ += traffic.requests;
       }
     }
+    for (const auto& relay : relays_) {
+      const infini::rendezvous::RelayCounts counts = relay->relay_counts();
+      counters_.messages += counts.requests;
+      relay_connections_ += counts.connections;
+    }
+    relays_.clear();
     if (failures) return -1;
     return seconds;
   }
 
+  // Node 0's store's clients: the launchers, and the ranks (direct) or the
+  // relays' upstream connections (relay).
   size_t clients(const std::string& protocol) const {
     return static_cast<size_t>(layout_.nodes) +
-           (protocol == "direct" ? static_cast<size_t>(layout_.ranks) : 0);
+           (protocol == "direct" ? static_cast<size_t>(layout_.ranks) : 0) + relay_connections_;
   }
   Counters& counters() { return counters_; }
   uint64_t etcd_requests() const { return etcd_requests_; }
@@ -253,6 +289,23 @@ class Meeting {
  private:
   bool CrossesNodes(const Group& group) const {
     return layout_.NodeOf(group.members.front()) != layout_.NodeOf(group.members.back());
+  }
+
+  void StartRelays() {
+    for (int node = 0; node < layout_.nodes; ++node) {
+      TcpStoreServerOptions options;
+      options.token = kToken;
+      options.upstream = [port = tcp_port_]() -> std::unique_ptr<Store> {
+        return TcpStoreClient::Connect("127.0.0.1", port, std::chrono::seconds(60), kToken);
+      };
+      relays_.push_back(TcpStoreServer::Start(options));
+    }
+  }
+
+  // A group's id key: node-local under the relay when the group stays on
+  // one node (as parallel/'s GroupStoreKey makes it).
+  std::string IdKey(const Group& group) const {
+    return (!relays_.empty() && !CrossesNodes(group) ? "node-local/uid/" : "uid/") + group.name;
   }
 
   void Publish(Actor& actor, const std::string& protocol) {
@@ -272,9 +325,7 @@ class Meeting {
       return;
     }
     for (const Group* group : groups_of_rank_[actor.rank]) {
-      if (group->members.front() == actor.rank) {
-        store.Set("uid/" + group->name, UniqueIdFor(group->name));
-      }
+      if (group->members.front() == actor.rank) store.Set(IdKey(*group), UniqueIdFor(group->name));
     }
   }
 
@@ -288,7 +339,7 @@ class Meeting {
       return;
     }
     for (const Group* group : groups_of_rank_[actor.rank]) {
-      if (group->members.front() != actor.rank) store.Get("uid/" + group->name);
+      if (group->members.front() != actor.rank) store.Get(IdKey(*group));
     }
   }
 
@@ -303,6 +354,8 @@ class Meeting {
   std::map<int, std::vector<const Group*>> groups_of_rank_;
   std::map<int, std::vector<const Group*>> roots_on_node_;
   std::map<int, std::set<int>> root_nodes_needed_;
+  std::vector<std::unique_ptr<TcpStoreServer>> relays_;  // relay: one per node
+  size_t relay_connections_ = 0;
 };
 
 void RaiseOpenFileLimit() {
@@ -317,7 +370,8 @@ void RaiseOpenFileLimit() {
 
 int main(int argc, char** argv) {
   infini::flags::Parse(
-      &argc, &argv, "meeting_scale [--store=tcp|etcd] [--protocol=direct|relayed] [--ranks=N,...]",
+      &argc, &argv,
+      "meeting_scale [--store=tcp|etcd] [--protocol=direct|relayed|relay] [--ranks=N,...]",
       "Plays the meeting of R ranks on N nodes against one store and counts what the store "
       "carries.");
   RaiseOpenFileLimit();
@@ -325,9 +379,16 @@ int main(int argc, char** argv) {
     fprintf(stderr, "meeting_scale: --store='%s': expected tcp or etcd\n", FLAGS_store.c_str());
     return 2;
   }
-  if (FLAGS_protocol != "direct" && FLAGS_protocol != "relayed") {
-    fprintf(stderr, "meeting_scale: --protocol='%s': expected direct or relayed\n",
+  if (FLAGS_protocol != "direct" && FLAGS_protocol != "relayed" && FLAGS_protocol != "relay") {
+    fprintf(stderr, "meeting_scale: --protocol='%s': expected direct, relayed or relay\n",
             FLAGS_protocol.c_str());
+    return 2;
+  }
+  if (FLAGS_protocol == "relay" && FLAGS_store != "tcp") {
+    fprintf(stderr,
+            "meeting_scale: --protocol=relay: expected --store=tcp (the relay's "
+            "upstream is a TCP store), not --store='%s'\n",
+            FLAGS_store.c_str());
     return 2;
   }
   printf("store protocol ranks nodes tp dp pp clients keys messages bytes seconds\n");
