@@ -31,6 +31,8 @@ if [[ -d "$build/devlibs" ]]; then
   export LD_LIBRARY_PATH="$build/lib:$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 export NCCL_NVLS_ENABLE=0  # as scripts/gpu_check.sh: multicast off on shared hosts
+# Every call's device span for the picture (the default samples 1 in 16).
+export INFINI_CCL_TRACE_DEVICE_EVERY=${INFINI_CCL_TRACE_DEVICE_EVERY:-1}
 
 # Small enough to take seconds, large enough that a step's compute shows
 # as white between the collectives.

@@ -120,16 +120,28 @@ std::shared_ptr<DeviceAnchor> AnchorOf(DevicePool& pool) {
     return nullptr;
   }
   anchor->host_ns = trace::NowNs();
-  std::lock_guard lock(pool.mutex);
-  pool.anchor = anchor;
+  std::shared_ptr<DeviceAnchor> previous;
+  {
+    std::lock_guard lock(pool.mutex);
+    previous = std::exchange(pool.anchor, anchor);
+  }
+  // Released outside the lock: the last owner's destructor gives its event
+  // back to this pool, which takes the same mutex.
+  previous.reset();
   return anchor;
 }
 
 }  // namespace
 
+// Unset on a device backend: one call in 16. A sampled call costs two event
+// records, +5.7 us of host time on an H200 (nccl_overhead_bench, 8 B
+// all-reduce, 11.8 against 6.1 us a call): 1 in 16 keeps the average within
+// the 1 us a traced call may add.
+constexpr int kDefaultDeviceEvery = 16;
+
 int DeviceSampleEvery(bool host_backend) {
   if (g_every_variable != kUnset) return g_every_variable;
-  return host_backend ? 0 : 1;
+  return host_backend ? 0 : kDefaultDeviceEvery;
 }
 
 std::unique_ptr<DeviceSample> StartDeviceSample(const TraceStream& where) {

@@ -147,9 +147,9 @@ TEST(Gpt2Gpu, TraceHasDeviceSpansOfEveryCallAfterTheirEnqueue) {
   if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
   TemporaryDirectory directory;
   const std::string trace_dir = directory.path() + "/trace";
-  const Result run =
-      RunCommand(kInfiniRun + " --ccl_backend=nccl --nproc_per_node=1 --trace_dir=" + trace_dir +
-                 " " + kGpt2 + " --num_iteration=5 --batch_size=4" + kSmallModel);
+  const Result run = RunCommand("INFINI_CCL_TRACE_DEVICE_EVERY=1 " + kInfiniRun +
+                                " --ccl_backend=nccl --nproc_per_node=1 --trace_dir=" + trace_dir +
+                                " " + kGpt2 + " --num_iteration=5 --batch_size=4" + kSmallModel);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const infini::testing::Json trace = infini::testing::ReadJsonFile(trace_dir + "/trace.json");
   const size_t calls = infini::testing::SpansOf(trace, "ccl")[0].size();
@@ -157,7 +157,8 @@ TEST(Gpt2Gpu, TraceHasDeviceSpansOfEveryCallAfterTheirEnqueue) {
   // 20 µs: the anchor's launch latency is a few µs on an idle stream.
   const size_t device_spans = infini::testing::ExpectDeviceSpansInsideTheirCalls(
       trace, 0, infini::trace_format::kDeviceLaneBase, 20.0, /*ends_inside=*/false);
-  // Every call is timed by default, except those inside GroupStart/GroupEnd.
+  // Every call is timed (INFINI_CCL_TRACE_DEVICE_EVERY=1), except those
+  // inside GroupStart/GroupEnd.
   EXPECT_GT(device_spans, 0u);
   EXPECT_LE(device_spans, calls);
   EXPECT_EQ(trace["otherData"]["incomplete_ranks"].items.size(), 0u);
