@@ -34,6 +34,12 @@ std::vector<std::string> SplitArguments(const uint8_t* data, size_t size) {
 
 // What a successful parse promises the resolver and the launcher.
 void CheckInvariants(const infini::launch::LaunchOptions& options) {
+  if (options.dump_stacks) {
+    // A request to a live run (--dump_stacks[=RUN_ID]): it starts nothing,
+    // so it has no program and the run's other flags are not read.
+    if (!options.program_argv.empty()) std::abort();
+    return;
+  }
   if (options.nnodes < 1 || options.processes_per_node < 0) std::abort();
   const std::string& spec = options.processes_per_node_spec;
   const bool counted_later = spec == "gpu" || spec == "cpu" || spec == "auto";
