@@ -6,6 +6,7 @@
 #include <map>
 
 #include "group_creation.h"
+#include "group_state.h"
 #include "infini/common/loss_notice.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/errors.h"
@@ -89,6 +90,15 @@ std::optional<Admission> ParseAdmission(const std::string& text) {
   return admission;
 }
 
+// Whether `members` are 0, 1, ..., n-1: a group of the whole world in its
+// order, which an admission can remake with the joiners after them.
+bool InWorldOrder(const std::vector<int>& members) {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] != static_cast<int>(i)) return false;
+  }
+  return true;
+}
+
 // The largest of every world rank's `value` (one small max all-reduce,
 // staged through the backend's memory where it is not the host's).
 int64_t MaxOverWorld(ProcessGroup& world, int64_t value) {
@@ -152,6 +162,18 @@ std::optional<GrownWorld> Context::AdmitJoiners(ProcessGroup& world) {
   const int old_world_size = rank_.world_size();
   const int new_world_size = static_cast<int>(admission.world.size());
   const Rank renumbered = rank_.Renumbered(rank_.global_rank(), new_world_size);
+  // Before anything is written or changed: remade, such a group would
+  // number its members anew, so refuse rather than reorder it under the
+  // program (every rank holds the same groups, so every rank refuses).
+  for (const internal::GroupState* group : groups_->Groups()) {
+    if (static_cast<int>(group->members.size()) == old_world_size &&
+        !InWorldOrder(group->members)) {
+      throw ParallelError(rank_.ToString() + ": process group '" + group->name + "' holds the " +
+                          "whole world in another order [" + internal::MemberList(group->members) +
+                          "]: expected 0.." + std::to_string(old_world_size - 1) +
+                          " in order to admit joiners (make it anew after the admission)");
+    }
+  }
   if (rank_.global_rank() == 0) {
     // Before any remake: the joiners must know their place to make the group.
     for (int64_t n = joins_admitted_ + 1; n <= agreed; ++n) {

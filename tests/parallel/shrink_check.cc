@@ -12,7 +12,9 @@
 //   --joiner_at_step=S  at step S launch rank 0 plays a joining node's
 //       launcher (infini/common/loss_notice.h, "Joins"): it writes a join
 //       notice and starts a copy of this program as the joiner, which every
-//       rank admits at a step boundary (Context::AdmitJoiners).
+//       rank admits at a step boundary (Context::AdmitJoiners);
+//   --reordered_world_group  also a group of the whole world in reverse
+//       order, which an admission must refuse (exit 3) rather than reorder.
 // Prints "rank L: recovered ..." per recovery, "rank L: admitted ..." per
 // admission and "rank L: done ..." at the end.
 #include <signal.h>
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -51,6 +54,7 @@ struct Options {
   int slow_rank = -1, slow_ms = 0;
   int tensor_parallel = 1;
   int joiner_at_step = -1;
+  bool reordered_world_group = false;
 };
 
 int IntFlag(const std::string& argument, const std::string& name, int* value) {
@@ -66,6 +70,10 @@ Options Parse(int argc, char** argv) {
     const std::string argument = argv[i];
     if (argument == "--kill_inside") {
       options.kill_inside = true;
+      continue;
+    }
+    if (argument == "--reordered_world_group") {
+      options.reordered_world_group = true;
       continue;
     }
     const int known = IntFlag(argument, "steps", &options.steps) +
@@ -167,6 +175,12 @@ int main(int argc, char** argv) {
   // (A joiner was not there when it was made.)
   const int last_rank = context->rank().world_size() - 1;
   std::unique_ptr<ProcessGroup> last = joiner ? nullptr : context->NewGroup("last", {last_rank});
+  std::unique_ptr<ProcessGroup> reordered;
+  if (options.reordered_world_group) {
+    std::vector<int> backwards;
+    for (int r = context->rank().world_size() - 1; r >= 0; --r) backwards.push_back(r);
+    reordered = context->NewGroup("reordered", backwards);
+  }
   const auto members_in_launch_numbering = [&](const ProcessGroup& group) {
     std::vector<int> ranks;
     for (int member : group.members()) ranks.push_back(world_ranks[static_cast<size_t>(member)]);
@@ -185,7 +199,20 @@ int main(int argc, char** argv) {
       if (me == 0 && step == options.joiner_at_step && joiner_pid < 0) {
         joiner_pid = StartJoiner(*context, argv);
       }
-      if (const auto grown = context->AdmitJoiners(*world)) {
+      std::optional<infini::parallel::GrownWorld> grown;
+      try {
+        grown = context->AdmitJoiners(*world);
+      } catch (const infini::parallel::ParallelError& refused) {
+        if (dynamic_cast<const PeerLostError*>(&refused) != nullptr) throw;
+        std::printf("rank %d: admission refused: %s\n", me, refused.what());
+        std::fflush(stdout);
+        if (joiner_pid > 0) {  // it waits for an admission that will not come
+          kill(joiner_pid, SIGKILL);
+          waitpid(joiner_pid, nullptr, 0);
+        }
+        return 3;
+      }
+      if (grown) {
         world_ranks = context->launch_ranks();
         layout = Layout::ForWorld(grown->world_size, options.tensor_parallel, 1);
         step = agree_on_step(step);

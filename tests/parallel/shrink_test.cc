@@ -231,4 +231,23 @@ TEST(ShrinkRecoveryTest, AJoinerAfterALossIsNumberedAfterTheSurvivors) {
   EXPECT_TRUE(NoCheckLeft());
 }
 
+// A group that holds the whole world in another order cannot be remade with
+// the joiners without renumbering it: every rank refuses the admission in
+// one line naming the group, and the run fails rather than reorders it.
+TEST(ShrinkRecoveryTest, AnAdmissionRefusesAGroupOfTheWholeWorldInAnotherOrder) {
+  REQUIRE_LAUNCHER();
+  const Outcome outcome = RunShrinkCheck(3, "--steps=6 --joiner_at_step=2 --reordered_world_group");
+  EXPECT_NE(outcome.exit_code, 0) << outcome.output;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_THAT(outcome.output,
+                HasSubstr("rank " + std::to_string(rank) + ": admission refused: rank " +
+                          std::to_string(rank) + "/3"));
+  }
+  EXPECT_THAT(outcome.output,
+              HasSubstr("process group 'reordered' holds the whole world in another order "
+                        "[2, 1, 0]: expected 0..2 in order to admit joiners"));
+  EXPECT_THAT(outcome.output, Not(HasSubstr("admitted 3")));
+  EXPECT_TRUE(NoCheckLeft());
+}
+
 }  // namespace
