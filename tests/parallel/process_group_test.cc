@@ -258,39 +258,42 @@ TEST(ProcessGroupTest, KeysAreNamespacedByRunAndRestart) {
 // RecoverFromLoss refuses thread ranks in one line.
 TEST(ProcessGroupTest, ALossNoticeRevokesGroupsAndTheirWorkIsPeerLost) {
   std::vector<std::string> seen(2);
-  auto errors = RunRanks(2,
-                         [&](Context& context) {
-                           auto world = context.NewWorldGroup();
-                           ccl::DeviceBuffer buffer(context.backend(), sizeof(float));
-                           const auto tensor = buffer.AsTensor(ccl::dtype::kFloat32, 1);
-                           auto work = world->AllReduceAsync(tensor, tensor, ccl::ReduceOp::kSum);
-                           while (!work->IsCompleted()) std::this_thread::yield();
-                           world->Barrier();
-                           if (context.rank().global_rank() == 0) {
-                             context.store().Set("loss/1", "ranks=1 at_ms=1 how=killed by SIGKILL");
-                             context.store().Add("loss/count", 1);
-                           }
-                           while (!context.LossPending())
-                             std::this_thread::sleep_for(std::chrono::milliseconds(10));
-                           std::string& what =
-                               seen[static_cast<size_t>(context.rank().global_rank())];
-                           try {
-                             work->Wait();
-                           } catch (const PeerLostError& error) {
-                             what += std::string("wait: ") + error.what() + "\n";
-                           }
-                           try {
-                             world->AllReduce(tensor, tensor, ccl::ReduceOp::kSum);
-                           } catch (const PeerLostError& error) {
-                             what += std::string("next: ") + error.what() + "\n";
-                           }
-                           try {
-                             context.RecoverFromLoss();
-                           } catch (const ParallelUsageError& error) {
-                             what += std::string("recover: ") + error.what();
-                           }
-                         },
-                         {{"INFINI_ON_FAILURE", "shrink"}});
+  auto errors = RunRanks(
+      2,
+      [&](Context& context) {
+        auto world = context.NewWorldGroup();
+        ccl::DeviceBuffer buffer(context.backend(), sizeof(float));
+        const auto tensor = buffer.AsTensor(ccl::dtype::kFloat32, 1);
+        auto work = world->AllReduceAsync(tensor, tensor, ccl::ReduceOp::kSum);
+        while (!work->IsCompleted()) std::this_thread::yield();
+        world->Barrier();
+        // The notice is heard at once: it must not come
+        // while a rank is still inside the barrier.
+        context.store().Set("past_barrier/" + std::to_string(context.rank().global_rank()), "");
+        if (context.rank().global_rank() == 0) {
+          context.store().Wait({"past_barrier/0", "past_barrier/1"}, std::chrono::seconds(30));
+          context.store().Set("loss/1", "ranks=1 at_ms=1 how=killed by SIGKILL");
+          context.store().Add("loss/count", 1);
+        }
+        while (!context.LossPending()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::string& what = seen[static_cast<size_t>(context.rank().global_rank())];
+        try {
+          work->Wait();
+        } catch (const PeerLostError& error) {
+          what += std::string("wait: ") + error.what() + "\n";
+        }
+        try {
+          world->AllReduce(tensor, tensor, ccl::ReduceOp::kSum);
+        } catch (const PeerLostError& error) {
+          what += std::string("next: ") + error.what() + "\n";
+        }
+        try {
+          context.RecoverFromLoss();
+        } catch (const ParallelUsageError& error) {
+          what += std::string("recover: ") + error.what();
+        }
+      },
+      {{"INFINI_ON_FAILURE", "shrink"}});
   EXPECT_EQ(errors, std::vector<std::string>(2));
   for (const std::string& what : seen) {
     EXPECT_THAT(what, HasSubstr("wait: all_reduce #0 on group 'world'"));
