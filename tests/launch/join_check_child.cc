@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "child_flags.h"
 #include "infini/common/loss_notice.h"
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/run_token.h"
@@ -30,18 +31,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace loss_notice = infini::loss_notice;
 
-std::string Flag(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
-  }
-  return fallback;
-}
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? "" : value;
-}
+using infini::launch::testing::Env;
+using infini::launch::testing::Flag;
 
 void Touch(const std::string& path) {
   const std::string temporary = path + ".tmp";

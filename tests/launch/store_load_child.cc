@@ -10,24 +10,15 @@
 #include <memory>
 #include <string>
 
+#include "child_flags.h"
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 
 namespace {
 
-std::string Flag(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  const std::string prefix = "--" + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) return argv[i] + prefix.size();
-  }
-  return fallback;
-}
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr ? "" : value;
-}
+using infini::launch::testing::Env;
+using infini::launch::testing::Flag;
 
 }  // namespace
 
