@@ -82,6 +82,40 @@ TEST(Gpt2Gpu, Bfloat16Trains) {
   EXPECT_LT(Mean(losses, 25, 5), Mean(losses, 0, 5) - 0.5) << result.output;
 }
 
+// The grad norm of every step line ("| grad norm X |").
+std::vector<double> StepGradientNorms(const std::string& output) {
+  std::vector<double> norms;
+  const std::string key = "| grad norm ";
+  for (size_t at = output.find(key); at != std::string::npos; at = output.find(key, at + 1)) {
+    norms.push_back(std::stod(output.substr(at + key.size())));
+  }
+  return norms;
+}
+
+// Heads of 64 in bfloat16 take the fused attention (examples/gpt2/cuda/
+// attention.h); its forward (the first loss), its backward (the first
+// gradient norm) and ten steps of training must follow the host's float32
+// within bf16's rounding. T = 100 leaves a partial 64-row tile.
+TEST(Gpt2Gpu, Bfloat16FusedAttentionFollowsTheHostPath) {
+  if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
+  const std::string flags =
+      " --num_iteration=10 --batch_size=4 --num_heads=2 --channels=128 --sequence_length=100 "
+      "--val_batches=1";
+  const Result host = RunCommand(kGpt2 + flags);
+  const Result gpu = RunCommand(kOneGpu + " --dtype=bfloat16" + flags);
+  ASSERT_EQ(host.exit_code, 0) << host.output;
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  const std::vector<double> host_losses = StepLosses(host.output);
+  const std::vector<double> gpu_losses = StepLosses(gpu.output);
+  ASSERT_EQ(gpu_losses.size(), 10u) << gpu.output;
+  EXPECT_NEAR(host_losses.at(0), gpu_losses[0], 0.02) << gpu.output;
+  const std::vector<double> host_norms = StepGradientNorms(host.output);
+  const std::vector<double> gpu_norms = StepGradientNorms(gpu.output);
+  ASSERT_FALSE(gpu_norms.empty()) << gpu.output;
+  EXPECT_NEAR(host_norms.at(0), gpu_norms[0], 0.05 * host_norms.at(0)) << gpu.output;
+  ExpectSameLosses(host_losses, gpu_losses, gpu.output, 0.1);
+}
+
 TEST(Gpt2Gpu, D12RunsAndStartsNearUniformLoss) {
   if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
   const Result result = RunCommand(kOneGpu +

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "attention.h"
 #include "device_model.h"
 #include "kernels.h"
 
@@ -116,8 +117,14 @@ struct DeviceModel::State {
   DeviceArray<float> losses, loss_accumulator, sum_of_squares;
   float last_gradient_scale = 1.0f;
 
+  // bfloat16 with heads of 64: attention.h's fused kernels (no T × T
+  // buffers); otherwise the unfused batched products and softmax.
+  bool fused_attention = false;
+
   // Activations in the model's dtype (as bytes; typed by Run<T>), and float
   // layernorm statistics. Per-layer ones hold L slices of `capacity` rows.
+  // The fused attention keeps L slices of B × NH × T log-sum-exps instead of
+  // the probabilities, and needs none of q … d_y.
   struct Activations {
     DeviceArray<char> embedded, ln1, qkv, attention_out, probabilities, residual2, ln2, fc, fc_gelu,
         residual3, lnf, logits;
@@ -125,6 +132,7 @@ struct DeviceModel::State {
     DeviceArray<char> d_residual, d_ln, d_qkv, d_q, d_k, d_v, d_scores, d_y, d_attention_out, d_fc,
         d_fc_gelu;
     DeviceArray<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lnf_mean, lnf_rstd;
+    DeviceArray<float> attention_lse, attention_dots;
   } a;
 
   const Piece& piece(int kind, int64_t layer) const {
@@ -240,7 +248,6 @@ void DeviceModel::State::RunForward(float loss_weight) {
     T* ln1 = Typed<T>(a.ln1, l * capacity * C);
     T* qkv = Typed<T>(a.qkv, l * capacity * 3 * C);
     T* attention_out = Typed<T>(a.attention_out, l * capacity * C);
-    T* probabilities = Typed<T>(a.probabilities, l * attention_capacity);
     T* residual2 = Typed<T>(a.residual2, l * capacity * C);
     T* ln2 = Typed<T>(a.ln2, l * capacity * C);
     T* fc = Typed<T>(a.fc, l * capacity * 4 * C);
@@ -251,20 +258,29 @@ void DeviceModel::State::RunForward(float loss_weight) {
                      residual, param<T>(kLn1Weight, l), param<T>(kLn1Bias, l), rows, C, stream);
     Linear(qkv, ln1, kQkvWeight, kQkvBias, l, rows, C, 3 * C);
 
-    // Attention per (b, h): S = scale · Q·Kᵀ (T × T, row t = query t), the
-    // causal softmax P, then Y = P·V. Row-major S is column-major Sᵀ =
-    // K·Qᵀ: op T of K (hs × T) times Q (hs × T).
-    T* q = Typed<T>(a.q);
-    T* k = Typed<T>(a.k);
-    T* v = Typed<T>(a.v);
-    SplitHeads(q, k, v, qkv, B, T_, NH, hs, stream);
-    BatchedGemm<T>(CUBLAS_OP_T, CUBLAS_OP_N, T_, T_, hs, scale, k, hs, T_ * hs, q, hs, T_ * hs,
-                   Typed<T>(a.scores), T_, T_ * T_, B * NH);
-    CausalSoftmaxForward(probabilities, Typed<T>(a.scores), B * NH * T_, T_, stream);
-    // Yᵀ (hs × T) = Vᵀ (hs × T) · Pᵀ (T × T, P row-major read column-major).
-    BatchedGemm<T>(CUBLAS_OP_N, CUBLAS_OP_N, hs, T_, T_, 1.0f, v, hs, T_ * hs, probabilities, T_,
-                   T_ * T_, Typed<T>(a.y), hs, T_ * hs, B * NH);
-    HeadsToRows(attention_out, Typed<T>(a.y), B, T_, NH, hs, stream);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      if (fused_attention) {
+        FusedAttentionForward(attention_out, a.attention_lse.get() + l * capacity * NH, qkv, B, T_,
+                              NH, stream);
+      }
+    }
+    if (!fused_attention) {
+      // Attention per (b, h): S = scale · Q·Kᵀ (T × T, row t = query t), the
+      // causal softmax P, then Y = P·V. Row-major S is column-major Sᵀ =
+      // K·Qᵀ: op T of K (hs × T) times Q (hs × T).
+      T* probabilities = Typed<T>(a.probabilities, l * attention_capacity);
+      T* q = Typed<T>(a.q);
+      T* k = Typed<T>(a.k);
+      T* v = Typed<T>(a.v);
+      SplitHeads(q, k, v, qkv, B, T_, NH, hs, stream);
+      BatchedGemm<T>(CUBLAS_OP_T, CUBLAS_OP_N, T_, T_, hs, scale, k, hs, T_ * hs, q, hs, T_ * hs,
+                     Typed<T>(a.scores), T_, T_ * T_, B * NH);
+      CausalSoftmaxForward(probabilities, Typed<T>(a.scores), B * NH * T_, T_, stream);
+      // Yᵀ (hs × T) = Vᵀ (hs × T) · Pᵀ (T × T, P row-major read column-major).
+      BatchedGemm<T>(CUBLAS_OP_N, CUBLAS_OP_N, hs, T_, T_, 1.0f, v, hs, T_ * hs, probabilities, T_,
+                     T_ * T_, Typed<T>(a.y), hs, T_ * hs, B * NH);
+      HeadsToRows(attention_out, Typed<T>(a.y), B, T_, NH, hs, stream);
+    }
 
     Linear(Typed<T>(a.projection), attention_out, kAttnProjWeight, kAttnProjBias, l, rows, C, C);
     Add(residual2, residual, Typed<T>(a.projection), rows * C, stream);
@@ -322,7 +338,6 @@ void DeviceModel::State::RunBackward(float loss_scale,
     const T* ln1 = Typed<T>(a.ln1, l * capacity * C);
     const T* qkv = Typed<T>(a.qkv, l * capacity * 3 * C);
     const T* attention_out = Typed<T>(a.attention_out, l * capacity * C);
-    const T* probabilities = Typed<T>(a.probabilities, l * attention_capacity);
     const T* residual2 = Typed<T>(a.residual2, l * capacity * C);
     const T* ln2 = Typed<T>(a.ln2, l * capacity * C);
     const T* fc = Typed<T>(a.fc, l * capacity * 4 * C);
@@ -340,28 +355,38 @@ void DeviceModel::State::RunBackward(float loss_scale,
     // Attention branch.
     LinearBackward(Typed<T>(a.d_attention_out), d_residual, attention_out, kAttnProjWeight,
                    kAttnProjBias, l, rows, C, C);
-    T* q = Typed<T>(a.q);
-    T* k = Typed<T>(a.k);
-    T* v = Typed<T>(a.v);
-    T* d_y = Typed<T>(a.d_y);
-    T* d_scores = Typed<T>(a.d_scores);
-    SplitHeads(q, k, v, qkv, B, T_, NH, hs, stream);  // recomputed rather than kept
-    RowsToHeads(d_y, Typed<T>(a.d_attention_out), B, T_, NH, hs, stream);
-    // dP = dY·Vᵀ (same shape as S = Q·Kᵀ).
-    BatchedGemm<T>(CUBLAS_OP_T, CUBLAS_OP_N, T_, T_, hs, 1.0f, v, hs, T_ * hs, d_y, hs, T_ * hs,
-                   d_scores, T_, T_ * T_, B * NH);
-    // dV = Pᵀ·dY: column-major dVᵀ (hs × T) = dYᵀ (hs × T) · P (op T of Pᵀ).
-    BatchedGemm<T>(CUBLAS_OP_N, CUBLAS_OP_T, hs, T_, T_, 1.0f, d_y, hs, T_ * hs, probabilities, T_,
-                   T_ * T_, Typed<T>(a.d_v), hs, T_ * hs, B * NH);
-    // dS (with the 1/sqrt(hs) of the forward folded in), in place of dP.
-    CausalSoftmaxBackward(d_scores, d_scores, probabilities, B * NH * T_, T_, scale, stream);
-    // dQ = dS·K; dK = dSᵀ·Q.
-    BatchedGemm<T>(CUBLAS_OP_N, CUBLAS_OP_N, hs, T_, T_, 1.0f, k, hs, T_ * hs, d_scores, T_,
-                   T_ * T_, Typed<T>(a.d_q), hs, T_ * hs, B * NH);
-    BatchedGemm<T>(CUBLAS_OP_N, CUBLAS_OP_T, hs, T_, T_, 1.0f, q, hs, T_ * hs, d_scores, T_,
-                   T_ * T_, Typed<T>(a.d_k), hs, T_ * hs, B * NH);
-    JoinHeadsQkv(Typed<T>(a.d_qkv), Typed<T>(a.d_q), Typed<T>(a.d_k), Typed<T>(a.d_v), B, T_, NH,
-                 hs, stream);
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      if (fused_attention) {
+        FusedAttentionBackward(Typed<T>(a.d_qkv), a.attention_dots.get(),
+                               Typed<T>(a.d_attention_out), qkv, attention_out,
+                               a.attention_lse.get() + l * capacity * NH, B, T_, NH, stream);
+      }
+    }
+    if (!fused_attention) {
+      const T* probabilities = Typed<T>(a.probabilities, l * attention_capacity);
+      T* q = Typed<T>(a.q);
+      T* k = Typed<T>(a.k);
+      T* v = Typed<T>(a.v);
+      T* d_y = Typed<T>(a.d_y);
+      T* d_scores = Typed<T>(a.d_scores);
+      SplitHeads(q, k, v, qkv, B, T_, NH, hs, stream);  // recomputed rather than kept
+      RowsToHeads(d_y, Typed<T>(a.d_attention_out), B, T_, NH, hs, stream);
+      // dP = dY·Vᵀ (same shape as S = Q·Kᵀ).
+      BatchedGemm<T>(CUBLAS_OP_T, CUBLAS_OP_N, T_, T_, hs, 1.0f, v, hs, T_ * hs, d_y, hs, T_ * hs,
+                     d_scores, T_, T_ * T_, B * NH);
+      // dV = Pᵀ·dY: column-major dVᵀ (hs × T) = dYᵀ (hs × T) · P (op T of Pᵀ).
+      BatchedGemm<T>(CUBLAS_OP_N, CUBLAS_OP_T, hs, T_, T_, 1.0f, d_y, hs, T_ * hs, probabilities,
+                     T_, T_ * T_, Typed<T>(a.d_v), hs, T_ * hs, B * NH);
+      // dS (with the 1/sqrt(hs) of the forward folded in), in place of dP.
+      CausalSoftmaxBackward(d_scores, d_scores, probabilities, B * NH * T_, T_, scale, stream);
+      // dQ = dS·K; dK = dSᵀ·Q.
+      BatchedGemm<T>(CUBLAS_OP_N, CUBLAS_OP_N, hs, T_, T_, 1.0f, k, hs, T_ * hs, d_scores, T_,
+                     T_ * T_, Typed<T>(a.d_q), hs, T_ * hs, B * NH);
+      BatchedGemm<T>(CUBLAS_OP_N, CUBLAS_OP_T, hs, T_, T_, 1.0f, q, hs, T_ * hs, d_scores, T_,
+                     T_ * T_, Typed<T>(a.d_k), hs, T_ * hs, B * NH);
+      JoinHeadsQkv(Typed<T>(a.d_qkv), Typed<T>(a.d_q), Typed<T>(a.d_k), Typed<T>(a.d_v), B, T_, NH,
+                   hs, stream);
+    }
     LinearBackward(Typed<T>(a.d_ln), Typed<T>(a.d_qkv), ln1, kQkvWeight, kQkvBias, l, rows, C,
                    3 * C);
     LayerNormBackward(d_residual, grad(kLn1Weight, l), grad(kLn1Bias, l), Typed<T>(a.d_ln),
@@ -461,7 +486,6 @@ DeviceModel::DeviceModel(const ModelConfig& config, DeviceDtype dtype, int64_t m
   a.ln1 = bytes(L * rows * C);
   a.qkv = bytes(L * rows * 3 * C);
   a.attention_out = bytes(L * rows * C);
-  a.probabilities = bytes(L * max_batch_size * NH * Tm * Tm);
   a.residual2 = bytes(L * rows * C);
   a.ln2 = bytes(L * rows * C);
   a.fc = bytes(L * rows * 4 * C);
@@ -469,15 +493,24 @@ DeviceModel::DeviceModel(const ModelConfig& config, DeviceDtype dtype, int64_t m
   a.residual3 = bytes(L * rows * C);
   a.lnf = bytes(rows * C);
   a.logits = bytes(rows * Vp);
-  for (auto* buffer : {&a.q, &a.k, &a.v, &a.y, &a.projection, &a.d_residual, &a.d_ln, &a.d_q,
-                       &a.d_k, &a.d_v, &a.d_y, &a.d_attention_out}) {
+  for (auto* buffer : {&a.projection, &a.d_residual, &a.d_ln, &a.d_attention_out}) {
     *buffer = bytes(rows * C);
   }
   a.d_qkv = bytes(rows * 3 * C);
   a.d_fc = bytes(rows * 4 * C);
   a.d_fc_gelu = bytes(rows * 4 * C);
-  a.scores = bytes(max_batch_size * NH * Tm * Tm);
-  a.d_scores = bytes(max_batch_size * NH * Tm * Tm);
+  s.fused_attention = dtype == DeviceDtype::kBFloat16 && C / NH == kFusedAttentionHeadSize;
+  if (s.fused_attention) {
+    a.attention_lse = DeviceArray<float>(L * rows * NH);
+    a.attention_dots = DeviceArray<float>(rows * NH);
+  } else {
+    a.probabilities = bytes(L * max_batch_size * NH * Tm * Tm);
+    for (auto* buffer : {&a.q, &a.k, &a.v, &a.y, &a.d_q, &a.d_k, &a.d_v, &a.d_y}) {
+      *buffer = bytes(rows * C);
+    }
+    a.scores = bytes(max_batch_size * NH * Tm * Tm);
+    a.d_scores = bytes(max_batch_size * NH * Tm * Tm);
+  }
   for (auto* buffer : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) {
     *buffer = DeviceArray<float>(L * rows);
   }

@@ -1,0 +1,353 @@
+// gpt2's fused CUDA kernels against the unfused ones they replace (label
+// "gpu", run by scripts/gpu_check.sh), on random inputs. The reference is
+// the unfused path in float32 on the same bf16-rounded inputs; a fused
+// kernel passes when its largest error is at most twice the unfused bf16
+// path's, plus 0.1 % of the reference's largest magnitude (what bf16
+// storage of the result alone can cost). Every comparison prints one line:
+//   <what> <shape>: max abs err <fused> (unfused bf16 <unfused>), rel <r>,
+//   bound <b>: PASS|FAIL
+// where rel = max abs err / max |reference|. The d12 shape also prints the
+// time of the fused and the unfused attention (figures, not checked).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention.h"
+#include "kernels.h"
+
+namespace {
+
+namespace gpu = infini::examples::gpt2::gpu;
+using bf16 = __nv_bfloat16;
+
+#define CUDA_OK(call) ASSERT_EQ((call), cudaSuccess) << #call
+#define BLAS_OK(call) ASSERT_EQ((call), CUBLAS_STATUS_SUCCESS) << #call
+
+bool HasGpu() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+// Device memory of `count` elements of E.
+template <typename E>
+struct Buffer {
+  explicit Buffer(size_t elements) : count(elements) {
+    if (cudaMalloc(&data, elements * sizeof(E)) != cudaSuccess) data = nullptr;
+  }
+  ~Buffer() { cudaFree(data); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  E* data = nullptr;
+  size_t count;
+};
+
+template <typename E>
+E FromFloat(float x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    return __float2bfloat16(x);
+  }
+}
+template <typename E>
+float ToFloat(E x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    return __bfloat162float(x);
+  }
+}
+
+template <typename E>
+void Upload(Buffer<E>& to, const std::vector<float>& from) {
+  std::vector<E> staged(from.size());
+  for (size_t i = 0; i < from.size(); ++i) staged[i] = FromFloat<E>(from[i]);
+  ASSERT_EQ(cudaMemcpy(to.data, staged.data(), staged.size() * sizeof(E), cudaMemcpyHostToDevice),
+            cudaSuccess);
+}
+template <typename E>
+std::vector<float> Download(const Buffer<E>& from) {
+  std::vector<E> staged(from.count);
+  EXPECT_EQ(cudaMemcpy(staged.data(), from.data, staged.size() * sizeof(E), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  std::vector<float> values(staged.size());
+  for (size_t i = 0; i < staged.size(); ++i) values[i] = ToFloat(staged[i]);
+  return values;
+}
+
+// Values uniform in [−range, range], rounded to bf16 so that every path
+// sees the same inputs.
+std::vector<float> RandomValues(size_t count, float range, uint32_t seed) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> uniform(-range, range);
+  std::vector<float> values(count);
+  for (float& value : values) value = __bfloat162float(__float2bfloat16(uniform(generator)));
+  return values;
+}
+
+float MaxAbsDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0.0f;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+// Prints the line of the header comment; true on PASS.
+bool Compare(const std::string& what, const std::vector<float>& fused,
+             const std::vector<float>& unfused_bf16, const std::vector<float>& reference) {
+  float magnitude = 0.0f;
+  for (float value : reference) magnitude = std::max(magnitude, std::fabs(value));
+  const float fused_error = MaxAbsDifference(fused, reference);
+  const float unfused_error = MaxAbsDifference(unfused_bf16, reference);
+  const float bound = 2.0f * unfused_error + 1e-3f * magnitude;
+  const bool pass = std::isfinite(fused_error) && fused_error <= bound;
+  std::printf("%s: max abs err %.3g (unfused bf16 %.3g), rel %.3g, bound %.3g: %s\n", what.c_str(),
+              fused_error, unfused_error, magnitude > 0 ? fused_error / magnitude : 0.0f, bound,
+              pass ? "PASS" : "FAIL");
+  std::fflush(stdout);
+  return pass;
+}
+
+struct Shape {
+  int64_t batch, heads, sequence;
+  int64_t head_size = gpu::kFusedAttentionHeadSize;
+  int64_t channels() const { return heads * head_size; }
+  int64_t rows() const { return batch * sequence; }
+  std::string Name() const {
+    return "B=" + std::to_string(batch) + " NH=" + std::to_string(heads) +
+           " T=" + std::to_string(sequence) + " HD=" + std::to_string(head_size);
+  }
+};
+
+template <typename E>
+constexpr cudaDataType_t kCudaType = std::is_same_v<E, float> ? CUDA_R_32F : CUDA_R_16BF;
+
+// The unfused attention of device_model.cu, forward and backward.
+template <typename E>
+class UnfusedAttention {
+ public:
+  explicit UnfusedAttention(const Shape& shape)
+      : s_(shape),
+        q_(Count()),
+        k_(Count()),
+        v_(Count()),
+        y_(Count()),
+        d_y_(Count()),
+        d_q_(Count()),
+        d_k_(Count()),
+        d_v_(Count()),
+        scores_(Squares()),
+        probabilities_(Squares()) {
+    cublasCreate(&blas_);
+  }
+  ~UnfusedAttention() { cublasDestroy(blas_); }
+
+  void Forward(E* out, const E* qkv) {
+    const int64_t T = s_.sequence, hs = s_.head_size, BH = s_.batch * s_.heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    gpu::SplitHeads(q_.data, k_.data, v_.data, qkv, s_.batch, T, s_.heads, hs, nullptr);
+    Gemm(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, k_.data, hs, T * hs, q_.data, hs, T * hs,
+         scores_.data, T, T * T, BH);
+    gpu::CausalSoftmaxForward(probabilities_.data, scores_.data, BH * T, T, nullptr);
+    Gemm(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v_.data, hs, T * hs, probabilities_.data, T,
+         T * T, y_.data, hs, T * hs, BH);
+    gpu::HeadsToRows(out, y_.data, s_.batch, T, s_.heads, hs, nullptr);
+  }
+
+  // After Forward on the same qkv.
+  void Backward(E* d_qkv, const E* d_out) {
+    const int64_t T = s_.sequence, hs = s_.head_size, BH = s_.batch * s_.heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    E* d_scores = scores_.data;
+    gpu::RowsToHeads(d_y_.data, d_out, s_.batch, T, s_.heads, hs, nullptr);
+    Gemm(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v_.data, hs, T * hs, d_y_.data, hs, T * hs,
+         d_scores, T, T * T, BH);
+    Gemm(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, d_y_.data, hs, T * hs, probabilities_.data, T,
+         T * T, d_v_.data, hs, T * hs, BH);
+    gpu::CausalSoftmaxBackward(d_scores, d_scores, probabilities_.data, BH * T, T, scale, nullptr);
+    Gemm(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k_.data, hs, T * hs, d_scores, T, T * T,
+         d_q_.data, hs, T * hs, BH);
+    Gemm(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q_.data, hs, T * hs, d_scores, T, T * T,
+         d_k_.data, hs, T * hs, BH);
+    gpu::JoinHeadsQkv(d_qkv, d_q_.data, d_k_.data, d_v_.data, s_.batch, T, s_.heads, hs, nullptr);
+  }
+
+ private:
+  size_t Count() const { return static_cast<size_t>(s_.rows() * s_.channels()); }
+  size_t Squares() const {
+    return static_cast<size_t>(s_.batch * s_.heads * s_.sequence * s_.sequence);
+  }
+  void Gemm(cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k,
+            float alpha, const E* a, int64_t lda, int64_t stride_a, const E* b, int64_t ldb,
+            int64_t stride_b, E* c, int64_t ldc, int64_t stride_c, int64_t batch_count) {
+    const float zero = 0.0f;
+    const cublasStatus_t status = cublasGemmStridedBatchedEx(
+        blas_, transa, transb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+        &alpha, a, kCudaType<E>, static_cast<int>(lda), stride_a, b, kCudaType<E>,
+        static_cast<int>(ldb), stride_b, &zero, c, kCudaType<E>, static_cast<int>(ldc), stride_c,
+        static_cast<int>(batch_count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    EXPECT_EQ(status, CUBLAS_STATUS_SUCCESS);
+  }
+
+  Shape s_;
+  cublasHandle_t blas_ = nullptr;
+  Buffer<E> q_, k_, v_, y_, d_y_, d_q_, d_k_, d_v_, scores_, probabilities_;
+};
+
+struct AttentionResult {
+  std::vector<float> out, d_qkv;
+};
+
+template <typename E>
+AttentionResult RunUnfused(const Shape& s, const std::vector<float>& qkv,
+                           const std::vector<float>& d_out) {
+  Buffer<E> qkv_device(qkv.size()), d_out_device(d_out.size()),
+      out(static_cast<size_t>(s.rows() * s.channels())), d_qkv(qkv.size());
+  Upload(qkv_device, qkv);
+  Upload(d_out_device, d_out);
+  UnfusedAttention<E> attention(s);
+  attention.Forward(out.data, qkv_device.data);
+  attention.Backward(d_qkv.data, d_out_device.data);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {Download(out), Download(d_qkv)};
+}
+
+AttentionResult RunFused(const Shape& s, const std::vector<float>& qkv,
+                         const std::vector<float>& d_out) {
+  const size_t rows_heads = static_cast<size_t>(s.rows() * s.heads);
+  Buffer<bf16> qkv_device(qkv.size()), d_out_device(d_out.size()),
+      out(static_cast<size_t>(s.rows() * s.channels())), d_qkv(qkv.size());
+  Buffer<float> logsumexp(rows_heads), scratch(rows_heads);
+  Upload(qkv_device, qkv);
+  Upload(d_out_device, d_out);
+  gpu::FusedAttentionForward(out.data, logsumexp.data, qkv_device.data, s.batch, s.sequence,
+                             s.heads, nullptr);
+  gpu::FusedAttentionBackward(d_qkv.data, scratch.data, d_out_device.data, qkv_device.data,
+                              out.data, logsumexp.data, s.batch, s.sequence, s.heads, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  return {Download(out), Download(d_qkv)};
+}
+
+// One of q, k, v (part 0, 1, 2) of a [rows, 3, C] buffer.
+std::vector<float> Part(const std::vector<float>& qkv, const Shape& s, int part) {
+  const int64_t C = s.channels();
+  std::vector<float> values;
+  values.reserve(static_cast<size_t>(s.rows() * C));
+  for (int64_t row = 0; row < s.rows(); ++row) {
+    const auto begin = qkv.begin() + row * 3 * C + part * C;
+    values.insert(values.end(), begin, begin + C);
+  }
+  return values;
+}
+
+void ExpectFusedAttentionMatches(const Shape& s) {
+  const std::vector<float> qkv = RandomValues(static_cast<size_t>(s.rows() * 3 * s.channels()),
+                                              2.0f, 1 + static_cast<uint32_t>(s.sequence));
+  const std::vector<float> d_out = RandomValues(static_cast<size_t>(s.rows() * s.channels()), 1.0f,
+                                                2 + static_cast<uint32_t>(s.sequence));
+  const AttentionResult reference = RunUnfused<float>(s, qkv, d_out);
+  const AttentionResult unfused = RunUnfused<bf16>(s, qkv, d_out);
+  const AttentionResult fused = RunFused(s, qkv, d_out);
+  const std::string shape = " " + s.Name();
+  EXPECT_TRUE(
+      Compare("fused attention forward out" + shape, fused.out, unfused.out, reference.out));
+  const char* names[] = {"dQ", "dK", "dV"};
+  for (int part = 0; part < 3; ++part) {
+    EXPECT_TRUE(Compare(std::string("fused attention backward ") + names[part] + shape,
+                        Part(fused.d_qkv, s, part), Part(unfused.d_qkv, s, part),
+                        Part(reference.d_qkv, s, part)))
+        << names[part];
+  }
+}
+
+TEST(Gpt2Kernels, FusedAttentionMatchesTheUnfusedPathAtT256) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  ExpectFusedAttentionMatches({2, 4, 256});
+}
+
+TEST(Gpt2Kernels, FusedAttentionMatchesTheUnfusedPathAtT1024) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  ExpectFusedAttentionMatches({2, 4, 1024});
+}
+
+// A sequence that is not a multiple of the 64-row tiles: the partial tile's
+// rows past T must neither be written nor leak into the gradients.
+TEST(Gpt2Kernels, FusedAttentionMatchesTheUnfusedPathOnAPartialTile) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  ExpectFusedAttentionMatches({3, 2, 100});
+}
+
+// Milliseconds per call of `work`, after one warm-up, over `repeats`.
+template <typename Work>
+float TimeMs(Work work, int repeats) {
+  work();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start);
+  for (int i = 0; i < repeats; ++i) work();
+  cudaEventRecord(stop);
+  cudaEventSynchronize(stop);
+  float ms = 0.0f;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / static_cast<float>(repeats);
+}
+
+// GPT-2 d12's attention per layer (micro-batch 8, T = 1024): figures for
+// docs/performance.md. One layer's forward and backward, fused and unfused.
+TEST(Gpt2Kernels, AttentionTimesAtTheD12Shape) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  const Shape s{8, 12, 1024};
+  const size_t qkv_count = static_cast<size_t>(s.rows() * 3 * s.channels());
+  const size_t out_count = static_cast<size_t>(s.rows() * s.channels());
+  Buffer<bf16> qkv(qkv_count), d_out(out_count), out(out_count), d_qkv(qkv_count);
+  Buffer<float> logsumexp(static_cast<size_t>(s.rows() * s.heads)),
+      scratch(static_cast<size_t>(s.rows() * s.heads));
+  ASSERT_NE(d_qkv.data, nullptr);
+  Upload(qkv, RandomValues(qkv_count, 2.0f, 5));
+  Upload(d_out, RandomValues(out_count, 1.0f, 6));
+  constexpr int kRepeats = 20;
+  const float fused_forward = TimeMs(
+      [&] {
+        gpu::FusedAttentionForward(out.data, logsumexp.data, qkv.data, s.batch, s.sequence, s.heads,
+                                   nullptr);
+      },
+      kRepeats);
+  const float fused_backward = TimeMs(
+      [&] {
+        gpu::FusedAttentionBackward(d_qkv.data, scratch.data, d_out.data, qkv.data, out.data,
+                                    logsumexp.data, s.batch, s.sequence, s.heads, nullptr);
+      },
+      kRepeats);
+  UnfusedAttention<bf16> unfused(s);
+  const float unfused_forward = TimeMs([&] { unfused.Forward(out.data, qkv.data); }, kRepeats);
+  const float unfused_backward =
+      TimeMs([&] { unfused.Backward(d_qkv.data, d_out.data); }, kRepeats);
+  CUDA_OK(cudaDeviceSynchronize());
+  // Causal flops: 2 products forward, 5 backward (the fused backward
+  // recomputes S in both of its kernels and dP in both: 7), 2·T·T·hs/2 each.
+  const double product_flops =
+      2.0 * s.batch * s.heads * s.sequence * s.sequence * static_cast<double>(s.head_size) / 2.0;
+  std::printf(
+      "attention %s bf16, one layer: fused forward %.3f ms (%.0f TFLOP/s), backward %.3f ms "
+      "(%.0f TFLOP/s); unfused forward %.3f ms, backward %.3f ms; speed-up forward %.2fx, "
+      "backward %.2fx\n",
+      s.Name().c_str(), fused_forward, 2 * product_flops / (fused_forward * 1e9), fused_backward,
+      7 * product_flops / (fused_backward * 1e9), unfused_forward, unfused_backward,
+      unfused_forward / fused_forward, unfused_backward / fused_backward);
+  std::fflush(stdout);
+  EXPECT_LT(fused_forward + fused_backward, unfused_forward + unfused_backward);
+}
+
+}  // namespace
