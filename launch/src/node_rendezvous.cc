@@ -128,10 +128,10 @@ void NodeRendezvous::StartRelay() {
       LogRelay(request + " " + OneLine(key));
     };
   }
-  relay_options.upstream = [host = world_.store_addr, port = world_.store_port,
-                            token = options_.run_token]() -> std::unique_ptr<Store> {
-    return rendezvous::TcpStoreClient::Connect(host, port, kRelayConnectTimeout, token);
-  };
+  relay_options.upstream = rendezvous::RelayUpstream{.host = world_.store_addr,
+                                                     .port = world_.store_port,
+                                                     .token = options_.run_token,
+                                                     .connect_timeout = kRelayConnectTimeout};
   try {
     relay_ = TcpStoreServer::Start(relay_options);
   } catch (const StoreError& error) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -52,6 +53,8 @@ class Connection {
   // corrupt stream.
   std::string ReceiveFrame(Clock::time_point deadline, const std::string& late_message,
                            size_t max_body_bytes);
+  // For a caller that polls the socket itself (MSG_DONTWAIT transfers).
+  int fd() const { return fd_; }
 
  private:
   int fd_;
@@ -61,5 +64,20 @@ class Connection {
 // fd (non-blocking) or -1 with a reason in `failure`.
 int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadline,
                std::string* failure);
+
+// A connection past its hello at a chosen version, for a client that drives
+// the socket itself (the relay's upstream, upstream_relay.cc), and what the
+// server's hello told it.
+struct GreetedConnection {
+  std::unique_ptr<Connection> connection;
+  uint32_t version = 0;  // what the connection speaks (the server's answer)
+  size_t max_message_bytes = 0;
+  size_t max_keys_per_request = 0;
+};
+// Connects and greets as TcpStoreClient::Connect does (retries, the token),
+// offering `version`; defined in tcp_store_client.cc. Throws StoreError.
+GreetedConnection ConnectGreeted(const std::string& host, uint16_t port,
+                                 milliseconds connect_timeout, const std::string& token,
+                                 uint32_t version);
 
 }  // namespace infini::rendezvous::store_client

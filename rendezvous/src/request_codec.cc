@@ -128,6 +128,173 @@ std::string DecodeRequest(std::string_view body, const RequestLimits& limits, Re
   return "";
 }
 
+std::string EncodeRequest(const Request& request) {
+  FrameWriter frame(request.type);
+  const std::string no_key;
+  const std::string& key = request.keys.empty() ? no_key : request.keys.front();
+  auto keys = [&frame, &request] {
+    frame.U32(static_cast<uint32_t>(request.keys.size()));
+    for (const std::string& each : request.keys) frame.Str(each);
+  };
+  switch (request.type) {
+    case MessageType::kSet:
+      frame.Str(key).Str(request.value);
+      break;
+    case MessageType::kGet:
+    case MessageType::kAdd:
+      frame.Str(key).I64(request.number);
+      break;
+    case MessageType::kCompareSet:
+      frame.Str(key).Str(request.expected).Str(request.value);
+      break;
+    case MessageType::kDelete:
+      frame.Str(key);
+      break;
+    case MessageType::kCheck:
+      keys();
+      break;
+    case MessageType::kWait:
+      keys();
+      frame.I64(request.number);
+      break;
+    default:
+      break;
+  }
+  return frame.Finish().substr(kFrameHeaderBytes);
+}
+
+std::string DecodeBatch(std::string_view body, const RequestLimits& limits,
+                        std::vector<TaggedRequest>* requests) {
+  BodyReader reader(body);
+  uint8_t type = 0;
+  uint32_t count = 0;
+  requests->clear();
+  if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kBatch) {
+    return "not a batch";
+  }
+  if (!reader.U32(&count)) return "malformed batch: truncated request count";
+  if (count == 0) return "malformed batch: no request in it";
+  if (count > limits.max_keys_per_request) {
+    return std::to_string(count) + " requests in one batch: the store's max_keys_per_request is " +
+           std::to_string(limits.max_keys_per_request);
+  }
+  // Each request takes at least its tag, its length and its type byte.
+  if (uint64_t{count} * (kBatchEntryOverheadBytes + 1) > reader.remaining_bytes()) {
+    return "malformed batch: request count larger than the message";
+  }
+  requests->reserve(count);
+  std::string request_body;
+  for (uint32_t i = 0; i < count; ++i) {
+    TaggedRequest tagged;
+    if (!reader.U64(&tagged.tag) || !reader.Str(&request_body)) {
+      return "malformed batch: truncated request " + std::to_string(i);
+    }
+    if (!request_body.empty() && static_cast<MessageType>(request_body[0]) == MessageType::kBatch) {
+      return "malformed batch: a batch inside a batch";
+    }
+    if (std::string error = DecodeRequest(request_body, limits, &tagged.request); !error.empty()) {
+      return "batch request " + std::to_string(i) + ": " + error;
+    }
+    requests->push_back(std::move(tagged));
+  }
+  if (!reader.AtEnd()) return "malformed batch: extra bytes";
+  return "";
+}
+
+void BatchWriter::Add(uint64_t tag, std::string_view request_body) {
+  std::string entry = FrameWriter(MessageType::kBatch).U64(tag).Str(request_body).Finish();
+  // The entry is what follows the scratch frame's header and type byte.
+  entries_.append(entry, kFrameHeaderBytes + 1);
+  ++count_;
+}
+
+std::string BatchWriter::Finish() {
+  std::string frame = FrameWriter(MessageType::kBatch).U32(count_).Finish(entries_.size());
+  frame += entries_;
+  entries_.clear();
+  count_ = 0;
+  return frame;
+}
+
+void BatchReplyWriter::Add(uint64_t tag, const Reply& reply) {
+  const EncodedReply encoded = EncodeReply(reply);
+  const size_t body_bytes = encoded.size() - kFrameHeaderBytes;
+  FrameWriter entry(MessageType::kBatchReply);
+  entry.U64(tag).U32(static_cast<uint32_t>(body_bytes));
+  entries_.append(entry.Finish(), kFrameHeaderBytes + 1);
+  entries_.append(encoded.head, kFrameHeaderBytes);
+  if (encoded.value) entries_ += *encoded.value;
+  ++count_;
+}
+
+std::string BatchReplyWriter::Finish() {
+  std::string frame = FrameWriter(MessageType::kBatchReply).U32(count_).Finish(entries_.size());
+  frame += entries_;
+  entries_.clear();
+  count_ = 0;
+  return frame;
+}
+
+std::string DecodeReply(std::string_view body, Reply* reply) {
+  BodyReader reader(body);
+  uint8_t type = 0;
+  *reply = Reply{};
+  if (!reader.U8(&type)) return "empty reply";
+  reply->type = static_cast<MessageType>(type);
+  bool whole = true;
+  switch (reply->type) {
+    case MessageType::kOk:
+    case MessageType::kTimeout:
+      break;
+    case MessageType::kValue: {
+      std::string value;
+      whole = reader.Str(&value);
+      reply->value = std::make_shared<const std::string>(std::move(value));
+      break;
+    }
+    case MessageType::kInteger:
+      whole = reader.I64(&reply->integer);
+      break;
+    case MessageType::kBool: {
+      uint8_t flag = 0;
+      whole = reader.U8(&flag) && flag <= 1;
+      reply->integer = flag;
+      break;
+    }
+    case MessageType::kError:
+      whole = reader.Str(&reply->error);
+      break;
+    default:
+      return "unknown reply type " + std::to_string(type);
+  }
+  if (!whole || !reader.AtEnd()) return "malformed reply of type " + std::to_string(type);
+  return "";
+}
+
+std::string DecodeBatchReply(std::string_view body, std::vector<TaggedReply>* replies) {
+  BodyReader reader(body);
+  uint8_t type = 0;
+  uint32_t count = 0;
+  replies->clear();
+  if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kBatchReply ||
+      !reader.U32(&count)) {
+    return "not a batch reply";
+  }
+  if (uint64_t{count} * (kBatchEntryOverheadBytes + 1) > reader.remaining_bytes()) {
+    return "malformed batch reply: reply count larger than the message";
+  }
+  replies->reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    TaggedReply tagged;
+    if (!reader.U64(&tagged.tag) || !reader.Str(&tagged.body) || tagged.body.empty()) {
+      return "malformed batch reply: truncated reply " + std::to_string(i);
+    }
+    replies->push_back(std::move(tagged));
+  }
+  if (!reader.AtEnd()) return "malformed batch reply: extra bytes";
+  return "";
+}
+
 EncodedReply EncodeReply(const Reply& reply) {
   FrameWriter frame(reply.type);
   EncodedReply encoded;
@@ -164,7 +331,8 @@ std::string DecodeHello(std::string_view body, uint32_t* version, std::string* c
       !reader.U32(&magic) || magic != kMagic || !reader.U32(version)) {
     return "not an InfiniCCL store client (bad hello)";
   }
-  if (*version != kVersion) return "";  // refused by version, with a clearer message
+  // Refused by version, with a clearer message.
+  if (*version < kOldestVersion || *version > kVersion) return "";
   if (!reader.Str(client_nonce) || !reader.AtEnd() || client_nonce->size() != kNonceBytes) {
     return "malformed hello: it must end with a " + std::to_string(kNonceBytes) +
            "-byte client nonce";

@@ -1,8 +1,11 @@
-// Bytes to requests and replies to bytes, for the server: the framing of a
-// byte stream (FrameParser), the decoding of one request body (DecodeRequest)
-// and the encoding of one reply (EncodeReply). No sockets, no allocation on a
-// client's word: a frame's buffer grows only as its bytes arrive, and a key
-// count is checked against the bytes that hold the keys before any key is read.
+// Bytes to requests and replies to bytes: the framing of a byte stream
+// (FrameParser), the decoding of one request body (DecodeRequest) or of a
+// batch of them (DecodeBatch), and the encoding of one reply (EncodeReply) or
+// of a batch's replies (BatchReplyWriter), for the server; for a client that
+// batches (the relay's upstream), the inverse (EncodeRequest, BatchWriter,
+// DecodeBatchReply). No sockets, no allocation on a client's word: a frame's
+// buffer grows only as its bytes arrive, and a key or request count is
+// checked against the bytes that hold them before any is read.
 #pragma once
 
 #include <cstddef>
@@ -71,6 +74,35 @@ struct Request {
 // Decodes `body` into `request`. Returns "" on success, else why the body is
 // not a valid request (unknown type, truncated, too many keys, extra bytes).
 std::string DecodeRequest(std::string_view body, const RequestLimits& limits, Request* request);
+// `request` as a body (type byte and fields, no frame header): what
+// DecodeRequest reads back.
+std::string EncodeRequest(const Request& request);
+
+// One request of a kBatch, with the tag that its reply will carry.
+struct TaggedRequest {
+  uint64_t tag = 0;
+  Request request;
+};
+// Decodes a kBatch body: at most limits.max_keys_per_request requests (the
+// same cap as keys), each a valid request of another type than kBatch.
+// Returns "" or why the body is not a valid batch.
+std::string DecodeBatch(std::string_view body, const RequestLimits& limits,
+                        std::vector<TaggedRequest>* requests);
+
+// Builds a kBatch frame from request bodies (EncodeRequest's).
+class BatchWriter {
+ public:
+  void Add(uint64_t tag, std::string_view request_body);
+  size_t count() const { return count_; }
+  // The frame's body bytes so far (what max_message_bytes bounds).
+  size_t body_bytes() const { return 1 + 4 + entries_.size(); }
+  // The whole frame, header included; the writer is spent.
+  std::string Finish();
+
+ private:
+  std::string entries_;
+  uint32_t count_ = 0;
+};
 
 // A reply as the key-value table makes it.
 struct Reply {
@@ -89,9 +121,39 @@ struct EncodedReply {
 };
 EncodedReply EncodeReply(const Reply& reply);
 
+// Builds a kBatchReply frame: (tag, reply) entries; values are copied in.
+class BatchReplyWriter {
+ public:
+  void Add(uint64_t tag, const Reply& reply);
+  size_t count() const { return count_; }
+  size_t body_bytes() const { return 1 + 4 + entries_.size(); }
+  bool empty() const { return count_ == 0; }
+  // The whole frame, header included; the writer starts again empty.
+  std::string Finish();
+
+ private:
+  std::string entries_;
+  uint32_t count_ = 0;
+};
+
+// A reply body (type byte and fields) as a Reply: "" or why it is not one
+// (a client's side: the value is copied).
+std::string DecodeReply(std::string_view body, Reply* reply);
+
+// One reply of a kBatchReply: its tag and its reply body (type byte and
+// fields, as a reply frame's body).
+struct TaggedReply {
+  uint64_t tag = 0;
+  std::string body;
+};
+// Decodes a kBatchReply body (a client's side: the server is trusted as far
+// as its token, but not to be well-formed). Returns "" or why not.
+std::string DecodeBatchReply(std::string_view body, std::vector<TaggedReply>* replies);
+
 // The client's kHello: "" when `body` is a hello of our magic; else why not.
 // `version` is set whenever the magic matched; `client_nonce` is what follows
-// it (left empty for another version, which the server refuses by version).
+// it (every version from kOldestVersion to kVersion has one; left empty for
+// another version, which the server refuses by version).
 std::string DecodeHello(std::string_view body, uint32_t* version, std::string* client_nonce);
 // The client's kProof: "" and the MAC, or why the body is not a proof.
 std::string DecodeProof(std::string_view body, std::string* mac);

@@ -149,6 +149,11 @@ void TcpStoreServerImpl::Serve(Connection* connection) {
 }
 
 void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view body) {
+  if (connection->hello.version() >= wire::kBatchVersion &&
+      static_cast<MessageType>(body[0]) == MessageType::kBatch) {
+    HandleBatch(connection, body);
+    return;
+  }
   wire::Request request;
   if (const std::string error = wire::DecodeRequest(body, limits_, &request); !error.empty()) {
     Refuse(connection, error);
@@ -377,6 +382,7 @@ void TcpStoreServerImpl::Close(Connection* connection) {
   Unwatch(connection);
   strangers_.Remove(connection->id);
   table_.Forget(connection->id);
+  ForgetBatches(connection);
   connection->input.Clear();
   CountInput(connection);
   connections_.erase(connection->id);

@@ -47,11 +47,13 @@ ServerHandshake::Step ServerHandshake::Next(std::string_view body, const HelloTe
   if (std::string error = wire::DecodeHello(body, &version, &client_nonce); !error.empty()) {
     return Refusal(std::move(error));
   }
-  if (version != wire::kVersion) {
+  if (version < wire::kOldestVersion || version > wire::kVersion) {
     return Refusal("store protocol version " + std::to_string(version) +
                    " is not supported; this server speaks version " +
-                   std::to_string(wire::kVersion));
+                   std::to_string(wire::kVersion) + " (and back to " +
+                   std::to_string(wire::kOldestVersion) + ")");
   }
+  version_ = std::min(version, terms.max_version);
   if (terms.token.empty()) return Accept(terms);
   Step step;
   std::string server_proof;
@@ -76,7 +78,7 @@ ServerHandshake::Step ServerHandshake::Accept(const HelloTerms& terms) {
   return Reply(
       FrameWriter(MessageType::kHelloOk)
           .U32(wire::kMagic)
-          .U32(wire::kVersion)
+          .U32(version_)
           .U64(terms.max_message_bytes)
           .U32(static_cast<uint32_t>(std::min<size_t>(terms.max_keys_per_request, UINT32_MAX)))
           .Finish());

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "wire_protocol.h"
+
 namespace infini::rendezvous {
 
 // What every hello of one server is checked against and told.
@@ -17,6 +19,9 @@ struct HelloTerms {
   std::string token;  // "": no challenge, a hello of our version is accepted
   uint64_t max_message_bytes = 0;
   size_t max_keys_per_request = 0;
+  // The newest version this server speaks with a client (a relay answers
+  // version 3: it does not take batches).
+  uint32_t max_version = wire::kVersion;
 };
 
 class ServerHandshake {
@@ -40,11 +45,15 @@ class ServerHandshake {
 
   State state() const { return state_; }
   bool ready() const { return state_ == State::kReady; }
+  // The version this connection speaks (the client's, at most the server's),
+  // once the hello was read.
+  uint32_t version() const { return version_; }
 
  private:
   Step Accept(const HelloTerms& terms);
 
   State state_ = State::kAwaitHello;
+  uint32_t version_ = 0;
   // Both sides' challenges, while state_ == kAwaitProof.
   std::string client_nonce_;
   std::string server_nonce_;

@@ -1,7 +1,8 @@
 // A relay's requests that go upstream (TcpStoreServerOptions::upstream;
 // docs/rendezvous.md, "Relay"). Node-local keys (node_local_key.h) live in
 // the table as in any store. Writes and checks of other keys are forwarded
-// (UpstreamRelay) and their connection waits for the upstream's reply. A Get
+// (UpstreamRelay: one connection, in batches) and their connection waits
+// for the upstream's reply. A Get
 // or Wait parks in the table as usual, on keys that the table never holds
 // for long: each upstream key that someone waits on is watched upstream once
 // (one upstream Get), and its value, when it comes, is set and deleted at
@@ -34,7 +35,8 @@ bool IsUpstreamKey(const std::string& key) { return !IsNodeLocalKey(key); }
 
 void TcpStoreServerImpl::StartRelay() {
   relay_ = std::make_unique<UpstreamRelay>(
-      options_.upstream, [this] { uv_async_send(&upstream_async_); }, options_.on_upstream_request);
+      *options_.upstream, [this] { uv_async_send(&upstream_async_); },
+      options_.on_upstream_request);
 }
 
 // Returns false when the table answers `request` as it is.

@@ -82,11 +82,25 @@ class HelloCut : public StoreError {
 
 class TcpStoreClientImpl final : public TcpStoreClient {
  public:
-  TcpStoreClientImpl(std::string host, uint16_t port, std::string token)
+  // `hello_version`: the protocol version offered. A client that sends no
+  // batch offers the oldest, so servers of that version serve it too.
+  TcpStoreClientImpl(std::string host, uint16_t port, std::string token,
+                     uint32_t hello_version = wire::kOldestVersion)
       : host_(std::move(host)),
         port_(port),
         token_(std::move(token)),
-        endpoint_(OneLine(FormatEndpoint({host_, port_}))) {}
+        endpoint_(OneLine(FormatEndpoint({host_, port_}))),
+        hello_version_(hello_version) {}
+
+  // The greeted connection, for a caller that drives it itself; this client
+  // is spent.
+  store_client::GreetedConnection TakeConnection() {
+    std::lock_guard lock(mutex_);
+    return {.connection = std::move(connection_),
+            .version = server_version_,
+            .max_message_bytes = max_message_bytes_,
+            .max_keys_per_request = max_keys_per_request_};
+  }
 
   // Connects (retrying until `connect_timeout` passes, since the server may
   // start after its clients; once only when `retry` is false) and exchanges
@@ -223,7 +237,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     const std::string client_nonce = auth::NonceWithTicket(token_);
     std::string reply = Exchange(FrameWriter(MessageType::kHello)
                                      .U32(wire::kMagic)
-                                     .U32(wire::kVersion)
+                                     .U32(hello_version_)
                                      .Str(client_nonce)
                                      .Finish(),
                                  deadline);
@@ -253,6 +267,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     max_message_bytes_ = static_cast<size_t>(
         std::min<uint64_t>(max_message_bytes, std::numeric_limits<uint32_t>::max()));
     max_keys_per_request_ = max_keys;
+    server_version_ = version;
   }
 
   // Checks the server's proof in its challenge, then sends this client's;
@@ -436,15 +451,29 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   const uint16_t port_;
   const std::string token_;
   const std::string endpoint_;  // "host:port", for messages
+  const uint32_t hello_version_;
   std::mutex mutex_;
   std::unique_ptr<Connection> connection_;  // guarded by mutex_
   std::string broken_;                      // why the connection is unusable; guarded by mutex_
   // The server's limits (from its hello); guarded by mutex_.
   size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
   size_t max_keys_per_request_ = 0;
+  uint32_t server_version_ = 0;
 };
 
 }  // namespace
+
+namespace store_client {
+
+GreetedConnection ConnectGreeted(const std::string& host, uint16_t port,
+                                 milliseconds connect_timeout, const std::string& token,
+                                 uint32_t version) {
+  TcpStoreClientImpl client(host, port, token, version);
+  client.Open(Clamp(connect_timeout));
+  return client.TakeConnection();
+}
+
+}  // namespace store_client
 
 std::unique_ptr<TcpStoreClient> TcpStoreClient::Connect(const std::string& host, uint16_t port,
                                                         milliseconds connect_timeout,

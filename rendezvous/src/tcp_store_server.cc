@@ -128,7 +128,10 @@ TableLimits LimitsOf(const TcpStoreServerOptions& options) {
 HelloTerms TermsOf(const TcpStoreServerOptions& options) {
   return {.token = options.token,
           .max_message_bytes = options.max_message_bytes,
-          .max_keys_per_request = options.max_keys_per_request};
+          .max_keys_per_request = options.max_keys_per_request,
+          // A relay's clients are ranks, which never batch: its batched
+          // requests would have to be forwarded out of order too.
+          .max_version = options.upstream ? wire::kOldestVersion : wire::kVersion};
 }
 
 }  // namespace
@@ -297,6 +300,7 @@ void TcpStoreServerImpl::DeliverCompletions() {
   // so a client that got its answer sees them settled.
   PublishCounters();
   for (Completion& completion : table_.TakeCompletions()) {
+    if (RouteBatchReply(completion)) continue;
     const auto found = connections_.find(completion.client);
     if (found == connections_.end() || found->second->closing) continue;
     Connection* connection = found->second;
@@ -306,6 +310,7 @@ void TcpStoreServerImpl::DeliverCompletions() {
       MarkReady(connection);
     }
   }
+  SendBatchReplies();
 }
 
 // ---- memory ----
@@ -357,7 +362,7 @@ void TcpStoreServerImpl::OnSweep(uv_timer_t* timer) {
     const Milliseconds quiet = now - connection->last_activity;
     const bool hello_late = !connection->hello.ready() && now - connection->accepted_at >= hello_ms;
     const bool idle = connection->hello.ready() && idle_ms > 0 && !connection->waiting &&
-                      !connection->queued && quiet >= idle_ms;
+                      connection->batch_waiters.empty() && !connection->queued && quiet >= idle_ms;
     const bool refusal_stuck = connection->refusing && quiet >= hello_ms;
     if (hello_late || idle || refusal_stuck) {
       expired.push_back(connection);

@@ -7,6 +7,7 @@
 //                         for the caps and the descriptor reserve, the hello;
 //   server_connection.cc  one client's connection: reading, admission to the
 //                         budget, serving requests, writing, refusing, closing;
+//   server_batch.cc       version 4's batched requests, answered by tag;
 //   server_relay.cc       a relay's requests that go upstream (upstream_relay.h).
 // What knows no sockets is apart: KeyValueTable (keys, values, waiters),
 // ServerHandshake (the hello and the run token's challenge), Strangers and
@@ -59,6 +60,17 @@ struct Connection {
   bool waiting = false;    // its request waits in the table, or upstream
   bool forwarded = false;  // its request was forwarded upstream (a relay)
   bool ready = false;      // in the server's ready queue
+  // Version 4: the table's ids of its batched requests not yet answered
+  // (each waits in the table as a client of its own), and the answers to
+  // them to be sent in one frame at the end of the turn.
+  std::unordered_set<ClientId> batch_waiters;
+  wire::BatchReplyWriter batch_replies;
+};
+
+// Whose batched request a table id is (server_batch.cc).
+struct BatchEntry {
+  ClientId connection = 0;
+  uint64_t tag = 0;
 };
 
 class TcpStoreServerImpl final : public TcpStoreServer {
@@ -138,6 +150,13 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void HandleRequest(Connection* connection, std::string_view body);
   static size_t NextFrameBytes(const Connection* connection);
 
+  // ---- batched requests (server_batch.cc) ----
+  void HandleBatch(Connection* connection, std::string_view body);
+  // Takes `completion` when it answers a batched request (false otherwise).
+  bool RouteBatchReply(Completion& completion);
+  void SendBatchReplies();
+  void ForgetBatches(Connection* connection);
+
   // ---- a relay's upstream (server_relay.cc) ----
   void StartRelay();  // after upstream_async_ was made
   bool RelayRequest(Connection* connection, wire::Request& request);
@@ -194,8 +213,10 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   size_t reply_charge_ = 0;    // unsent replies less shared values (charged)
   size_t trim_high_water_ = 0;
   std::vector<char> read_chunk_;
-  std::unique_ptr<UpstreamRelay> relay_;     // set on a relay
-  std::unordered_set<std::string> watched_;  // keys being watched upstream
+  std::unique_ptr<UpstreamRelay> relay_;                    // set on a relay
+  std::unordered_set<std::string> watched_;                 // keys being watched upstream
+  std::unordered_map<ClientId, BatchEntry> batch_entries_;  // by the table's id
+  std::vector<ClientId> batch_reply_owners_;  // connections with batch replies to send
 
   std::atomic<size_t> num_keys_{0};
   std::atomic<size_t> num_waiters_{0};

@@ -1,62 +1,47 @@
 #include "upstream_relay.h"
 
-#include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
-#include <utility>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include "infini/rendezvous/tcp_store.h"
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "client_connection.h"
+#include "infini/common/one_line.h"
+#include "infini/rendezvous/endpoint.h"
+#include "wire_protocol.h"
 
 namespace infini::rendezvous::store_server {
 namespace {
 
+using Clock = std::chrono::steady_clock;
 using wire::MessageType;
 using wire::Reply;
 
-Reply Typed(MessageType type, int64_t integer = 0) {
-  Reply reply;
-  reply.type = type;
-  reply.integer = integer;
-  return reply;
-}
+// How long past a watch's timeout the upstream may take to answer it, and
+// how long it may take for anything else, before the relay takes it as
+// unresponsive (the store client's own bounds).
+constexpr std::chrono::milliseconds kReplyGrace{std::chrono::seconds(10)};
+constexpr std::chrono::milliseconds kForwardDeadline = Store::kDefaultTimeout;
+constexpr size_t kReadChunkBytes = size_t{64} << 10;
+// A request's bytes in a batch besides its keys and values: type, lengths,
+// integers.
+constexpr size_t kRequestOverheadBytes = 64;
 
 Reply ErrorReply(std::string text) {
   Reply reply;
   reply.type = MessageType::kError;
   reply.error = std::move(text);
   return reply;
-}
-
-// One forwarded request on the upstream store, as the reply the relay's
-// client gets. Get and Wait are watched, never forwarded.
-Reply RunUpstream(Store& upstream, wire::Request& request) {
-  const std::string& key = request.keys.empty() ? std::string() : request.keys.front();
-  switch (request.type) {
-    case MessageType::kSet:
-      upstream.Set(key, request.value);
-      return Typed(MessageType::kOk);
-    case MessageType::kAdd:
-      return Typed(MessageType::kInteger, upstream.Add(key, request.number));
-    case MessageType::kCompareSet: {
-      Reply reply = Typed(MessageType::kValue);
-      reply.value = std::make_shared<const std::string>(
-          upstream.CompareSet(key, request.expected, request.value));
-      return reply;
-    }
-    case MessageType::kDelete:
-      return Typed(MessageType::kBool, upstream.DeleteKey(key) ? 1 : 0);
-    case MessageType::kCheck:
-      return Typed(MessageType::kBool, upstream.Check(request.keys) ? 1 : 0);
-    case MessageType::kNumKeys:
-      if (auto* tcp = dynamic_cast<TcpStoreClient*>(&upstream)) {
-        return Typed(MessageType::kInteger, tcp->NumKeys());
-      }
-      return ErrorReply("the relay's upstream store does not count its keys");
-    default:
-      return ErrorReply("request type " + std::to_string(static_cast<int>(request.type)) +
-                        " is not forwarded upstream");
-  }
 }
 
 const char* RequestName(MessageType type) {
@@ -83,6 +68,12 @@ bool IsWrite(MessageType type) {
          type == MessageType::kCompareSet || type == MessageType::kDelete;
 }
 
+size_t RequestBytes(const wire::Request& request) {
+  size_t bytes = kRequestOverheadBytes + request.value.size() + request.expected.size();
+  for (const std::string& key : request.keys) bytes += key.size() + 4;
+  return bytes;
+}
+
 }  // namespace
 
 struct UpstreamRelay::Job {
@@ -92,26 +83,372 @@ struct UpstreamRelay::Job {
 };
 
 struct UpstreamRelay::State {
-  std::function<std::unique_ptr<Store>()> connect;
+  RelayUpstream upstream;
   std::function<void()> wake;  // empty once the relay is gone
   Observer observe;
+  int wake_fd = -1;  // eventfd: new work, or Stop
 
-  std::mutex mutex;
-  std::condition_variable work_arrived;
-  std::deque<Job> jobs;
+  mutable std::mutex mutex;
+  std::deque<Job> queued;  // not yet sent
   std::deque<UpstreamResult> results;
-  size_t workers = 0;
-  size_t idle_workers = 0;
   bool stopping = false;
   RelayCounts counts;
+
+  ~State() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+  void Signal() const {
+    const uint64_t one = 1;
+    if (::write(wake_fd, &one, sizeof(one)) < 0) {
+      // The counter is full: the thread has a wake-up pending anyway.
+    }
+  }
 };
 
-UpstreamRelay::UpstreamRelay(std::function<std::unique_ptr<Store>()> connect,
-                             std::function<void()> wake, Observer observe)
+namespace {
+
+// The relay's thread: one upstream connection, the batches in flight on it,
+// and the loop that polls the socket and the wake-up.
+class UpstreamLink {
+ public:
+  explicit UpstreamLink(std::shared_ptr<UpstreamRelay::State> state)
+      : state_(std::move(state)),
+        endpoint_(OneLine(FormatEndpoint({state_->upstream.host, state_->upstream.port}))) {}
+
+  void Run() {
+    for (;;) {
+      std::vector<UpstreamRelay::Job> batch;
+      bool connect = false;
+      {
+        std::lock_guard lock(state_->mutex);
+        if (state_->stopping) return;
+        if (!connection_ && !state_->queued.empty()) {
+          connect = true;
+        } else if (connection_ && forwards_in_flight_ == 0 && output_.empty()) {
+          batch = TakeBatch();
+        }
+      }
+      if (connect) {
+        Connect();
+        continue;
+      }
+      if (!batch.empty()) Send(std::move(batch));
+      PollOnce();
+    }
+  }
+
+ private:
+  struct Pending {
+    UpstreamRelay::Job job;
+    Clock::time_point deadline;
+  };
+
+  // Under the state's lock: the queued jobs that fit one frame, counted and
+  // observed (after Stop() returns, no observer is called).
+  std::vector<UpstreamRelay::Job> TakeBatch() {
+    std::vector<UpstreamRelay::Job> batch;
+    size_t bytes = 1 + 4;
+    while (!state_->queued.empty() && batch.size() < max_requests_) {
+      UpstreamRelay::Job& job = state_->queued.front();
+      const size_t job_bytes = RequestBytes(job.request) + wire::kBatchEntryOverheadBytes;
+      if (!batch.empty() && bytes + job_bytes > max_message_bytes_) break;
+      bytes += job_bytes;
+      RelayCounts& counts = state_->counts;
+      ++counts.requests;
+      if (job.watch) ++counts.watches;
+      if (!job.watch && IsWrite(job.request.type)) ++counts.writes;
+      if (state_->observe) {
+        state_->observe(job.watch ? "watch" : RequestName(job.request.type),
+                        job.request.keys.empty() ? std::string() : job.request.keys.front());
+      }
+      batch.push_back(std::move(job));
+      state_->queued.pop_front();
+    }
+    return batch;
+  }
+
+  void Connect() {
+    const RelayUpstream& upstream = state_->upstream;
+    std::string failure;
+    try {
+      store_client::GreetedConnection greeted =
+          store_client::ConnectGreeted(upstream.host, upstream.port, upstream.connect_timeout,
+                                       upstream.token, wire::kBatchVersion);
+      if (greeted.version < wire::kBatchVersion) {
+        failure = "the store at " + endpoint_ + " speaks store protocol version " +
+                  std::to_string(greeted.version) + " and a relay needs version " +
+                  std::to_string(wire::kBatchVersion) + " (batches): an older build hosts it";
+      } else {
+        connection_ = std::move(greeted.connection);
+        max_message_bytes_ = greeted.max_message_bytes;
+        max_requests_ = std::max<size_t>(1, greeted.max_keys_per_request);
+      }
+    } catch (const StoreError& error) {
+      failure = error.what();
+    }
+    std::lock_guard lock(state_->mutex);
+    if (connection_) {
+      ++state_->counts.connections;
+      return;
+    }
+    // Whatever waited for this connection fails, as a call on a lost store
+    // does; work that comes later tries again.
+    for (UpstreamRelay::Job& job : std::exchange(state_->queued, {})) {
+      Deliver(Failed(job, failure));
+    }
+    Wake();
+  }
+
+  void Send(std::vector<UpstreamRelay::Job> batch) {
+    wire::BatchWriter writer;
+    const Clock::time_point now = Clock::now();
+    std::vector<UpstreamResult> refused;
+    for (UpstreamRelay::Job& job : batch) {
+      const std::string body = wire::EncodeRequest(job.request);
+      if (body.size() + wire::kBatchEntryOverheadBytes + 5 > max_message_bytes_) {
+        refused.push_back(
+            Result(job, ErrorReply("the request has " + std::to_string(body.size()) +
+                                   " bytes and the run's store at " + endpoint_ +
+                                   " takes at most " + std::to_string(max_message_bytes_))));
+        continue;
+      }
+      const uint64_t tag = ++last_tag_;
+      writer.Add(tag, body);
+      const auto deadline =
+          now + (job.watch ? std::chrono::milliseconds(job.request.number) + kReplyGrace
+                           : kForwardDeadline);
+      if (!job.watch) ++forwards_in_flight_;
+      pending_.emplace(tag, Pending{std::move(job), deadline});
+    }
+    if (writer.count() > 0) {
+      output_ = writer.Finish();
+      output_sent_ = 0;
+    }
+    std::lock_guard lock(state_->mutex);
+    if (writer.count() == 0 && refused.empty()) return;
+    if (!output_.empty()) {
+      ++state_->counts.messages;
+      state_->counts.bytes += output_.size();
+    }
+    for (UpstreamResult& result : refused) Deliver(std::move(result));
+    if (!refused.empty()) Wake();
+  }
+
+  void PollOnce() {
+    pollfd fds[2] = {{.fd = state_->wake_fd, .events = POLLIN, .revents = 0},
+                     {.fd = -1, .events = 0, .revents = 0}};
+    nfds_t count = 1;
+    if (connection_) {
+      fds[1].fd = connection_->fd();
+      fds[1].events = static_cast<short>(POLLIN | (output_.empty() ? 0 : POLLOUT));
+      count = 2;
+    }
+    int timeout_ms = -1;
+    if (!pending_.empty()) {
+      Clock::time_point earliest = Clock::time_point::max();
+      for (const auto& [tag, pending] : pending_) earliest = std::min(earliest, pending.deadline);
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(earliest - Clock::now());
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1'000'000));
+    }
+    if (::poll(fds, count, timeout_ms) < 0 && errno != EINTR) {
+      Fail("polling failed: " + std::string(std::strerror(errno)));
+      return;
+    }
+    if (fds[0].revents & POLLIN) {
+      uint64_t signals = 0;
+      if (::read(state_->wake_fd, &signals, sizeof(signals)) < 0) {
+        // Nothing pending after all (another read took it).
+      }
+    }
+    if (connection_ && fds[1].revents != 0) {
+      if (!output_.empty() && !Flush()) return;
+      if ((fds[1].revents & (POLLIN | POLLHUP | POLLERR)) && !Receive()) return;
+    }
+    CheckDeadlines();
+  }
+
+  // Writes what the socket takes now; false when the connection failed.
+  bool Flush() {
+    while (output_sent_ < output_.size()) {
+      const ssize_t sent = ::send(connection_->fd(), output_.data() + output_sent_,
+                                  output_.size() - output_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+        Fail("sending failed: " + std::string(std::strerror(errno)));
+        return false;
+      }
+      output_sent_ += static_cast<size_t>(sent);
+    }
+    output_.clear();
+    output_sent_ = 0;
+    return true;
+  }
+
+  // Reads what arrived and hands over every whole reply; false when the
+  // connection failed or ended.
+  bool Receive() {
+    char chunk[kReadChunkBytes];
+    size_t received_bytes = 0;
+    for (;;) {
+      const ssize_t received = ::recv(connection_->fd(), chunk, sizeof(chunk), MSG_DONTWAIT);
+      if (received == 0) {
+        if (pending_.empty()) {
+          Disconnect();  // closed while idle (its idle_timeout): made again when needed
+        } else {
+          Fail("the store closed the connection (is the store server still running?)");
+        }
+        return false;
+      }
+      if (received < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        Fail("receiving failed: " + std::string(std::strerror(errno)));
+        return false;
+      }
+      input_.Append(chunk, static_cast<size_t>(received));
+      received_bytes += static_cast<size_t>(received);
+      if (static_cast<size_t>(received) < sizeof(chunk)) break;
+    }
+    std::vector<UpstreamResult> results;
+    std::string_view body;
+    for (;;) {
+      const auto status = input_.Next(max_message_bytes_ + wire::kMessageOverheadBytes, &body);
+      if (status == wire::FrameParser::Status::kNeedMore) break;
+      if (status == wire::FrameParser::Status::kTooLarge) {
+        Fail("it sent a malformed reply (length " + std::to_string(input_.announced_body_bytes()) +
+             ")");
+        return false;
+      }
+      if (static_cast<MessageType>(body[0]) == MessageType::kError) {
+        Reply refusal;
+        wire::DecodeReply(body, &refusal);
+        Fail("it refused the relay's batch: " + refusal.error);
+        return false;
+      }
+      std::vector<wire::TaggedReply> replies;
+      if (const std::string error = wire::DecodeBatchReply(body, &replies); !error.empty()) {
+        Fail("it sent " + error);
+        return false;
+      }
+      for (wire::TaggedReply& tagged : replies) {
+        const auto found = pending_.find(tagged.tag);
+        Reply reply;
+        if (found == pending_.end() || !wire::DecodeReply(tagged.body, &reply).empty()) {
+          Fail("it sent a reply that answers no request of the relay");
+          return false;
+        }
+        if (!found->second.job.watch) --forwards_in_flight_;
+        results.push_back(Result(found->second.job, std::move(reply)));
+        pending_.erase(found);
+      }
+    }
+    input_.Compact();
+    std::lock_guard lock(state_->mutex);
+    state_->counts.bytes += received_bytes;
+    for (UpstreamResult& result : results) Deliver(std::move(result));
+    if (!results.empty()) Wake();
+    return true;
+  }
+
+  void CheckDeadlines() {
+    const Clock::time_point now = Clock::now();
+    for (const auto& [tag, pending] : pending_) {
+      if (pending.deadline <= now) {
+        Fail("it did not answer in time");
+        return;
+      }
+    }
+  }
+
+  // The connection is lost: every request in flight is answered with why.
+  void Fail(const std::string& what) {
+    std::vector<UpstreamResult> results;
+    for (auto& [tag, pending] : pending_) {
+      results.push_back(Failed(pending.job, "store at " + endpoint_ + " failed: " + what));
+    }
+    pending_.clear();
+    Disconnect();
+    std::lock_guard lock(state_->mutex);
+    for (UpstreamResult& result : results) Deliver(std::move(result));
+    if (!results.empty()) Wake();
+  }
+
+  void Disconnect() {
+    connection_.reset();
+    input_.Clear();
+    output_.clear();
+    output_sent_ = 0;
+    forwards_in_flight_ = 0;
+  }
+
+  static UpstreamResult Result(const UpstreamRelay::Job& job, Reply reply) {
+    UpstreamResult result;
+    result.client = job.client;
+    if (!job.watch) {
+      result.kind = UpstreamResult::Kind::kReply;
+      result.reply = std::move(reply);
+      return result;
+    }
+    result.key = job.request.keys.front();
+    switch (reply.type) {
+      case MessageType::kValue:
+        result.kind = UpstreamResult::Kind::kWatched;
+        result.value = reply.value ? *reply.value : std::string();
+        break;
+      case MessageType::kTimeout:
+        result.kind = UpstreamResult::Kind::kWatchTimeout;
+        break;
+      default:
+        result.kind = UpstreamResult::Kind::kWatchFailed;
+        result.reply = reply.type == MessageType::kError
+                           ? std::move(reply)
+                           : ErrorReply("the run's store answered a watch with reply type " +
+                                        std::to_string(static_cast<int>(reply.type)));
+        break;
+    }
+    return result;
+  }
+
+  static UpstreamResult Failed(const UpstreamRelay::Job& job, const std::string& what) {
+    // A watch's error is kWatchFailed (Result), a forwarded request's its reply.
+    return Result(job, ErrorReply("the node's relay could not reach the run's store: " + what));
+  }
+
+  // Under the state's lock.
+  void Deliver(UpstreamResult result) {
+    if (!state_->stopping) state_->results.push_back(std::move(result));
+  }
+  void Wake() {
+    if (!state_->stopping && state_->wake) state_->wake();
+  }
+
+  std::shared_ptr<UpstreamRelay::State> state_;
+  const std::string endpoint_;  // "host:port", for messages
+  std::unique_ptr<store_client::Connection> connection_;
+  size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
+  size_t max_requests_ = 1;
+  wire::FrameParser input_;
+  std::string output_;  // the batch being written
+  size_t output_sent_ = 0;
+  std::unordered_map<uint64_t, Pending> pending_;  // by tag: sent, not yet answered
+  size_t forwards_in_flight_ = 0;                  // of pending_, those that are not watches
+  uint64_t last_tag_ = 0;
+};
+
+}  // namespace
+
+UpstreamRelay::UpstreamRelay(RelayUpstream upstream, std::function<void()> wake, Observer observe)
     : state_(std::make_shared<State>()) {
-  state_->connect = std::move(connect);
+  state_->upstream = std::move(upstream);
   state_->observe = std::move(observe);
   state_->wake = std::move(wake);
+  state_->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (state_->wake_fd < 0) {
+    throw StoreError(std::string("cannot make the relay's wake-up descriptor: ") +
+                     std::strerror(errno));
+  }
+  std::thread([state = state_] { UpstreamLink(state).Run(); }).detach();
 }
 
 UpstreamRelay::~UpstreamRelay() { Stop(); }
@@ -120,8 +457,8 @@ void UpstreamRelay::Stop() {
   std::lock_guard lock(state_->mutex);
   state_->stopping = true;
   state_->wake = nullptr;
-  state_->jobs.clear();
-  state_->work_arrived.notify_all();
+  state_->queued.clear();
+  state_->Signal();
 }
 
 void UpstreamRelay::Forward(ClientId client, wire::Request request) {
@@ -139,14 +476,9 @@ void UpstreamRelay::Watch(const std::string& key, std::chrono::milliseconds time
 void UpstreamRelay::Submit(Job job) {
   std::lock_guard lock(state_->mutex);
   if (state_->stopping) return;
-  state_->jobs.push_back(std::move(job));
-  if (state_->idle_workers > 0) {
-    state_->work_arrived.notify_one();
-    return;
-  }
-  if (state_->workers >= kMaxUpstreamConnections) return;  // the next free worker takes it
-  ++state_->workers;
-  std::thread(Work, state_).detach();
+  state_->queued.push_back(std::move(job));
+  // One wake-up per burst: the thread takes everything queued when it runs.
+  if (state_->queued.size() == 1) state_->Signal();
 }
 
 std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
@@ -157,61 +489,6 @@ std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
 RelayCounts UpstreamRelay::counts() const {
   std::lock_guard lock(state_->mutex);
   return state_->counts;
-}
-
-void UpstreamRelay::Work(std::shared_ptr<State> state) {
-  std::unique_ptr<Store> upstream;
-  std::unique_lock lock(state->mutex);
-  while (true) {
-    ++state->idle_workers;
-    state->work_arrived.wait(lock, [&] { return state->stopping || !state->jobs.empty(); });
-    --state->idle_workers;
-    if (state->stopping) break;
-    Job job = std::move(state->jobs.front());
-    state->jobs.pop_front();
-    ++state->counts.requests;
-    if (job.watch) ++state->counts.watches;
-    if (!job.watch && IsWrite(job.request.type)) ++state->counts.writes;
-    // Under the lock: after Stop() returns, no observer is called.
-    if (state->observe) {
-      state->observe(job.watch ? "watch" : RequestName(job.request.type),
-                     job.request.keys.empty() ? std::string() : job.request.keys.front());
-    }
-    lock.unlock();
-
-    UpstreamResult result;
-    result.client = job.client;
-    if (job.watch) result.key = job.request.keys.front();
-    try {
-      if (!upstream) {
-        upstream = state->connect();
-        std::lock_guard counting(state->mutex);
-        ++state->counts.connections;
-      }
-      if (job.watch) {
-        upstream->set_timeout(std::chrono::milliseconds(job.request.number));
-        result.kind = UpstreamResult::Kind::kWatched;
-        result.value = upstream->Get(result.key);
-      } else {
-        result.kind = UpstreamResult::Kind::kReply;
-        result.reply = RunUpstream(*upstream, job.request);
-      }
-    } catch (const StoreTimeoutError&) {
-      result.kind = UpstreamResult::Kind::kWatchTimeout;
-    } catch (const StoreError& error) {
-      // Made again for the next job: the upstream may have been restarted.
-      upstream.reset();
-      result.kind = job.watch ? UpstreamResult::Kind::kWatchFailed : UpstreamResult::Kind::kReply;
-      result.reply = ErrorReply(std::string("the node's relay could not reach the run's store: ") +
-                                error.what());
-    }
-
-    lock.lock();
-    if (state->stopping) break;
-    state->results.push_back(std::move(result));
-    if (state->wake) state->wake();
-  }
-  --state->workers;
 }
 
 }  // namespace infini::rendezvous::store_server

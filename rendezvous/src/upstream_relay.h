@@ -1,7 +1,8 @@
 // A relay store's way upstream: the requests that a relay (a TcpStoreServer
-// with TcpStoreServerOptions::upstream) does not answer itself run here, on a
-// few blocking upstream connections, each owned by one worker thread; the
-// results come back to the server's loop through a queue and `wake`.
+// with TcpStoreServerOptions::upstream) does not answer itself go to the
+// run's store on one connection, owned by one thread, in batches (protocol
+// version 4, wire_protocol.h: kBatch); the results come back to the server's
+// loop through a queue and `wake`.
 //
 // Two kinds of work: a forwarded request (Set, Add, CompareSet, Delete,
 // Check, NumKeys on upstream keys), answered with the reply the upstream
@@ -9,11 +10,19 @@
 // parked on it), answered with the value, or that it timed out or failed.
 // The server watches each key once, however many of its clients wait on it.
 //
-// Workers are started as work arrives and none is idle, up to
-// kMaxUpstreamConnections; each connects on its first job and again after its
-// connection failed. The destructor does not wait for a worker blocked in an
-// upstream call (a watch may last kLongestWatch): workers share the queue's
-// state and are detached, and none calls `wake` after the relay is gone.
+// Batching, Nagle's way and without a timer: when no forwarded request is in
+// flight, whatever is queued leaves at once as one frame; while one batch's
+// forwarded requests are in flight, new work queues and leaves as the next
+// frame when they have all been answered. A watch in flight holds nothing
+// up: the upstream answers each request by its tag, whenever it can. So an
+// idle relay adds no latency, and a busy one sends one frame per round trip.
+//
+// The thread connects on the first work and again after the connection
+// failed; a failure answers every request in flight (and, when connecting
+// failed, every one queued) with the error, as a lost connection did to the
+// ranks before. The destructor does not wait for the thread, which may be
+// connecting (RelayUpstream::connect_timeout): it shares the queue's state
+// and is detached, and never calls `wake` after the relay is gone.
 #pragma once
 
 #include <chrono>
@@ -24,14 +33,12 @@
 #include <memory>
 #include <string>
 
-#include "infini/rendezvous/store.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
 #include "request_codec.h"
 
 namespace infini::rendezvous::store_server {
 
-inline constexpr size_t kMaxUpstreamConnections = 32;
 // The longest one upstream Get of a watch: a key still waited for is watched
 // again after it.
 inline constexpr std::chrono::milliseconds kLongestWatch{std::chrono::seconds(30)};
@@ -52,19 +59,17 @@ struct UpstreamResult {
 
 class UpstreamRelay {
  public:
-  // `connect` makes one upstream connection (throws StoreError when it
-  // cannot); `wake` is called on a worker thread after each result is queued.
-  // `observe`, when set, is told every upstream call (TcpStoreServerOptions::
-  // on_upstream_request).
+  // `wake` is called on the relay's thread after results are queued.
+  // `observe`, when set, is told every upstream request
+  // (TcpStoreServerOptions::on_upstream_request).
   using Observer = std::function<void(const std::string& request, const std::string& key)>;
-  UpstreamRelay(std::function<std::unique_ptr<Store>()> connect, std::function<void()> wake,
-                Observer observe = {});
+  UpstreamRelay(RelayUpstream upstream, std::function<void()> wake, Observer observe = {});
   ~UpstreamRelay();
   UpstreamRelay(const UpstreamRelay&) = delete;
   UpstreamRelay& operator=(const UpstreamRelay&) = delete;
 
-  // Workers stop calling `wake` and leave after their call; safe on any
-  // thread (the destructor does it too).
+  // The thread stops calling `wake` and leaves; safe on any thread (the
+  // destructor does it too).
   void Stop();
 
   void Forward(ClientId client, wire::Request request);
@@ -72,11 +77,11 @@ class UpstreamRelay {
   std::deque<UpstreamResult> TakeResults();
   RelayCounts counts() const;
 
- private:
   struct State;
   struct Job;
+
+ private:
   void Submit(Job job);
-  static void Work(std::shared_ptr<State> state);
 
   std::shared_ptr<State> state_;
 };

@@ -13,6 +13,14 @@
 // nonces}, and the server answers kHelloOk, or kError and closes. A
 // connection whose first frames are anything else is refused and closed.
 // Requests are answered in order, one reply per request.
+//
+// Version 4 adds one request, kBatch: several requests in one frame, each
+// with a tag of the client's choosing, answered by kBatchReply frames that
+// carry (tag, reply) pairs, in any order and over any number of frames (a
+// Get that waits is answered when its key comes, the requests behind it at
+// once). A server answers kHelloOk with the version the connection speaks:
+// the client's, at most its own; a connection that speaks 3 cannot send
+// kBatch (it is an unknown request there, as on a server of version 3).
 #pragma once
 
 #include <cstdint>
@@ -25,7 +33,16 @@ namespace infini::rendezvous::wire {
 inline constexpr uint32_t kMagic = 0x53434E49;
 // 2: the hello may carry a challenge (run token).
 // 3: both sides prove the token (the client sends a nonce too).
-inline constexpr uint32_t kVersion = 3;
+// 4: kBatch (tagged requests, answered out of order).
+inline constexpr uint32_t kVersion = 4;
+// The oldest version a server still speaks: a client of version 3 is served
+// as before.
+inline constexpr uint32_t kOldestVersion = 3;
+// The first version with kBatch.
+inline constexpr uint32_t kBatchVersion = 4;
+// Bytes around each request of a kBatch (its tag and its body's length) and
+// each reply of a kBatchReply.
+inline constexpr size_t kBatchEntryOverheadBytes = 12;
 inline constexpr size_t kFrameHeaderBytes = 4;
 // Room for a message's type and field lengths around its keys and values.
 inline constexpr size_t kMessageOverheadBytes = 64;
@@ -59,15 +76,17 @@ enum class MessageType : uint8_t {
   kWait = 8,        // u32 key_count, key_count x str key, i64 timeout_ms
   kNumKeys = 9,     // (nothing)
   kProof = 10,      // str client proof (kProofBytes): the answer to kChallenge
+  kBatch = 11,      // u32 count, count x (u64 tag, str request body): version 4
   // Replies.
-  kHelloOk = 101,    // u32 magic, u32 version, u64 max_message_bytes, u32 max_keys_per_request
-  kOk = 102,         // (nothing)
-  kValue = 103,      // str value
-  kInteger = 104,    // i64 value
-  kBool = 105,       // u8 0 or 1
-  kTimeout = 106,    // (nothing): a Get or Wait reached its deadline
-  kError = 107,      // str message: the request was refused
-  kChallenge = 108,  // str server nonce (kNonceBytes), str server proof (kProofBytes)
+  kHelloOk = 101,     // u32 magic, u32 version, u64 max_message_bytes, u32 max_keys_per_request
+  kOk = 102,          // (nothing)
+  kValue = 103,       // str value
+  kInteger = 104,     // i64 value
+  kBool = 105,        // u8 0 or 1
+  kTimeout = 106,     // (nothing): a Get or Wait reached its deadline
+  kError = 107,       // str message: the request was refused
+  kChallenge = 108,   // str server nonce (kNonceBytes), str server proof (kProofBytes)
+  kBatchReply = 109,  // u32 count, count x (u64 tag, str reply body): answers to a kBatch
 };
 
 // Builds one frame. Fields are appended in order; Finish() fills in the length.

@@ -295,9 +295,11 @@ class Meeting {
     for (int node = 0; node < layout_.nodes; ++node) {
       TcpStoreServerOptions options;
       options.token = kToken;
-      options.upstream = [port = tcp_port_]() -> std::unique_ptr<Store> {
-        return TcpStoreClient::Connect("127.0.0.1", port, std::chrono::seconds(60), kToken);
-      };
+      options.upstream =
+          infini::rendezvous::RelayUpstream{.host = "127.0.0.1",
+                                            .port = tcp_port_,
+                                            .token = kToken,
+                                            .connect_timeout = std::chrono::seconds(60)};
       relays_.push_back(TcpStoreServer::Start(options));
     }
   }

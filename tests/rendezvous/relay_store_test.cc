@@ -24,9 +24,10 @@ using testing::StartLocalServer;
 
 std::unique_ptr<TcpStoreServer> StartRelay(uint16_t upstream_port) {
   TcpStoreServerOptions options;
-  options.upstream = [upstream_port]() -> std::unique_ptr<Store> {
-    return TcpStoreClient::Connect("127.0.0.1", upstream_port, milliseconds(2000));
-  };
+  options.upstream = RelayUpstream{.host = "127.0.0.1",
+                                   .port = upstream_port,
+                                   .token = "",
+                                   .connect_timeout = milliseconds(2000)};
   return TcpStoreServer::Start(options);
 }
 

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace infini::rendezvous::wire {
 namespace {
@@ -124,6 +127,123 @@ TEST(EncodeReplyTest, AValueIsSharedNotCopiedAndItsLengthIsInTheHead) {
   EXPECT_EQ(encoded.value.get(), reply.value.get());
   const std::string whole = encoded.head + *encoded.value;
   EXPECT_EQ(whole, FrameWriter(MessageType::kValue).Str("value").Finish());
+}
+
+// GCC 12 warns on designated initializers that leave fields to their
+// defaults; these name the fields that a test sets.
+Request MakeRequest(MessageType type, std::vector<std::string> keys = {}, std::string value = "",
+                    int64_t number = 0, std::string expected = "") {
+  Request request;
+  request.type = type;
+  request.keys = std::move(keys);
+  request.value = std::move(value);
+  request.number = number;
+  request.expected = std::move(expected);
+  return request;
+}
+
+Reply MakeReply(MessageType type, int64_t integer = 0, std::string error = "",
+                std::shared_ptr<const std::string> value = nullptr) {
+  Reply reply;
+  reply.type = type;
+  reply.integer = integer;
+  reply.error = std::move(error);
+  reply.value = std::move(value);
+  return reply;
+}
+
+// Every request the relay forwards reads back as it was.
+TEST(BatchCodecTest, EveryRequestEncodesToWhatDecodesBackToIt) {
+  std::vector<Request> requests(8);
+  requests[0] = MakeRequest(MessageType::kSet, {"k"}, std::string("v\0w", 3));
+  requests[1] = MakeRequest(MessageType::kGet, {"k"}, "", 250);
+  requests[2] = MakeRequest(MessageType::kAdd, {"n"}, "", -3);
+  requests[3] = MakeRequest(MessageType::kCompareSet, {"k"}, "b", 0, "a");
+  requests[4] = MakeRequest(MessageType::kDelete, {"k"});
+  requests[5] = MakeRequest(MessageType::kCheck, {"a", "b"});
+  requests[6] = MakeRequest(MessageType::kWait, {"a", "b", "c"}, "", 9);
+  requests[7] = MakeRequest(MessageType::kNumKeys);
+  for (const Request& request : requests) {
+    Request decoded;
+    ASSERT_EQ(DecodeRequest(EncodeRequest(request), kLimits, &decoded), "");
+    EXPECT_EQ(decoded.type, request.type);
+    EXPECT_EQ(decoded.keys, request.keys);
+    EXPECT_EQ(decoded.expected, request.expected);
+    EXPECT_EQ(decoded.value, request.value);
+    EXPECT_EQ(decoded.number, request.number);
+  }
+}
+
+TEST(BatchCodecTest, ABatchCarriesItsRequestsAndTagsInOrder) {
+  BatchWriter writer;
+  writer.Add(7, EncodeRequest(MakeRequest(MessageType::kGet, {"late"}, "", 1000)));
+  writer.Add(3, EncodeRequest(MakeRequest(MessageType::kSet, {"k"}, "v")));
+  EXPECT_EQ(writer.count(), 2u);
+  const std::string frame = writer.Finish();
+  EXPECT_EQ(DecodeU32(frame.data()), frame.size() - kFrameHeaderBytes);
+  std::vector<TaggedRequest> requests;
+  ASSERT_EQ(DecodeBatch(Body(frame), kLimits, &requests), "");
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].tag, 7u);
+  EXPECT_EQ(requests[0].request.type, MessageType::kGet);
+  EXPECT_EQ(requests[0].request.number, 1000);
+  EXPECT_EQ(requests[1].tag, 3u);
+  EXPECT_EQ(requests[1].request.value, "v");
+}
+
+TEST(BatchCodecTest, MalformedOrOversizedBatchesAreRefusedWithAReason) {
+  std::vector<TaggedRequest> requests;
+  const std::string set = EncodeRequest(MakeRequest(MessageType::kSet, {"k"}, "v"));
+  BatchWriter too_many;
+  for (uint64_t tag = 0; tag <= kLimits.max_keys_per_request; ++tag) too_many.Add(tag, set);
+  EXPECT_NE(DecodeBatch(Body(too_many.Finish()), kLimits, &requests).find("max_keys_per_request"),
+            std::string::npos);
+  BatchWriter nested;
+  BatchWriter inner;
+  inner.Add(1, set);
+  nested.Add(1, Body(inner.Finish()));
+  EXPECT_NE(DecodeBatch(Body(nested.Finish()), kLimits, &requests).find("a batch inside a batch"),
+            std::string::npos);
+  // A count that the bytes cannot hold is refused before anything is reserved.
+  EXPECT_NE(DecodeBatch(Body(FrameWriter(MessageType::kBatch).U32(16).U64(1).Finish()), kLimits,
+                        &requests)
+                .find("larger than the message"),
+            std::string::npos);
+  EXPECT_NE(DecodeBatch(Body(FrameWriter(MessageType::kBatch).U32(0).Finish()), kLimits, &requests),
+            "");
+  BatchWriter bad_request;
+  bad_request.Add(1, "\x63");  // an unknown type
+  EXPECT_NE(DecodeBatch(Body(bad_request.Finish()), kLimits, &requests).find("batch request 0"),
+            std::string::npos);
+  BatchWriter trailing;
+  trailing.Add(1, set);
+  EXPECT_NE(DecodeBatch(Body(trailing.Finish()) + "x", kLimits, &requests).find("extra bytes"),
+            std::string::npos);
+}
+
+TEST(BatchCodecTest, ABatchReplyCarriesEachReplyWithItsTag) {
+  BatchReplyWriter writer;
+  writer.Add(9, MakeReply(MessageType::kValue, 0, "", std::make_shared<const std::string>("id")));
+  writer.Add(4, MakeReply(MessageType::kTimeout));
+  writer.Add(5, MakeReply(MessageType::kError, 0, "refused"));
+  writer.Add(6, MakeReply(MessageType::kBool, 1));
+  std::vector<TaggedReply> replies;
+  ASSERT_EQ(DecodeBatchReply(Body(writer.Finish()), &replies), "");
+  EXPECT_TRUE(writer.empty());
+  ASSERT_EQ(replies.size(), 4u);
+  Reply reply;
+  EXPECT_EQ(replies[0].tag, 9u);
+  ASSERT_EQ(DecodeReply(replies[0].body, &reply), "");
+  EXPECT_EQ(*reply.value, "id");
+  ASSERT_EQ(DecodeReply(replies[1].body, &reply), "");
+  EXPECT_EQ(reply.type, MessageType::kTimeout);
+  ASSERT_EQ(DecodeReply(replies[2].body, &reply), "");
+  EXPECT_EQ(reply.error, "refused");
+  ASSERT_EQ(DecodeReply(replies[3].body, &reply), "");
+  EXPECT_EQ(reply.integer, 1);
+  EXPECT_NE(DecodeReply(std::string("\x68\x01", 2), &reply), "");  // truncated integer
+  EXPECT_NE(DecodeBatchReply(Body(FrameWriter(MessageType::kBatchReply).U32(9).Finish()), &replies),
+            "");
 }
 
 }  // namespace

@@ -80,7 +80,8 @@ TEST(ServerHandshakeTest, AnotherVersionOrNotAHelloIsRefusedSayingWhy) {
   ServerHandshake other_version;
   EXPECT_EQ(other_version.Next(Hello("", wire::kVersion + 1), Terms(kToken)).refusal,
             "store protocol version " + std::to_string(wire::kVersion + 1) +
-                " is not supported; this server speaks version " + std::to_string(wire::kVersion));
+                " is not supported; this server speaks version " + std::to_string(wire::kVersion) +
+                " (and back to " + std::to_string(wire::kOldestVersion) + ")");
   EXPECT_FALSE(other_version.ready());
 
   ServerHandshake not_a_hello;

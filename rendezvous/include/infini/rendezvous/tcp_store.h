@@ -7,11 +7,23 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "infini/rendezvous/store.h"
 
 namespace infini::rendezvous {
+
+// Where a relay forwards (TcpStoreServerOptions::upstream): the run's TCP
+// store, of protocol version 4 (batches).
+struct RelayUpstream {
+  std::string host;
+  uint16_t port = 0;
+  std::string token;  // the run's token, proved to the upstream
+  // How long one attempt to (re)connect retries; past it the requests that
+  // wait for the connection fail.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+};
 
 struct TcpStoreServerOptions {
   // Address to bind, exactly: "127.0.0.1" (the default) serves only this
@@ -66,24 +78,25 @@ struct TcpStoreServerOptions {
 
   // A relay (docs/rendezvous.md, "Relay"): when set, this server answers only
   // node-local keys (node_local_key.h) itself and forwards every other
-  // request to the store that `upstream` connects to, on a few connections
-  // of its own; a key that its clients wait on is watched upstream once,
-  // however many wait. `upstream` is called on the relay's worker threads
-  // and throws StoreError when it cannot connect (the clients get an error).
-  std::function<std::unique_ptr<Store>()> upstream;
-  // A relay's every upstream call, for tests and measurements: its name
+  // request to the TCP store there, on one connection, in batches; a key
+  // that its clients wait on is watched upstream once, however many wait.
+  // When the upstream cannot be reached, the clients' requests get an error.
+  std::optional<RelayUpstream> upstream;
+  // A relay's every upstream request, for tests and measurements: its name
   // ("set", "add", "compare_set", "delete", "check", "num_keys", "watch") and
-  // its first key. Called on the relay's worker threads, before the call,
-  // never once the server is destroyed.
+  // its first key. Called on the relay's upstream thread as the request is
+  // put in a batch, never once the server is destroyed.
   std::function<void(const std::string& request, const std::string& key)> on_upstream_request;
 };
 
 // What a relay sent upstream, for tests and measurements.
 struct RelayCounts {
-  size_t requests = 0;     // every upstream call
+  size_t requests = 0;     // every upstream request
   size_t writes = 0;       // Set, Add, CompareSet, Delete
   size_t watches = 0;      // upstream Gets of keys that clients wait on
-  size_t connections = 0;  // upstream connections made
+  size_t messages = 0;     // batches sent (each one frame, one or more requests)
+  size_t bytes = 0;        // bytes sent and received upstream, frames whole
+  size_t connections = 0;  // upstream connections made (one at a time)
 };
 
 class TcpStoreServer {

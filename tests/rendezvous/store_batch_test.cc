@@ -1,0 +1,161 @@
+// Version 4's batched requests (wire_protocol.h, kBatch), spoken by hand:
+// each is answered by its tag, a Get that waits holds up nothing behind it,
+// the answers of one turn leave together, and a connection of version 3, or a
+// relay's, cannot batch.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infini/rendezvous/tcp_store.h"
+#include "raw_store_socket.h"
+#include "request_codec.h"
+#include "store_test_util.h"
+#include "wire_protocol.h"
+
+namespace infini::rendezvous {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::ConnectTo;
+using testing::Eventually;
+using testing::RawStoreSocket;
+using testing::StartLocalServer;
+using wire::MessageType;
+
+wire::Request Get(const std::string& key, int64_t timeout_ms) {
+  wire::Request request;
+  request.type = MessageType::kGet;
+  request.keys = {key};
+  request.number = timeout_ms;
+  return request;
+}
+
+wire::Request Set(const std::string& key, const std::string& value) {
+  wire::Request request;
+  request.type = MessageType::kSet;
+  request.keys = {key};
+  request.value = value;
+  return request;
+}
+
+std::string Batch(const std::vector<std::pair<uint64_t, wire::Request>>& requests) {
+  wire::BatchWriter writer;
+  for (const auto& [tag, request] : requests) writer.Add(tag, wire::EncodeRequest(request));
+  return writer.Finish();
+}
+
+// The replies of one kBatchReply frame body, by tag.
+std::map<uint64_t, wire::Reply> Replies(const std::string& body) {
+  std::vector<wire::TaggedReply> tagged;
+  EXPECT_EQ(wire::DecodeBatchReply(body, &tagged), "");
+  std::map<uint64_t, wire::Reply> replies;
+  for (const wire::TaggedReply& each : tagged) {
+    EXPECT_EQ(wire::DecodeReply(each.body, &replies[each.tag]), "");
+  }
+  return replies;
+}
+
+uint32_t HelloOkVersion(const std::string& body) {
+  wire::BodyReader reader(body);
+  uint8_t type = 0;
+  uint32_t magic = 0;
+  uint32_t version = 0;
+  EXPECT_TRUE(reader.U8(&type) && reader.U32(&magic) && reader.U32(&version));
+  EXPECT_EQ(static_cast<MessageType>(type), MessageType::kHelloOk);
+  return version;
+}
+
+TEST(StoreBatchTest, EachRequestIsAnsweredByItsTagAndAWaitingGetHoldsUpNothing) {
+  auto server = StartLocalServer();
+  RawStoreSocket raw(server->port());
+  ASSERT_TRUE(raw.Greet());
+  wire::Request add;
+  add.type = MessageType::kAdd;
+  add.keys = {"n"};
+  add.number = 2;
+  ASSERT_TRUE(raw.Send(
+      Batch({{7, Get("late", 5000)}, {8, Set("k", "v")}, {9, Get("k", 5000)}, {10, add}})));
+  // What could be answered at once, in one frame; the Get of "late" waits.
+  std::map<uint64_t, wire::Reply> replies = Replies(raw.ReadFrame());
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_EQ(replies[8].type, MessageType::kOk);
+  ASSERT_EQ(replies[9].type, MessageType::kValue);
+  EXPECT_EQ(*replies[9].value, "v");
+  EXPECT_EQ(replies[10].integer, 2);
+  EXPECT_EQ(server->num_waiters(), 1u);
+
+  // The connection still takes batches while one of its Gets waits; each
+  // waiter keeps its own deadline.
+  ASSERT_TRUE(raw.Send(Batch({{11, Get("never", 50)}})));
+  replies = Replies(raw.ReadFrame());
+  ASSERT_EQ(replies.size(), 1u);
+  EXPECT_EQ(replies[11].type, MessageType::kTimeout);
+
+  ConnectTo(*server)->Set("late", "now");
+  replies = Replies(raw.ReadFrame());
+  ASSERT_EQ(replies.size(), 1u);
+  ASSERT_EQ(replies[7].type, MessageType::kValue);
+  EXPECT_EQ(*replies[7].value, "now");
+  EXPECT_EQ(server->num_waiters(), 0u);
+}
+
+TEST(StoreBatchTest, WaitersOfABatchAreForgottenWhenTheirConnectionCloses) {
+  auto server = StartLocalServer();
+  {
+    RawStoreSocket raw(server->port());
+    ASSERT_TRUE(raw.Greet());
+    ASSERT_TRUE(raw.Send(Batch({{1, Get("a", 60000)}, {2, Get("b", 60000)}})));
+    ASSERT_TRUE(Eventually([&] { return server->num_waiters() == 2; }));
+  }
+  ASSERT_TRUE(Eventually([&] { return server->num_waiters() == 0; }));
+  ConnectTo(*server)->Set("a", "nobody waits");
+}
+
+TEST(StoreBatchTest, AConnectionOfVersion3CannotBatchAndIsServedAsBefore) {
+  auto server = StartLocalServer();
+  RawStoreSocket raw(server->port());
+  ASSERT_TRUE(raw.Send(testing::HelloFrame(wire::kMagic, wire::kOldestVersion)));
+  EXPECT_EQ(HelloOkVersion(raw.ReadFrame()), wire::kOldestVersion);
+  ASSERT_TRUE(raw.Send(Batch({{1, Set("k", "v")}})));
+  const std::string refused = raw.ReadUntilClosed();
+  EXPECT_TRUE(raw.closed());
+  EXPECT_NE(testing::ErrorFrameText(refused).find("unknown request type 11"), std::string::npos)
+      << testing::ErrorFrameText(refused);
+  EXPECT_FALSE(ConnectTo(*server)->Check({"k"}));
+}
+
+TEST(StoreBatchTest, ARelayAnswersItsHelloWithVersion3) {
+  auto upstream = StartLocalServer();
+  TcpStoreServerOptions options;
+  options.upstream = RelayUpstream{.host = "127.0.0.1",
+                                   .port = upstream->port(),
+                                   .token = "",
+                                   .connect_timeout = milliseconds(1000)};
+  auto relay = TcpStoreServer::Start(options);
+  RawStoreSocket raw(relay->port());
+  ASSERT_TRUE(raw.Send(testing::HelloFrame()));
+  EXPECT_EQ(HelloOkVersion(raw.ReadFrame()), wire::kOldestVersion);
+}
+
+TEST(StoreBatchTest, AMalformedBatchClosesOnlyItsConnection) {
+  TcpStoreServerOptions options;
+  options.max_keys_per_request = 2;
+  auto server = TcpStoreServer::Start(options);
+  auto bystander = ConnectTo(*server);
+  RawStoreSocket raw(server->port());
+  ASSERT_TRUE(raw.Greet());
+  ASSERT_TRUE(raw.Send(Batch({{1, Set("a", "")}, {2, Set("b", "")}, {3, Set("c", "")}})));
+  const std::string refused = raw.ReadUntilClosed();
+  EXPECT_TRUE(raw.closed());
+  EXPECT_NE(testing::ErrorFrameText(refused).find("max_keys_per_request is 2"), std::string::npos)
+      << testing::ErrorFrameText(refused);
+  EXPECT_FALSE(bystander->Check({"a"}));  // nothing of it was applied
+  bystander->Set("still", "serving");
+}
+
+}  // namespace
+}  // namespace infini::rendezvous
