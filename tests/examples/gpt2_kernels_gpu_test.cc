@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention.h"
@@ -284,6 +285,61 @@ TEST(Gpt2Kernels, FusedAttentionMatchesTheUnfusedPathAtT1024) {
 TEST(Gpt2Kernels, FusedAttentionMatchesTheUnfusedPathOnAPartialTile) {
   if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
   ExpectFusedAttentionMatches({3, 2, 100});
+}
+
+// The losses and d_logits of the unfused cross-entropy
+// (SoftmaxCrossEntropy*) or the fused one (CrossEntropy*).
+template <typename E>
+std::pair<std::vector<float>, std::vector<float>> RunCrossEntropy(
+    bool fused, const std::vector<float>& logits, const std::vector<int32_t>& targets,
+    int64_t vocab, int64_t padded_vocab, float scale) {
+  const int64_t rows = static_cast<int64_t>(targets.size());
+  Buffer<E> logits_device(logits.size());
+  Buffer<float> losses(targets.size()), logsumexp(targets.size());
+  Buffer<int32_t> targets_device(targets.size());
+  Upload(logits_device, logits);
+  EXPECT_EQ(cudaMemcpy(targets_device.data, targets.data(), targets.size() * sizeof(int32_t),
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  if (fused) {
+    gpu::CrossEntropyForward(losses.data, logsumexp.data, logits_device.data, targets_device.data,
+                             rows, vocab, padded_vocab, nullptr);
+    gpu::CrossEntropyBackward(logits_device.data, logsumexp.data, targets_device.data, rows, vocab,
+                              padded_vocab, scale, nullptr);
+  } else {
+    gpu::SoftmaxCrossEntropyForward(logits_device.data, losses.data, targets_device.data, rows,
+                                    vocab, padded_vocab, nullptr);
+    gpu::SoftmaxCrossEntropyBackward(logits_device.data, targets_device.data, rows, padded_vocab,
+                                     scale, nullptr);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {Download(losses), Download(logits_device)};
+}
+
+// GPT-2's vocabulary padded to 50304, 64 rows, every fourth target −1 (not
+// counted: its loss and gradient are 0).
+TEST(Gpt2Kernels, FusedCrossEntropyMatchesTheUnfusedOne) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  constexpr int64_t kRows = 64, kVocab = 50257, kPadded = 50304;
+  constexpr float kScale = 1.0f / 48;
+  std::vector<float> logits = RandomValues(static_cast<size_t>(kRows * kPadded), 4.0f, 7);
+  std::vector<int32_t> targets(kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    targets[r] = r % 4 == 3 ? -1 : static_cast<int32_t>((r * 7919) % kVocab);
+  }
+  const auto reference = RunCrossEntropy<float>(false, logits, targets, kVocab, kPadded, kScale);
+  const auto unfused = RunCrossEntropy<bf16>(false, logits, targets, kVocab, kPadded, kScale);
+  const auto fused = RunCrossEntropy<bf16>(true, logits, targets, kVocab, kPadded, kScale);
+  const auto fused_float = RunCrossEntropy<float>(true, logits, targets, kVocab, kPadded, kScale);
+  EXPECT_TRUE(Compare("fused cross-entropy loss bf16 rows=64 V=50257", fused.first, unfused.first,
+                      reference.first));
+  EXPECT_TRUE(Compare("fused cross-entropy d_logits bf16 rows=64 V=50257", fused.second,
+                      unfused.second, reference.second));
+  // In float the two must agree to float rounding.
+  EXPECT_TRUE(Compare("fused cross-entropy loss fp32 rows=64 V=50257", fused_float.first,
+                      reference.first, reference.first));
+  EXPECT_TRUE(Compare("fused cross-entropy d_logits fp32 rows=64 V=50257", fused_float.second,
+                      reference.second, reference.second));
 }
 
 // Milliseconds per call of `work`, after one warm-up, over `repeats`.

@@ -132,7 +132,7 @@ struct DeviceModel::State {
     DeviceArray<char> d_residual, d_ln, d_qkv, d_q, d_k, d_v, d_scores, d_y, d_attention_out, d_fc,
         d_fc_gelu;
     DeviceArray<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lnf_mean, lnf_rstd;
-    DeviceArray<float> attention_lse, attention_dots;
+    DeviceArray<float> attention_lse, attention_dots, logits_lse;
   } a;
 
   const Piece& piece(int kind, int64_t layer) const {
@@ -296,7 +296,8 @@ void DeviceModel::State::RunForward(float loss_weight) {
                    param<T>(kLnfWeight), param<T>(kLnfBias), rows, C, stream);
   // Tied LM head: logits = lnf · token_embeddingᵀ over the padded vocabulary.
   Linear(Typed<T>(a.logits), Typed<T>(a.lnf), kTokenEmbedding, -1, 0, rows, C, Vp);
-  SoftmaxCrossEntropyForward(Typed<T>(a.logits), losses.get(), targets.get(), rows, V, Vp, stream);
+  CrossEntropyForward(losses.get(), a.logits_lse.get(), Typed<T>(a.logits), targets.get(), rows, V,
+                      Vp, stream);
   if (counted_targets > 0) {
     AccumulateSum(loss_accumulator.get(), losses.get(), rows,
                   loss_weight / static_cast<float>(counted_targets), stream);
@@ -321,7 +322,8 @@ void DeviceModel::State::RunBackward(float loss_scale,
 
   const float d_scale =
       counted_targets == 0 ? 0.0f : loss_scale / static_cast<float>(counted_targets);
-  SoftmaxCrossEntropyBackward(Typed<T>(a.logits), targets.get(), rows, Vp, d_scale, stream);
+  CrossEntropyBackward(Typed<T>(a.logits), a.logits_lse.get(), targets.get(), rows,
+                       config.vocab_size, Vp, d_scale, stream);
   LinearBackward(Typed<T>(a.d_ln), Typed<T>(a.logits), Typed<T>(a.lnf), kTokenEmbedding, -1, 0,
                  rows, C, Vp);
   T* d_residual = Typed<T>(a.d_residual);
@@ -514,6 +516,7 @@ DeviceModel::DeviceModel(const ModelConfig& config, DeviceDtype dtype, int64_t m
   for (auto* buffer : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) {
     *buffer = DeviceArray<float>(L * rows);
   }
+  a.logits_lse = DeviceArray<float>(rows);
   a.lnf_mean = DeviceArray<float>(rows);
   a.lnf_rstd = DeviceArray<float>(rows);
   s.inputs = DeviceArray<int32_t>(rows);

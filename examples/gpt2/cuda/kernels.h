@@ -82,6 +82,21 @@ void CausalSoftmaxBackward(T* d_scores, const T* d_probabilities, const T* proba
                            int64_t num_rows, int64_t sequence_length, float scale,
                            cudaStream_t stream);
 
+// Per row of `padded_vocab` logits (the first `vocab` real), in one read:
+// logsumexp[r] = log Σ exp(logits) and losses[r] = logsumexp[r] −
+// logits[target] (0 where target < 0). The softmax is never stored.
+template <typename T>
+void CrossEntropyForward(float* losses, float* logsumexp, const T* logits, const int32_t* targets,
+                         int64_t rows, int64_t vocab, int64_t padded_vocab, cudaStream_t stream);
+// In place, one read and one write: logits become d_logits = scale ·
+// (exp(logits − logsumexp) − onehot(target)), 0 in the padding and in a row
+// whose target < 0.
+template <typename T>
+void CrossEntropyBackward(T* logits, const float* logsumexp, const int32_t* targets, int64_t rows,
+                          int64_t vocab, int64_t padded_vocab, float scale, cudaStream_t stream);
+
+// The unfused cross-entropy that CrossEntropy* replace, kept as the
+// reference of gpt2_kernels_gpu_test.
 // Per row of `padded_vocab` logits (the first `vocab` real): logits become
 // softmax probabilities in place (0 in the padding), and losses[r] =
 // −log p[target] (0 where target < 0).

@@ -1,0 +1,123 @@
+// The fused passes of kernels.h: each replaces two or more of the unfused
+// kernels beside it, which stay as the reference of gpt2_kernels_gpu_test.
+#include <cmath>
+
+#include "device_math.cuh"
+#include "kernels.h"
+
+namespace infini::examples::gpt2::gpu {
+namespace {
+
+using namespace detail;
+
+// 16 bytes of T: one vector load or store.
+template <typename T>
+constexpr int kPack = 16 / static_cast<int>(sizeof(T));
+template <typename T>
+struct alignas(16) Pack {
+  T values[kPack<T>];
+};
+
+// (max, sum) of exponentials relative to max, merged: the online softmax's
+// step. An empty side has max −∞ and sum 0.
+struct SoftmaxState {
+  float max = -INFINITY, sum = 0.0f;
+};
+__device__ __forceinline__ SoftmaxState Merge(SoftmaxState a, SoftmaxState b) {
+  const float max = fmaxf(a.max, b.max);
+  if (max == -INFINITY) return a;
+  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
+}
+
+// One block per row: one pass over the logits for the log-sum-exp.
+template <typename T>
+__global__ void CrossEntropyForwardKernel(float* losses, float* logsumexp, const T* logits,
+                                          const int32_t* targets, int64_t V, int64_t Vp) {
+  __shared__ SoftmaxState shared[kThreads / 32];
+  constexpr int P = kPack<T>;
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * Vp;
+  SoftmaxState state;
+  // Vp is a multiple of P (128 rows of padding): whole packs stay in the row.
+  for (int64_t v0 = threadIdx.x * static_cast<int64_t>(P); v0 < V;
+       v0 += static_cast<int64_t>(blockDim.x) * P) {
+    const Pack<T> pack = *reinterpret_cast<const Pack<T>*>(x + v0);
+    float values[P];
+    float chunk_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      values[j] = v0 + j < V ? ToFloat(pack.values[j]) : -INFINITY;
+      chunk_max = fmaxf(chunk_max, values[j]);
+    }
+    const float max = fmaxf(state.max, chunk_max);  // finite: v0 < V
+    float sum = state.sum * expf(state.max - max);
+#pragma unroll
+    for (int j = 0; j < P; ++j) sum += expf(values[j] - max);
+    state = {max, sum};
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const SoftmaxState other{__shfl_xor_sync(0xffffffffu, state.max, offset),
+                             __shfl_xor_sync(0xffffffffu, state.sum, offset)};
+    state = Merge(state, other);
+  }
+  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = state;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) state = Merge(state, shared[w]);
+  const float lse = state.max + logf(state.sum);
+  logsumexp[row] = lse;
+  const int32_t target = targets[row];
+  losses[row] = target >= 0 ? lse - ToFloat(x[target]) : 0.0f;
+}
+
+// One thread per pack of logits, in place.
+template <typename T>
+__global__ void CrossEntropyBackwardKernel(T* logits, const float* logsumexp,
+                                           const int32_t* targets, int64_t rows, int64_t V,
+                                           int64_t Vp, float scale) {
+  constexpr int P = kPack<T>;
+  const int64_t first = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * P;
+  if (first >= rows * Vp) return;
+  const int64_t row = first / Vp, v0 = first % Vp;
+  const int32_t target = targets[row];
+  const float lse = logsumexp[row];
+  Pack<T>* at = reinterpret_cast<Pack<T>*>(logits + first);
+  Pack<T> pack = *at;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    const int64_t v = v0 + j;
+    float gradient = 0.0f;
+    if (target >= 0 && v < V) {
+      gradient = scale * (expf(ToFloat(pack.values[j]) - lse) - (v == target ? 1.0f : 0.0f));
+    }
+    pack.values[j] = FromFloat<T>(gradient);
+  }
+  *at = pack;
+}
+
+}  // namespace
+
+template <typename T>
+void CrossEntropyForward(float* losses, float* logsumexp, const T* logits, const int32_t* targets,
+                         int64_t rows, int64_t vocab, int64_t padded_vocab, cudaStream_t stream) {
+  CrossEntropyForwardKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
+      losses, logsumexp, logits, targets, vocab, padded_vocab);
+}
+
+template <typename T>
+void CrossEntropyBackward(T* logits, const float* logsumexp, const int32_t* targets, int64_t rows,
+                          int64_t vocab, int64_t padded_vocab, float scale, cudaStream_t stream) {
+  CrossEntropyBackwardKernel<<<Blocks(rows * padded_vocab / kPack<T>), kThreads, 0, stream>>>(
+      logits, logsumexp, targets, rows, vocab, padded_vocab, scale);
+}
+
+#define INFINI_GPT2_INSTANTIATE_FUSED(T)                                                           \
+  template void CrossEntropyForward<T>(float*, float*, const T*, const int32_t*, int64_t, int64_t, \
+                                       int64_t, cudaStream_t);                                     \
+  template void CrossEntropyBackward<T>(T*, const float*, const int32_t*, int64_t, int64_t,        \
+                                        int64_t, float, cudaStream_t);
+
+INFINI_GPT2_INSTANTIATE_FUSED(float)
+INFINI_GPT2_INSTANTIATE_FUSED(__nv_bfloat16)
+
+}  // namespace infini::examples::gpt2::gpu
