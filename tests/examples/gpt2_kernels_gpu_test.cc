@@ -17,12 +17,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "attention.h"
+#include "fused_matmul.h"
 #include "kernels.h"
 
 namespace {
@@ -340,6 +342,107 @@ TEST(Gpt2Kernels, FusedCrossEntropyMatchesTheUnfusedOne) {
                       reference.first, reference.first));
   EXPECT_TRUE(Compare("fused cross-entropy d_logits fp32 rows=64 V=50257", fused_float.second,
                       reference.second, reference.second));
+}
+
+// d (and, for kGeluBias, the GELU input) of the unfused path: cuBLAS, then
+// AddBias / GeluForward / GeluBackward; or of FusedMatmul (nullopt where it
+// has no algorithm).
+struct Product {
+  std::vector<float> d, aux;
+};
+struct ProductCase {
+  gpu::Epilogue epilogue;
+  bool a_transposed;
+  int64_t m, n, k;
+  std::string Name() const {
+    const char* names[] = {"bias", "gelu+bias", "gelu gradient"};
+    return std::string("matmul epilogue ") + names[static_cast<int>(epilogue)] +
+           " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+  }
+};
+
+template <typename E>
+std::optional<Product> RunProduct(bool fused, const ProductCase& c, const std::vector<float>& a,
+                                  const std::vector<float>& b, const std::vector<float>& bias,
+                                  const std::vector<float>& gelu_in) {
+  Buffer<E> a_device(a.size()), b_device(b.size()), bias_device(bias.size()),
+      d(static_cast<size_t>(c.m * c.n)), aux(static_cast<size_t>(c.m * c.n)),
+      product(static_cast<size_t>(c.m * c.n));
+  Upload(a_device, a);
+  Upload(b_device, b);
+  Upload(bias_device, bias);
+  if (c.epilogue == gpu::Epilogue::kGeluGradient) Upload(aux, gelu_in);
+  if (fused) {
+    gpu::FusedMatmul matmul(nullptr);
+    if (!matmul.Run<E>(c.epilogue, c.a_transposed, c.m, c.n, c.k, a_device.data, b_device.data,
+                       d.data, bias_device.data, aux.data)) {
+      return std::nullopt;
+    }
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return Product{Download(d), Download(aux)};
+  }
+  cublasHandle_t blas = nullptr;
+  EXPECT_EQ(cublasCreate(&blas), CUBLAS_STATUS_SUCCESS);
+  const float one = 1.0f, zero = 0.0f;
+  E* out = c.epilogue == gpu::Epilogue::kBias       ? d.data
+           : c.epilogue == gpu::Epilogue::kGeluBias ? aux.data
+                                                    : product.data;
+  EXPECT_EQ(
+      cublasGemmEx(blas, c.a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
+                   static_cast<int>(c.m), static_cast<int>(c.n), static_cast<int>(c.k), &one,
+                   a_device.data, kCudaType<E>, static_cast<int>(c.a_transposed ? c.k : c.m),
+                   b_device.data, kCudaType<E>, static_cast<int>(c.k), &zero, out, kCudaType<E>,
+                   static_cast<int>(c.m), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_SUCCESS);
+  if (c.epilogue != gpu::Epilogue::kGeluGradient) {
+    gpu::AddBias(out, bias_device.data, c.n, c.m, nullptr);
+  }
+  if (c.epilogue == gpu::Epilogue::kGeluBias)
+    gpu::GeluForward(d.data, aux.data, c.m * c.n, nullptr);
+  if (c.epilogue == gpu::Epilogue::kGeluGradient) {
+    gpu::GeluBackward(d.data, aux.data, product.data, c.m * c.n, nullptr);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cublasDestroy(blas);
+  return Product{Download(d), Download(aux)};
+}
+
+void ExpectFusedProductMatches(const ProductCase& c, bool also_float) {
+  const std::vector<float> a = RandomValues(static_cast<size_t>(c.m * c.k), 0.1f, 11);
+  const std::vector<float> b = RandomValues(static_cast<size_t>(c.k * c.n), 1.0f, 12);
+  const std::vector<float> bias = RandomValues(static_cast<size_t>(c.m), 1.0f, 13);
+  const std::vector<float> gelu_in = RandomValues(static_cast<size_t>(c.m * c.n), 3.0f, 14);
+  const std::optional<Product> reference = RunProduct<float>(false, c, a, b, bias, gelu_in);
+  const std::optional<Product> unfused = RunProduct<bf16>(false, c, a, b, bias, gelu_in);
+  const std::optional<Product> fused = RunProduct<bf16>(true, c, a, b, bias, gelu_in);
+  ASSERT_TRUE(reference && unfused);
+  if (!fused) {
+    std::printf("%s bf16: cuBLASLt has no algorithm here, the unfused path runs: SKIP\n",
+                c.Name().c_str());
+    return;
+  }
+  EXPECT_TRUE(Compare(c.Name() + " bf16", fused->d, unfused->d, reference->d));
+  if (c.epilogue == gpu::Epilogue::kGeluBias) {
+    EXPECT_TRUE(Compare(c.Name() + " bf16 (GELU input)", fused->aux, unfused->aux, reference->aux));
+  }
+  if (!also_float) return;
+  const std::optional<Product> fused_float = RunProduct<float>(true, c, a, b, bias, gelu_in);
+  if (!fused_float) {
+    std::printf("%s fp32: cuBLASLt has no algorithm here, the unfused path runs: SKIP\n",
+                c.Name().c_str());
+    return;
+  }
+  EXPECT_TRUE(Compare(c.Name() + " fp32", fused_float->d, reference->d, reference->d));
+}
+
+// The d12 shapes over 512 rows: the qkv layer (bias), the MLP's first layer
+// (bias and GELU) and the MLP's input gradient (GELU gradient). float32
+// uses only the bias epilogue.
+TEST(Gpt2Kernels, MatmulEpiloguesMatchTheUnfusedPasses) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  ExpectFusedProductMatches({gpu::Epilogue::kBias, true, 2304, 512, 768}, true);
+  ExpectFusedProductMatches({gpu::Epilogue::kGeluBias, true, 3072, 512, 768}, false);
+  ExpectFusedProductMatches({gpu::Epilogue::kGeluGradient, false, 3072, 512, 768}, false);
 }
 
 // Milliseconds per call of `work`, after one warm-up, over `repeats`.

@@ -5,6 +5,7 @@
 
 #include "attention.h"
 #include "device_model.h"
+#include "fused_matmul.h"
 #include "kernels.h"
 
 namespace infini::examples::gpt2::gpu {
@@ -102,6 +103,7 @@ struct DeviceModel::State {
   int64_t max_batch = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  std::unique_ptr<FusedMatmul> fused_matmul;
 
   std::vector<GradientGroup> groups;
   std::vector<Piece> pieces;                 // device order
@@ -156,8 +158,12 @@ struct DeviceModel::State {
   void Linear(T* out, const T* in, int kind_weight, int kind_bias, int64_t layer, int64_t rows,
               int64_t in_channels, int64_t out_channels);
   template <typename T>
+  void LinearGelu(T* gelu_out, T* gelu_in, const T* in, int kind_weight, int kind_bias,
+                  int64_t layer, int64_t rows, int64_t in_channels, int64_t out_channels);
+  template <typename T>
   void LinearBackward(T* d_in, const T* d_out, const T* in, int kind_weight, int kind_bias,
-                      int64_t layer, int64_t rows, int64_t in_channels, int64_t out_channels);
+                      int64_t layer, int64_t rows, int64_t in_channels, int64_t out_channels,
+                      T* gelu_in = nullptr, T* scratch = nullptr);
   template <typename T>
   void BatchedGemm(cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n,
                    int64_t k, float alpha, const T* a_matrix, int64_t lda, int64_t stride_a,
@@ -184,6 +190,11 @@ T* Typed(const DeviceArray<char>& array, int64_t element_offset = 0) {
 template <typename T>
 void DeviceModel::State::Linear(T* out, const T* in, int kind_weight, int kind_bias, int64_t layer,
                                 int64_t rows, int64_t in_channels, int64_t out_channels) {
+  if (kind_bias >= 0 && fused_matmul->Run<T>(Epilogue::kBias, true, out_channels, rows, in_channels,
+                                             param<T>(kind_weight, layer), in, out,
+                                             param<T>(kind_bias, layer), nullptr)) {
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   Check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out_channels),
                      static_cast<int>(rows), static_cast<int>(in_channels), &one,
@@ -194,19 +205,49 @@ void DeviceModel::State::Linear(T* out, const T* in, int kind_weight, int kind_b
   if (kind_bias >= 0) AddBias(out, param<T>(kind_bias, layer), rows, out_channels, stream);
 }
 
+// The MLP's first layer: gelu_in = in · Wᵀ + bias, gelu_out = gelu(gelu_in).
+// In bfloat16 one product with cuBLASLt's GELU epilogue; float32 keeps
+// GeluForward (the host path's tanh formula, which its tests compare with).
+template <typename T>
+void DeviceModel::State::LinearGelu(T* gelu_out, T* gelu_in, const T* in, int kind_weight,
+                                    int kind_bias, int64_t layer, int64_t rows, int64_t in_channels,
+                                    int64_t out_channels) {
+  if (std::is_same_v<T, __nv_bfloat16> &&
+      fused_matmul->Run<T>(Epilogue::kGeluBias, true, out_channels, rows, in_channels,
+                           param<T>(kind_weight, layer), in, gelu_out, param<T>(kind_bias, layer),
+                           gelu_in)) {
+    return;
+  }
+  Linear(gelu_in, in, kind_weight, kind_bias, layer, rows, in_channels, out_channels);
+  GeluForward(gelu_out, gelu_in, rows * out_channels, stream);
+}
+
 // d_in (IC × rows) = W (IC × OC) · d_out (OC × rows);
 // dW (IC × OC) += in (IC × rows) · d_outᵀ (rows × OC), in float.
+// With `gelu_in` (the input of a GELU whose output was `in`'s source), d_in
+// is the gradient at the GELU's input instead: gelu'(gelu_in) ∘ (W · d_out),
+// through `scratch` (IC × rows) where cuBLASLt's epilogue cannot.
 template <typename T>
 void DeviceModel::State::LinearBackward(T* d_in, const T* d_out, const T* in, int kind_weight,
                                         int kind_bias, int64_t layer, int64_t rows,
-                                        int64_t in_channels, int64_t out_channels) {
+                                        int64_t in_channels, int64_t out_channels, T* gelu_in,
+                                        T* scratch) {
+  const bool fused_gelu =
+      gelu_in != nullptr && std::is_same_v<T, __nv_bfloat16> &&
+      fused_matmul->Run<T>(Epilogue::kGeluGradient, false, in_channels, rows, out_channels,
+                           param<T>(kind_weight, layer), d_out, d_in, nullptr, gelu_in);
   const float one = 1.0f, zero = 0.0f;
-  Check(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(in_channels),
-                     static_cast<int>(rows), static_cast<int>(out_channels), &one,
-                     param<T>(kind_weight, layer), kCudaType<T>, static_cast<int>(in_channels),
-                     d_out, kCudaType<T>, static_cast<int>(out_channels), &zero, d_in, kCudaType<T>,
-                     static_cast<int>(in_channels), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-        "linear backward (input)");
+  if (!fused_gelu) {
+    T* product = gelu_in != nullptr ? scratch : d_in;
+    Check(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(in_channels),
+                       static_cast<int>(rows), static_cast<int>(out_channels), &one,
+                       param<T>(kind_weight, layer), kCudaType<T>, static_cast<int>(in_channels),
+                       d_out, kCudaType<T>, static_cast<int>(out_channels), &zero, product,
+                       kCudaType<T>, static_cast<int>(in_channels), CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT),
+          "linear backward (input)");
+    if (gelu_in != nullptr) GeluBackward(d_in, gelu_in, product, rows * in_channels, stream);
+  }
   Check(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(in_channels),
                      static_cast<int>(out_channels), static_cast<int>(rows), &one, in, kCudaType<T>,
                      static_cast<int>(in_channels), d_out, kCudaType<T>,
@@ -286,8 +327,7 @@ void DeviceModel::State::RunForward(float loss_weight) {
     Add(residual2, residual, Typed<T>(a.projection), rows * C, stream);
     LayerNormForward(ln2, a.ln2_mean.get() + l * capacity, a.ln2_rstd.get() + l * capacity,
                      residual2, param<T>(kLn2Weight, l), param<T>(kLn2Bias, l), rows, C, stream);
-    Linear(fc, ln2, kFcWeight, kFcBias, l, rows, C, 4 * C);
-    GeluForward(fc_gelu, fc, rows * 4 * C, stream);
+    LinearGelu(fc_gelu, fc, ln2, kFcWeight, kFcBias, l, rows, C, 4 * C);
     Linear(Typed<T>(a.projection), fc_gelu, kFcProjWeight, kFcProjBias, l, rows, 4 * C, C);
     Add(residual3, residual2, Typed<T>(a.projection), rows * C, stream);
     residual = residual3;
@@ -342,13 +382,12 @@ void DeviceModel::State::RunBackward(float loss_scale,
     const T* attention_out = Typed<T>(a.attention_out, l * capacity * C);
     const T* residual2 = Typed<T>(a.residual2, l * capacity * C);
     const T* ln2 = Typed<T>(a.ln2, l * capacity * C);
-    const T* fc = Typed<T>(a.fc, l * capacity * 4 * C);
+    T* fc = Typed<T>(a.fc, l * capacity * 4 * C);
     const T* fc_gelu = Typed<T>(a.fc_gelu, l * capacity * 4 * C);
 
     // MLP branch.
-    LinearBackward(Typed<T>(a.d_fc_gelu), d_residual, fc_gelu, kFcProjWeight, kFcProjBias, l, rows,
-                   4 * C, C);
-    GeluBackward(Typed<T>(a.d_fc), fc, Typed<T>(a.d_fc_gelu), rows * 4 * C, stream);
+    LinearBackward(Typed<T>(a.d_fc), d_residual, fc_gelu, kFcProjWeight, kFcProjBias, l, rows,
+                   4 * C, C, fc, Typed<T>(a.d_fc_gelu));
     LinearBackward(Typed<T>(a.d_ln), Typed<T>(a.d_fc), ln2, kFcWeight, kFcBias, l, rows, C, 4 * C);
     LayerNormBackward(d_residual, grad(kLn2Weight, l), grad(kLn2Bias, l), Typed<T>(a.d_ln),
                       residual2, param<T>(kLn2Weight, l), a.ln2_mean.get() + l * capacity,
@@ -416,6 +455,7 @@ DeviceModel::DeviceModel(const ModelConfig& config, DeviceDtype dtype, int64_t m
   s.stream = stream;
   Check(cublasCreate(&s.blas), "create handle");
   Check(cublasSetStream(s.blas, stream), "set stream");
+  s.fused_matmul = std::make_unique<FusedMatmul>(stream);
 
   const int64_t C = config.channels, L = config.num_layers, Tm = config.max_sequence_length;
   const int64_t Vp = s.padded_vocab;
