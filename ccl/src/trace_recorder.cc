@@ -51,6 +51,8 @@ using trace_format::JsonQuoted;
 constexpr size_t kDefaultRingEvents = 32768;
 constexpr std::chrono::milliseconds kFlushInterval{100};
 constexpr int64_t kMetricsEveryFlushes = 20;  // every 2 s
+// Fault events a rank holds between flushes; beyond, they count as dropped.
+constexpr size_t kMaxFaultEvents = 1024;
 
 std::atomic<bool> g_metrics_requested{false};
 
@@ -70,6 +72,12 @@ struct ClockLine {
   int rounds;
 };
 
+// A watchdog or recovery event: rare, so it carries its facts as text.
+struct FaultEvent {
+  TraceEvent event;
+  std::string facts;  // a JSON object
+};
+
 struct RankTrace {
   explicit RankTrace(size_t capacity) : ring(capacity) {}
 
@@ -80,6 +88,7 @@ struct RankTrace {
   size_t size = 0;
   uint64_t dropped = 0;
   std::optional<ClockLine> clock;
+  std::vector<FaultEvent> faults;
 
   // The recorder's thread only.
   int fd = -1;
@@ -97,6 +106,15 @@ struct RankTrace {
     }
     ring[(head + size) % ring.size()] = event;
     ++size;
+  }
+
+  void PushFault(FaultEvent fault) {
+    std::lock_guard lock(mutex);
+    if (faults.size() == kMaxFaultEvents) {
+      ++dropped;
+      return;
+    }
+    faults.push_back(std::move(fault));
   }
 };
 
@@ -185,6 +203,8 @@ class Recorder {
     std::lock_guard lock(mutex_);
     labels_.erase(handle);
   }
+
+  void FlushFromCaller() { FlushAll(true, false); }
 
   const std::string* Intern(std::string_view text) {
     std::lock_guard lock(mutex_);
@@ -278,6 +298,8 @@ class Recorder {
   }
 
   void FlushAll(bool write_metrics, bool closing) {
+    // The recorder's thread, the exit and the watchdog's FlushNow.
+    std::lock_guard flushing(flush_mutex_);
     CollectDeviceSpans(closing);
     std::vector<std::pair<int, RankTrace*>> ranks;
     {
@@ -292,10 +314,12 @@ class Recorder {
 
   void Flush(int global_rank, RankTrace& rank, bool closing) {
     std::vector<TraceEvent> events;
+    std::vector<FaultEvent> faults;
     std::optional<ClockLine> clock;
     uint64_t dropped = 0;
     {
       std::lock_guard lock(rank.mutex);
+      faults.swap(rank.faults);
       events.reserve(rank.size);
       for (size_t i = 0; i < rank.size; ++i) {
         events.push_back(rank.ring[(rank.head + i) % rank.ring.size()]);
@@ -312,6 +336,7 @@ class Recorder {
               ",\"rounds\":" + std::to_string(clock->rounds) + "}\n";
     }
     for (const TraceEvent& event : events) text += EventLine(event);
+    for (const FaultEvent& fault : faults) text += EventLine(fault.event, &fault.facts);
     if (dropped > rank.dropped_written) {
       text += "{\"kind\":\"dropped\",\"count\":" + std::to_string(dropped - rank.dropped_written) +
               "}\n";
@@ -321,11 +346,13 @@ class Recorder {
     if (!text.empty()) Write(global_rank, rank, text);
   }
 
-  static std::string EventLine(const TraceEvent& event) {
+  // `facts`: a fault event's (a JSON object), else nullptr.
+  static std::string EventLine(const TraceEvent& event, const std::string* facts = nullptr) {
     static constexpr const char* kCategories[] = {
-        trace_format::kCategoryCcl,    trace_format::kCategoryGroup,
-        trace_format::kCategoryWait,   trace_format::kCategoryBucket,
-        trace_format::kCategoryDevice, trace_format::kCategoryPlugin};
+        trace_format::kCategoryCcl,      trace_format::kCategoryGroup,
+        trace_format::kCategoryWait,     trace_format::kCategoryBucket,
+        trace_format::kCategoryDevice,   trace_format::kCategoryPlugin,
+        trace_format::kCategoryWatchdog, trace_format::kCategoryRecovery};
     std::string line = "{\"kind\":\"op\",\"cat\":\"";
     line += kCategories[static_cast<int>(event.category)];
     line += "\",\"name\":\"";
@@ -340,6 +367,10 @@ class Recorder {
     if (event.algorithm != nullptr) line += ",\"algorithm\":" + JsonQuoted(*event.algorithm);
     if (event.protocol != nullptr) line += ",\"protocol\":" + JsonQuoted(*event.protocol);
     if (event.channels >= 0) line += ",\"channels\":" + std::to_string(event.channels);
+    if (facts != nullptr) {
+      if (event.begin_ns == event.end_ns) line += ",\"instant\":1";
+      line += ",\"facts\":" + JsonQuoted(*facts);
+    }
     line += ",\"bytes\":" + std::to_string(event.bytes) +
             ",\"begin_ns\":" + std::to_string(event.begin_ns) +
             ",\"end_ns\":" + std::to_string(event.end_ns) + "}\n";
@@ -417,6 +448,7 @@ class Recorder {
   };
   std::vector<PendingDevice> pending_;  // sampled calls, oldest first
 
+  std::mutex flush_mutex_;  // one flush at a time: each rank's file is written in order
   std::mutex stop_mutex_;
   std::condition_variable stop_changed_;
   bool stopping_ = false;
@@ -465,6 +497,25 @@ void RecordSpan(int global_rank, Category category, const char* name, std::strin
   event.begin_ns = begin_ns;
   event.end_ns = end_ns;
   recorder.Rank(global_rank).Push(event);
+}
+
+void RecordFault(int lane_rank, Category category, const char* name, std::string_view group,
+                 const Facts& facts, int64_t begin_ns, int64_t end_ns) {
+  if (!Enabled()) return;
+  internal::Recorder& recorder = internal::Recorder::Get();
+  internal::FaultEvent fault;
+  fault.event.category = category;
+  fault.event.name = name;
+  fault.event.group = recorder.Intern(group);
+  fault.event.seq = -1;
+  fault.event.begin_ns = begin_ns;
+  fault.event.end_ns = end_ns;
+  fault.facts = facts.Json();
+  recorder.Rank(lane_rank).PushFault(std::move(fault));
+}
+
+void FlushNow() {
+  if (Enabled()) internal::Recorder::Get().FlushFromCaller();
 }
 
 void RecordClockOffset(int global_rank, int64_t offset_ns, int64_t rtt_ns, int rounds) {

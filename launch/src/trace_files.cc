@@ -228,6 +228,8 @@ std::vector<RankTraceFile> ReadRankTraces(const std::string& trace_dir) {
         op.algorithm = Text(fields, "algorithm");
         op.protocol = Text(fields, "protocol");
         op.channels = Int(fields, "channels", -1);
+        op.facts = Text(fields, "facts");
+        op.instant = Int(fields, "instant") != 0;
         rank.ops.push_back(std::move(op));
         rank.ended = false;
       } else if (kind == "rank") {

@@ -36,6 +36,12 @@ bool IsGroupCollective(const TraceOp& op) {
          op.name != "recv";
 }
 
+// A fault event's facts as the rank wrote them: one JSON object, spliced
+// into args (anything else, a line cut short, is left out).
+bool IsFactsObject(const std::string& facts) {
+  return facts.size() >= 2 && facts.front() == '{' && facts.back() == '}';
+}
+
 std::string Bytes(int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -87,6 +93,20 @@ MergedTrace MergeTraces(const std::string& trace_dir, const std::vector<RankTrac
             ",\"tid\":" + std::to_string(lane) + ",\"args\":{\"name\":\"rank " +
             std::to_string(rank.rank) + " device\"}}");
       }
+      const std::string ts = Microseconds(rank.Aligned(op.begin_ns) - origin);
+      // A watchdog or recovery event: its own facts, a point or a span.
+      if (IsFactsObject(op.facts)) {
+        const std::string args = "\"group\":" + JsonQuoted(op.group) +
+                                 (op.facts.size() > 2 ? "," : "") +
+                                 op.facts.substr(1, op.facts.size() - 2);
+        add("{\"ph\":" + std::string(op.instant ? "\"i\",\"s\":\"t\"" : "\"X\"") +
+            ",\"name\":" + JsonQuoted(op.name) + ",\"cat\":" + JsonQuoted(op.category) +
+            ",\"pid\":" + std::to_string(rank.node) + ",\"tid\":" + std::to_string(lane) +
+            ",\"ts\":" + ts +
+            (op.instant ? "" : ",\"dur\":" + Microseconds(op.end_ns - op.begin_ns)) +
+            ",\"args\":{" + args + "}}");
+        continue;
+      }
       std::string args = "\"group\":" + JsonQuoted(op.group) +
                          ",\"seq\":" + std::to_string(op.seq) +
                          ",\"bytes\":" + std::to_string(op.bytes);
@@ -99,8 +119,8 @@ MergedTrace MergeTraces(const std::string& trace_dir, const std::vector<RankTrac
       if (op.channels >= 0) args += ",\"channels\":" + std::to_string(op.channels);
       add("{\"ph\":\"X\",\"name\":" + JsonQuoted(op.name) + ",\"cat\":" + JsonQuoted(op.category) +
           ",\"pid\":" + std::to_string(rank.node) + ",\"tid\":" + std::to_string(lane) +
-          ",\"ts\":" + Microseconds(rank.Aligned(op.begin_ns) - origin) +
-          ",\"dur\":" + Microseconds(op.end_ns - op.begin_ns) + ",\"args\":{" + args + "}}");
+          ",\"ts\":" + ts + ",\"dur\":" + Microseconds(op.end_ns - op.begin_ns) + ",\"args\":{" +
+          args + "}}");
     }
   }
   // What the reader needs to trust the picture: the clocks and the gaps.

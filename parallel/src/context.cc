@@ -7,6 +7,7 @@
 
 #include "group_creation.h"
 #include "group_environment.h"
+#include "infini/ccl/trace.h"
 #include "infini/common/launch_env.h"
 #include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
@@ -190,7 +191,7 @@ void Context::StartLossWatcher(std::set<int> known_lost) {
   loss_watcher_ = std::make_unique<internal::LossWatcher>(
       internal::ConnectRunStore(store_host_, store_port_, kLossWatcherStoreTimeout, store_token_,
                                 key_namespace(), settings_),
-      groups_, std::move(known_lost));
+      groups_, std::move(known_lost), rank_.launch_global_rank());
 }
 
 std::shared_ptr<rendezvous::Store> Context::ConnectStore() const {
@@ -262,6 +263,7 @@ RecoveredWorld Context::RecoverFromLoss() {
   }
   const auto deadline = std::chrono::steady_clock::now() + settings_.timeout;
   const int me = rank_.launch_global_rank();
+  const int64_t trace_begin = ccl::trace::Enabled() ? ccl::trace::NowNs() : 0;
   for (;;) {
     // 1. Who is gone: the launcher's notices (the collective may have
     //    failed before the notice came).
@@ -333,6 +335,19 @@ RecoveredWorld Context::RecoverFromLoss() {
       if (!excluded_.count(rank)) world.newly_lost_ranks.push_back(rank);
     }
     world.generation = generation;
+    if (ccl::trace::Enabled()) {
+      // From the call (the wait for the notice and the agreement included).
+      ccl::trace::RecordFault(me, ccl::trace::Category::kRecovery, "shrink", "",
+                              ccl::trace::Facts()
+                                  .Add("lost_ranks", world.lost_ranks)
+                                  .Add("newly_lost_ranks", world.newly_lost_ranks)
+                                  .Add("old_world_size", rank_.world_size())
+                                  .Add("new_world_size", world.world_size)
+                                  .Add("old_rank", rank_.global_rank())
+                                  .Add("new_rank", new_global_rank)
+                                  .Add("generation", generation),
+                              trace_begin, ccl::trace::NowNs());
+    }
     rank_ = renumbered;
     launch_rank_of_ = std::move(survivors);
     excluded_ = lost;

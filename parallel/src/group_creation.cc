@@ -7,6 +7,7 @@
 
 #include "flight_recorder.h"
 #include "generation.h"
+#include "infini/ccl/trace.h"
 #include "infini/common/one_line.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
@@ -168,6 +169,7 @@ void JoinCommunicator(GroupState& group_state) {
   init->op = kInitOp;
   init->group = name;
   init->global_rank = global_rank;
+  init->lane_rank = env.rank.launch_global_rank();
   init->timeout = env.timeout;
   // Copies (no backend or store handle): the diagnosis may run after the
   // group is gone, and the watchdog may hold it until the process ends.
@@ -229,6 +231,20 @@ void JoinCommunicator(GroupState& group_state) {
   }
 }
 
+// The timeline's span of a group remade for joiners (docs/tracing.md).
+void TraceRemade(const GroupState& group, int old_size, int new_size, int world_generation,
+                 int64_t begin_ns) {
+  if (!ccl::trace::Enabled()) return;
+  ccl::trace::RecordFault(group.TraceLane(), ccl::trace::Category::kRecovery, "remake_group",
+                          group.name,
+                          ccl::trace::Facts()
+                              .Add("old_size", old_size)
+                              .Add("new_size", new_size)
+                              .Add("group_rank", group.group_rank)
+                              .Add("generation", world_generation),
+                          begin_ns, ccl::trace::NowNs());
+}
+
 }  // namespace
 
 std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std::string& name,
@@ -254,6 +270,8 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
 
 void RemakeGroupForJoiners(GroupState& group, int new_world_size, const Rank& renumbered,
                            int world_generation) {
+  const int64_t trace_begin = ccl::trace::Enabled() ? ccl::trace::NowNs() : 0;
+  const int old_size = static_cast<int>(group.members.size());
   group.environment.rank = renumbered;
   group.environment.world_generation = world_generation;
   std::vector<int> members(static_cast<size_t>(new_world_size));
@@ -269,10 +287,13 @@ void RemakeGroupForJoiners(GroupState& group, int new_world_size, const Rank& re
   group.group_rank = renumbered.global_rank();
   group.next_collective = 0;
   JoinCommunicator(group);
+  TraceRemade(group, old_size, new_world_size, world_generation, trace_begin);
 }
 
 void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of,
                           const Rank& renumbered, int world_generation) {
+  const int64_t trace_begin = ccl::trace::Enabled() ? ccl::trace::NowNs() : 0;
+  const int old_size = static_cast<int>(group.members.size());
   std::vector<int> excluded;
   std::vector<int> members;
   for (size_t i = 0; i < group.members.size(); ++i) {
@@ -309,6 +330,17 @@ void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of
   group.flight_group =
       FlightRecorder::Instance().RegisterGroup(group.store_key, group.name, group.members);
   group.next_collective = 0;
+  if (ccl::trace::Enabled()) {
+    ccl::trace::RecordFault(group.TraceLane(), ccl::trace::Category::kRecovery, "shrink_group",
+                            group.name,
+                            ccl::trace::Facts()
+                                .Add("old_size", old_size)
+                                .Add("new_size", static_cast<int64_t>(group.members.size()))
+                                .Add("excluded_group_ranks", excluded)
+                                .Add("group_rank", group.group_rank)
+                                .Add("generation", world_generation),
+                            trace_begin, ccl::trace::NowNs());
+  }
 }
 
 }  // namespace infini::parallel::internal

@@ -1,6 +1,7 @@
 #include "group_state.h"
 
 #include "flight_recorder.h"
+#include "infini/ccl/trace.h"
 #include "infini/rendezvous/store.h"
 #include "loss_watcher.h"
 
@@ -26,7 +27,7 @@ GroupState::~GroupState() {
   }
   try {
     if (failed) {
-      AbortOnce();
+      AbortOnce("destroyed after a failure");
     } else {
       std::lock_guard<std::mutex> lock(abort_mutex);
       comm.Destroy();
@@ -47,7 +48,7 @@ infiniCclResult_t GroupState::AsyncError() {
   }
 }
 
-void GroupState::AbortFromWatchdog() { AbortOnce(); }
+void GroupState::AbortFromWatchdog() { AbortOnce("watchdog"); }
 
 void GroupState::ReportHang(const std::function<void(const std::string&)>& print) {
   HangScene scene;
@@ -65,8 +66,18 @@ void GroupState::ReportHang(const std::function<void(const std::string&)>& print
 void GroupState::RevokeForLoss() {
   std::lock_guard<std::mutex> lock(abort_mutex);
   if (revoked_for_loss->exchange(true) || aborted || !comm.valid()) return;
+  const bool revoke = environment.backend->capabilities().revoke();
+  if (ccl::trace::Enabled()) {
+    const int64_t now = ccl::trace::NowNs();
+    ccl::trace::RecordFault(TraceLane(), ccl::trace::Category::kRecovery, "revoke", name,
+                            ccl::trace::Facts()
+                                .Add("how", revoke ? "comm_revoke" : "comm_abort")
+                                .Add("group_rank", group_rank)
+                                .Add("members", members),
+                            now, now);
+  }
   try {
-    if (environment.backend->capabilities().revoke()) {
+    if (revoke) {
       comm.Revoke();
     } else {
       // Without comm_revoke only an abort ends the outstanding work; the
@@ -79,8 +90,14 @@ void GroupState::RevokeForLoss() {
   }
 }
 
-void GroupState::AbortOnce() {
+void GroupState::AbortOnce(const char* why) {
   std::lock_guard<std::mutex> lock(abort_mutex);
+  if (ccl::trace::Enabled() && comm.valid() && !aborted) {
+    const int64_t now = ccl::trace::NowNs();
+    ccl::trace::RecordFault(TraceLane(), ccl::trace::Category::kRecovery, "abort", name,
+                            ccl::trace::Facts().Add("why", why).Add("group_rank", group_rank), now,
+                            now);
+  }
   aborted = true;
   if (comm.valid()) comm.Abort();
 }

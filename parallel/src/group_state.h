@@ -25,11 +25,12 @@ class GroupState : public WatchedGroup {
   ~GroupState() override;
 
   std::string WatchName() const override { return name; }
+  int TraceLane() const override { return environment.rank.launch_global_rank(); }
   infiniCclResult_t AsyncError() override;
   void AbortFromWatchdog() override;
   void ReportHang(const std::function<void(const std::string&)>& print) override;
-  // Abort from any thread, at most once.
-  void AbortOnce();
+  // Abort from any thread, at most once; `why` goes to the trace.
+  void AbortOnce(const char* why);
   // A rank was lost (--on_failure=shrink): ends outstanding work and
   // refuses new work until ShrinkGroupAfterLoss (group_creation.h) replaces
   // the communicator. From any thread.

@@ -7,6 +7,7 @@
 
 #include "group_creation.h"
 #include "group_state.h"
+#include "infini/ccl/trace.h"
 #include "infini/common/loss_notice.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/errors.h"
@@ -135,6 +136,7 @@ std::optional<GrownWorld> Context::AdmitJoiners(ProcessGroup& world) {
                              std::to_string(world.size()) + " ranks: expected a group of the " +
                              "whole world (" + std::to_string(rank_.world_size()) + " ranks)");
   }
+  const int64_t trace_begin = ccl::trace::Enabled() ? ccl::trace::NowNs() : 0;
   // Rank 0 reads the count (one store call per boundary for the whole
   // world) and the all-reduce hands it to every rank, so that they all
   // remake the same groups.
@@ -195,6 +197,17 @@ std::optional<GrownWorld> Context::AdmitJoiners(ProcessGroup& world) {
                           " failed: " + error.what());
     }
   }
+  if (ccl::trace::Enabled()) {
+    ccl::trace::RecordFault(rank_.launch_global_rank(), ccl::trace::Category::kRecovery,
+                            "admit_joiners", world.name(),
+                            ccl::trace::Facts()
+                                .Add("joined_ranks", admission.joined)
+                                .Add("old_world_size", old_world_size)
+                                .Add("new_world_size", new_world_size)
+                                .Add("new_rank", renumbered.global_rank())
+                                .Add("generation", admission.generation),
+                            trace_begin, ccl::trace::NowNs());
+  }
   rank_ = renumbered;
   launch_rank_of_ = admission.world;
   world_generation_ = admission.generation;
@@ -218,6 +231,7 @@ GrownWorld Context::WaitToBeAdmitted() {
         "WaitToBeAdmitted: threads_per_process=" + std::to_string(rank_.threads_per_process()) +
         ": expected 1 (joiners are numbered by process)");
   }
+  const int64_t trace_begin = ccl::trace::Enabled() ? ccl::trace::NowNs() : 0;
   const std::string key = loss_notice::AdmittedKey(settings_.join_notice);
   std::string text;
   try {
@@ -254,6 +268,15 @@ GrownWorld Context::WaitToBeAdmitted() {
   // Watches from here: losses before the admission are the survivors' past.
   StartLossWatcher(excluded_);
   SetLogIdentity(rank_);
+  if (ccl::trace::Enabled()) {
+    ccl::trace::RecordFault(me, ccl::trace::Category::kRecovery, "wait_to_be_admitted", "",
+                            ccl::trace::Facts()
+                                .Add("joined_ranks", admission->joined)
+                                .Add("world_size", rank_.world_size())
+                                .Add("rank", rank_.global_rank())
+                                .Add("generation", admission->generation),
+                            trace_begin, ccl::trace::NowNs());
+  }
   return GrownWorld{rank_.world_size(), rank_.global_rank(), admission->joined,
                     admission->generation};
 }

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "group_state.h"
+#include "infini/ccl/trace.h"
 #include "infini/common/loss_notice.h"
 
 namespace infini::parallel::internal {
@@ -37,10 +38,12 @@ void GroupRegistry::RevokeAll() {
 }
 
 LossWatcher::LossWatcher(std::shared_ptr<rendezvous::Store> store,
-                         std::shared_ptr<GroupRegistry> groups, std::set<int> known_lost)
+                         std::shared_ptr<GroupRegistry> groups, std::set<int> known_lost,
+                         int lane_rank)
     : store_(std::move(store)),
       groups_(std::move(groups)),
       lost_(std::move(known_lost)),
+      lane_rank_(lane_rank),
       thread_([this] { Loop(); }) {}
 
 LossWatcher::~LossWatcher() {
@@ -82,6 +85,14 @@ void LossWatcher::ReadNewNotices() {
     std::lock_guard<std::mutex> lock(mutex_);
     names_someone_new =
         std::any_of(named.begin(), named.end(), [&](int rank) { return !lost_.count(rank); });
+  }
+  if (names_someone_new && ccl::trace::Enabled()) {
+    const int64_t now = ccl::trace::NowNs();
+    ccl::trace::RecordFault(lane_rank_, ccl::trace::Category::kRecovery, "loss_notice", "",
+                            ccl::trace::Facts()
+                                .Add("lost_ranks", std::vector<int>(named.begin(), named.end()))
+                                .Add("notices_read", read),
+                            now, now);
   }
   // Before anyone is told: a rank that hears of the loss must find its
   // groups revoked, not a collective that waits for the dead.

@@ -44,8 +44,9 @@ class LossWatcher {
   // `store`: its own connection, keys under the ranks' namespace.
   // `known_lost`: ranks already out of this rank's world (a joiner learns
   // them at its admission); notices naming only those revoke nothing.
+  // `lane_rank`: the trace lane a notice heard goes to (the launch rank).
   LossWatcher(std::shared_ptr<rendezvous::Store> store, std::shared_ptr<GroupRegistry> groups,
-              std::set<int> known_lost = {});
+              std::set<int> known_lost = {}, int lane_rank = 0);
   ~LossWatcher();  // stops the thread
   LossWatcher(const LossWatcher&) = delete;
   LossWatcher& operator=(const LossWatcher&) = delete;
@@ -68,6 +69,7 @@ class LossWatcher {
   bool stopping_ = false;
   int64_t notices_read_ = 0;
   std::set<int> lost_;
+  const int lane_rank_;
   std::thread thread_;
 };
 

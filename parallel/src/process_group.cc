@@ -97,6 +97,7 @@ std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payl
   work->group = group.name;
   work->sequence = group.next_sequence++;
   work->global_rank = group.environment.rank.global_rank();
+  work->lane_rank = group.environment.rank.launch_global_rank();
   work->timeout = group.environment.timeout;
   work->owner = &group;
   if (group.environment.shrink_on_failure) work->revoked_for_loss = group.revoked_for_loss;
@@ -112,7 +113,7 @@ std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payl
     }
     const bool traced = ccl::trace::Enabled();
     const int64_t trace_begin = traced ? ccl::trace::NowNs() : 0;
-    if (traced) ccl::trace::LabelCommunicator(group.comm, group.name, work->global_rank);
+    if (traced) ccl::trace::LabelCommunicator(group.comm, group.name, work->lane_rank);
     group.ready_event->Record(compute_stream);
     group.comm_stream->WaitEvent(*group.ready_event);
     work->Started();
@@ -121,7 +122,7 @@ std::shared_ptr<Work> Run(internal::GroupState& group, std::string_view op, Payl
     end.Record(*group.comm_stream);
     work->Enqueued(std::move(end), group.events);
     if (traced) {
-      ccl::trace::RecordSpan(work->global_rank, ccl::trace::Category::kGroup, op.data(), group.name,
+      ccl::trace::RecordSpan(work->lane_rank, ccl::trace::Category::kGroup, op.data(), group.name,
                              static_cast<int64_t>(work->sequence), payload.bytes, trace_begin,
                              ccl::trace::NowNs());
     }
@@ -153,8 +154,8 @@ constexpr std::chrono::milliseconds kAnswerTimeout{500};
 // The trace's clock offset of a rank to the store's host (docs/tracing.md,
 // "Clocks"), NTP's way: questions over the store that infini_run's node-0
 // launcher answers with its clock; the quickest round trip's answer against
-// its midpoint is the offset. Once per global rank; without the launcher's
-// store, or without an answer, "not measured". Never throws.
+// its midpoint is the offset. Once per trace lane (launch rank); without
+// the launcher's store, or without an answer, "not measured". Never throws.
 void EstimateTraceClockOnce(rendezvous::Store& store, int global_rank) {
   if (!ccl::trace::Enabled()) return;
   static std::mutex mutex;
@@ -198,7 +199,8 @@ void EstimateTraceClockOnce(rendezvous::Store& store, int global_rank) {
 
 ProcessGroup::ProcessGroup(std::unique_ptr<internal::GroupState> state) : state_(std::move(state)) {
   if (ccl::trace::Enabled() && state_->environment.store != nullptr) {
-    EstimateTraceClockOnce(*state_->environment.store, state_->environment.rank.global_rank());
+    EstimateTraceClockOnce(*state_->environment.store,
+                           state_->environment.rank.launch_global_rank());
   }
 }
 
@@ -331,8 +333,8 @@ void WaitTraced(const internal::GroupState& group, const Work& work) {
   if (!ccl::trace::Enabled()) return work.Wait();
   const int64_t begin = ccl::trace::NowNs();
   work.Wait();
-  ccl::trace::RecordSpan(group.environment.rank.global_rank(), ccl::trace::Category::kWait, "wait",
-                         group.name, -1, 0, begin, ccl::trace::NowNs());
+  ccl::trace::RecordSpan(group.environment.rank.launch_global_rank(), ccl::trace::Category::kWait,
+                         "wait", group.name, -1, 0, begin, ccl::trace::NowNs());
 }
 
 }  // namespace
@@ -364,6 +366,6 @@ void ProcessGroup::SendRecv(const DLTensor& send, int send_peer, const DLTensor&
 }
 void ProcessGroup::Barrier() { WaitTraced(*state_, *BarrierAsync()); }
 
-void ProcessGroup::Abort() { state_->AbortOnce(); }
+void ProcessGroup::Abort() { state_->AbortOnce("ProcessGroup::Abort"); }
 
 }  // namespace infini::parallel

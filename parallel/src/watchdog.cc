@@ -10,6 +10,7 @@
 
 #include "flight_recorder.h"
 #include "infini/ccl/error.h"
+#include "infini/ccl/trace.h"
 
 namespace infini::parallel::internal {
 namespace {
@@ -72,6 +73,16 @@ void ReportHangWithin(WatchedGroup& group, std::chrono::seconds limit) {
                  static_cast<int>(limit.count()));
     std::fflush(stderr);
   }
+}
+
+// The timeline's point for why the watchdog fires (docs/tracing.md),
+// written at once: the process ends within seconds and skips the
+// recorder's exit.
+void TraceFiring(int lane_rank, const char* name, const std::string& group,
+                 const ccl::trace::Facts& facts) {
+  const int64_t now = ccl::trace::NowNs();
+  ccl::trace::RecordFault(lane_rank, ccl::trace::Category::kWatchdog, name, group, facts, now, now);
+  ccl::trace::FlushNow();
 }
 
 }  // namespace
@@ -146,6 +157,15 @@ void Watchdog::Loop() {
         const std::string why = work.diagnose
                                     ? DiagnoseWithin(work.diagnose, kDiagnoseWindow)
                                     : "a rank skipped it, called another collective, or died";
+        if (ccl::trace::Enabled()) {
+          TraceFiring(work.lane_rank, "timeout", work.group,
+                      ccl::trace::Facts()
+                          .Add("op", work.op)
+                          .Add("seq", static_cast<int64_t>(work.sequence))
+                          .Add("global_rank", work.global_rank)
+                          .Add("timeout_s", static_cast<int64_t>(seconds.count()))
+                          .Add("why", why));
+        }
         Fire(work.Describe() + " did not complete within INFINI_CCL_TIMEOUT_S=" +
                  std::to_string(seconds.count()) + " s (" + why + ")",
              work.owner);
@@ -163,6 +183,10 @@ void Watchdog::Loop() {
         continue;
       }
       if (error != infiniCclSuccess && error != infiniCclInProgress) {
+        if (ccl::trace::Enabled()) {
+          TraceFiring(group->TraceLane(), "async_error", group->WatchName(),
+                      ccl::trace::Facts().Add("error", ccl::ResultName(error)));
+        }
         Fire("group '" + group->WatchName() + "' reported an asynchronous error: " +
              ccl::ResultName(error) + " (a peer failed or the device faulted)");
       }
@@ -186,6 +210,7 @@ void Watchdog::Fire(const std::string& line, WatchedGroup* hung) {
     }
   });
   aborted.wait_for(kAbortGrace);
+  ccl::trace::FlushNow();  // the aborts' events; std::_Exit skips the recorder's exit
   std::fflush(stdout);
   std::_Exit(kWatchdogExitCode);
 }

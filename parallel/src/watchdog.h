@@ -24,6 +24,8 @@ class WatchedGroup {
  public:
   virtual ~WatchedGroup() = default;
   virtual std::string WatchName() const = 0;
+  // The rank whose trace lane its events go to (the launch rank).
+  virtual int TraceLane() const = 0;
   // The communicator's async error (infiniCclSuccess when none or unknown).
   virtual infiniCclResult_t AsyncError() = 0;
   // Aborts the communicator; called from the monitor thread.

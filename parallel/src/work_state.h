@@ -34,6 +34,7 @@ struct WorkState {
   std::string group;
   uint64_t sequence = 0;
   int global_rank = 0;
+  int lane_rank = 0;  // the trace's lane: the launch rank, which a recovery keeps
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::chrono::milliseconds timeout{0};
   // The group whose communicator runs it (nullptr: none yet, e.g. init).

@@ -168,4 +168,36 @@ inline size_t ExpectDeviceSpansInsideTheirCalls(const Json& trace, int rank, int
   return lane->second.size();
 }
 
+// The watchdog's and the recovery's events named `name` ("shrink", "timeout"),
+// points and spans alike, by lane (tid), in file order.
+inline std::map<int, std::vector<const Json*>> FaultEventsOf(const Json& trace,
+                                                             const std::string& name) {
+  std::map<int, std::vector<const Json*>> events;
+  for (const Json& event : trace["traceEvents"].items) {
+    const std::string& category = event["cat"].text;
+    if ((category != "watchdog" && category != "recovery") || event["name"].text != name) continue;
+    events[static_cast<int>(event["tid"].number)].push_back(&event);
+  }
+  return events;
+}
+
+// "lane 2: shrink recovery ..., " for a failure message: every such event.
+inline std::string DescribeFaultEvents(const Json& trace) {
+  std::string text;
+  for (const Json& event : trace["traceEvents"].items) {
+    const std::string& category = event["cat"].text;
+    if (category != "watchdog" && category != "recovery") continue;
+    text += "lane " + std::to_string(static_cast<int>(event["tid"].number)) + ": " + category +
+            "/" + event["name"].text + " (" + event["ph"].text + ") args:";
+    for (const auto& [key, value] : event["args"].members) {
+      text += " " + key + "=" +
+              (value.kind == Json::kString  ? value.text
+               : value.kind == Json::kArray ? "[" + std::to_string(value.items.size()) + " items]"
+                                            : std::to_string(value.number));
+    }
+    text += "\n";
+  }
+  return text;
+}
+
 }  // namespace infini::testing

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "trace_json.h"
 #include "unused_port.h"
 
 namespace {
@@ -142,12 +143,18 @@ void ExpectEightRanksPassed(const Outcome& outcome) {
   EXPECT_EQ(passed, 8u) << outcome.output;
 }
 
+// `launcher_flags` go to infini_run, `extra` to parallel_check.
 Outcome RunLocal(int processes, int threads, std::map<std::string, std::string> env = {},
-                 std::vector<std::string> extra = {}) {
-  std::vector<std::string> argv = {
-      kBinDir + "/infini_run",     "--nproc_per_node=" + std::to_string(processes),
-      "--ccl_backend=gloo",        "--",
-      kBinDir + "/parallel_check", "--threads_per_process=" + std::to_string(threads)};
+                 std::vector<std::string> extra = {},
+                 std::vector<std::string> launcher_flags = {}) {
+  std::vector<std::string> argv = {kBinDir + "/infini_run",
+                                   "--nproc_per_node=" + std::to_string(processes),
+                                   "--ccl_backend=gloo"};
+  argv.insert(argv.end(), launcher_flags.begin(), launcher_flags.end());
+  for (const std::string& tail : {std::string("--"), kBinDir + "/parallel_check",
+                                  "--threads_per_process=" + std::to_string(threads)}) {
+    argv.push_back(tail);
+  }
   argv.insert(argv.end(), extra.begin(), extra.end());
   return RunProgram(argv, env);
 }
@@ -207,7 +214,8 @@ TEST(ParallelLaunchTest, EightRanksOnTwoNodesOfTwoProcessesOfTwoThreads) {
 // Each node's launcher relays the store for its ranks: a cross-node group's
 // unique id goes upstream once, written by its root's node (the world and
 // the data-parallel groups {0,2}, {1,3}: roots on node 0), and a group of one
-// node's ranks (tensor-parallel {0,1}, {2,3}) never goes upstream.
+// node's ranks (tensor-parallel {0,1}, {2,3}) never goes upstream; each
+// relay holds one upstream connection for all its ranks' requests.
 TEST(ParallelLaunchTest, TwoNodesRelayCrossNodeIdsOnceAndKeepIntraNodeGroupsHome) {
   REQUIRE_LAUNCHER();
   const std::string port = std::to_string(FreePort());
@@ -239,7 +247,10 @@ TEST(ParallelLaunchTest, TwoNodesRelayCrossNodeIdsOnceAndKeepIntraNodeGroupsHome
   for (const std::string& line : lines) {
     EXPECT_EQ(line.find("node-local"), std::string::npos) << line;
     EXPECT_EQ(line.find("/pg/tp"), std::string::npos) << line;
-    if (line.find("relay counts:") != std::string::npos) ++counts_lines;
+    if (line.find("relay counts:") != std::string::npos) {
+      ++counts_lines;
+      EXPECT_NE(line.find(" connections=1\n"), std::string::npos) << line;
+    }
     const size_t set = line.find(": set ");
     if (set == std::string::npos || line.find("/unique_id\n") == std::string::npos) continue;
     id_writers[line.substr(set + 6, line.size() - set - 7)].push_back(line.substr(0, set));
@@ -523,11 +534,16 @@ TEST(ParallelLaunchTest, InitThatHangsInTheBackendEndsAtTheTimeoutNamingTheBacke
 
 // Rank 1 of 3 is stopped (SIGSTOP) between two all_reduces: ranks 0 and 2
 // time out; it publishes nothing, so the report names it as the one behind.
+// Traced, the watchdog's firing and its aborts are on the timeline of the
+// ranks that fired (docs/tracing.md, "Watchdog and recovery events").
 TEST(ParallelLaunchTest, FlightRecorderNamesAStoppedRankAndSoDoesTheLauncher) {
   REQUIRE_LAUNCHER();
   const std::string mark = UniqueMark();
-  const Outcome outcome = RunLocal(3, 1, {{"INFINI_CCL_TIMEOUT_S", "2"}, {mark, "1"}},
-                                   {"--mode=stop", "--faulty_rank=1"});
+  char trace_pattern[] = "/tmp/watchdog_trace_XXXXXX";
+  const std::string trace_dir = mkdtemp(trace_pattern) != nullptr ? trace_pattern : "/tmp";
+  const Outcome outcome =
+      RunLocal(3, 1, {{"INFINI_CCL_TIMEOUT_S", "2"}, {mark, "1"}},
+               {"--mode=stop", "--faulty_rank=1"}, {"--trace_dir=" + trace_dir});
   std::printf("FLIGHT stopped rank: exit %d after %.2f s\n", outcome.exit_code, outcome.seconds);
   EXPECT_FALSE(outcome.timed_out) << outcome.output;
   EXPECT_EQ(outcome.exit_code, 124) << outcome.output;
@@ -557,6 +573,27 @@ TEST(ParallelLaunchTest, FlightRecorderNamesAStoppedRankAndSoDoesTheLauncher) {
     EXPECT_THAT(outcome.output, HasSubstr("not read: 'gdb' not found in PATH")) << outcome.output;
   }
   EXPECT_TRUE(NoProcessMarked(mark, std::chrono::seconds(10)));
+
+  // The first rank to fire ends the run; the other may be stopped by the
+  // launcher before it fires, so at least one of ranks 0 and 2 holds it.
+  const infini::testing::Json trace = infini::testing::ReadJsonFile(trace_dir + "/trace.json");
+  const auto timeouts = infini::testing::FaultEventsOf(trace, "timeout");
+  const auto aborts = infini::testing::FaultEventsOf(trace, "abort");
+  EXPECT_FALSE(timeouts.empty()) << infini::testing::DescribeFaultEvents(trace);
+  for (const auto& [lane, events] : timeouts) {
+    EXPECT_TRUE(lane == 0 || lane == 2) << lane;
+    const infini::testing::Json& event = *events.at(0);
+    EXPECT_EQ(event["ph"].text, "i");
+    EXPECT_EQ(event["cat"].text, "watchdog");
+    EXPECT_EQ(event["args"]["group"].text, "world");
+    EXPECT_EQ(event["args"]["op"].text, "all_reduce");
+    EXPECT_EQ(event["args"]["seq"].number, 1);
+    EXPECT_EQ(event["args"]["timeout_s"].number, 2);
+    EXPECT_FALSE(event["args"]["why"].text.empty());
+    ASSERT_TRUE(aborts.count(lane)) << infini::testing::DescribeFaultEvents(trace);
+    EXPECT_EQ((*aborts.at(lane)[0])["args"]["why"].text, "watchdog");
+  }
+  RunProgram({"/bin/rm", "-rf", trace_dir});
 }
 
 TEST(ParallelLaunchTest, DebugModeStopsRanksThatCallDifferentCollectives) {

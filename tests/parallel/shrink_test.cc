@@ -10,13 +10,19 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "trace_json.h"
 #include "unused_port.h"
 
 namespace {
 
+using infini::testing::DescribeFaultEvents;
+using infini::testing::FaultEventsOf;
+using infini::testing::Json;
+using infini::testing::ReadJsonFile;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -52,6 +58,37 @@ bool HaveLauncher() { return access((kBinDir + "/infini_run").c_str(), X_OK) == 
 #define REQUIRE_LAUNCHER() \
   if (!HaveLauncher()) GTEST_SKIP() << "bin/infini_run is not built";
 
+// A scratch folder for a run's --trace_dir, removed at the end.
+class TraceFolder {
+ public:
+  TraceFolder() {
+    char pattern[] = "/tmp/shrink_trace_XXXXXX";
+    path_ = mkdtemp(pattern) != nullptr ? pattern : "/tmp";
+  }
+  ~TraceFolder() { RunShell("rm -rf '" + path_ + "'"); }
+  const std::string& path() const { return path_; }
+  std::string Flag() const { return "--trace_dir=" + path_; }
+
+ private:
+  std::string path_;
+};
+
+// The one event `name` of lane `lane` in trace.json, or a failure.
+const Json* OneFaultEvent(const Json& trace, const std::string& name, int lane) {
+  const auto events = FaultEventsOf(trace, name);
+  const auto found = events.find(lane);
+  EXPECT_TRUE(found != events.end() && found->second.size() == 1)
+      << "expected one '" << name << "' event on lane " << lane << "; the trace has:\n"
+      << DescribeFaultEvents(trace);
+  return found != events.end() && found->second.size() == 1 ? found->second[0] : nullptr;
+}
+
+std::vector<double> Numbers(const Json& array) {
+  std::vector<double> numbers;
+  for (const Json& item : array.items) numbers.push_back(item.number);
+  return numbers;
+}
+
 // No shrink_check of this test is left running.
 bool NoCheckLeft() {
   for (int tries = 0; tries < 50; ++tries) {
@@ -61,9 +98,14 @@ bool NoCheckLeft() {
   return false;
 }
 
+// Traced (docs/tracing.md, "Watchdog and recovery events"): each survivor's
+// lane, its launch rank's, holds the loss it heard, its groups revoked and
+// shrunk, and the shrink with the lost rank and the new world.
 TEST(ShrinkRecoveryTest, SurvivorsOfAKilledRankRenumberAndGoOn) {
   REQUIRE_LAUNCHER();
-  const Outcome outcome = RunShrinkCheck(3, "--steps=6 --kill_rank=1 --kill_at_step=3");
+  const TraceFolder trace_dir;
+  const Outcome outcome =
+      RunShrinkCheck(3, "--steps=6 --kill_rank=1 --kill_at_step=3", trace_dir.Flag());
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_THAT(outcome.output, HasSubstr("rank 1 (pid"));
   EXPECT_THAT(outcome.output, HasSubstr("lost rank 1 (local rank 1"));
@@ -79,6 +121,40 @@ TEST(ShrinkRecoveryTest, SurvivorsOfAKilledRankRenumberAndGoOn) {
   EXPECT_THAT(outcome.output, HasSubstr("rank 2: done world=2 rank=1 steps=6 recoveries=1"));
   EXPECT_THAT(outcome.output, Not(HasSubstr("WRONG")));
   EXPECT_TRUE(NoCheckLeft());
+
+  const Json trace = ReadJsonFile(trace_dir.path() + "/trace.json");
+  for (const int lane : {0, 2}) {
+    const int new_rank = lane == 0 ? 0 : 1;
+    if (const Json* shrink = OneFaultEvent(trace, "shrink", lane)) {
+      EXPECT_EQ((*shrink)["ph"].text, "X");
+      EXPECT_EQ((*shrink)["cat"].text, "recovery");
+      EXPECT_GE((*shrink)["dur"].number, 0);
+      const Json& args = (*shrink)["args"];
+      EXPECT_EQ(Numbers(args["lost_ranks"]), std::vector<double>{1});
+      EXPECT_EQ(Numbers(args["newly_lost_ranks"]), std::vector<double>{1});
+      EXPECT_EQ(args["old_world_size"].number, 3);
+      EXPECT_EQ(args["new_world_size"].number, 2);
+      EXPECT_EQ(args["old_rank"].number, lane);
+      EXPECT_EQ(args["new_rank"].number, new_rank);
+      EXPECT_EQ(args["generation"].number, 1);
+    }
+    if (const Json* notice = OneFaultEvent(trace, "loss_notice", lane)) {
+      EXPECT_EQ((*notice)["ph"].text, "i");
+      EXPECT_EQ(Numbers((*notice)["args"]["lost_ranks"]), std::vector<double>{1});
+    }
+    const auto revokes = FaultEventsOf(trace, "revoke");
+    ASSERT_TRUE(revokes.count(lane)) << DescribeFaultEvents(trace);
+    EXPECT_EQ((*revokes.at(lane)[0])["args"]["how"].text, "comm_revoke");
+    const auto shrunk = FaultEventsOf(trace, "shrink_group");
+    ASSERT_TRUE(shrunk.count(lane)) << DescribeFaultEvents(trace);
+    const Json& group = (*shrunk.at(lane)[0])["args"];
+    EXPECT_EQ(group["old_size"].number, 3);
+    EXPECT_EQ(group["new_size"].number, 2);
+    EXPECT_EQ(Numbers(group["excluded_group_ranks"]), std::vector<double>{1});
+    EXPECT_EQ(group["group_rank"].number, new_rank);
+  }
+  // The lost rank heard of no loss: it was the one lost.
+  EXPECT_FALSE(FaultEventsOf(trace, "shrink").count(1)) << DescribeFaultEvents(trace);
 }
 
 TEST(ShrinkRecoveryTest, RanksBlockedInsideAnAllReduceWithTheLostRankGetOut) {
@@ -202,7 +278,8 @@ TEST(ShrinkRecoveryTest, ANodeWhoseEveryRankWasLostWaitsForTheOthersToFinish) {
 // it. The launcher's own side is tested in tests/launch and with gpt2.
 TEST(ShrinkRecoveryTest, AJoinerIsAdmittedAtAStepBoundaryAndEverySumCountsIt) {
   REQUIRE_LAUNCHER();
-  const Outcome outcome = RunShrinkCheck(3, "--steps=8 --joiner_at_step=3");
+  const TraceFolder trace_dir;
+  const Outcome outcome = RunShrinkCheck(3, "--steps=8 --joiner_at_step=3", trace_dir.Flag());
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_THAT(outcome.output, HasSubstr("rank 3: joined: world 4 ranks, rank 3, generation 1"));
   for (int rank = 0; rank < 3; ++rank) {
@@ -215,6 +292,26 @@ TEST(ShrinkRecoveryTest, AJoinerIsAdmittedAtAStepBoundaryAndEverySumCountsIt) {
   EXPECT_THAT(outcome.output, HasSubstr("rank 0: done world=4 rank=0 steps=8 recoveries=0"));
   EXPECT_THAT(outcome.output, Not(HasSubstr("WRONG")));
   EXPECT_TRUE(NoCheckLeft());
+
+  // Traced: the survivors' admission and world group remade, the joiner's wait.
+  const Json trace = ReadJsonFile(trace_dir.path() + "/trace.json");
+  for (int lane = 0; lane < 3; ++lane) {
+    if (const Json* admit = OneFaultEvent(trace, "admit_joiners", lane)) {
+      const Json& args = (*admit)["args"];
+      EXPECT_EQ(Numbers(args["joined_ranks"]), std::vector<double>{3});
+      EXPECT_EQ(args["old_world_size"].number, 3);
+      EXPECT_EQ(args["new_world_size"].number, 4);
+      EXPECT_EQ(args["new_rank"].number, lane);
+      EXPECT_EQ(args["generation"].number, 1);
+    }
+    const auto remade = FaultEventsOf(trace, "remake_group");
+    ASSERT_TRUE(remade.count(lane)) << DescribeFaultEvents(trace);
+    EXPECT_EQ((*remade.at(lane)[0])["args"]["new_size"].number, 4);
+  }
+  if (const Json* wait = OneFaultEvent(trace, "wait_to_be_admitted", 3)) {
+    EXPECT_EQ((*wait)["args"]["world_size"].number, 4);
+    EXPECT_EQ((*wait)["args"]["rank"].number, 3);
+  }
 }
 
 TEST(ShrinkRecoveryTest, AJoinerAfterALossIsNumberedAfterTheSurvivors) {

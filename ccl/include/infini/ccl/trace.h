@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace infini::ccl {
 
@@ -26,7 +28,17 @@ int64_t NowNs() noexcept;
 
 // Where a span comes from (trace_format.h's categories). kDevice and
 // kPlugin are ccl/'s own: a call's device span, a backend's reported event.
-enum class Category : uint8_t { kCcl, kGroup, kWait, kBucket, kDevice, kPlugin };
+// kWatchdog and kRecovery are parallel/'s fault handling (RecordFault).
+enum class Category : uint8_t {
+  kCcl,
+  kGroup,
+  kWait,
+  kBucket,
+  kDevice,
+  kPlugin,
+  kWatchdog,
+  kRecovery
+};
 
 // The events of `comm`'s calls carry `group` and count for `global_rank`
 // (without a label: the group is unnamed and the rank is RANK's, else the
@@ -37,6 +49,32 @@ void LabelCommunicator(const Communicator& comm, std::string_view group, int glo
 // "bucket"); `seq` the group's number for it (a bucket's index).
 void RecordSpan(int global_rank, Category category, const char* name, std::string_view group,
                 int64_t seq, uint64_t bytes, int64_t begin_ns, int64_t end_ns);
+
+// What a person wants to know of a fault-handling event (the rank lost, the
+// new world size ...): the members of one JSON object, in the order added.
+class Facts {
+ public:
+  Facts& Add(std::string_view name, int64_t value);
+  Facts& Add(std::string_view name, std::string_view text);
+  Facts& Add(std::string_view name, const std::vector<int>& values);
+  // "{...}"
+  std::string Json() const { return "{" + members_ + "}"; }
+
+ private:
+  void Name(std::string_view name);
+  std::string members_;
+};
+
+// A watchdog or recovery event of `lane_rank`'s (the rank infini_run
+// started it as: its lane stays when a recovery renumbers the world): a
+// point when begin_ns == end_ns, else a span. Rare, so its facts are text;
+// callers build them only when Enabled().
+void RecordFault(int lane_rank, Category category, const char* name, std::string_view group,
+                 const Facts& facts, int64_t begin_ns, int64_t end_ns);
+
+// Writes what the rings hold now, from the calling thread (the watchdog's,
+// before std::_Exit skips the recorder's exit).
+void FlushNow();
 
 // `global_rank`'s clock offset to the store's host (its clock = ours +
 // offset_ns), from `rounds` round trips, the best of which took rtt_ns

@@ -21,6 +21,11 @@
 //   {"kind":"op","cat":"plugin","name":"all_reduce","group":"world","seq":S,
 //    "algorithm":"ring","protocol":"","channels":C,"bytes":B,"begin_ns":T0,"end_ns":T1}
 //       what the backend's profiler interface reported (plugin_profiler_v1.h)
+//   {"kind":"op","cat":"recovery","name":"shrink","group":"world","seq":-1,
+//    "instant":1,"facts":"{\"lost_ranks\":[1],...}","bytes":0,"begin_ns":T0,"end_ns":T1}
+//       a watchdog or recovery event ("watchdog", "recovery"): "facts" is a
+//       JSON object as text (the merge puts its members into args);
+//       "instant":1 marks a point (begin_ns == end_ns), else a span
 //   {"kind":"dropped","count":D}   events the full ring dropped (oldest first)
 //   {"kind":"end"}                 the rank's recorder closed the file cleanly
 // Times are nanoseconds of the rank's system clock (Unix epoch).
@@ -49,12 +54,14 @@ inline std::string MetricsFileName(int global_rank) {
 }
 
 // Event categories ("cat"): what recorded the span.
-inline constexpr const char* kCategoryCcl = "ccl";        // a ccl::Communicator call
-inline constexpr const char* kCategoryGroup = "group";    // a ProcessGroup call's enqueue
-inline constexpr const char* kCategoryWait = "wait";      // waiting for a Work
-inline constexpr const char* kCategoryBucket = "bucket";  // a reducer bucket's issue
-inline constexpr const char* kCategoryDevice = "device";  // a ccl span's device start/end
-inline constexpr const char* kCategoryPlugin = "plugin";  // an event the backend reported
+inline constexpr const char* kCategoryCcl = "ccl";            // a ccl::Communicator call
+inline constexpr const char* kCategoryGroup = "group";        // a ProcessGroup call's enqueue
+inline constexpr const char* kCategoryWait = "wait";          // waiting for a Work
+inline constexpr const char* kCategoryBucket = "bucket";      // a reducer bucket's issue
+inline constexpr const char* kCategoryDevice = "device";      // a ccl span's device start/end
+inline constexpr const char* kCategoryPlugin = "plugin";      // an event the backend reported
+inline constexpr const char* kCategoryWatchdog = "watchdog";  // the watchdog fired or aborted
+inline constexpr const char* kCategoryRecovery = "recovery";  // a loss, a shrink, an admission
 
 // Every how many collectives a device span is timed (0: none).
 inline constexpr const char* kDeviceEveryVariable = "INFINI_CCL_TRACE_DEVICE_EVERY";

@@ -47,6 +47,10 @@ struct TraceOp {
   int64_t seq = 0, count = 0, bytes = 0, world = 0, begin_ns = 0, end_ns = 0;
   std::string algorithm, protocol;  // a plugin event's, when it said
   int64_t channels = -1;
+  // A watchdog or recovery event's: a JSON object (empty: none), and
+  // whether it is a point rather than a span.
+  std::string facts;
+  bool instant = false;
 };
 
 struct RankTraceFile {
