@@ -445,6 +445,100 @@ TEST(Gpt2Kernels, MatmulEpiloguesMatchTheUnfusedPasses) {
   ExpectFusedProductMatches({gpu::Epilogue::kGeluGradient, false, 3072, 512, 768}, false);
 }
 
+// The optimizer in one launch (chunks) against one launch per piece: three
+// pieces in two gradient groups (the second its own allocation, as a
+// reducer's bucket is), one piece longer than a chunk, weight decay on two,
+// the norm clipped.
+TEST(Gpt2Kernels, ChunkedAdamWMatchesTheUpdatePerPiece) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  struct PieceOfTest {
+    int64_t offset, count;
+    int32_t group;
+    bool decays;
+  };
+  const std::vector<PieceOfTest> pieces = {
+      {0, 1000, 0, true}, {1000, 40000, 0, false}, {41000, 70000, 1, true}};
+  const int64_t group_offsets[] = {0, 41000};
+  const int64_t total = 111000;
+  const std::vector<float> master = RandomValues(total, 1.0f, 21);
+  const std::vector<float> gradients = RandomValues(total, 0.5f, 22);
+  std::vector<float> first = RandomValues(total, 0.1f, 23);
+  std::vector<float> second = RandomValues(total, 0.01f, 24);
+  for (float& value : second) value = std::fabs(value);
+  std::vector<gpu::ParameterChunk> chunks;
+  for (const PieceOfTest& piece : pieces) {
+    for (int64_t start = 0; start < piece.count; start += gpu::kParameterChunkElements) {
+      chunks.push_back(
+          {piece.offset + start, group_offsets[piece.group],
+           static_cast<int32_t>(std::min(gpu::kParameterChunkElements, piece.count - start)),
+           piece.group, piece.decays ? 1 : 0});
+    }
+  }
+  gpu::AdamWStep step{};
+  step.learning_rate = 3e-3f;
+  step.beta1 = 0.9f;
+  step.beta2 = 0.95f;
+  step.epsilon = 1e-8f;
+  step.weight_decay = 0.1f;
+  step.first_correction = 1.0f - 0.9f * 0.9f;
+  step.second_correction = 1.0f - 0.95f * 0.95f;
+  step.gradient_scale = 0.5f;
+  step.max_norm = 1.0f;  // far below the norm: clipped
+
+  // results[0]: per piece, results[1]: chunked; each master, m, v, bf16
+  // parameters and the sum of squares.
+  std::vector<float> results[2][5];
+  for (int chunked = 0; chunked < 2; ++chunked) {
+    Buffer<float> master_device(total), first_device(total), second_device(total), group0(41000),
+        group1(70000), sum(1);
+    Buffer<bf16> parameters(total);
+    Buffer<gpu::ParameterChunk> chunks_device(chunks.size());
+    Buffer<const float*> group_pointers(2);
+    Upload(master_device, master);
+    Upload(first_device, first);
+    Upload(second_device, second);
+    Upload(group0, std::vector<float>(gradients.begin(), gradients.begin() + 41000));
+    Upload(group1, std::vector<float>(gradients.begin() + 41000, gradients.end()));
+    const float* pointers[] = {group0.data, group1.data};
+    CUDA_OK(cudaMemcpy(group_pointers.data, pointers, sizeof(pointers), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(chunks_device.data, chunks.data(),
+                       chunks.size() * sizeof(gpu::ParameterChunk), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(sum.data, 0, sizeof(float)));
+    if (chunked) {
+      gpu::ChunkedSumOfSquares(sum.data, chunks_device.data, static_cast<int64_t>(chunks.size()),
+                               group_pointers.data, nullptr);
+      gpu::ChunkedAdamWUpdate(master_device.data, parameters.data, first_device.data,
+                              second_device.data, chunks_device.data,
+                              static_cast<int64_t>(chunks.size()), group_pointers.data, step,
+                              sum.data, nullptr);
+    } else {
+      gpu::AddSumOfSquares(sum.data, group0.data, 41000, nullptr);
+      gpu::AddSumOfSquares(sum.data, group1.data, 70000, nullptr);
+      for (const PieceOfTest& piece : pieces) {
+        const float* piece_gradients = (piece.group == 0 ? group0.data : group1.data) +
+                                       (piece.offset - group_offsets[piece.group]);
+        gpu::AdamWUpdate(master_device.data + piece.offset, parameters.data + piece.offset,
+                         piece_gradients, first_device.data + piece.offset,
+                         second_device.data + piece.offset, piece.count, piece.decays, step,
+                         sum.data, nullptr);
+      }
+    }
+    CUDA_OK(cudaDeviceSynchronize());
+    results[chunked][0] = Download(master_device);
+    results[chunked][1] = Download(first_device);
+    results[chunked][2] = Download(second_device);
+    results[chunked][3] = Download(parameters);
+    results[chunked][4] = Download(sum);
+  }
+  const char* names[] = {"master weights", "first moment", "second moment", "bf16 parameters",
+                         "sum of squares"};
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(Compare(std::string("chunked AdamW ") + names[i] + " n=111000", results[1][i],
+                        results[0][i], results[0][i]))
+        << names[i];
+  }
+}
+
 // Milliseconds per call of `work`, after one warm-up, over `repeats`.
 template <typename Work>
 float TimeMs(Work work, int repeats) {

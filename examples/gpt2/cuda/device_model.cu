@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -113,6 +114,11 @@ struct DeviceModel::State {
   DeviceArray<float> master, first_moment, second_moment, owned_gradients;
   DeviceArray<__nv_bfloat16> bf16_parameters;  // --dtype=bfloat16 only
   std::vector<float*> gradient_storage;        // per group
+  // The optimizer's work in one launch: every piece cut into chunks, and the
+  // groups' gradient pointers on the device (re-sent when one moves).
+  DeviceArray<ParameterChunk> chunks;
+  DeviceArray<const float*> device_gradient_storage;
+  bool device_gradient_storage_stale = true;
 
   DeviceArray<int32_t> inputs, targets;
   int64_t batch = 0, sequence = 0, counted_targets = 0;
@@ -505,6 +511,20 @@ DeviceModel::DeviceModel(const ModelConfig& config, DeviceDtype dtype, int64_t m
   for (int64_t l = L - 1; l >= 0; --l) add_group("layer" + std::to_string(l), layer_kinds, l);
   add_group("embeddings", {kTokenEmbedding, kPositionEmbedding}, 0);
   s.num_parameters = offset;
+  std::vector<ParameterChunk> chunks;
+  for (const Piece& piece : s.pieces) {
+    for (int64_t start = 0; start < piece.count; start += kParameterChunkElements) {
+      chunks.push_back(
+          {piece.device_offset + start, s.groups[piece.group].offset,
+           static_cast<int32_t>(std::min(kParameterChunkElements, piece.count - start)),
+           static_cast<int32_t>(piece.group), piece.decays ? 1 : 0});
+    }
+  }
+  s.chunks = DeviceArray<ParameterChunk>(static_cast<int64_t>(chunks.size()));
+  Check(cudaMemcpy(s.chunks.get(), chunks.data(), chunks.size() * sizeof(ParameterChunk),
+                   cudaMemcpyHostToDevice),
+        "copy the optimizer's chunks");
+  s.device_gradient_storage = DeviceArray<const float*>(static_cast<int64_t>(s.groups.size()));
 
   s.master = DeviceArray<float>(offset);
   s.first_moment = DeviceArray<float>(offset);
@@ -697,6 +717,7 @@ void DeviceModel::LoadMoments(const Model& layout, std::span<const float> first_
 
 void DeviceModel::SetGradientStorage(size_t group, float* data) {
   state_->gradient_storage.at(group) = data;
+  state_->device_gradient_storage_stale = true;
 }
 
 float* DeviceModel::gradient_storage(size_t group) const {
@@ -768,10 +789,18 @@ void DeviceModel::Backward(float loss_scale, const std::function<void(size_t)>& 
 void DeviceModel::Step(const AdamWOptions& options, int64_t step_number, float gradient_scale,
                        float max_norm) {
   State& s = *state_;
-  Check(cudaMemsetAsync(s.sum_of_squares.get(), 0, sizeof(float), s.stream), "memset");
-  for (size_t g = 0; g < s.groups.size(); ++g) {
-    AddSumOfSquares(s.sum_of_squares.get(), s.gradient_storage[g], s.groups[g].count, s.stream);
+  if (s.device_gradient_storage_stale) {
+    // From pageable memory: the bytes are taken when the call returns.
+    Check(cudaMemcpyAsync(s.device_gradient_storage.get(), s.gradient_storage.data(),
+                          s.gradient_storage.size() * sizeof(float*), cudaMemcpyHostToDevice,
+                          s.stream),
+          "copy the gradient pointers");
+    s.device_gradient_storage_stale = false;
   }
+  const int64_t num_chunks = s.chunks.count();
+  Check(cudaMemsetAsync(s.sum_of_squares.get(), 0, sizeof(float), s.stream), "memset");
+  ChunkedSumOfSquares(s.sum_of_squares.get(), s.chunks.get(), num_chunks,
+                      s.device_gradient_storage.get(), s.stream);
   AdamWStep step{};
   step.learning_rate = options.learning_rate;
   step.beta1 = options.beta1;
@@ -783,18 +812,14 @@ void DeviceModel::Step(const AdamWOptions& options, int64_t step_number, float g
   step.gradient_scale = gradient_scale;
   step.max_norm = max_norm;
   s.last_gradient_scale = gradient_scale;
-  for (const Piece& piece : s.pieces) {
-    float* master = s.master.get() + piece.device_offset;
-    float* m = s.first_moment.get() + piece.device_offset;
-    float* v = s.second_moment.get() + piece.device_offset;
-    const float* gradients = s.grad(piece.kind, piece.layer);
-    if (s.dtype == DeviceDtype::kBFloat16) {
-      AdamWUpdate(master, s.bf16_parameters.get() + piece.device_offset, gradients, m, v,
-                  piece.count, piece.decays, step, s.sum_of_squares.get(), s.stream);
-    } else {
-      AdamWUpdate<float>(master, nullptr, gradients, m, v, piece.count, piece.decays, step,
-                         s.sum_of_squares.get(), s.stream);
-    }
+  if (s.dtype == DeviceDtype::kBFloat16) {
+    ChunkedAdamWUpdate(s.master.get(), s.bf16_parameters.get(), s.first_moment.get(),
+                       s.second_moment.get(), s.chunks.get(), num_chunks,
+                       s.device_gradient_storage.get(), step, s.sum_of_squares.get(), s.stream);
+  } else {
+    ChunkedAdamWUpdate<float>(s.master.get(), nullptr, s.first_moment.get(), s.second_moment.get(),
+                              s.chunks.get(), num_chunks, s.device_gradient_storage.get(), step,
+                              s.sum_of_squares.get(), s.stream);
   }
   Check(cudaGetLastError(), "optimizer step");
 }

@@ -95,7 +95,66 @@ __global__ void CrossEntropyBackwardKernel(T* logits, const float* logsumexp,
   *at = pack;
 }
 
+__global__ void ChunkedSumOfSquaresKernel(float* sum_of_squares, const ParameterChunk* chunks,
+                                          const float* const* group_gradients) {
+  __shared__ float shared[kThreads / 32];
+  const ParameterChunk chunk = chunks[blockIdx.x];
+  const float* gradients = group_gradients[chunk.group] + (chunk.offset - chunk.group_offset);
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < chunk.count; i += blockDim.x) sum += gradients[i] * gradients[i];
+  sum = BlockReduce<false>(sum, shared);
+  if (threadIdx.x == 0) atomicAdd(sum_of_squares, sum);
+}
+
+// AdamWKernel's arithmetic (kernels.cu), one block per chunk.
+template <typename T>
+__global__ void ChunkedAdamWKernel(float* master, T* parameters, float* m_state, float* v_state,
+                                   const ParameterChunk* chunks,
+                                   const float* const* group_gradients, AdamWStep step,
+                                   const float* sum_of_squares) {
+  const ParameterChunk chunk = chunks[blockIdx.x];
+  const float* gradients = group_gradients[chunk.group] + (chunk.offset - chunk.group_offset);
+  float scale = step.gradient_scale;
+  if (step.max_norm > 0.0f) {
+    const float norm = step.gradient_scale * sqrtf(*sum_of_squares);
+    if (norm > step.max_norm) scale *= step.max_norm / norm;
+  }
+  for (int local = threadIdx.x; local < chunk.count; local += blockDim.x) {
+    const int64_t i = chunk.offset + local;
+    const float g = gradients[local] * scale;
+    const float m = step.beta1 * m_state[i] + (1.0f - step.beta1) * g;
+    const float v = step.beta2 * v_state[i] + (1.0f - step.beta2) * g * g;
+    m_state[i] = m;
+    v_state[i] = v;
+    const float m_hat = m / step.first_correction;
+    const float v_hat = v / step.second_correction;
+    const float w = master[i];
+    const float decay = chunk.decays ? step.weight_decay * w : 0.0f;
+    const float updated = w - step.learning_rate * (m_hat / (sqrtf(v_hat) + step.epsilon) + decay);
+    master[i] = updated;
+    if (parameters != nullptr) parameters[i] = FromFloat<T>(updated);
+  }
+}
+
 }  // namespace
+
+void ChunkedSumOfSquares(float* sum_of_squares, const ParameterChunk* chunks, int64_t num_chunks,
+                         const float* const* group_gradients, cudaStream_t stream) {
+  if (num_chunks == 0) return;
+  ChunkedSumOfSquaresKernel<<<static_cast<unsigned>(num_chunks), kThreads, 0, stream>>>(
+      sum_of_squares, chunks, group_gradients);
+}
+
+template <typename T>
+void ChunkedAdamWUpdate(float* master, T* parameters, float* first_moment, float* second_moment,
+                        const ParameterChunk* chunks, int64_t num_chunks,
+                        const float* const* group_gradients, const AdamWStep& step,
+                        const float* sum_of_squares, cudaStream_t stream) {
+  if (num_chunks == 0) return;
+  ChunkedAdamWKernel<<<static_cast<unsigned>(num_chunks), kThreads, 0, stream>>>(
+      master, parameters, first_moment, second_moment, chunks, group_gradients, step,
+      sum_of_squares);
+}
 
 template <typename T>
 void CrossEntropyForward(float* losses, float* logsumexp, const T* logits, const int32_t* targets,
@@ -115,7 +174,10 @@ void CrossEntropyBackward(T* logits, const float* logsumexp, const int32_t* targ
   template void CrossEntropyForward<T>(float*, float*, const T*, const int32_t*, int64_t, int64_t, \
                                        int64_t, cudaStream_t);                                     \
   template void CrossEntropyBackward<T>(T*, const float*, const int32_t*, int64_t, int64_t,        \
-                                        int64_t, float, cudaStream_t);
+                                        int64_t, float, cudaStream_t);                             \
+  template void ChunkedAdamWUpdate<T>(float*, T*, float*, float*, const ParameterChunk*, int64_t,  \
+                                      const float* const*, const AdamWStep&, const float*,         \
+                                      cudaStream_t);
 
 INFINI_GPT2_INSTANTIATE_FUSED(float)
 INFINI_GPT2_INSTANTIATE_FUSED(__nv_bfloat16)

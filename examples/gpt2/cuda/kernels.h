@@ -132,6 +132,31 @@ void AdamWUpdate(float* master, T* parameters, const float* gradients, float* fi
                  float* second_moment, int64_t count, bool decays, const AdamWStep& step,
                  const float* sum_of_squares, cudaStream_t stream);
 
+// A run of at most kParameterChunkElements parameters inside one piece (one
+// tensor of one layer): one block's work in the chunked kernels below,
+// which cover every parameter in one launch. Gradients of group g live at
+// group_gradients[g] (a device array of pointers), element `offset −
+// group_offset` for flat offset `offset`.
+struct ParameterChunk {
+  int64_t offset;        // in the flat parameter layout
+  int64_t group_offset;  // where the chunk's gradient group begins in it
+  int32_t count;
+  int32_t group;
+  int32_t decays;  // weight decay applies
+};
+constexpr int64_t kParameterChunkElements = 16384;
+
+// *sum_of_squares += Σ gradients² over the chunks (atomic across blocks).
+void ChunkedSumOfSquares(float* sum_of_squares, const ParameterChunk* chunks, int64_t num_chunks,
+                         const float* const* group_gradients, cudaStream_t stream);
+// AdamWUpdate over every chunk's parameters in one launch, the same
+// arithmetic per element.
+template <typename T>
+void ChunkedAdamWUpdate(float* master, T* parameters, float* first_moment, float* second_moment,
+                        const ParameterChunk* chunks, int64_t num_chunks,
+                        const float* const* group_gradients, const AdamWStep& step,
+                        const float* sum_of_squares, cudaStream_t stream);
+
 // parameters[i] = T(master[i]).
 template <typename T>
 void CopyMasterToParameters(T* parameters, const float* master, int64_t count, cudaStream_t stream);
