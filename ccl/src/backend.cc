@@ -432,6 +432,15 @@ int Backend::DeviceCount() const {
   return count;
 }
 
+std::optional<LinkBandwidth> Backend::GetLinkBandwidth(int device_index) const {
+  if (plugin_->get_link_bandwidth == nullptr) return std::nullopt;
+  infiniCclLinkBandwidth_t link{};
+  link.struct_size = sizeof(link);
+  Check(plugin_->get_link_bandwidth(device_index, &link), "get_link_bandwidth");
+  link.kind[sizeof(link.kind) - 1] = '\0';  // the plugin's text, bounded
+  return LinkBandwidth{link.peak_GBps > 0 ? link.peak_GBps : 0, link.kind};
+}
+
 void Backend::SetDevice(int device_index) const {
   Check(plugin_->set_device(device_index), "set_device");
 }

@@ -80,7 +80,10 @@ Capabilities::Capabilities(const infiniCclPlugin_t& plugin)
       init_ranks_(plugin.comm_init_ranks != nullptr),
       shrink_(plugin.comm_shrink != nullptr),
       revoke_(plugin.comm_revoke != nullptr),
-      register_(plugin.comm_register != nullptr && plugin.comm_deregister != nullptr) {
+      register_(plugin.comm_register != nullptr && plugin.comm_deregister != nullptr),
+      register_windows_(plugin.comm_window_register != nullptr &&
+                        plugin.comm_window_deregister != nullptr),
+      link_bandwidth_(plugin.get_link_bandwidth != nullptr) {
   for (int c = 0; c < kNumCollectives; ++c) {
     const auto collective = static_cast<Collective>(c);
     implemented_[c] = EntryOf(plugin, collective) != nullptr;

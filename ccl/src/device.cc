@@ -269,35 +269,66 @@ BufferRegistration Communicator::Register(void* data, size_t bytes) const {
   return BufferRegistration(backend_, handle(), registration);
 }
 
+BufferRegistration Communicator::RegisterWindow(void* data, size_t bytes, uint32_t flags) const {
+  if (!valid()) {
+    throw Error(infiniCclInvalidUsage, "RegisterWindow: the communicator is not valid");
+  }
+  if (data == nullptr || bytes == 0) {
+    throw Error(infiniCclInvalidArgument,
+                "RegisterWindow: expected a device buffer and a byte count above 0, got " +
+                    std::string(data == nullptr ? "no buffer" : "0 bytes"));
+  }
+  if (plugin_->comm_window_register == nullptr) {
+    internal::RefuseMissingEntry(backend_->info().name, "comm_window_register");
+  }
+  void* registration = nullptr;
+  backend_->Check(plugin_->comm_window_register(handle(), data, bytes, flags, &registration),
+                  "comm_window_register");
+  return BufferRegistration(backend_, handle(), registration, /*window=*/true);
+}
+
 BufferRegistration::BufferRegistration(std::shared_ptr<const Backend> backend, infiniCclComm_t comm,
-                                       void* handle)
-    : backend_(std::move(backend)), comm_(comm), handle_(handle) {}
+                                       void* handle, bool window)
+    : backend_(std::move(backend)), comm_(comm), handle_(handle), window_(window) {}
+
+infiniCclResult_t BufferRegistration::CallDeregister(infiniCclComm_t comm, void* handle) const {
+  const infiniCclPlugin_t& plugin = PluginTable(*backend_);
+  return window_ ? plugin.comm_window_deregister(comm, handle)
+                 : plugin.comm_deregister(comm, handle);
+}
 
 BufferRegistration::~BufferRegistration() {
   if (comm_ == nullptr || internal::ProcessIsExiting()) return;
-  PluginTable(*backend_).comm_deregister(comm_, handle_);
+  CallDeregister(comm_, handle_);
 }
 
 BufferRegistration::BufferRegistration(BufferRegistration&& other) noexcept
     : backend_(std::move(other.backend_)),
       comm_(std::exchange(other.comm_, nullptr)),
-      handle_(std::exchange(other.handle_, nullptr)) {}
+      handle_(std::exchange(other.handle_, nullptr)),
+      window_(other.window_) {}
 
 BufferRegistration& BufferRegistration::operator=(BufferRegistration&& other) noexcept {
   if (this != &other) {
-    if (comm_ != nullptr) PluginTable(*backend_).comm_deregister(comm_, handle_);
+    if (comm_ != nullptr) CallDeregister(comm_, handle_);
     backend_ = std::move(other.backend_);
     comm_ = std::exchange(other.comm_, nullptr);
     handle_ = std::exchange(other.handle_, nullptr);
+    window_ = other.window_;
   }
   return *this;
+}
+
+void BufferRegistration::Forget() {
+  comm_ = nullptr;
+  handle_ = nullptr;
 }
 
 void BufferRegistration::Deregister() {
   if (comm_ == nullptr) return;
   const infiniCclComm_t comm = std::exchange(comm_, nullptr);
-  backend_->Check(PluginTable(*backend_).comm_deregister(comm, std::exchange(handle_, nullptr)),
-                  "comm_deregister");
+  backend_->Check(CallDeregister(comm, std::exchange(handle_, nullptr)),
+                  window_ ? "comm_window_deregister" : "comm_deregister");
 }
 
 }  // namespace infini::ccl

@@ -37,6 +37,13 @@ const infiniCclPlugin_t* ReadV2Table(const void* symbol, const std::string& libr
                                                     : "comm_deregister without comm_register") +
                     ": expected both or neither");
   }
+  if ((table.comm_window_register == nullptr) != (table.comm_window_deregister == nullptr)) {
+    throw LoadError(library_path + ": " + INFINI_CCL_PLUGIN_SYMBOL_V2 + " has " +
+                    (table.comm_window_register != nullptr
+                         ? "comm_window_register without comm_window_deregister"
+                         : "comm_window_deregister without comm_window_register") +
+                    ": expected both or neither");
+  }
   RequireEntries({Named("name", table.name),
                   Named("get_version", table.get_version),
                   Named("get_error_string", table.get_error_string),

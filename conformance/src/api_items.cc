@@ -152,10 +152,13 @@ Outcome GroupAggregates(RankContext& context) {
   return Pass();
 }
 
-// comm_register/comm_deregister, where declared: an all_reduce on a
-// registered buffer is right, and both calls succeed (declared but broken
-// is a FAIL, not a silent slow path).
-Outcome RegisteredAllReduce(RankContext& context) {
+// comm_register/comm_deregister (or, `window`, the collective
+// comm_window_register/comm_window_deregister with symmetric memory), where
+// declared: an all_reduce on a registered buffer is right, and both calls
+// succeed (declared but broken is a FAIL, not a silent slow path).
+Outcome RegisteredAllReduce(RankContext& context, bool window) {
+  const char* const register_call = window ? "comm_window_register" : "comm_register";
+  const char* const deregister_call = window ? "comm_window_deregister" : "comm_deregister";
   const DLDataType dtype = ccl::dtype::kFloat32;
   const int64_t count = 33;
   const auto values =
@@ -163,9 +166,10 @@ Outcome RegisteredAllReduce(RankContext& context) {
   ccl::DeviceBuffer buffer = Upload(context, dtype, values);
   ccl::BufferRegistration registration;
   try {
-    registration = context.world.Register(buffer.data(), buffer.bytes());
+    registration = window ? context.world.RegisterWindow(buffer.data(), buffer.bytes())
+                          : context.world.Register(buffer.data(), buffer.bytes());
   } catch (const std::exception& error) {
-    return Fail(std::string("comm_register of a device buffer failed: ") + error.what());
+    return Fail(std::string(register_call) + " of a device buffer failed: " + error.what());
   }
   context.world.AllReduce(buffer.AsTensor(dtype, count), buffer.AsTensor(dtype, count),
                           ReduceOp::kSum, context.stream);
@@ -177,7 +181,7 @@ Outcome RegisteredAllReduce(RankContext& context) {
   try {
     registration.Deregister();
   } catch (const std::exception& error) {
-    return Fail(std::string("comm_deregister failed: ") + error.what());
+    return Fail(std::string(deregister_call) + " failed: " + error.what());
   }
   return Pass();
 }

@@ -100,8 +100,13 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
       declared_or(capabilities.group(), "no group entries (group_start/group_end are NULL)",
                   internal::GroupAggregates));
   add("register/all_reduce", capabilities.register_buffers(),
-      declared_or(capabilities.register_buffers(), "comm_register is NULL",
-                  internal::RegisteredAllReduce));
+      declared_or(
+          capabilities.register_buffers(), "comm_register is NULL",
+          [](RankContext& context) { return internal::RegisteredAllReduce(context, false); }));
+  add("register/window_all_reduce", capabilities.register_windows(),
+      declared_or(
+          capabilities.register_windows(), "comm_window_register is NULL",
+          [](RankContext& context) { return internal::RegisteredAllReduce(context, true); }));
   add("split/even_odd", capabilities.split(),
       declared_or(capabilities.split(), "comm_split is NULL", internal::SplitHalves));
   add("init/multi_device", capabilities.multi_device_init(),

@@ -81,7 +81,7 @@ Outcome RankAndCount(RankContext& context);
 Outcome AsyncErrorWhenHealthy(RankContext& context);
 Outcome BarrierOrders(RankContext& context);
 Outcome GroupAggregates(RankContext& context);
-Outcome RegisteredAllReduce(RankContext& context);
+Outcome RegisteredAllReduce(RankContext& context, bool window);
 Outcome SplitHalves(RankContext& context);
 Outcome MultiDeviceInit(RankContext& context);
 Outcome NonBlockingInit(RankContext& context);

@@ -153,6 +153,14 @@ TEST(PluginLoader, RegisterWithoutDeregisterIsRefused) {
       << text;
 }
 
+TEST(PluginLoader, WindowRegisterWithoutWindowDeregisterIsRefused) {
+  const std::string text = LoadErrorText(PluginPath("mock_half_window"));
+  EXPECT_NE(text.find("has comm_window_register without comm_window_deregister: expected both or "
+                      "neither"),
+            std::string::npos)
+      << text;
+}
+
 TEST(PluginLoader, EmptyRequiredEntryIsNamed) {
   std::string text = LoadErrorText(PluginPath("mock_null_all_reduce"));
   EXPECT_NE(text.find("leaves the required entry 'all_reduce' of its ABI version 2 table empty"),

@@ -290,6 +290,18 @@ TEST(ConformanceRun, RegistrationIsJudgedWhereDeclared) {
   EXPECT_EQ(undeclared->verdict, "unsupported");
   EXPECT_NE(undeclared->detail.find("comm_register is NULL"), std::string::npos)
       << undeclared->detail;
+  // Window registration, in the same runs.
+  const Row* window = Find(good_rows, "register/window_all_reduce");
+  ASSERT_NE(window, nullptr) << good.output;
+  EXPECT_EQ(window->verdict, "pass") << good.output;
+  const Row* window_failed = Find(broken_rows, "register/window_all_reduce");
+  ASSERT_NE(window_failed, nullptr) << broken.output;
+  EXPECT_NE(window_failed->detail.find("comm_window_register of a device buffer failed"),
+            std::string::npos)
+      << window_failed->detail;
+  const Row* window_undeclared = Find(gloo_rows, "register/window_all_reduce");
+  ASSERT_NE(window_undeclared, nullptr) << gloo.output;
+  EXPECT_EQ(window_undeclared->verdict, "unsupported");
 }
 
 // A plugin without the entries: unsupported, naming the entry.

@@ -159,4 +159,8 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     // Host memory needs no registration.
     .comm_register = nullptr,
     .comm_deregister = nullptr,
+    .comm_window_register = nullptr,
+    .comm_window_deregister = nullptr,
+    // No line rate to report for loopback TCP: ccl_bench keeps its table.
+    .get_link_bandwidth = nullptr,
 };

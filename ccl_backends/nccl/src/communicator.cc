@@ -1,7 +1,6 @@
 #include "communicator.h"
 
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <cstddef>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include "config.h"
 #include "device_runtime.h"
 #include "errors.h"
+#include "nccl_symbol.h"
 
 namespace infini::ccl::nccl {
 namespace {
@@ -292,24 +292,6 @@ infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclC
 
 namespace {
 
-// `name` from the libnccl this plugin runs with, when that library is at
-// least `version` (NCCL_VERSION_CODE): a plugin built against a newer
-// header may run on an older library, so the symbol is looked up, never
-// linked.
-void* NcclSymbol(const char* name, int version) {
-  int loaded = 0;
-  if (ncclGetVersion(&loaded) != ncclSuccess || loaded < version) return nullptr;
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&ncclGetVersion), &info) == 0 || info.dli_fname == nullptr) {
-    return nullptr;
-  }
-  void* library = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
-  if (library == nullptr) return nullptr;
-  void* symbol = dlsym(library, name);
-  dlclose(library);  // NOLOAD took one more reference; the plugin's own stays
-  return symbol;
-}
-
 // ncclCommGetAsyncError until the communicator is no longer in progress.
 ncclResult_t WaitQuiescent(ncclComm_t comm) {
   ncclResult_t state = ncclInProgress;
@@ -414,7 +396,54 @@ infiniCclResult_t CommDeregister(infiniCclComm_t comm, void* handle) {
 }
 #endif
 
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+using NcclWindowRegister = ncclResult_t (*)(ncclComm_t, void*, size_t, ncclWindow_t*, int);
+using NcclWindowDeregister = ncclResult_t (*)(ncclComm_t, ncclWindow_t);
+NcclWindowRegister g_nccl_window_register = nullptr;
+NcclWindowDeregister g_nccl_window_deregister = nullptr;
+
+infiniCclResult_t CommWindowRegister(infiniCclComm_t comm, void* buffer, size_t bytes,
+                                     uint32_t flags, void** handle) {
+  CCLCHECK(RequireComm(comm, "comm_window_register"));
+  if (buffer == nullptr || bytes == 0 || handle == nullptr) {
+    return Fail(infiniCclInvalidArgument,
+                "comm_window_register: expected a buffer, a byte count above 0 and a handle "
+                "pointer");
+  }
+  if ((flags & ~uint32_t{INFINI_CCL_WINDOW_SYMMETRIC}) != 0) {
+    return Fail(infiniCclInvalidArgument, "comm_window_register: flags=" + std::to_string(flags) +
+                                              ": expected INFINI_CCL_WINDOW_DEFAULT or _SYMMETRIC");
+  }
+  const int nccl_flags =
+      (flags & INFINI_CCL_WINDOW_SYMMETRIC) != 0 ? NCCL_WIN_COLL_SYMMETRIC : NCCL_WIN_DEFAULT;
+  ncclWindow_t window = nullptr;
+  CCLCHECK(CheckNccl(g_nccl_window_register(comm->nccl, buffer, bytes, &window, nccl_flags),
+                     "comm_window_register: ncclCommWindowRegister", comm->nccl));
+  *handle = window;
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t CommWindowDeregister(infiniCclComm_t comm, void* handle) {
+  CCLCHECK(RequireComm(comm, "comm_window_deregister"));
+  return CheckNccl(g_nccl_window_deregister(comm->nccl, static_cast<ncclWindow_t>(handle)),
+                   "comm_window_deregister: ncclCommWindowDeregister", comm->nccl);
+}
+#endif
+
 }  // namespace
+
+WindowRegistrationEntries CommWindowRegisterIfAvailable() {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  g_nccl_window_register = reinterpret_cast<NcclWindowRegister>(
+      NcclSymbol("ncclCommWindowRegister", NCCL_VERSION(2, 27, 0)));
+  g_nccl_window_deregister = reinterpret_cast<NcclWindowDeregister>(
+      NcclSymbol("ncclCommWindowDeregister", NCCL_VERSION(2, 27, 0)));
+  if (g_nccl_window_register != nullptr && g_nccl_window_deregister != nullptr) {
+    return {&CommWindowRegister, &CommWindowDeregister};
+  }
+#endif
+  return {};
+}
 
 RegistrationEntries CommRegisterIfAvailable() {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 19, 0)

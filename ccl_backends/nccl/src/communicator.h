@@ -56,6 +56,14 @@ struct RegistrationEntries {
   infiniCclResult_t (*comm_deregister)(infiniCclComm_t, void*) = nullptr;
 };
 RegistrationEntries CommRegisterIfAvailable();
+// ncclCommWindowRegister and ncclCommWindowDeregister (NCCL >= 2.27, as
+// nccl-tests' -R 2 requires), the same way.
+struct WindowRegistrationEntries {
+  infiniCclResult_t (*comm_window_register)(infiniCclComm_t, void*, size_t, uint32_t,
+                                            void**) = nullptr;
+  infiniCclResult_t (*comm_window_deregister)(infiniCclComm_t, void*) = nullptr;
+};
+WindowRegistrationEntries CommWindowRegisterIfAvailable();
 CommRevokeEntry CommRevokeIfAvailable();
 infiniCclResult_t CommDestroy(infiniCclComm_t comm);
 infiniCclResult_t CommAbort(infiniCclComm_t comm);

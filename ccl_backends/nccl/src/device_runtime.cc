@@ -4,6 +4,7 @@
 #include <string>
 
 #include "errors.h"
+#include "nccl_symbol.h"
 
 namespace infini::ccl::nccl {
 namespace {
@@ -101,11 +102,46 @@ infiniCclResult_t GetDevice(int* device) {
   return CheckCuda(cudaGetDevice(device), "get_device: cudaGetDevice");
 }
 
+namespace {
+
+// ncclMemAlloc/ncclMemFree (NCCL >= 2.19: cuMem memory, which window
+// registration needs and with which ncclCommRegister can go zero-copy), as
+// nccl-tests allocates; cudaMalloc where the library lacks them or
+// INFINI_CCL_NCCL_MEM_ALLOC=cuda asks for it. Chosen once per process, so
+// mem_free always matches mem_alloc.
+struct Allocator {
+  ncclResult_t (*alloc)(void**, size_t) = nullptr;  // NULL: cudaMalloc
+  ncclResult_t (*free)(void*) = nullptr;
+};
+
+const Allocator& GetAllocator() {
+  static const Allocator allocator = [] {
+    Allocator chosen;
+    const char* asked = std::getenv("INFINI_CCL_NCCL_MEM_ALLOC");
+    if (asked != nullptr && std::string(asked) == "cuda") return chosen;
+    chosen.alloc = reinterpret_cast<ncclResult_t (*)(void**, size_t)>(
+        NcclSymbol("ncclMemAlloc", NCCL_VERSION(2, 19, 0)));
+    chosen.free = reinterpret_cast<ncclResult_t (*)(void*)>(
+        NcclSymbol("ncclMemFree", NCCL_VERSION(2, 19, 0)));
+    if (chosen.alloc == nullptr || chosen.free == nullptr) chosen = Allocator{};
+    return chosen;
+  }();
+  return allocator;
+}
+
+}  // namespace
+
 infiniCclResult_t MemAlloc(void** ptr, size_t bytes) {
   if (ptr == nullptr) return Fail(infiniCclInvalidArgument, "mem_alloc: ptr is NULL");
   *ptr = nullptr;
   CCLCHECK(RequireDevice("mem_alloc"));
   if (bytes == 0) return infiniCclSuccess;
+  const Allocator& allocator = GetAllocator();
+  if (allocator.alloc != nullptr) {
+    const ncclResult_t result = allocator.alloc(ptr, bytes);
+    if (result != ncclSuccess) *ptr = nullptr;
+    return CheckNccl(result, "mem_alloc: ncclMemAlloc of " + std::to_string(bytes) + " bytes");
+  }
   const cudaError_t error = cudaMalloc(ptr, bytes);
   if (error != cudaSuccess) *ptr = nullptr;
   return CheckCuda(error, "mem_alloc: cudaMalloc of " + std::to_string(bytes) + " bytes");
@@ -113,6 +149,8 @@ infiniCclResult_t MemAlloc(void** ptr, size_t bytes) {
 
 infiniCclResult_t MemFree(void* ptr) {
   if (ptr == nullptr) return infiniCclSuccess;
+  const Allocator& allocator = GetAllocator();
+  if (allocator.free != nullptr) return CheckNccl(allocator.free(ptr), "mem_free: ncclMemFree");
   return CheckCuda(cudaFree(ptr), "mem_free: cudaFree");
 }
 

@@ -13,6 +13,7 @@
 #include "errors.h"
 #include "graphs.h"
 #include "infini/ccl/plugin_abi.h"
+#include "link_bandwidth.h"
 #include "variable_collectives.h"
 
 namespace infini::ccl::nccl {
@@ -76,6 +77,17 @@ infiniCclResult_t Register(infiniCclComm_t comm, void* buffer, size_t bytes, voi
 }
 infiniCclResult_t Deregister(infiniCclComm_t comm, void* handle) {
   return g_registration.comm_deregister(comm, handle);
+}
+
+// ncclCommWindowRegister/Deregister where the library has them (set at load).
+WindowRegistrationEntries g_window_registration;
+
+infiniCclResult_t WindowRegister(infiniCclComm_t comm, void* buffer, size_t bytes, uint32_t flags,
+                                 void** handle) {
+  return g_window_registration.comm_window_register(comm, buffer, bytes, flags, handle);
+}
+infiniCclResult_t WindowDeregister(infiniCclComm_t comm, void* handle) {
+  return g_window_registration.comm_window_deregister(comm, handle);
 }
 
 }  // namespace
@@ -154,6 +166,9 @@ __attribute__((visibility("default"))) infiniCclPlugin_v2_t infiniCclPlugin_v2 =
     .comm_revoke = nullptr,
     .comm_register = nullptr,  // OfferRecoveryEntries
     .comm_deregister = nullptr,
+    .comm_window_register = nullptr,  // OfferRecoveryEntries
+    .comm_window_deregister = nullptr,
+    .get_link_bandwidth = &nccl::Exported<&nccl::GetLinkBandwidth>::Call,
 };
 }  // extern "C"
 
@@ -176,6 +191,11 @@ namespace {
   if (nccl::g_registration.comm_register != nullptr) {
     infiniCclPlugin_v2.comm_register = &nccl::Exported<&nccl::Register>::Call;
     infiniCclPlugin_v2.comm_deregister = &nccl::Exported<&nccl::Deregister>::Call;
+  }
+  nccl::g_window_registration = nccl::CommWindowRegisterIfAvailable();
+  if (nccl::g_window_registration.comm_window_register != nullptr) {
+    infiniCclPlugin_v2.comm_window_register = &nccl::Exported<&nccl::WindowRegister>::Call;
+    infiniCclPlugin_v2.comm_window_deregister = &nccl::Exported<&nccl::WindowDeregister>::Call;
   }
 }
 

@@ -250,4 +250,11 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     // or neither.
     .comm_register = nullptr,
     .comm_deregister = nullptr,
+    // Optional: collective window registration (ncclCommWindowRegister),
+    // when your library has symmetric memory; both or neither.
+    .comm_window_register = nullptr,
+    .comm_window_deregister = nullptr,
+    // Optional: the peak link bandwidth between your devices, for
+    // ccl_bench's verdict (which otherwise uses its own table).
+    .get_link_bandwidth = nullptr,
 };

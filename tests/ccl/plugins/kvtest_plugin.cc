@@ -26,15 +26,24 @@
 // "wrong_shrink_size" (comm_shrink's communicator claims the parent's size),
 // "broken_register" (comm_register fails).
 //
+// KVTEST_REGISTRATION_LOG=FILE appends a line per registration event, for
+// tests that count who registers what: "<pid> register <comm> <id> <bytes>",
+// "<pid> deregister <comm> <id>", "<pid> destroy <comm>", "<pid> abort <comm>"
+// (<id> is unique per process; a comm's address may be reused after it ends).
+//
 // Built twice: KVTEST_ONE_RANK_PER_PROCESS gives libinfini_ccl_kvtest_one.so,
 // which declares INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS (oneCCL's CPU
 // build) and so must never be asked for two ranks in a process.
 //
 // Its init entry takes one vendor option, "poll_ms" (how often a wait
 // looks again), and refuses any other key, as a port should.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -629,7 +638,20 @@ infiniCclResult_t CommRevoke(infiniCclComm_t handle) {
 struct Registration {
   void* buffer;
   size_t bytes;
+  uint64_t id;
 };
+
+void LogRegistration(const char* event, const void* comm, uint64_t id = 0, size_t bytes = 0) {
+  const char* path = std::getenv("KVTEST_REGISTRATION_LOG");
+  if (path == nullptr || *path == '\0') return;
+  static std::mutex log_mutex;
+  std::lock_guard lock(log_mutex);
+  if (FILE* log = std::fopen(path, "a")) {
+    std::fprintf(log, "%d %s %p %llu %zu\n", static_cast<int>(getpid()), event, comm,
+                 static_cast<unsigned long long>(id), bytes);
+    std::fclose(log);
+  }
+}
 
 infiniCclResult_t CommRegister(infiniCclComm_t handle, void* buffer, size_t bytes,
                                void** registration) {
@@ -637,7 +659,10 @@ infiniCclResult_t CommRegister(infiniCclComm_t handle, void* buffer, size_t byte
     return Fail(infiniCclInvalidArgument, "comm_register: a NULL argument or 0 bytes");
   }
   if (Fault("broken_register")) return Fail(infiniCclInternalError, "comm_register: broken");
-  *registration = new Registration{buffer, bytes};
+  static std::atomic<uint64_t> next_id{1};
+  auto* made = new Registration{buffer, bytes, next_id++};
+  LogRegistration("register", handle, made->id, bytes);
+  *registration = made;
   return infiniCclSuccess;
 }
 
@@ -645,17 +670,34 @@ infiniCclResult_t CommDeregister(infiniCclComm_t handle, void* registration) {
   if (handle == nullptr || registration == nullptr) {
     return Fail(infiniCclInvalidArgument, "comm_deregister: a NULL argument");
   }
-  delete static_cast<Registration*>(registration);
+  auto* registered = static_cast<Registration*>(registration);
+  LogRegistration("deregister", handle, registered->id, registered->bytes);
+  delete registered;
   return infiniCclSuccess;
 }
 
+// Host memory needs no window either: a window is a registration whose
+// flags are checked (every rank calls it, as the ABI asks, but nothing here
+// depends on that).
+infiniCclResult_t CommWindowRegister(infiniCclComm_t handle, void* buffer, size_t bytes,
+                                     uint32_t flags, void** registration) {
+  if ((flags & ~uint32_t{INFINI_CCL_WINDOW_SYMMETRIC}) != 0) {
+    return Fail(infiniCclInvalidArgument, "comm_window_register: unknown flags");
+  }
+  return CommRegister(handle, buffer, bytes, registration);
+}
+
 infiniCclResult_t CommDestroy(infiniCclComm_t handle) {
-  if (handle != nullptr) Release(CommOf(handle));
+  if (handle != nullptr) {
+    LogRegistration("destroy", handle);
+    Release(CommOf(handle));
+  }
   return infiniCclSuccess;
 }
 
 infiniCclResult_t CommAbort(infiniCclComm_t handle) {
   if (handle == nullptr) return infiniCclSuccess;
+  LogRegistration("abort", handle);
   CommOf(handle)->aborted.store(true);
   Release(CommOf(handle));
   return infiniCclSuccess;
@@ -1003,4 +1045,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .comm_revoke = CommRevoke,
     .comm_register = CommRegister,
     .comm_deregister = CommDeregister,
+    .comm_window_register = CommWindowRegister,
+    .comm_window_deregister = CommDeregister,
+    .get_link_bandwidth = nullptr,
 };

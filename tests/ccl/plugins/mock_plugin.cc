@@ -18,7 +18,8 @@
 // struct_size from a header that ended at init (so the host must not read
 // them); MOCK_LIAR_SHRINK's comm_shrink gives a communicator with a rank
 // it cannot have; MOCK_HALF_REGISTER has comm_register without
-// comm_deregister (the host must refuse the table).
+// comm_deregister, MOCK_HALF_WINDOW comm_window_register without
+// comm_window_deregister (the host must refuse the table).
 #ifdef MOCK_V1
 using MockTable = infiniCclPlugin_v1_t;
 #define MOCK_DEFAULT_VERSION INFINI_CCL_PLUGIN_ABI_VERSION_V1
@@ -396,13 +397,23 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRU
     .reduce_scatter_v = nullptr, .gather = nullptr, .scatter = nullptr,                            \
     .stream_begin_capture = nullptr, .stream_end_capture = nullptr, .graph_launch = nullptr,       \
     .graph_destroy = nullptr, .init = Init, .comm_shrink = Shrink, .comm_revoke = Revoke,          \
-    .comm_register = MOCK_REGISTER, .comm_deregister = nullptr                                     \
+    .comm_register = MOCK_REGISTER, .comm_deregister = nullptr,                                    \
+    .comm_window_register = MOCK_WINDOW_REGISTER, .comm_window_deregister = nullptr,               \
+    .get_link_bandwidth = nullptr                                                                  \
   }
 #ifdef MOCK_HALF_REGISTER
 infiniCclResult_t HalfRegister(infiniCclComm_t, void*, size_t, void**) { return infiniCclSuccess; }
 #define MOCK_REGISTER HalfRegister
 #else
 #define MOCK_REGISTER nullptr
+#endif
+#ifdef MOCK_HALF_WINDOW
+infiniCclResult_t HalfWindow(infiniCclComm_t, void*, size_t, uint32_t, void**) {
+  return infiniCclSuccess;
+}
+#define MOCK_WINDOW_REGISTER HalfWindow
+#else
+#define MOCK_WINDOW_REGISTER nullptr
 #endif
 #ifdef MOCK_NULL_ALL_REDUCE
 #define MOCK_ALL_REDUCE nullptr

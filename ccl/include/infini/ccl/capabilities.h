@@ -59,6 +59,10 @@ class Capabilities {
   bool revoke() const { return revoke_; }  // comm_revoke (Communicator::Revoke)
   // comm_register and comm_deregister (Communicator::Register)
   bool register_buffers() const { return register_; }
+  // comm_window_register and comm_window_deregister (Communicator::RegisterWindow)
+  bool register_windows() const { return register_windows_; }
+  // get_link_bandwidth (Backend::LinkBandwidth)
+  bool link_bandwidth() const { return link_bandwidth_; }
   bool group() const { return group_; }
   bool capture() const { return capture_; }
   bool init_rank() const { return init_rank_; }           // one rank per call
@@ -70,6 +74,7 @@ class Capabilities {
   bool split_ = false, abort_ = false, group_ = false, capture_ = false;
   bool init_rank_ = false, init_ranks_ = false;
   bool shrink_ = false, revoke_ = false, register_ = false;
+  bool register_windows_ = false, link_bandwidth_ = false;
   std::array<bool, kNumCollectives> implemented_{};
   // [collective][known dtype][op]; data movement uses op 0.
   std::array<std::array<std::array<bool, kNumReduceOps>, kNumKnownDataTypes>, kNumCollectives>

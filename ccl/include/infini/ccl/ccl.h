@@ -181,7 +181,9 @@ class DeviceBuffer {
 class BufferRegistration {
  public:
   BufferRegistration() = default;
-  BufferRegistration(std::shared_ptr<const Backend> backend, infiniCclComm_t comm, void* handle);
+  // `window`: made by comm_window_register, so comm_window_deregister ends it.
+  BufferRegistration(std::shared_ptr<const Backend> backend, infiniCclComm_t comm, void* handle,
+                     bool window = false);
   ~BufferRegistration();
   BufferRegistration(BufferRegistration&& other) noexcept;
   BufferRegistration& operator=(BufferRegistration&& other) noexcept;
@@ -192,11 +194,18 @@ class BufferRegistration {
   // comm_deregister now; throws Error when the plugin fails it (the
   // destructor ignores that failure).
   void Deregister();
+  // Drops the handle without calling the plugin: for a communicator that is
+  // revoked (deregistering there may wait on it) or about to be aborted
+  // (comm_abort frees its registrations with it).
+  void Forget();
 
  private:
+  infiniCclResult_t CallDeregister(infiniCclComm_t comm, void* handle) const;
+
   std::shared_ptr<const Backend> backend_;
   infiniCclComm_t comm_ = nullptr;
   void* handle_ = nullptr;
+  bool window_ = false;
 };
 
 // How Communicator::Shrink treats the outstanding work of the communicator
@@ -319,6 +328,13 @@ class Communicator {
   // (Capabilities::register_buffers()), Error(infiniCclInvalidArgument) for
   // a null buffer or no bytes, before the plugin is called.
   BufferRegistration Register(void* data, size_t bytes) const;
+  // Window registration (comm_window_register, ncclCommWindowRegister):
+  // collective, every rank with a buffer of the same size, in the same
+  // order; its deregistration (when the result is destroyed) is
+  // collective too. `flags`: INFINI_CCL_WINDOW_*. Refused as Register,
+  // naming comm_window_register (Capabilities::register_windows()).
+  BufferRegistration RegisterWindow(void* data, size_t bytes,
+                                    uint32_t flags = INFINI_CCL_WINDOW_SYMMETRIC) const;
 
   // Collective (ncclCommSplit). color < 0 → this rank joins no new group and
   // gets an invalid Communicator.
@@ -409,6 +425,12 @@ struct BackendInfo {
   size_t unique_id_bytes = 0;
 };
 
+// The link between a backend's devices (get_link_bandwidth).
+struct LinkBandwidth {
+  double peak_GBps = 0;  // per direction; 0: unknown
+  std::string kind;      // "NVLink 4 x 18", "PCIe gen5 x16", or "unknown: <why>"
+};
+
 // A loaded backend plugin (CclImpl-style): unique ids, communicators,
 // grouping, collectives and the device runtime. Shared and thread-safe: one
 // per plugin per process.
@@ -466,6 +488,9 @@ class Backend : public std::enable_shared_from_this<Backend> {
   int DeviceCount() const;
   void SetDevice(int device_index) const;
   int GetDevice() const;
+  // The peak link bandwidth between `device_index` and its peers, as the
+  // plugin reports it; nullopt when the plugin has no get_link_bandwidth.
+  std::optional<LinkBandwidth> GetLinkBandwidth(int device_index) const;
   // Memory a framework owns (its tensors' storage), in order on `stream`
   // (default: the backend's default stream); Stream::Synchronize before
   // reading what they wrote (cudaMemcpyAsync, cudaMemsetAsync).

@@ -24,6 +24,10 @@
  *    without lost ranks, and outstanding work ended rather than hung.
  *  - optional comm_register and comm_deregister (appended after them):
  *    buffers registered with a communicator (ncclCommRegister).
+ *  - optional comm_window_register and comm_window_deregister (appended
+ *    after them): collective window registration (ncclCommWindowRegister).
+ *  - optional get_link_bandwidth (appended after them): the peak bandwidth
+ *    of the link between this backend's devices, for ccl_bench's verdict.
  *
  * Rules (unchanged from v1): plain C only; every call returns an
  * infiniCclResult_t and keeps a one-line explanation for get_last_error();
@@ -221,6 +225,27 @@ typedef struct {
   int32_t local_process_rank; /* this process among those of its node */
   int32_t local_process_count;
 } infiniCclPluginInit_t;
+
+/* ---- Link description (get_link_bandwidth) -------------------------------- */
+
+/* What get_link_bandwidth fills. The host sets struct_size; a plugin writes
+ * no field its header's struct_size does not reach beyond the host's. */
+typedef struct {
+  size_t struct_size; /* sizeof(infiniCclLinkBandwidth_t) of the host's header */
+  /* Peak bandwidth per direction between the device and its peers, in
+   * GB/s (1e9 bytes per second): the sum over the links it uses (NVLink:
+   * active links × per-link rate). 0: unknown (then `kind` says why). */
+  double peak_GBps;
+  /* One line, NUL-terminated: "NVLink 4 x 18", "PCIe gen5 x16", or
+   * "unknown: <why>". */
+  char kind[96];
+} infiniCclLinkBandwidth_t;
+
+/* comm_window_register's flags. */
+#define INFINI_CCL_WINDOW_DEFAULT 0
+/* Symmetric memory: every rank registers a buffer of the same size, which
+ * collectives may address on the peers directly (NCCL_WIN_COLL_SYMMETRIC). */
+#define INFINI_CCL_WINDOW_SYMMETRIC 1
 
 /* ---- The plugin's table --------------------------------------------------- */
 
@@ -487,6 +512,26 @@ typedef struct {
   infiniCclResult_t (*comm_register)(infiniCclComm_t comm, void* buffer, size_t bytes,
                                      void** handle);
   infiniCclResult_t (*comm_deregister)(infiniCclComm_t comm, void* handle);
+
+  /* ---- Window registration (appended after comm_deregister) --------------
+   * Model: ncclCommWindowRegister/ncclCommWindowDeregister (NCCL >= 2.27).
+   * As comm_register, but collective: every rank of `comm` calls it, in the
+   * same order, with a buffer of the same `bytes`; comm_window_deregister
+   * is collective too. `flags`: INFINI_CCL_WINDOW_* (SYMMETRIC: NCCL's
+   * symmetric kernels may then run). The buffer comes from mem_alloc (NCCL
+   * needs cuMem memory, which the nccl plugin's mem_alloc gives). Same
+   * lifetime rules as comm_register. Both set or both NULL. Optional. */
+  infiniCclResult_t (*comm_window_register)(infiniCclComm_t comm, void* buffer, size_t bytes,
+                                            uint32_t flags, void** handle);
+  infiniCclResult_t (*comm_window_deregister)(infiniCclComm_t comm, void* handle);
+
+  /* ---- Link description (appended after comm_window_deregister) ----------
+   * The peak bandwidth of the link between `device` (an index as
+   * set_device takes) and its peers, and the link's kind. A plugin that
+   * cannot tell fills peak_GBps = 0 and says why in `kind`, and succeeds.
+   * Not on a hot path: may load a vendor management library at call time.
+   * Optional. */
+  infiniCclResult_t (*get_link_bandwidth)(int device, infiniCclLinkBandwidth_t* link);
 } infiniCclPlugin_v2_t;
 
 /* comm_shrink's flags. */
@@ -504,6 +549,14 @@ typedef struct {
  * other. */
 #define INFINI_CCL_PLUGIN_V2_REGISTER_SIZE \
   INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, comm_deregister)
+
+/* Likewise comm_window_register and comm_window_deregister. */
+#define INFINI_CCL_PLUGIN_V2_WINDOW_SIZE \
+  INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, comm_window_deregister)
+
+/* Likewise get_link_bandwidth. */
+#define INFINI_CCL_PLUGIN_V2_LINK_SIZE \
+  INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, get_link_bandwidth)
 
 /* The smallest v2 table the host accepts: up to the last required entry.
  * Entries after it that an older v2 plugin's table lacks count as NULL. */
