@@ -208,9 +208,11 @@ NodeRendezvous::~NodeRendezvous() {
   if (relay_) {
     const rendezvous::RelayCounts counts = relay_->relay_counts();
     relay_.reset();
-    LogRelay("relay counts: requests=" + std::to_string(counts.requests) + " writes=" +
-             std::to_string(counts.writes) + " watches=" + std::to_string(counts.watches) +
-             " connections=" + std::to_string(counts.connections));
+    LogRelay(
+        "relay counts: requests=" + std::to_string(counts.requests) +
+        " writes=" + std::to_string(counts.writes) + " watches=" + std::to_string(counts.watches) +
+        " messages=" + std::to_string(counts.messages) + " bytes=" + std::to_string(counts.bytes) +
+        " connections=" + std::to_string(counts.connections));
   }
   if (relay_log_fd_ >= 0) ::close(relay_log_fd_);
   if (!link_) return;

@@ -220,13 +220,13 @@ class UpstreamLink {
       if (!job.watch) ++forwards_in_flight_;
       pending_.emplace(tag, Pending{std::move(job), deadline});
     }
-    if (writer.count() > 0) {
+    const bool sending = writer.count() > 0;
+    if (sending) {
       output_ = writer.Finish();
       output_sent_ = 0;
     }
     std::lock_guard lock(state_->mutex);
-    if (writer.count() == 0 && refused.empty()) return;
-    if (!output_.empty()) {
+    if (sending) {
       ++state_->counts.messages;
       state_->counts.bytes += output_.size();
     }
@@ -488,7 +488,9 @@ std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
 
 RelayCounts UpstreamRelay::counts() const {
   std::lock_guard lock(state_->mutex);
-  return state_->counts;
+  RelayCounts counts = state_->counts;
+  counts.queued = state_->queued.size();
+  return counts;
 }
 
 }  // namespace infini::rendezvous::store_server

@@ -1,8 +1,15 @@
 // A relay store (TcpStoreServerOptions::upstream): what its clients see is
-// what a client of the upstream sees, node-local keys never go upstream, and
-// a key that many clients wait on is watched upstream once.
+// what a client of the upstream sees, node-local keys never go upstream, a
+// key that many clients wait on is watched upstream once, and everything goes
+// up on one connection in batches (against a hand-played upstream).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -11,7 +18,9 @@
 #include <vector>
 
 #include "infini/rendezvous/tcp_store.h"
+#include "request_codec.h"
 #include "store_test_util.h"
+#include "wire_protocol.h"
 
 namespace infini::rendezvous {
 namespace {
@@ -99,7 +108,7 @@ TEST(RelayStoreTest, ManyWaitersOnOneKeyMakeOneUpstreamWatch) {
   for (std::thread& waiter : waiters) waiter.join();
   EXPECT_EQ(got.load(), kWaiters);
   EXPECT_EQ(relay->relay_counts().watches, 1u);
-  EXPECT_LE(relay->relay_counts().connections, 2u);
+  EXPECT_EQ(relay->relay_counts().connections, 1u);
 }
 
 TEST(RelayStoreTest, TimeoutsAndUpstreamLossReachTheClient) {
@@ -131,6 +140,143 @@ TEST(RelayStoreTest, TimeoutsAndUpstreamLossReachTheClient) {
     EXPECT_NE(std::string(error.what()).find("could not reach the run's store"), std::string::npos)
         << error.what();
   }
+}
+
+// A hand-played run's store, for the relay to batch against: it accepts the
+// relay's connection, greets it (version 4, no token) and reads its batches,
+// and the test decides when each is answered.
+class HandPlayedUpstream {
+ public:
+  HandPlayedUpstream() : listener_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(::listen(listener_, 4), 0);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+  }
+  ~HandPlayedUpstream() {
+    if (connection_ >= 0) ::close(connection_);
+    ::close(listener_);
+  }
+  uint16_t port() const { return port_; }
+
+  bool AcceptAndGreet() {
+    pollfd listening{.fd = listener_, .events = POLLIN, .revents = 0};
+    if (::poll(&listening, 1, 5000) != 1) return false;
+    connection_ = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (ReadFrame().empty()) return false;  // the hello
+    return Send(wire::FrameWriter(wire::MessageType::kHelloOk)
+                    .U32(wire::kMagic)
+                    .U32(wire::kVersion)
+                    .U64(1 << 20)
+                    .U32(1024)
+                    .Finish());
+  }
+
+  // The next batch the relay sent (empty when none came within 5 s).
+  std::vector<wire::TaggedRequest> ReadBatch() {
+    std::vector<wire::TaggedRequest> requests;
+    const std::string body = ReadFrame();
+    if (!body.empty()) {
+      EXPECT_EQ(wire::DecodeBatch(body, {.max_keys_per_request = 1024}, &requests), "");
+    }
+    return requests;
+  }
+
+  // Answers `tag` with kOk, or with `value` when one is given.
+  bool Answer(uint64_t tag, const std::string* value = nullptr) {
+    wire::Reply reply;
+    reply.type = value ? wire::MessageType::kValue : wire::MessageType::kOk;
+    if (value) reply.value = std::make_shared<const std::string>(*value);
+    wire::BatchReplyWriter writer;
+    writer.Add(tag, reply);
+    return Send(writer.Finish());
+  }
+
+  // Whether the listener has a connection waiting (a second one from the relay).
+  bool AnotherConnectionWaits() {
+    pollfd listening{.fd = listener_, .events = POLLIN, .revents = 0};
+    return ::poll(&listening, 1, 0) == 1;
+  }
+
+ private:
+  bool Send(const std::string& bytes) {
+    return ::send(connection_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+  std::string ReadExactly(size_t count) {
+    std::string bytes;
+    while (bytes.size() < count) {
+      pollfd readable{.fd = connection_, .events = POLLIN, .revents = 0};
+      if (::poll(&readable, 1, 5000) != 1) return "";
+      char buffer[4096];
+      const ssize_t got =
+          ::recv(connection_, buffer, std::min(sizeof(buffer), count - bytes.size()), 0);
+      if (got <= 0) return "";
+      bytes.append(buffer, static_cast<size_t>(got));
+    }
+    return bytes;
+  }
+  std::string ReadFrame() {
+    const std::string header = ReadExactly(wire::kFrameHeaderBytes);
+    if (header.empty()) return "";
+    return ReadExactly(wire::DecodeU32(header.data()));
+  }
+
+  int listener_;
+  int connection_ = -1;
+  uint16_t port_ = 0;
+};
+
+// Nagle's rule without a timer: the first request leaves at once; what comes
+// while it is in flight leaves as one frame when it returns; a watch in
+// flight holds nothing up; all on one connection.
+TEST(RelayStoreTest, WhatArrivesWhileABatchIsInFlightLeavesAsOneBatchOnTheOneConnection) {
+  HandPlayedUpstream upstream;
+  auto relay = StartRelay(upstream.port());
+  std::thread first([&] { ConnectTo(*relay)->Set("run/first", "1"); });
+  ASSERT_TRUE(upstream.AcceptAndGreet());
+  std::vector<wire::TaggedRequest> batch = upstream.ReadBatch();
+  ASSERT_EQ(batch.size(), 1u);
+  EXPECT_EQ(batch[0].request.keys, std::vector<std::string>{"run/first"});
+
+  constexpr int kBehind = 3;
+  std::vector<std::thread> behind;
+  for (int i = 0; i < kBehind; ++i) {
+    behind.emplace_back([&, i] { ConnectTo(*relay)->Set("run/behind/" + std::to_string(i), ""); });
+  }
+  ASSERT_TRUE(Eventually([&] { return relay->relay_counts().queued == kBehind; }));
+  ASSERT_TRUE(upstream.Answer(batch[0].tag));
+  first.join();
+  batch = upstream.ReadBatch();
+  ASSERT_EQ(batch.size(), static_cast<size_t>(kBehind)) << "one frame for what queued";
+  for (const wire::TaggedRequest& request : batch) ASSERT_TRUE(upstream.Answer(request.tag));
+  for (std::thread& thread : behind) thread.join();
+
+  // A rank waiting on a key: its watch is in flight, and a write behind it
+  // still leaves at once and is answered first.
+  std::thread waiter([&] { EXPECT_EQ(ConnectTo(*relay)->Get("run/id"), "the id"); });
+  const std::vector<wire::TaggedRequest> watch = upstream.ReadBatch();
+  ASSERT_EQ(watch.size(), 1u);
+  EXPECT_EQ(watch[0].request.type, wire::MessageType::kGet);
+  std::thread writer([&] { ConnectTo(*relay)->Set("run/after", ""); });
+  batch = upstream.ReadBatch();
+  ASSERT_EQ(batch.size(), 1u);
+  ASSERT_TRUE(upstream.Answer(batch[0].tag));
+  writer.join();
+  const std::string id = "the id";
+  ASSERT_TRUE(upstream.Answer(watch[0].tag, &id));
+  waiter.join();
+
+  const RelayCounts counts = relay->relay_counts();
+  EXPECT_EQ(counts.connections, 1u);
+  EXPECT_FALSE(upstream.AnotherConnectionWaits());
+  EXPECT_EQ(counts.requests, 6u);
+  EXPECT_EQ(counts.messages, 4u);
+  EXPECT_EQ(counts.watches, 1u);
 }
 
 }  // namespace

@@ -97,6 +97,7 @@ struct RelayCounts {
   size_t messages = 0;     // batches sent (each one frame, one or more requests)
   size_t bytes = 0;        // bytes sent and received upstream, frames whole
   size_t connections = 0;  // upstream connections made (one at a time)
+  size_t queued = 0;       // now: requests waiting to be sent (behind a batch in flight)
 };
 
 class TcpStoreServer {
