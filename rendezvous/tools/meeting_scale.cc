@@ -16,16 +16,24 @@
 //            inside one node never touch the store (the ranks would get the
 //            ids from their launcher on the node): a model of batching;
 //   relay    the launchers' real relay (TcpStoreServerOptions::upstream,
-//            docs/rendezvous.md "Relay"; --store=tcp): a relay per node,
-//            ranks as its clients doing what direct ranks do, the keys of
-//            groups inside one node node-local. What node 0's store carries
-//            is counted by the relays (upstream requests and connections);
-//            bytes are the ranks' requests on upstream keys (an upper bound:
-//            a watch that several ranks share carries its value once).
+//            docs/rendezvous.md "Relay"): a relay per node, ranks as its
+//            clients doing what direct ranks do, the keys of groups inside
+//            one node node-local; each relay sends upstream on one
+//            connection, in batches, to node 0's TCP store (on --store=etcd
+//            too, as infini_run does: there only the launchers' join goes
+//            to etcd). What node 0's store carries is counted by the
+//            relays: frames (messages), the requests in them, and their
+//            bytes, frames whole.
 //
-// Clients are driven by --threads threads (each owns several clients, one
+// This process hosts only node 0's TCP store; the nodes (launchers, ranks,
+// relays) run in --processes child processes, a share of the nodes each, so
+// that no process's descriptors hold every rank's two ends, and this
+// process's CPU time is the store's own cost (store_cpu_seconds). In each,
+// clients are driven by --threads threads (each owns several clients, one
 // connection each): connect, publish, then read, so no thread ever waits on
-// a key that it must still write itself.
+// a key that it must still write itself. Node 0's clients are its TCP
+// store's connections at their most (sampled every 2 ms), plus etcd's
+// clients on --store=etcd.
 //
 //   meeting_scale --store=tcp --protocol=direct --ranks=256,1024,4096
 //   meeting_scale --store=etcd --etcd_endpoints=127.0.0.1:2379 --protocol=relayed
@@ -33,6 +41,8 @@
 
 #include <gflags/gflags.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -56,13 +66,16 @@ DEFINE_string(store, "tcp", "tcp (a TcpStoreServer in this process) or etcd");
 DEFINE_string(etcd_endpoints, "127.0.0.1:2379", "etcd members, comma-separated (--store=etcd)");
 DEFINE_string(protocol, "direct",
               "direct (every rank a client), relayed (per-node launchers, modelled) or relay "
-              "(the launchers' real relay, --store=tcp)");
+              "(the launchers' real relay)");
 DEFINE_string(ranks, "64,256,1024,4096", "comma-separated world sizes R");
 DEFINE_int32(ranks_per_node, 8, "ranks per node (N = R / this)");
 DEFINE_int32(tp, 8, "tensor-parallel size (at most ranks_per_node)");
 DEFINE_int32(pp, 4, "pipeline-parallel size (DP = R / (TP * PP))");
 DEFINE_int32(threads, 64, "client driver threads");
 DEFINE_int32(unique_id_bytes, 128, "size of a unique id (NCCL's is 128)");
+DEFINE_int32(processes, 4,
+             "client processes, a share of the nodes each (their launchers, ranks and relays); "
+             "this process hosts only node 0's TCP store");
 
 namespace {
 
@@ -89,53 +102,41 @@ struct Counters {
 };
 
 // A Store that counts each call as one request/reply and its keys and values
-// as bytes (TCP); etcd's own counters (HTTP bodies) replace these for etcd.
+// as bytes, when `counted` (a TCP client of node 0's store); otherwise what
+// it carries is counted elsewhere (etcd's own counters of HTTP bodies, or the
+// relay's of its frames). The keys it writes are counted either way.
 class CountingStore {
  public:
-  // `through_relay`: a rank behind its node's relay, whose messages the
-  // relay counts; only its keys and bytes on upstream keys are counted here.
-  CountingStore(std::unique_ptr<Store> store, Counters* counters, bool count_bytes,
-                bool through_relay = false)
-      : store_(std::move(store)),
-        counters_(counters),
-        count_bytes_(count_bytes),
-        through_relay_(through_relay) {}
+  CountingStore(std::unique_ptr<Store> store, Counters* counters, bool counted)
+      : store_(std::move(store)), counters_(counters), counted_(counted) {}
   void Set(const std::string& key, const std::string& value) {
-    Count(key, key.size() + value.size());
-    if (!through_relay_ || !infini::rendezvous::IsNodeLocalKey(key)) counters_->Wrote(key);
+    Count(key.size() + value.size());
+    counters_->Wrote(key);
     store_->Set(key, value);
   }
   std::string Get(const std::string& key) {
     std::string value = store_->Get(key);
-    Count(key, key.size() + value.size());
+    Count(key.size() + value.size());
     return value;
-  }
-  int64_t Add(const std::string& key, int64_t delta) {
-    Count(key, key.size() + 16);
-    return store_->Add(key, delta);
   }
   std::string CompareSet(const std::string& key, const std::string& expected,
                          const std::string& desired) {
     std::string value = store_->CompareSet(key, expected, desired);
     counters_->Wrote(key);
-    Count(key, key.size() + expected.size() + desired.size() + value.size());
+    Count(key.size() + expected.size() + desired.size() + value.size());
     return value;
   }
   Store& raw() { return *store_; }
 
  private:
-  void Count(const std::string& key, size_t bytes) {
-    if (through_relay_) {
-      if (!infini::rendezvous::IsNodeLocalKey(key)) counters_->bytes += bytes;
-      return;
-    }
+  void Count(size_t bytes) {
+    if (!counted_) return;
     ++counters_->messages;
-    if (count_bytes_) counters_->bytes += bytes;
+    counters_->bytes += bytes;
   }
   std::unique_ptr<Store> store_;
   Counters* counters_;
-  bool count_bytes_;
-  bool through_relay_;
+  bool counted_;
 };
 
 struct Layout {
@@ -183,18 +184,27 @@ std::string UniqueIdFor(const std::string& group) {
 
 class Meeting {
  public:
+  // `tcp_port`: node 0's TCP store (--store=tcp, and the relays' upstream).
+  // Only the nodes [node_begin, node_end) and their ranks are played here.
   Meeting(const Layout& layout, const std::string& store_kind, uint16_t tcp_port,
-          const std::string& prefix)
-      : layout_(layout), store_kind_(store_kind), tcp_port_(tcp_port), prefix_(prefix) {}
+          const std::string& prefix, int node_begin, int node_end)
+      : layout_(layout),
+        store_kind_(store_kind),
+        tcp_port_(tcp_port),
+        prefix_(prefix),
+        node_begin_(node_begin),
+        node_end_(node_end) {}
 
-  // `relay_port`: a rank of the relay protocol, a client of its node's relay.
-  std::unique_ptr<CountingStore> Connect(uint16_t relay_port = 0) {
-    if (store_kind_ == "tcp") {
-      auto client = TcpStoreClient::Connect("127.0.0.1", relay_port ? relay_port : tcp_port_,
-                                            std::chrono::seconds(60), kToken);
-      client->set_timeout(std::chrono::seconds(300));
-      return std::make_unique<CountingStore>(std::move(client), &counters_, true, relay_port != 0);
-    }
+  // `counted`: a client of node 0's store (not of a relay).
+  std::unique_ptr<CountingStore> ConnectTcp(uint16_t port, bool counted) {
+    auto client = TcpStoreClient::Connect("127.0.0.1", port, std::chrono::seconds(60), kToken);
+    client->set_timeout(std::chrono::seconds(300));
+    return std::make_unique<CountingStore>(std::move(client), &counters_, counted);
+  }
+
+  // A client of the --store: node 0's TCP store, or etcd.
+  std::unique_ptr<CountingStore> ConnectToStore() {
+    if (store_kind_ == "tcp") return ConnectTcp(tcp_port_, true);
     EtcdStoreOptions options;
     std::stringstream list(FLAGS_etcd_endpoints);
     for (std::string member; std::getline(list, member, ',');) options.endpoints.push_back(member);
@@ -202,22 +212,25 @@ class Meeting {
     options.request_timeout = std::chrono::seconds(60);
     auto store = EtcdStore::Connect(options);
     store->set_timeout(std::chrono::seconds(300));
-    etcd_clients_.fetch_add(1);
+    ++report_.etcd_clients;
     return std::make_unique<CountingStore>(std::move(store), &counters_, false);
   }
 
-  // Each "actor" is one client: a node's launcher, or a rank (direct).
+  // Each "actor" is one client: a node's launcher, or a rank (direct, relay).
   struct Actor {
     int node = -1;  // a launcher
-    int rank = -1;  // a rank (direct)
+    int rank = -1;  // a rank
     std::unique_ptr<CountingStore> store;
   };
 
   double Run(const std::string& protocol) {
     std::vector<Actor> actors;
-    for (int node = 0; node < layout_.nodes; ++node) actors.push_back({node, -1, nullptr});
+    for (int node = node_begin_; node < node_end_; ++node) actors.push_back({node, -1, nullptr});
     if (protocol != "relayed") {
-      for (int rank = 0; rank < layout_.ranks; ++rank) actors.push_back({-1, rank, nullptr});
+      for (int rank = node_begin_ * layout_.ranks_per_node;
+           rank < node_end_ * layout_.ranks_per_node; ++rank) {
+        actors.push_back({-1, rank, nullptr});
+      }
     }
     if (protocol == "relay") StartRelays();
     groups_ = GroupsOf(layout_);
@@ -246,9 +259,12 @@ class Meeting {
             mine.push_back(&actors[i]);
           }
           for (Actor* actor : mine) {
-            actor->store = Connect(actor->rank >= 0 && !relays_.empty()
-                                       ? relays_[layout_.NodeOf(actor->rank)]->port()
-                                       : 0);
+            if (actor->node >= 0 || relays_.empty()) {
+              actor->store = ConnectToStore();
+            } else {
+              actor->store =
+                  ConnectTcp(relays_[layout_.NodeOf(actor->rank) - node_begin_]->port(), false);
+            }
           }
           for (Actor* actor : mine) Publish(*actor, protocol);
           for (Actor* actor : mine) Read(*actor, protocol);
@@ -260,31 +276,39 @@ class Meeting {
     }
     for (auto& driver : drivers) driver.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (store_kind_ == "etcd") {
-      for (Actor& actor : actors) {
-        const auto traffic = static_cast<EtcdStore&>(actor.store->raw()).traffic();
-        counters_.bytes += traffic.bytes_sent + traffic.bytes_received;
-        etcd_requests_ += traffic.requests;
+    for (Actor& actor : actors) {
+      if (auto* etcd = dynamic_cast<EtcdStore*>(&actor.store->raw())) {
+        const auto traffic = etcd->traffic();
+        report_.bytes += traffic.bytes_sent + traffic.bytes_received;
+        report_.messages += traffic.requests;
+        report_.requests += traffic.requests;
       }
     }
+    report_.messages += counters_.messages;
+    report_.requests += counters_.messages;
+    report_.bytes += counters_.bytes;
     for (const auto& relay : relays_) {
       const infini::rendezvous::RelayCounts counts = relay->relay_counts();
-      counters_.messages += counts.requests;
-      relay_connections_ += counts.connections;
+      report_.messages += counts.messages;
+      report_.requests += counts.requests;
+      report_.bytes += counts.bytes;
     }
     relays_.clear();
-    if (failures) return -1;
+    report_.failures = failures;
+    report_.keys = counters_.keys_written.size();
     return seconds;
   }
 
-  // Node 0's store's clients: the launchers, and the ranks (direct) or the
-  // relays' upstream connections (relay).
-  size_t clients(const std::string& protocol) const {
-    return static_cast<size_t>(layout_.nodes) +
-           (protocol == "direct" ? static_cast<size_t>(layout_.ranks) : 0) + relay_connections_;
-  }
-  Counters& counters() { return counters_; }
-  uint64_t etcd_requests() const { return etcd_requests_; }
+  // What this process's share carried to node 0's store (and etcd).
+  struct Report {
+    uint64_t messages = 0;  // frames (direct: one request each)
+    uint64_t requests = 0;
+    uint64_t bytes = 0;
+    uint64_t keys = 0;          // distinct keys written (etcd: what it holds)
+    uint64_t etcd_clients = 0;  // clients of etcd
+    int failures = 0;
+  };
+  const Report& report() const { return report_; }
 
  private:
   bool CrossesNodes(const Group& group) const {
@@ -292,7 +316,7 @@ class Meeting {
   }
 
   void StartRelays() {
-    for (int node = 0; node < layout_.nodes; ++node) {
+    for (int node = node_begin_; node < node_end_; ++node) {
       TcpStoreServerOptions options;
       options.token = kToken;
       options.upstream =
@@ -349,15 +373,15 @@ class Meeting {
   std::string store_kind_;
   uint16_t tcp_port_;
   std::string prefix_;
+  int node_begin_;
+  int node_end_;
   Counters counters_;
-  std::atomic<int> etcd_clients_{0};
-  uint64_t etcd_requests_ = 0;
+  Report report_;
   std::vector<Group> groups_;
   std::map<int, std::vector<const Group*>> groups_of_rank_;
   std::map<int, std::vector<const Group*>> roots_on_node_;
   std::map<int, std::set<int>> root_nodes_needed_;
-  std::vector<std::unique_ptr<TcpStoreServer>> relays_;  // relay: one per node
-  size_t relay_connections_ = 0;
+  std::vector<std::unique_ptr<TcpStoreServer>> relays_;  // relay: one per node played here
 };
 
 void RaiseOpenFileLimit() {
@@ -366,6 +390,80 @@ void RaiseOpenFileLimit() {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
+}
+
+double CpuSeconds(int who) {
+  rusage usage{};
+  getrusage(who, &usage);
+  auto seconds = [](const timeval& time) {
+    return static_cast<double>(time.tv_sec) + static_cast<double>(time.tv_usec) / 1e6;
+  };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  const char* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t written = ::write(fd, bytes, size);
+    if (written <= 0) return false;
+    bytes += written;
+    size -= static_cast<size_t>(written);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t size) {
+  char* bytes = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t got = ::read(fd, bytes, size);
+    if (got <= 0) return false;
+    bytes += got;
+    size -= static_cast<size_t>(got);
+  }
+  return true;
+}
+
+// A child process: its share of the nodes, their launchers, ranks and relays.
+struct Child {
+  pid_t pid = -1;
+  int to_child = -1;    // node 0's port, once its store listens
+  int from_child = -1;  // its Meeting::Report
+};
+
+// Forks the children before this process starts any thread of its own (the
+// stores), so that each starts from one thread.
+std::vector<Child> ForkChildren(const Layout& layout, const std::string& prefix) {
+  std::vector<Child> children;
+  const int count = std::max(1, std::min(FLAGS_processes, layout.nodes));
+  for (int index = 0; index < count; ++index) {
+    int down[2];
+    int up[2];
+    if (::pipe(down) != 0 || ::pipe(up) != 0) {
+      perror("meeting_scale: pipe");
+      exit(1);
+    }
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      perror("meeting_scale: fork");
+      exit(1);
+    }
+    if (pid == 0) {
+      ::close(down[1]);
+      ::close(up[0]);
+      uint16_t port = 0;
+      if (!ReadAll(down[0], &port, sizeof(port))) _exit(1);
+      const int begin = layout.nodes * index / count;
+      const int end = layout.nodes * (index + 1) / count;
+      Meeting meeting(layout, FLAGS_store, port, prefix, begin, end);
+      meeting.Run(FLAGS_protocol);
+      const Meeting::Report report = meeting.report();
+      _exit(WriteAll(up[1], &report, sizeof(report)) ? 0 : 1);
+    }
+    ::close(down[0]);
+    ::close(up[1]);
+    children.push_back({pid, down[1], up[0]});
+  }
+  return children;
 }
 
 }  // namespace
@@ -386,14 +484,15 @@ int main(int argc, char** argv) {
             FLAGS_protocol.c_str());
     return 2;
   }
-  if (FLAGS_protocol == "relay" && FLAGS_store != "tcp") {
-    fprintf(stderr,
-            "meeting_scale: --protocol=relay: expected --store=tcp (the relay's "
-            "upstream is a TCP store), not --store='%s'\n",
-            FLAGS_store.c_str());
+  if (FLAGS_processes < 1) {
+    fprintf(stderr, "meeting_scale: --processes=%d: expected at least 1\n", FLAGS_processes);
     return 2;
   }
-  printf("store protocol ranks nodes tp dp pp clients keys messages bytes seconds\n");
+  // Printed before any child is forked: they leave with _exit, never
+  // flushing a copy of it.
+  printf(
+      "store protocol ranks nodes tp dp pp clients keys messages requests bytes seconds "
+      "store_cpu_seconds\n");
   std::stringstream list(FLAGS_ranks);
   int run = 0;
   for (std::string item; std::getline(list, item, ',');) {
@@ -410,30 +509,68 @@ int main(int argc, char** argv) {
               layout.ranks);
       return 2;
     }
+    const std::string prefix =
+        "meeting_scale/" + std::to_string(getpid()) + "/" + std::to_string(run++) + "/";
+    std::vector<Child> children = ForkChildren(layout, prefix);
+    // Node 0's TCP store: the launchers' (tcp), the ranks' (direct on tcp)
+    // and the relays' upstream.
     std::unique_ptr<TcpStoreServer> server;
     uint16_t port = 0;
-    if (FLAGS_store == "tcp") {
+    if (FLAGS_store == "tcp" || FLAGS_protocol == "relay") {
       TcpStoreServerOptions options;
-      options.host = "127.0.0.1";
-      options.port = 0;
       options.token = kToken;
       server = TcpStoreServer::Start(options);
       port = server->port();
     }
-    const std::string prefix =
-        "meeting_scale/" + std::to_string(getpid()) + "/" + std::to_string(run++) + "/";
-    double seconds;
-    Meeting meeting(layout, FLAGS_store, port, prefix);
-    seconds = meeting.Run(FLAGS_protocol);
-    const auto& counters = meeting.counters();
-    const uint64_t messages =
-        FLAGS_store == "etcd" ? meeting.etcd_requests() : counters.messages.load();
-    printf("%s %s %d %d %d %d %d %zu %llu %llu %llu %.3f\n", FLAGS_store.c_str(),
+    // This process runs only the store (and the sampler): its CPU time is
+    // node 0's store's cost, apart from the clients'.
+    std::atomic<bool> sampling{true};
+    std::atomic<size_t> most_connections{0};
+    double sampler_cpu_seconds = 0;
+    std::thread sampler([&] {
+      while (sampling) {
+        if (server) most_connections = std::max(most_connections.load(), server->num_connections());
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      sampler_cpu_seconds = CpuSeconds(RUSAGE_THREAD);
+    });
+    const double cpu_before = CpuSeconds(RUSAGE_SELF);
+    const auto start = Clock::now();
+    for (const Child& child : children) WriteAll(child.to_child, &port, sizeof(port));
+    Meeting::Report report;
+    for (const Child& child : children) {
+      Meeting::Report share;
+      if (!ReadAll(child.from_child, &share, sizeof(share))) share.failures = 1;
+      report.messages += share.messages;
+      report.requests += share.requests;
+      report.bytes += share.bytes;
+      report.keys += share.keys;
+      report.etcd_clients += share.etcd_clients;
+      report.failures += share.failures;
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    sampling = false;
+    sampler.join();
+    const double store_cpu_seconds = CpuSeconds(RUSAGE_SELF) - cpu_before - sampler_cpu_seconds;
+    for (const Child& child : children) {
+      int status = 0;
+      ::waitpid(child.pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++report.failures;
+      ::close(child.to_child);
+      ::close(child.from_child);
+    }
+    // Keys: what node 0's TCP store holds, and on etcd what the clients
+    // wrote there (every child writes the config key: counted once).
+    const size_t keys = (server ? server->num_keys() : 0) +
+                        (FLAGS_store == "etcd" ? report.keys - (children.size() - 1) : 0);
+    // Node 0's clients: its TCP store's connections at their most, and etcd's.
+    const size_t clients = most_connections.load() + report.etcd_clients;
+    printf("%s %s %d %d %d %d %d %zu %zu %llu %llu %llu %.3f %.3f\n", FLAGS_store.c_str(),
            FLAGS_protocol.c_str(), layout.ranks, layout.nodes, layout.tp, layout.dp, layout.pp,
-           meeting.clients(FLAGS_protocol),
-           static_cast<unsigned long long>(counters.keys_written.size()),
-           static_cast<unsigned long long>(messages),
-           static_cast<unsigned long long>(counters.bytes.load()), seconds);
+           clients, keys, static_cast<unsigned long long>(report.messages),
+           static_cast<unsigned long long>(report.requests),
+           static_cast<unsigned long long>(report.bytes), seconds,
+           server ? store_cpu_seconds : 0.0);
     fflush(stdout);
     if (FLAGS_store == "etcd") {
       EtcdStoreOptions options;
@@ -444,7 +581,7 @@ int main(int argc, char** argv) {
       options.key_prefix = prefix;
       EtcdStore::Connect(options)->DeleteAll();
     }
-    if (seconds < 0) return 1;
+    if (report.failures) return 1;
   }
   return 0;
 }
