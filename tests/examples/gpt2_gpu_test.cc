@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 
@@ -116,6 +117,20 @@ TEST(Gpt2Gpu, Bfloat16FusedAttentionFollowsTheHostPath) {
   ExpectSameLosses(host_losses, gpu_losses, gpu.output, 0.1);
 }
 
+// The same shape in float32: the fused attention on the CUDA cores must
+// train like the host path as closely as the unfused one does.
+TEST(Gpt2Gpu, Float32FusedAttentionMatchesTheHostPath) {
+  if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
+  const std::string flags =
+      " --num_iteration=10 --batch_size=4 --num_heads=2 --channels=128 --sequence_length=100 "
+      "--val_batches=1";
+  const Result host = RunCommand(kGpt2 + flags);
+  const Result gpu = RunCommand(kOneGpu + flags);
+  ASSERT_EQ(host.exit_code, 0) << host.output;
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  ExpectSameLosses(StepLosses(host.output), StepLosses(gpu.output), gpu.output, 1e-3);
+}
+
 TEST(Gpt2Gpu, D12RunsAndStartsNearUniformLoss) {
   if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
   const Result result = RunCommand(kOneGpu +
@@ -196,6 +211,85 @@ TEST(Gpt2Gpu, TraceHasDeviceSpansOfEveryCallAfterTheirEnqueue) {
   EXPECT_GT(device_spans, 0u);
   EXPECT_LE(device_spans, calls);
   EXPECT_EQ(trace["otherData"]["incomplete_ranks"].items.size(), 0u);
+}
+
+// NCCL's own events in the trace (docs/tracing.md, "Events a plugin
+// reports"): with tracing on, the nccl plugin is NCCL's profiler. NCCL says
+// so in its log; a profiler the user names in NCCL_PROFILER_PLUGIN wins,
+// with one line per rank. (One rank runs no NCCL algorithm: NCCL copies, so
+// only two GPUs show the events; the next test.)
+TEST(Gpt2Gpu, TraceMakesTheNcclPluginNcclsProfilerUnlessTheUserNamedOne) {
+  if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
+  const std::string loaded = "PROFILER/Plugin: Loaded infini_ccl_nccl (v5)";
+  TemporaryDirectory directory;
+  const std::string run = kInfiniRun +
+                          " --ccl_backend=nccl --nproc_per_node=1 --trace_dir=" + directory.path() +
+                          "/trace " + kGpt2 + " --num_iteration=2 --batch_size=4" + kSmallModel;
+  const Result ours = RunCommand("NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT " + run);
+  ASSERT_EQ(ours.exit_code, 0) << ours.output;
+  std::printf("nccl profiler: NCCL's log %s '%s'\n",
+              ours.output.find(loaded) != std::string::npos ? "has" : "LACKS", loaded.c_str());
+  EXPECT_NE(ours.output.find(loaded), std::string::npos) << ours.output;
+  const Result theirs = RunCommand(
+      "NCCL_PROFILER_PLUGIN=none NCCL_DEBUG=INFO "
+      "NCCL_DEBUG_SUBSYS=INIT " +
+      run);
+  ASSERT_EQ(theirs.exit_code, 0) << theirs.output;
+  EXPECT_EQ(theirs.output.find(loaded), std::string::npos) << theirs.output;
+  const std::string said = "infini_ccl nccl: NCCL_PROFILER_PLUGIN='none' is set";
+  const size_t first = theirs.output.find(said);
+  EXPECT_NE(first, std::string::npos) << theirs.output;
+  EXPECT_EQ(theirs.output.find(said, first + 1), std::string::npos) << theirs.output;
+}
+
+// Two ranks: every rank's all-reduces have NCCL's algorithm, protocol and
+// channels as "plugin" events of their group, each inside its call's "ccl"
+// span. Prints what it saw, so that one run diagnoses a failure.
+TEST(Gpt2Gpu, TraceNamesNcclsAlgorithmAndProtocolOfEachAllReduce) {
+  if (VisibleGpus() < 2) GTEST_SKIP() << "needs 2 GPUs (one rank runs no NCCL algorithm)";
+  TemporaryDirectory directory;
+  const std::string trace_dir = directory.path() + "/trace";
+  const Result run =
+      RunCommand(kInfiniRun + " --ccl_backend=nccl --nproc_per_node=2 --trace_dir=" + trace_dir +
+                 " " + kGpt2 + " --num_iteration=3 --batch_size=4" + kSmallModel);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const infini::testing::Json trace = infini::testing::ReadJsonFile(trace_dir + "/trace.json");
+  const auto calls = infini::testing::SpansOf(trace, "ccl");
+  const auto reported = infini::testing::SpansOf(trace, "plugin");
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto lane = reported.find(rank);
+    const size_t count = lane == reported.end() ? 0 : lane->second.size();
+    std::printf("nccl profiler: rank %d: %zu plugin events\n", rank, count);
+    size_t all_reduces = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const infini::testing::TraceSpan& span = lane->second[i];
+      const infini::testing::Json& args = (*span.event)["args"];
+      if (i < 12) {
+        std::printf("  %s group=%s seq=%.0f algorithm=%s protocol=%s channels=%.0f bytes=%.0f\n",
+                    (*span.event)["name"].text.c_str(), args["group"].text.c_str(),
+                    args["seq"].number, args["algorithm"].text.c_str(),
+                    args["protocol"].text.c_str(), args["channels"].number, args["bytes"].number);
+      }
+      if ((*span.event)["name"].text != "all_reduce") continue;
+      ++all_reduces;
+      EXPECT_FALSE(args["algorithm"].text.empty()) << "rank " << rank << " event " << i;
+      EXPECT_TRUE(args["protocol"].text == "LL" || args["protocol"].text == "LL128" ||
+                  args["protocol"].text == "SIMPLE")
+          << "rank " << rank << " protocol '" << args["protocol"].text << "'";
+      EXPECT_GE(args["channels"].number, 1) << "rank " << rank << " event " << i;
+      EXPECT_FALSE(args["group"].text.empty()) << "rank " << rank << ": not mapped to a group";
+      const infini::testing::TraceSpan* call = infini::testing::HostSpanOf(calls, rank, span);
+      EXPECT_NE(call, nullptr) << "rank " << rank << ": no call for seq " << args["seq"].number;
+      if (call != nullptr) {
+        EXPECT_EQ((*call->event)["name"].text, "all_reduce");
+        EXPECT_GE(span.begin_us, call->begin_us);
+        EXPECT_LE(span.end_us, call->end_us);
+      }
+    }
+    EXPECT_GT(all_reduces, 0u) << "rank " << rank << " reported no all_reduce";
+    std::printf("nccl profiler: rank %d: %zu all_reduce events: %s\n", rank, all_reduces,
+                all_reduces > 0 && !::testing::Test::HasFailure() ? "PASS" : "FAIL");
+  }
 }
 
 // A checkpoint written on one GPU holds the device's weights and AdamW

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "infini/ccl/plugin_abi.h"
+#include "profiler.h"
 
 // The ABI's opaque communicator type, defined by this plugin.
 struct infiniCclComm {
@@ -24,6 +25,8 @@ struct infiniCclComm {
   // Revoked (comm_revoke, or comm_shrink's abort flag): ncclCommFinalize is
   // then invalid, so comm_destroy waits for quiescence and destroys.
   std::atomic<bool> revoked{false};
+  // Last: ties the communicator to NCCL's profiler events while tracing.
+  infini::ccl::nccl::ProfilerLink profiler_link{this};
 };
 
 namespace infini::ccl::nccl {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "errors.h"
+#include "profiler.h"
 
 namespace infini::ccl::nccl {
 namespace {
@@ -197,6 +198,7 @@ ncclConfig_t ToNcclConfig(const CommOptions& options, const std::string& name) {
   ncclConfig_t config = options.nccl;
   config.blocking = options.blocking ? 1 : 0;
   config.commName = name.empty() ? nullptr : name.c_str();
+  NoteNcclCommName(name);  // NCCL's profiler init finds the communicator by it
   config.netName = options.net_name.empty() ? nullptr : options.net_name.c_str();
   return config;
 }
