@@ -16,6 +16,7 @@
 #include <mma.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "attention.h"
 
@@ -30,38 +31,88 @@ constexpr int kTile = 64;  // query rows and keys per tile
 constexpr int kWarps = 4;  // 16 rows each
 constexpr int kThreads = kWarps * 32;
 constexpr int kWarpRows = kTile / kWarps;
-constexpr int kHalfLd = kHead + 8;  // bf16 tile row, padded against bank conflicts
-constexpr int kFloatLd = kTile + 4;
-constexpr int kHalfTile = kTile * kHalfLd;    // elements
+constexpr int kFloatLd = kTile + 4;           // float tile row, padded against bank conflicts
 constexpr int kFloatTile = kTile * kFloatLd;  // elements
 static_assert(kHead == kTile, "the tiles are square: 64 keys and 64 head features");
+
+// Tiles of E (Q, K, V, dO, P, dS): rows padded against bank conflicts, by 8
+// bf16 or 4 floats (16 bytes; a float row of 68 puts the rows 4 banks apart).
+template <typename E>
+constexpr int kLd = kHead + 16 / static_cast<int>(sizeof(E));
+template <typename E>
+constexpr int kTileElements = kTile* kLd<E>;
+
+// log2(e) / sqrt(64): scores in log2 units.
+constexpr float kScaleLog2 = 1.4426950408889634f / 8.0f;
+constexpr float kScale = 1.0f / 8.0f;
+
+__device__ __forceinline__ float ToFloat(float x) { return x; }
+__device__ __forceinline__ float ToFloat(bf16 x) { return __bfloat162float(x); }
+template <typename E>
+__device__ __forceinline__ E FromFloat(float x) {
+  if constexpr (std::is_same_v<E, float>) {
+    return x;
+  } else {
+    return __float2bfloat16(x);
+  }
+}
+// Two adjacent elements of E from two floats.
+__device__ __forceinline__ void StorePair(float* at, float a, float b) {
+  *reinterpret_cast<float2*>(at) = make_float2(a, b);
+}
+__device__ __forceinline__ void StorePair(bf16* at, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
+}
+
+// 64 rows of 64 E from `source` (rows `row_stride` apart) into a padded
+// shared tile; rows from `valid_rows` on are zero.
+template <typename E>
+__device__ __forceinline__ void LoadTile(E* tile, const E* source, int64_t row_stride,
+                                         int valid_rows) {
+  constexpr int kPerChunk = 16 / static_cast<int>(sizeof(E));
+  constexpr int kChunksPerRow = kHead / kPerChunk;
+  for (int i = threadIdx.x; i < kTile * kChunksPerRow; i += kThreads) {
+    const int row = i / kChunksPerRow, column = (i % kChunksPerRow) * kPerChunk;
+    uint4 chunk = make_uint4(0, 0, 0, 0);
+    if (row < valid_rows) {
+      chunk = *reinterpret_cast<const uint4*>(source + row * row_stride + column);
+    }
+    *reinterpret_cast<uint4*>(tile + row * kLd<E> + column) = chunk;
+  }
+}
+
+// ---- A warp's 16 × 64 products: tensor cores for bf16 ----
 
 using FragmentA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
 using FragmentBRow = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
 using FragmentBCol = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
 using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-// log2(e) / sqrt(64): scores in log2 units.
-constexpr float kScaleLog2 = 1.4426950408889634f / 8.0f;
-constexpr float kScale = 1.0f / 8.0f;
-
-// 64 rows of 64 bf16 from `source` (rows `row_stride` apart) into a padded
-// shared tile; rows from `valid_rows` on are zero.
-__device__ __forceinline__ void LoadTile(bf16* tile, const bf16* source, int64_t row_stride,
-                                         int valid_rows) {
-  constexpr int kChunksPerRow = kHead / 8;  // 16 bytes each
-  for (int i = threadIdx.x; i < kTile * kChunksPerRow; i += kThreads) {
-    const int row = i / kChunksPerRow, column = (i % kChunksPerRow) * 8;
-    uint4 chunk = make_uint4(0, 0, 0, 0);
-    if (row < valid_rows)
-      chunk = *reinterpret_cast<const uint4*>(source + row * row_stride + column);
-    *reinterpret_cast<uint4*>(tile + row * kHalfLd + column) = chunk;
+// A warp's 16 × 64 float accumulator, in registers.
+struct WmmaRows {
+  Accumulator part[kHead / 16];  // columns 16n..16n+15
+};
+__device__ __forceinline__ void Zero(WmmaRows& rows) {
+#pragma unroll
+  for (int n = 0; n < kHead / 16; ++n) wmma::fill_fragment(rows.part[n], 0.0f);
+}
+// From / to the warp's 16 rows of a float tile.
+__device__ __forceinline__ void LoadRows(WmmaRows& rows, const float* tile) {
+#pragma unroll
+  for (int n = 0; n < kHead / 16; ++n) {
+    wmma::load_matrix_sync(rows.part[n], tile + n * 16, kFloatLd, wmma::mem_row_major);
+  }
+}
+__device__ __forceinline__ void StoreRows(float* tile, const WmmaRows& rows) {
+#pragma unroll
+  for (int n = 0; n < kHead / 16; ++n) {
+    wmma::store_matrix_sync(tile + n * 16, rows.part[n], kFloatLd, wmma::mem_row_major);
   }
 }
 
 // The warp's 16 × 64 float tile `out` = A (16 × 64, rows of `a`) · Bᵀ where
-// B is 64 × 64 rows of `b` (both padded bf16 tiles): out[i][j] = a_i · b_j.
-__device__ __forceinline__ void WarpProductTransposed(float* out, const bf16* a, const bf16* b) {
+// B is 64 × 64 rows of `b` (both padded tiles): out[i][j] = a_i · b_j.
+__device__ __forceinline__ void ProductTransposed(float* out, const bf16* a, const bf16* b) {
 #pragma unroll
   for (int n = 0; n < kTile / 16; ++n) {
     Accumulator accumulator;
@@ -70,49 +121,147 @@ __device__ __forceinline__ void WarpProductTransposed(float* out, const bf16* a,
     for (int k = 0; k < kHead / 16; ++k) {
       FragmentA a_fragment;
       FragmentBCol b_fragment;
-      wmma::load_matrix_sync(a_fragment, a + k * 16, kHalfLd);
-      wmma::load_matrix_sync(b_fragment, b + n * 16 * kHalfLd + k * 16, kHalfLd);
+      wmma::load_matrix_sync(a_fragment, a + k * 16, kLd<bf16>);
+      wmma::load_matrix_sync(b_fragment, b + n * 16 * kLd<bf16> + k * 16, kLd<bf16>);
       wmma::mma_sync(accumulator, a_fragment, b_fragment, accumulator);
     }
     wmma::store_matrix_sync(out + n * 16, accumulator, kFloatLd, wmma::mem_row_major);
   }
 }
 
-// accumulators[n] += A (16 × 64, rows of `a`) · B (64 × 64 rows of `b`),
-// columns 16n..16n+15.
-__device__ __forceinline__ void WarpProductAccumulate(Accumulator (&accumulators)[kHead / 16],
-                                                      const bf16* a, const bf16* b) {
+// rows += A (16 × 64, rows of `a`) · B (64 × 64 rows of `b`).
+__device__ __forceinline__ void ProductAccumulate(WmmaRows& rows, const bf16* a, const bf16* b) {
 #pragma unroll
   for (int k = 0; k < kTile / 16; ++k) {
     FragmentA a_fragment;
-    wmma::load_matrix_sync(a_fragment, a + k * 16, kHalfLd);
+    wmma::load_matrix_sync(a_fragment, a + k * 16, kLd<bf16>);
 #pragma unroll
     for (int n = 0; n < kHead / 16; ++n) {
       FragmentBRow b_fragment;
-      wmma::load_matrix_sync(b_fragment, b + k * 16 * kHalfLd + n * 16, kHalfLd);
-      wmma::mma_sync(accumulators[n], a_fragment, b_fragment, accumulators[n]);
+      wmma::load_matrix_sync(b_fragment, b + k * 16 * kLd<bf16> + n * 16, kLd<bf16>);
+      wmma::mma_sync(rows.part[n], a_fragment, b_fragment, rows.part[n]);
     }
   }
 }
 
-// Writes the warp's accumulators (16 rows × 64), times `scale`, as bf16 rows
-// of `destination` (rows `row_stride` apart, `valid_rows` of them) through
-// the warp's float tile `staging`.
-__device__ __forceinline__ void WarpStoreRows(bf16* destination, int64_t row_stride, int valid_rows,
-                                              Accumulator (&accumulators)[kHead / 16], float scale,
-                                              float* staging) {
+// ---- The same in float32 on the CUDA cores (no TF32) ----
+
+// Lane l holds rows l/8 + 4i and columns l%8 + 8j (i < 4, j < 8): the eight
+// lanes of a quarter-warp read eight rows 4 banks apart, or eight adjacent
+// columns.
+struct SimtRows {
+  float value[4][8];
+};
+struct SimtLane {
+  int row, column;
+};
+__device__ __forceinline__ SimtLane ThisSimtLane() {
+  const int lane = threadIdx.x % 32;
+  return {lane / 8, lane % 8};
+}
+__device__ __forceinline__ void Zero(SimtRows& rows) {
 #pragma unroll
-  for (int n = 0; n < kHead / 16; ++n) {
-    wmma::store_matrix_sync(staging + n * 16, accumulators[n], kFloatLd, wmma::mem_row_major);
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) rows.value[i][j] = 0.0f;
   }
+}
+__device__ __forceinline__ void LoadRows(SimtRows& rows, const float* tile) {
+  const SimtLane lane = ThisSimtLane();
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      rows.value[i][j] = tile[(lane.row + 4 * i) * kFloatLd + lane.column + 8 * j];
+    }
+  }
+}
+__device__ __forceinline__ void StoreRows(float* tile, const SimtRows& rows) {
+  const SimtLane lane = ThisSimtLane();
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      tile[(lane.row + 4 * i) * kFloatLd + lane.column + 8 * j] = rows.value[i][j];
+    }
+  }
+}
+
+__device__ __forceinline__ void ProductTransposed(float* out, const float* a, const float* b) {
+  const SimtLane lane = ThisSimtLane();
+  SimtRows rows;
+  Zero(rows);
+#pragma unroll 4
+  for (int k = 0; k < kHead; k += 4) {
+    float4 a_values[4], b_values[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      a_values[i] = *reinterpret_cast<const float4*>(a + (lane.row + 4 * i) * kLd<float> + k);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      b_values[j] = *reinterpret_cast<const float4*>(b + (lane.column + 8 * j) * kLd<float> + k);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float sum = rows.value[i][j];
+        sum = fmaf(a_values[i].x, b_values[j].x, sum);
+        sum = fmaf(a_values[i].y, b_values[j].y, sum);
+        sum = fmaf(a_values[i].z, b_values[j].z, sum);
+        rows.value[i][j] = fmaf(a_values[i].w, b_values[j].w, sum);
+      }
+    }
+  }
+  StoreRows(out, rows);
+}
+
+__device__ __forceinline__ void ProductAccumulate(SimtRows& rows, const float* a, const float* b) {
+  const SimtLane lane = ThisSimtLane();
+#pragma unroll 2
+  for (int k = 0; k < kTile; k += 4) {
+    float4 a_values[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      a_values[i] = *reinterpret_cast<const float4*>(a + (lane.row + 4 * i) * kLd<float> + k);
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      float b_values[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) b_values[j] = b[(k + kk) * kLd<float> + lane.column + 8 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float a_value = kk == 0   ? a_values[i].x
+                              : kk == 1 ? a_values[i].y
+                              : kk == 2 ? a_values[i].z
+                                        : a_values[i].w;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) rows.value[i][j] = fmaf(a_value, b_values[j], rows.value[i][j]);
+      }
+    }
+  }
+}
+
+template <typename E>
+using WarpRows = std::conditional_t<std::is_same_v<E, float>, SimtRows, WmmaRows>;
+
+// Writes the warp's rows (16 × 64), times `scale`, as E rows of
+// `destination` (rows `row_stride` apart, `valid_rows` of them) through the
+// warp's float tile `staging`.
+template <typename E>
+__device__ __forceinline__ void WarpStoreRows(E* destination, int64_t row_stride, int valid_rows,
+                                              const WarpRows<E>& rows, float scale,
+                                              float* staging) {
+  StoreRows(staging, rows);
   __syncwarp();
   const int lane = threadIdx.x % 32;
   for (int i = lane; i < kWarpRows * kHead / 2; i += 32) {
     const int row = i / (kHead / 2), column = (i % (kHead / 2)) * 2;
     if (row >= valid_rows) continue;
     const float* from = staging + row * kFloatLd + column;
-    *reinterpret_cast<__nv_bfloat162*>(destination + row * row_stride + column) =
-        __floats2bfloat162_rn(from[0] * scale, from[1] * scale);
+    StorePair(destination + row * row_stride + column, from[0] * scale, from[1] * scale);
   }
   __syncwarp();
 }
@@ -128,14 +277,15 @@ __device__ __forceinline__ RowLane ThisRowLane() {
   return {lane / 2, lane % 2};
 }
 
+template <typename E>
 __global__ void __launch_bounds__(kThreads)
-    ForwardKernel(bf16* out, float* logsumexp, const bf16* qkv, int T, int NH) {
+    ForwardKernel(E* out, float* logsumexp, const E* qkv, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
-  bf16* q_tile = reinterpret_cast<bf16*>(shared);
-  bf16* k_tile = q_tile + kHalfTile;
-  bf16* v_tile = k_tile + kHalfTile;
-  bf16* p_tile = v_tile + kHalfTile;
-  float* s_tile = reinterpret_cast<float*>(p_tile + kHalfTile);
+  E* q_tile = reinterpret_cast<E*>(shared);
+  E* k_tile = q_tile + kTileElements<E>;
+  E* v_tile = k_tile + kTileElements<E>;
+  E* p_tile = v_tile + kTileElements<E>;
+  float* s_tile = reinterpret_cast<float*>(p_tile + kTileElements<E>);
   float* o_tile = s_tile + kFloatTile;
 
   const int tiles = (T + kTile - 1) / kTile;
@@ -143,7 +293,7 @@ __global__ void __launch_bounds__(kThreads)
   const int bh = static_cast<int>(blockIdx.y), b = bh / NH, h = bh % NH;
   const int C = NH * kHead;
   const int64_t stride = 3 * static_cast<int64_t>(C);
-  const bf16* base = qkv + static_cast<int64_t>(b) * T * stride + h * kHead;
+  const E* base = qkv + static_cast<int64_t>(b) * T * stride + h * kHead;
   const int q0 = query_tile * kTile;
   LoadTile(q_tile, base + q0 * stride, stride, T - q0);
 
@@ -152,7 +302,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp_row0 = warp * kWarpRows;
   float* s_row = s_tile + (warp_row0 + lane.row) * kFloatLd;
   float* o_row = o_tile + (warp_row0 + lane.row) * kFloatLd;
-  bf16* p_row = p_tile + (warp_row0 + lane.row) * kHalfLd;
+  E* p_row = p_tile + (warp_row0 + lane.row) * kLd<E>;
   for (int i = 0; i < 32; ++i) o_row[lane.half + 2 * i] = 0.0f;
   const int query = q0 + warp_row0 + lane.row;
   float row_max = -INFINITY, row_sum = 0.0f;
@@ -163,7 +313,7 @@ __global__ void __launch_bounds__(kThreads)
     LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
     LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
     __syncthreads();
-    WarpProductTransposed(s_tile + warp_row0 * kFloatLd, q_tile + warp_row0 * kHalfLd, k_tile);
+    ProductTransposed(s_tile + warp_row0 * kFloatLd, q_tile + warp_row0 * kLd<E>, k_tile);
     __syncwarp();
     // Online softmax of this row's 64 new scores (2 lanes, 32 columns each).
     float tile_max = -INFINITY;
@@ -184,7 +334,7 @@ __global__ void __launch_bounds__(kThreads)
       const int column = lane.half + 2 * i;
       const float p = exp2f(s_row[column] - new_max);
       tile_sum += p;
-      p_row[column] = __float2bfloat16(p);
+      p_row[column] = FromFloat<E>(p);
       o_row[column] *= rescale;
     }
     tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
@@ -193,34 +343,26 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     // O += P·V, the accumulator round-tripping through the float tile (its
     // rows had to be rescaled).
-    Accumulator accumulators[kHead / 16];
-#pragma unroll
-    for (int n = 0; n < kHead / 16; ++n) {
-      wmma::load_matrix_sync(accumulators[n], o_tile + warp_row0 * kFloatLd + n * 16, kFloatLd,
-                             wmma::mem_row_major);
-    }
-    WarpProductAccumulate(accumulators, p_tile + warp_row0 * kHalfLd, v_tile);
-#pragma unroll
-    for (int n = 0; n < kHead / 16; ++n) {
-      wmma::store_matrix_sync(o_tile + warp_row0 * kFloatLd + n * 16, accumulators[n], kFloatLd,
-                              wmma::mem_row_major);
-    }
+    WarpRows<E> accumulators;
+    LoadRows(accumulators, o_tile + warp_row0 * kFloatLd);
+    ProductAccumulate(accumulators, p_tile + warp_row0 * kLd<E>, v_tile);
+    StoreRows(o_tile + warp_row0 * kFloatLd, accumulators);
     __syncwarp();
   }
   if (query >= T) return;
   const float inverse = 1.0f / row_sum;
-  bf16* out_row = out + (static_cast<int64_t>(b) * T + query) * C + h * kHead;
+  E* out_row = out + (static_cast<int64_t>(b) * T + query) * C + h * kHead;
   for (int i = 0; i < 16; ++i) {
     const int column = lane.half * 32 + 2 * i;  // contiguous halves for the global stores
-    *reinterpret_cast<__nv_bfloat162*>(out_row + column) =
-        __floats2bfloat162_rn(o_row[column] * inverse, o_row[column + 1] * inverse);
+    StorePair(out_row + column, o_row[column] * inverse, o_row[column + 1] * inverse);
   }
   if (lane.half == 0) logsumexp[static_cast<int64_t>(bh) * T + query] = row_max + log2f(row_sum);
 }
 
 // scratch[(b·NH + h)·T + t] = Σ_d d_out·out over the head's 64 features: one
 // warp per (b, t, h).
-__global__ void RowDotKernel(float* dots, const bf16* d_out, const bf16* out, int64_t rows, int T,
+template <typename E>
+__global__ void RowDotKernel(float* dots, const E* d_out, const E* out, int64_t rows, int T,
                              int NH) {
   const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
   if (row >= rows) return;
@@ -228,9 +370,8 @@ __global__ void RowDotKernel(float* dots, const bf16* d_out, const bf16* out, in
   const int h = static_cast<int>(row % NH);
   const int64_t bt = row / NH;
   const int64_t offset = row * kHead + 2 * lane;
-  const __nv_bfloat162 g = *reinterpret_cast<const __nv_bfloat162*>(d_out + offset);
-  const __nv_bfloat162 o = *reinterpret_cast<const __nv_bfloat162*>(out + offset);
-  float dot = __low2float(g) * __low2float(o) + __high2float(g) * __high2float(o);
+  float dot = ToFloat(d_out[offset]) * ToFloat(out[offset]) +
+              ToFloat(d_out[offset + 1]) * ToFloat(out[offset + 1]);
   for (int step = 16; step > 0; step /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, step);
   if (lane == 0) {
     const int64_t b = bt / T, t = bt % T;
@@ -241,17 +382,18 @@ __global__ void RowDotKernel(float* dots, const bf16* d_out, const bf16* out, in
 // dK and dV of one key tile, over the query tiles from the diagonal down.
 // The warp's rows are keys: it forms Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, then
 // dV += Pᵀ·dO and dK += dSᵀ·Q with dSᵀ = Pᵀ ∘ (dPᵀ − D).
+template <typename E>
 __global__ void __launch_bounds__(kThreads)
-    KeyValueGradientKernel(bf16* d_qkv, const bf16* d_out, const bf16* qkv, const float* logsumexp,
+    KeyValueGradientKernel(E* d_qkv, const E* d_out, const E* qkv, const float* logsumexp,
                            const float* dots, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
-  bf16* k_tile = reinterpret_cast<bf16*>(shared);
-  bf16* v_tile = k_tile + kHalfTile;
-  bf16* q_tile = v_tile + kHalfTile;
-  bf16* do_tile = q_tile + kHalfTile;
-  bf16* p_tile = do_tile + kHalfTile;
-  bf16* ds_tile = p_tile + kHalfTile;
-  float* f_tile = reinterpret_cast<float*>(ds_tile + kHalfTile);
+  E* k_tile = reinterpret_cast<E*>(shared);
+  E* v_tile = k_tile + kTileElements<E>;
+  E* q_tile = v_tile + kTileElements<E>;
+  E* do_tile = q_tile + kTileElements<E>;
+  E* p_tile = do_tile + kTileElements<E>;
+  E* ds_tile = p_tile + kTileElements<E>;
+  float* f_tile = reinterpret_cast<float*>(ds_tile + kTileElements<E>);
   float* lse_row = f_tile + kFloatTile;
   float* dot_row = lse_row + kTile;
 
@@ -261,8 +403,8 @@ __global__ void __launch_bounds__(kThreads)
   const int C = NH * kHead;
   const int64_t stride = 3 * static_cast<int64_t>(C);
   const int64_t batch_offset = static_cast<int64_t>(b) * T * stride + h * kHead;
-  const bf16* base = qkv + batch_offset;
-  const bf16* d_out_base = d_out + static_cast<int64_t>(b) * T * C + h * kHead;
+  const E* base = qkv + batch_offset;
+  const E* d_out_base = d_out + static_cast<int64_t>(b) * T * C + h * kHead;
   const int k0 = key_tile * kTile;
   LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
   LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
@@ -271,15 +413,12 @@ __global__ void __launch_bounds__(kThreads)
   const RowLane lane = ThisRowLane();
   const int warp_row0 = warp * kWarpRows;
   float* f_row = f_tile + (warp_row0 + lane.row) * kFloatLd;
-  bf16* p_row = p_tile + (warp_row0 + lane.row) * kHalfLd;
-  bf16* ds_row = ds_tile + (warp_row0 + lane.row) * kHalfLd;
+  E* p_row = p_tile + (warp_row0 + lane.row) * kLd<E>;
+  E* ds_row = ds_tile + (warp_row0 + lane.row) * kLd<E>;
   const int key = k0 + warp_row0 + lane.row;
-  Accumulator d_k[kHead / 16], d_v[kHead / 16];
-#pragma unroll
-  for (int n = 0; n < kHead / 16; ++n) {
-    wmma::fill_fragment(d_k[n], 0.0f);
-    wmma::fill_fragment(d_v[n], 0.0f);
-  }
+  WarpRows<E> d_k, d_v;
+  Zero(d_k);
+  Zero(d_v);
   float p[32];
 
   for (int query_tile = key_tile; query_tile < tiles; ++query_tile) {
@@ -293,45 +432,46 @@ __global__ void __launch_bounds__(kThreads)
       dot_row[threadIdx.x] = query < T ? dots[static_cast<int64_t>(bh) * T + query] : 0.0f;
     }
     __syncthreads();
-    WarpProductTransposed(f_tile + warp_row0 * kFloatLd, k_tile + warp_row0 * kHalfLd, q_tile);
+    ProductTransposed(f_tile + warp_row0 * kFloatLd, k_tile + warp_row0 * kLd<E>, q_tile);
     __syncwarp();
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int column = lane.half + 2 * i, query = q0 + column;
       p[i] = query >= key && query < T ? exp2f(f_row[column] * kScaleLog2 - lse_row[column]) : 0.0f;
-      p_row[column] = __float2bfloat16(p[i]);
+      p_row[column] = FromFloat<E>(p[i]);
     }
     __syncwarp();
-    WarpProductTransposed(f_tile + warp_row0 * kFloatLd, v_tile + warp_row0 * kHalfLd, do_tile);
+    ProductTransposed(f_tile + warp_row0 * kFloatLd, v_tile + warp_row0 * kLd<E>, do_tile);
     __syncwarp();
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int column = lane.half + 2 * i;
-      ds_row[column] = __float2bfloat16(p[i] * (f_row[column] - dot_row[column]));
+      ds_row[column] = FromFloat<E>(p[i] * (f_row[column] - dot_row[column]));
     }
     __syncwarp();
-    WarpProductAccumulate(d_v, p_tile + warp_row0 * kHalfLd, do_tile);
-    WarpProductAccumulate(d_k, ds_tile + warp_row0 * kHalfLd, q_tile);
+    ProductAccumulate(d_v, p_tile + warp_row0 * kLd<E>, do_tile);
+    ProductAccumulate(d_k, ds_tile + warp_row0 * kLd<E>, q_tile);
   }
-  bf16* d_base = d_qkv + batch_offset + (k0 + warp_row0) * stride;
+  E* d_base = d_qkv + batch_offset + (k0 + warp_row0) * stride;
   const int valid_rows = T - (k0 + warp_row0);
   float* staging = f_tile + warp_row0 * kFloatLd;
-  WarpStoreRows(d_base + C, stride, valid_rows, d_k, kScale, staging);
-  WarpStoreRows(d_base + 2 * C, stride, valid_rows, d_v, 1.0f, staging);
+  WarpStoreRows<E>(d_base + C, stride, valid_rows, d_k, kScale, staging);
+  WarpStoreRows<E>(d_base + 2 * C, stride, valid_rows, d_v, 1.0f, staging);
 }
 
 // dQ of one query tile, over the key tiles up to the diagonal: S = Q·Kᵀ,
 // dP = dO·Vᵀ, dS = P ∘ (dP − D), dQ += dS·K.
+template <typename E>
 __global__ void __launch_bounds__(kThreads)
-    QueryGradientKernel(bf16* d_qkv, const bf16* d_out, const bf16* qkv, const float* logsumexp,
+    QueryGradientKernel(E* d_qkv, const E* d_out, const E* qkv, const float* logsumexp,
                         const float* dots, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
-  bf16* q_tile = reinterpret_cast<bf16*>(shared);
-  bf16* do_tile = q_tile + kHalfTile;
-  bf16* k_tile = do_tile + kHalfTile;
-  bf16* v_tile = k_tile + kHalfTile;
-  bf16* ds_tile = v_tile + kHalfTile;
-  float* f_tile = reinterpret_cast<float*>(ds_tile + kHalfTile);
+  E* q_tile = reinterpret_cast<E*>(shared);
+  E* do_tile = q_tile + kTileElements<E>;
+  E* k_tile = do_tile + kTileElements<E>;
+  E* v_tile = k_tile + kTileElements<E>;
+  E* ds_tile = v_tile + kTileElements<E>;
+  float* f_tile = reinterpret_cast<float*>(ds_tile + kTileElements<E>);
 
   const int tiles = (T + kTile - 1) / kTile;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.x);  // the longest first
@@ -339,7 +479,7 @@ __global__ void __launch_bounds__(kThreads)
   const int C = NH * kHead;
   const int64_t stride = 3 * static_cast<int64_t>(C);
   const int64_t batch_offset = static_cast<int64_t>(b) * T * stride + h * kHead;
-  const bf16* base = qkv + batch_offset;
+  const E* base = qkv + batch_offset;
   const int q0 = query_tile * kTile;
   LoadTile(q_tile, base + q0 * stride, stride, T - q0);
   LoadTile(do_tile, d_out + (static_cast<int64_t>(b) * T + q0) * C + h * kHead, C, T - q0);
@@ -348,14 +488,13 @@ __global__ void __launch_bounds__(kThreads)
   const RowLane lane = ThisRowLane();
   const int warp_row0 = warp * kWarpRows;
   float* f_row = f_tile + (warp_row0 + lane.row) * kFloatLd;
-  bf16* ds_row = ds_tile + (warp_row0 + lane.row) * kHalfLd;
+  E* ds_row = ds_tile + (warp_row0 + lane.row) * kLd<E>;
   const int query = q0 + warp_row0 + lane.row;
   const bool valid = query < T;
   const float lse = valid ? logsumexp[static_cast<int64_t>(bh) * T + query] : 0.0f;
   const float dot = valid ? dots[static_cast<int64_t>(bh) * T + query] : 0.0f;
-  Accumulator d_q[kHead / 16];
-#pragma unroll
-  for (int n = 0; n < kHead / 16; ++n) wmma::fill_fragment(d_q[n], 0.0f);
+  WarpRows<E> d_q;
+  Zero(d_q);
   float p[32];
 
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
@@ -364,7 +503,7 @@ __global__ void __launch_bounds__(kThreads)
     LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
     LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
     __syncthreads();
-    WarpProductTransposed(f_tile + warp_row0 * kFloatLd, q_tile + warp_row0 * kHalfLd, k_tile);
+    ProductTransposed(f_tile + warp_row0 * kFloatLd, q_tile + warp_row0 * kLd<E>, k_tile);
     __syncwarp();
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
@@ -373,25 +512,28 @@ __global__ void __launch_bounds__(kThreads)
       p[i] = valid && k0 + column <= query ? exp2f(f_row[column] * kScaleLog2 - lse) : 0.0f;
     }
     __syncwarp();
-    WarpProductTransposed(f_tile + warp_row0 * kFloatLd, do_tile + warp_row0 * kHalfLd, v_tile);
+    ProductTransposed(f_tile + warp_row0 * kFloatLd, do_tile + warp_row0 * kLd<E>, v_tile);
     __syncwarp();
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const int column = lane.half + 2 * i;
-      ds_row[column] = __float2bfloat16(p[i] * (f_row[column] - dot));
+      ds_row[column] = FromFloat<E>(p[i] * (f_row[column] - dot));
     }
     __syncwarp();
-    WarpProductAccumulate(d_q, ds_tile + warp_row0 * kHalfLd, k_tile);
+    ProductAccumulate(d_q, ds_tile + warp_row0 * kLd<E>, k_tile);
   }
   float* staging = f_tile + warp_row0 * kFloatLd;
-  WarpStoreRows(d_qkv + batch_offset + (q0 + warp_row0) * stride, stride, T - (q0 + warp_row0), d_q,
-                kScale, staging);
+  WarpStoreRows<E>(d_qkv + batch_offset + (q0 + warp_row0) * stride, stride, T - (q0 + warp_row0),
+                   d_q, kScale, staging);
 }
 
-constexpr size_t kForwardShared = 4 * kHalfTile * sizeof(bf16) + 2 * kFloatTile * sizeof(float);
-constexpr size_t kKeyValueShared =
-    6 * kHalfTile * sizeof(bf16) + (kFloatTile + 2 * kTile) * sizeof(float);
-constexpr size_t kQueryShared = 5 * kHalfTile * sizeof(bf16) + kFloatTile * sizeof(float);
+template <typename E>
+constexpr size_t kForwardShared = 4 * kTileElements<E> * sizeof(E) + 2 * kFloatTile * sizeof(float);
+template <typename E>
+constexpr size_t kKeyValueShared = 6 * kTileElements<E> * sizeof(E) +
+                                   (kFloatTile + 2 * kTile) * sizeof(float);
+template <typename E>
+constexpr size_t kQueryShared = 5 * kTileElements<E> * sizeof(E) + kFloatTile * sizeof(float);
 
 // Above 48 KiB a kernel's dynamic shared memory must be asked for; once per
 // process and device suffices, but asking again is cheap and keeps this
@@ -407,33 +549,57 @@ dim3 TileGrid(int64_t batch_size, int64_t sequence_length, int64_t num_heads) {
               static_cast<unsigned>(batch_size * num_heads));
 }
 
+template <typename E>
+void Forward(E* out, float* logsumexp, const E* qkv, int64_t batch_size, int64_t sequence_length,
+             int64_t num_heads, cudaStream_t stream) {
+  AllowShared(ForwardKernel<E>, kForwardShared<E>);
+  ForwardKernel<E>
+      <<<TileGrid(batch_size, sequence_length, num_heads), kThreads, kForwardShared<E>, stream>>>(
+          out, logsumexp, qkv, static_cast<int>(sequence_length), static_cast<int>(num_heads));
+}
+
+template <typename E>
+void Backward(E* d_qkv, float* scratch, const E* d_out, const E* qkv, const E* out,
+              const float* logsumexp, int64_t batch_size, int64_t sequence_length,
+              int64_t num_heads, cudaStream_t stream) {
+  const int T = static_cast<int>(sequence_length), NH = static_cast<int>(num_heads);
+  const int64_t rows = batch_size * sequence_length * num_heads;
+  constexpr int kRowsPerBlock = 8;
+  RowDotKernel<E><<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
+                    kRowsPerBlock * 32, 0, stream>>>(scratch, d_out, out, rows, T, NH);
+  const dim3 grid = TileGrid(batch_size, sequence_length, num_heads);
+  AllowShared(KeyValueGradientKernel<E>, kKeyValueShared<E>);
+  KeyValueGradientKernel<E><<<grid, kThreads, kKeyValueShared<E>, stream>>>(
+      d_qkv, d_out, qkv, logsumexp, scratch, T, NH);
+  AllowShared(QueryGradientKernel<E>, kQueryShared<E>);
+  QueryGradientKernel<E>
+      <<<grid, kThreads, kQueryShared<E>, stream>>>(d_qkv, d_out, qkv, logsumexp, scratch, T, NH);
+}
+
 }  // namespace
 
 void FusedAttentionForward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* qkv,
                            int64_t batch_size, int64_t sequence_length, int64_t num_heads,
                            cudaStream_t stream) {
-  AllowShared(ForwardKernel, kForwardShared);
-  ForwardKernel<<<TileGrid(batch_size, sequence_length, num_heads), kThreads, kForwardShared,
-                  stream>>>(out, logsumexp, qkv, static_cast<int>(sequence_length),
-                            static_cast<int>(num_heads));
+  Forward(out, logsumexp, qkv, batch_size, sequence_length, num_heads, stream);
+}
+void FusedAttentionForward(float* out, float* logsumexp, const float* qkv, int64_t batch_size,
+                           int64_t sequence_length, int64_t num_heads, cudaStream_t stream) {
+  Forward(out, logsumexp, qkv, batch_size, sequence_length, num_heads, stream);
 }
 
 void FusedAttentionBackward(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfloat16* d_out,
                             const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                             const float* logsumexp, int64_t batch_size, int64_t sequence_length,
                             int64_t num_heads, cudaStream_t stream) {
-  const int T = static_cast<int>(sequence_length), NH = static_cast<int>(num_heads);
-  const int64_t rows = batch_size * sequence_length * num_heads;
-  constexpr int kRowsPerBlock = 8;
-  RowDotKernel<<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                 kRowsPerBlock * 32, 0, stream>>>(scratch, d_out, out, rows, T, NH);
-  const dim3 grid = TileGrid(batch_size, sequence_length, num_heads);
-  AllowShared(KeyValueGradientKernel, kKeyValueShared);
-  KeyValueGradientKernel<<<grid, kThreads, kKeyValueShared, stream>>>(d_qkv, d_out, qkv, logsumexp,
-                                                                      scratch, T, NH);
-  AllowShared(QueryGradientKernel, kQueryShared);
-  QueryGradientKernel<<<grid, kThreads, kQueryShared, stream>>>(d_qkv, d_out, qkv, logsumexp,
-                                                                scratch, T, NH);
+  Backward(d_qkv, scratch, d_out, qkv, out, logsumexp, batch_size, sequence_length, num_heads,
+           stream);
+}
+void FusedAttentionBackward(float* d_qkv, float* scratch, const float* d_out, const float* qkv,
+                            const float* out, const float* logsumexp, int64_t batch_size,
+                            int64_t sequence_length, int64_t num_heads, cudaStream_t stream) {
+  Backward(d_qkv, scratch, d_out, qkv, out, logsumexp, batch_size, sequence_length, num_heads,
+           stream);
 }
 
 }  // namespace infini::examples::gpt2::gpu

@@ -1,13 +1,14 @@
-// Fused causal self-attention for bfloat16 with heads of 64 (GPT-2's):
-// FlashAttention-2's algorithm on tensor cores (nvcuda::wmma bf16 16×16×16,
-// float accumulation). Q, K and V are read in place from the qkv activation
+// Fused causal self-attention with heads of 64 (GPT-2's): FlashAttention-2's
+// algorithm, in bfloat16 on tensor cores (nvcuda::wmma bf16 16×16×16, float
+// accumulation). Q, K and V are read in place from the qkv activation
 // [B, T, 3, NH, 64] and the output is written in rows [B, T, NH·64], so no
 // head-splitting copies are made and no T × T score matrix is stored: the
 // forward keeps one float per query row (the log-sum-exp of its scores) and
 // the backward recomputes the probabilities tile by tile from it.
 //
-// Other shapes and float32 use the unfused path of kernels.h (batched
-// products and CausalSoftmax*), which stores the probabilities.
+// float32 runs the same algorithm on the CUDA cores (float math, no TF32).
+// Other head sizes use the unfused path of kernels.h (batched products and
+// CausalSoftmax*), which stores the probabilities.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,6 +27,8 @@ constexpr int64_t kFusedAttentionHeadSize = 64;
 void FusedAttentionForward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* qkv,
                            int64_t batch_size, int64_t sequence_length, int64_t num_heads,
                            cudaStream_t stream);
+void FusedAttentionForward(float* out, float* logsumexp, const float* qkv, int64_t batch_size,
+                           int64_t sequence_length, int64_t num_heads, cudaStream_t stream);
 
 // Writes the gradients of Q, K and V into d_qkv (the layout of qkv) from the
 // output gradient d_out (the layout of out), with out and logsumexp of the
@@ -34,5 +37,8 @@ void FusedAttentionBackward(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfl
                             const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                             const float* logsumexp, int64_t batch_size, int64_t sequence_length,
                             int64_t num_heads, cudaStream_t stream);
+void FusedAttentionBackward(float* d_qkv, float* scratch, const float* d_out, const float* qkv,
+                            const float* out, const float* logsumexp, int64_t batch_size,
+                            int64_t sequence_length, int64_t num_heads, cudaStream_t stream);
 
 }  // namespace infini::examples::gpt2::gpu

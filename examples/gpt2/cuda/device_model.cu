@@ -125,8 +125,8 @@ struct DeviceModel::State {
   DeviceArray<float> losses, loss_accumulator, sum_of_squares;
   float last_gradient_scale = 1.0f;
 
-  // bfloat16 with heads of 64: attention.h's fused kernels (no T × T
-  // buffers); otherwise the unfused batched products and softmax.
+  // Heads of 64: attention.h's fused kernels (no T × T buffers); otherwise
+  // the unfused batched products and softmax.
   bool fused_attention = false;
 
   // Activations in the model's dtype (as bytes; typed by Run<T>), and float
@@ -305,13 +305,10 @@ void DeviceModel::State::RunForward(float loss_weight) {
                      residual, param<T>(kLn1Weight, l), param<T>(kLn1Bias, l), rows, C, stream);
     Linear(qkv, ln1, kQkvWeight, kQkvBias, l, rows, C, 3 * C);
 
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      if (fused_attention) {
-        FusedAttentionForward(attention_out, a.attention_lse.get() + l * capacity * NH, qkv, B, T_,
-                              NH, stream);
-      }
-    }
-    if (!fused_attention) {
+    if (fused_attention) {
+      FusedAttentionForward(attention_out, a.attention_lse.get() + l * capacity * NH, qkv, B, T_,
+                            NH, stream);
+    } else {
       // Attention per (b, h): S = scale · Q·Kᵀ (T × T, row t = query t), the
       // causal softmax P, then Y = P·V. Row-major S is column-major Sᵀ =
       // K·Qᵀ: op T of K (hs × T) times Q (hs × T).
@@ -402,14 +399,11 @@ void DeviceModel::State::RunBackward(float loss_scale,
     // Attention branch.
     LinearBackward(Typed<T>(a.d_attention_out), d_residual, attention_out, kAttnProjWeight,
                    kAttnProjBias, l, rows, C, C);
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      if (fused_attention) {
-        FusedAttentionBackward(Typed<T>(a.d_qkv), a.attention_dots.get(),
-                               Typed<T>(a.d_attention_out), qkv, attention_out,
-                               a.attention_lse.get() + l * capacity * NH, B, T_, NH, stream);
-      }
-    }
-    if (!fused_attention) {
+    if (fused_attention) {
+      FusedAttentionBackward(Typed<T>(a.d_qkv), a.attention_dots.get(), Typed<T>(a.d_attention_out),
+                             qkv, attention_out, a.attention_lse.get() + l * capacity * NH, B, T_,
+                             NH, stream);
+    } else {
       const T* probabilities = Typed<T>(a.probabilities, l * attention_capacity);
       T* q = Typed<T>(a.q);
       T* k = Typed<T>(a.k);
@@ -561,7 +555,7 @@ DeviceModel::DeviceModel(const ModelConfig& config, DeviceDtype dtype, int64_t m
   a.d_qkv = bytes(rows * 3 * C);
   a.d_fc = bytes(rows * 4 * C);
   a.d_fc_gelu = bytes(rows * 4 * C);
-  s.fused_attention = dtype == DeviceDtype::kBFloat16 && C / NH == kFusedAttentionHeadSize;
+  s.fused_attention = C / NH == kFusedAttentionHeadSize;
   if (s.fused_attention) {
     a.attention_lse = DeviceArray<float>(L * rows * NH);
     a.attention_dots = DeviceArray<float>(rows * NH);

@@ -1,8 +1,8 @@
 // GPT-2 on a CUDA device: the host Model's architecture and configuration
-// (model.h), with cuBLAS for the matrix products, the fused attention of
-// attention.h in bfloat16 with heads of 64, and the kernels of kernels.h for
-// the rest, in float32 or bfloat16 (float accumulation, float master weights
-// and gradients).
+// (model.h), with cuBLAS and cuBLASLt (fused_matmul.h) for the matrix
+// products, the fused attention of attention.h for heads of 64, and the
+// kernels of kernels.h for the rest, in float32 or bfloat16 (float
+// accumulation, float master weights and gradients).
 //
 // Parameters sit in "gradient groups" in the order backward finishes them:
 // ln_f, layer L−1, …, layer 0, then the embeddings (the token embedding is
