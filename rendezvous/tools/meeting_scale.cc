@@ -104,14 +104,19 @@ struct Counters {
 // A Store that counts each call as one request/reply and its keys and values
 // as bytes, when `counted` (a TCP client of node 0's store); otherwise what
 // it carries is counted elsewhere (etcd's own counters of HTTP bodies, or the
-// relay's of its frames). The keys it writes are counted either way.
+// relay's of its frames). The keys it writes are counted unless it is a
+// relay's client (node 0's store counts what reaches it).
 class CountingStore {
  public:
-  CountingStore(std::unique_ptr<Store> store, Counters* counters, bool counted)
-      : store_(std::move(store)), counters_(counters), counted_(counted) {}
+  CountingStore(std::unique_ptr<Store> store, Counters* counters, bool counted,
+                bool through_relay = false)
+      : store_(std::move(store)),
+        counters_(counters),
+        counted_(counted),
+        through_relay_(through_relay) {}
   void Set(const std::string& key, const std::string& value) {
     Count(key.size() + value.size());
-    counters_->Wrote(key);
+    if (!through_relay_) counters_->Wrote(key);
     store_->Set(key, value);
   }
   std::string Get(const std::string& key) {
@@ -137,6 +142,7 @@ class CountingStore {
   std::unique_ptr<Store> store_;
   Counters* counters_;
   bool counted_;
+  bool through_relay_;
 };
 
 struct Layout {
@@ -195,16 +201,17 @@ class Meeting {
         node_begin_(node_begin),
         node_end_(node_end) {}
 
-  // `counted`: a client of node 0's store (not of a relay).
-  std::unique_ptr<CountingStore> ConnectTcp(uint16_t port, bool counted) {
+  // `through_relay`: a client of its node's relay, not of node 0's store.
+  std::unique_ptr<CountingStore> ConnectTcp(uint16_t port, bool through_relay) {
     auto client = TcpStoreClient::Connect("127.0.0.1", port, std::chrono::seconds(60), kToken);
     client->set_timeout(std::chrono::seconds(300));
-    return std::make_unique<CountingStore>(std::move(client), &counters_, counted);
+    return std::make_unique<CountingStore>(std::move(client), &counters_, !through_relay,
+                                           through_relay);
   }
 
   // A client of the --store: node 0's TCP store, or etcd.
   std::unique_ptr<CountingStore> ConnectToStore() {
-    if (store_kind_ == "tcp") return ConnectTcp(tcp_port_, true);
+    if (store_kind_ == "tcp") return ConnectTcp(tcp_port_, false);
     EtcdStoreOptions options;
     std::stringstream list(FLAGS_etcd_endpoints);
     for (std::string member; std::getline(list, member, ',');) options.endpoints.push_back(member);
@@ -263,7 +270,7 @@ class Meeting {
               actor->store = ConnectToStore();
             } else {
               actor->store =
-                  ConnectTcp(relays_[layout_.NodeOf(actor->rank) - node_begin_]->port(), false);
+                  ConnectTcp(relays_[layout_.NodeOf(actor->rank) - node_begin_]->port(), true);
             }
           }
           for (Actor* actor : mine) Publish(*actor, protocol);
