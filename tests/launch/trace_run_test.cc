@@ -256,6 +256,46 @@ TEST(TraceMerge, SummaryNamesTheRankThatArrivesLastWithAlignedClocks) {
       << summary;
 }
 
+// A watchdog or recovery event (trace_format.h's "facts" lines): a point
+// is "ph":"i" with its facts in args, a span "X" with its duration; facts
+// that are not one object are left out rather than break the file.
+TEST(TraceMerge, FaultEventsArePointsAndSpansWithTheirFactsInArgs) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/rank0.jsonl")
+      << "{\"kind\":\"rank\",\"rank\":0,\"node\":0,\"local_rank\":0,\"pid\":1,\"host\":\"h\"}\n"
+         "{\"kind\":\"op\",\"cat\":\"recovery\",\"name\":\"loss_notice\",\"group\":\"\","
+         "\"seq\":-1,\"instant\":1,\"facts\":\"{\\\"lost_ranks\\\":[1,3]}\",\"bytes\":0,"
+         "\"begin_ns\":2000,\"end_ns\":2000}\n"
+         "{\"kind\":\"op\",\"cat\":\"recovery\",\"name\":\"shrink\",\"group\":\"\",\"seq\":-1,"
+         "\"facts\":\"{\\\"new_world_size\\\":2,\\\"why\\\":\\\"a \\\\\\\"b\\\\\\\"\\\"}\","
+         "\"bytes\":0,\"begin_ns\":1000,\"end_ns\":5000}\n"
+         "{\"kind\":\"op\",\"cat\":\"watchdog\",\"name\":\"timeout\",\"group\":\"world\","
+         "\"seq\":-1,\"instant\":1,\"facts\":\"{\\\"op\\\":\",\"bytes\":0,\"begin_ns\":6000,"
+         "\"end_ns\":6000}\n"
+         "{\"kind\":\"end\"}\n";
+  const MergedTrace merged = MergeTraces(dir.path(), ReadRankTraces(dir.path()));
+  ASSERT_FALSE(merged.path.empty());
+  const Json trace = ReadJsonFile(merged.path);
+  std::map<std::string, const Json*> events;
+  for (const Json& event : trace["traceEvents"].items) events[event["name"].text] = &event;
+  ASSERT_TRUE(events.count("loss_notice")) << ReadFile(merged.path);
+  const Json& notice = *events["loss_notice"];
+  EXPECT_EQ(notice["ph"].text, "i");
+  EXPECT_EQ(notice["cat"].text, "recovery");
+  EXPECT_EQ(notice["ts"].number, 1);  // µs after the first event, the shrink's begin
+  ASSERT_EQ(notice["args"]["lost_ranks"].items.size(), 2u);
+  EXPECT_EQ(notice["args"]["lost_ranks"].items[1].number, 3);
+  ASSERT_TRUE(events.count("shrink"));
+  const Json& shrink = *events["shrink"];
+  EXPECT_EQ(shrink["ph"].text, "X");
+  EXPECT_EQ(shrink["dur"].number, 4);
+  EXPECT_EQ(shrink["args"]["new_world_size"].number, 2);
+  EXPECT_EQ(shrink["args"]["why"].text, "a \"b\"");
+  ASSERT_TRUE(events.count("timeout"));  // the cut facts are left out, the event stays
+  EXPECT_EQ((*events["timeout"])["args"]["group"].text, "world");
+  EXPECT_EQ((*events["timeout"])["args"].members.count("op"), 0u);
+}
+
 TEST(TraceMerge, CutLineReadsAsNoObject) {
   EXPECT_TRUE(ParseFlatJson("{\"kind\":\"op\",\"cat\":\"cc").empty());
   const auto fields = ParseFlatJson("{\"kind\":\"op\",\"group\":\"a\\\"b\",\"seq\":-3}");
