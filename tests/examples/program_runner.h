@@ -20,9 +20,10 @@ struct Result {
 };
 
 // Runs `command` through the shell, bounded so that a hang fails the test
-// instead of stalling CI.
+// instead of stalling CI. `env` lets the command start with VAR=value
+// assignments, which `timeout` alone would take for the program's name.
 inline Result RunCommand(const std::string& command) {
-  const std::string bounded = "timeout -k 5 120 " + command + " 2>&1";
+  const std::string bounded = "timeout -k 5 120 env " + command + " 2>&1";
   Result result;
   FILE* pipe = popen(bounded.c_str(), "r");
   if (pipe == nullptr) return result;
