@@ -4,7 +4,9 @@ rank, communication calls as bars coloured by op, waits below them; the
 white between bars is the rank's compute (docs/tracing.md). A rank with
 device spans gets a second lane under it, "rank R device": the same colours,
 hatched and outlined, so the device's time reads apart from the host's
-enqueue. A plugin's events (its algorithm) are thin black ticks.
+enqueue. A plugin's events (its algorithm) are thin black ticks; the
+watchdog's and the recovery's spans (a shrink, an admission) thin red bars,
+their points (a timeout, a loss heard) red triangles on the lane.
 
   python3 scripts/trace_png.py TRACE_DIR/trace.json -o trace.png [--from_ms A --to_ms B]
 
@@ -29,7 +31,10 @@ except ImportError:
 CALL_CATEGORIES = {"ccl"}
 # Thin bars: colour and offset from the lane's centre (plugin events above the call).
 THIN_CATEGORIES = {"wait": ("#9e9e9e", 0.2), "bucket": ("#6a3d9a", 0.2),
-                   "plugin": ("#000000", -0.42)}
+                   "plugin": ("#000000", -0.42), "recovery": ("#e31a1c", 0.32),
+                   "watchdog": ("#e31a1c", 0.32)}
+# Points ("ph":"i"): the watchdog's and the recovery's (docs/tracing.md).
+POINT_COLOUR = "#e31a1c"
 DEVICE_CATEGORY = "device"
 DEVICE_LANE_BASE = 1 << 20  # trace_format.h's kDeviceLaneBase
 OP_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#8c564b", "#e377c2", "#17becf",
@@ -53,6 +58,7 @@ def main():
 
     lanes = {}  # (pid, tid) -> name
     spans = []
+    points = []  # (key, name, at_ms)
     for event in trace.get("traceEvents", []):
         key = (event.get("pid", 0), event.get("tid", 0))
         if event.get("ph") == "M" and event.get("name") == "thread_name":
@@ -65,6 +71,12 @@ def main():
                 continue
             spans.append((key, event.get("cat", ""), event.get("name", ""), start, length))
             lanes.setdefault(key, f"rank {key[1]}")
+        elif event.get("ph") == "i":
+            at = event["ts"] / 1000.0
+            if (args.from_ms is None or at >= args.from_ms) and (args.to_ms is None
+                                                                 or at <= args.to_ms):
+                points.append((key, event.get("name", ""), at))
+                lanes.setdefault(key, f"rank {key[1]}")
     if not spans:
         sys.exit(f"trace_png.py: {args.trace}: no spans to draw (in the window asked)")
 
@@ -93,6 +105,8 @@ def main():
             colour, offset = THIN_CATEGORIES[cat]
             axes.broken_barh([(start, max(length, 1e-3))], (row + offset, 0.1),
                              facecolors=colour, linewidth=0)
+    for key, name, at in points:
+        axes.plot([at], [row_of[key] - 0.38], marker="v", color=POINT_COLOUR, markersize=5)
     axes.set_yticks(range(len(order)))
     axes.set_yticklabels([f"{lanes[key]} (node {key[0]})" for key in order])
     axes.invert_yaxis()
@@ -107,11 +121,14 @@ def main():
                             label="device (hatched)"))
     legend += [Patch(color=colour, label=cat) for cat, (colour, _) in THIN_CATEGORIES.items()
                if any(span[1] == cat for span in spans)]
+    if points:
+        legend.append(Patch(color=POINT_COLOUR, label="watchdog/recovery points"))
     axes.legend(handles=legend, loc="lower right", bbox_to_anchor=(1.0, 1.0), fontsize="small",
                 ncol=len(legend), frameon=False)
     figure.tight_layout()
     figure.savefig(args.out)
-    print(f"trace_png.py: {len(spans)} spans of {len(order)} ranks drawn into {args.out}")
+    print(f"trace_png.py: {len(spans)} spans and {len(points)} points of {len(order)} ranks "
+          f"drawn into {args.out}")
 
 
 if __name__ == "__main__":
