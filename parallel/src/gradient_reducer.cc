@@ -25,6 +25,9 @@ struct GradientReducer::State {
   std::vector<ccl::DeviceBuffer> storages;    // one per layout.storages
   std::vector<ccl::FlatTensor> views;         // one per gradient
   std::vector<ccl::FlatTensor> bucket_views;  // one per bucket
+  // After `storages`, so that each bucket is deregistered before its memory
+  // is freed. One per non-empty bucket when registering.
+  std::vector<GroupBufferRegistration> registrations;
   ccl::ReduceOp op = ccl::ReduceOp::kSum;
   bool needs_scaling = false;
 
@@ -154,6 +157,16 @@ GradientReducer::GradientReducer(ProcessGroup& group, std::vector<GradientSpec> 
     state.bucket_views.push_back(state.storages[bucket.storage].AsTensor(
         state.layout.storages[bucket.storage].dtype, static_cast<int64_t>(bucket.count),
         static_cast<int64_t>(bucket.offset)));
+  }
+  if (options.register_buckets) {
+    for (size_t bucket = 0; bucket < state.layout.buckets.size(); ++bucket) {
+      const auto& place = state.layout.buckets[bucket];
+      if (place.count == 0) continue;
+      const size_t bytes =
+          place.count * ccl::ElementBytes(state.layout.storages[place.storage].dtype);
+      state.registrations.push_back(
+          group.RegisterBuffer(ccl::DataPointer(state.bucket_views[bucket]), bytes));
+    }
   }
   state.ResetStep();
   VLOG(1) << "GradientReducer on group '" << group.name() << "': " << state.specs.size()

@@ -252,6 +252,7 @@ std::unique_ptr<GroupState> CreateGroup(GroupEnvironment environment, const std:
   ValidateMembers(environment.rank.world_size(), name, members);
   auto group = std::make_unique<GroupState>(std::move(environment));
   group->name = name;
+  group->registrations = std::make_shared<BufferRegistry>(name);
   group->members = std::move(members);
   const int global_rank = group->environment.rank.global_rank();
   auto position = std::find(group->members.begin(), group->members.end(), global_rank);
@@ -280,6 +281,7 @@ void RemakeGroupForJoiners(GroupState& group, int new_world_size, const Rank& re
     // The old communicator is healthy and idle (a step boundary): destroy it
     // before the new one, so a backend never holds two per device.
     std::lock_guard<std::mutex> lock(group.abort_mutex);
+    group.registrations->DeregisterAll();
     if (group.comm.valid()) group.comm.Destroy();
     group.revoked_for_loss = std::make_shared<std::atomic<bool>>(false);
   }
@@ -288,6 +290,7 @@ void RemakeGroupForJoiners(GroupState& group, int new_world_size, const Rank& re
   group.next_collective = 0;
   JoinCommunicator(group);
   TraceRemade(group, old_size, new_world_size, world_generation, trace_begin);
+  group.registrations->RegisterAll(group.comm);
 }
 
 void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of,
@@ -319,9 +322,11 @@ void ShrinkGroupAfterLoss(GroupState& group, const std::vector<int>& new_rank_of
   ccl::Communicator shrunk = group.comm.Shrink(excluded, ccl::ShrinkMode::kAbort, group.config);
   {
     std::lock_guard<std::mutex> lock(group.abort_mutex);
-    group.comm.Abort();  // its outstanding work already ended; destroy could wait
+    group.registrations->ForgetAll();  // the abort frees them
+    group.comm.Abort();                // its outstanding work already ended; destroy could wait
     group.comm = std::move(shrunk);
     group.revoked_for_loss = std::make_shared<std::atomic<bool>>(false);
+    group.registrations->RegisterAll(group.comm);
   }
   group.group_rank = static_cast<int>(
       std::find(group.members.begin(), group.members.end(), renumbered.global_rank()) -

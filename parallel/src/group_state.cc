@@ -30,6 +30,7 @@ GroupState::~GroupState() {
       AbortOnce("destroyed after a failure");
     } else {
       std::lock_guard<std::mutex> lock(abort_mutex);
+      registrations->DeregisterAll();
       comm.Destroy();
     }
   } catch (...) {
@@ -66,6 +67,8 @@ void GroupState::ReportHang(const std::function<void(const std::string&)>& print
 void GroupState::RevokeForLoss() {
   std::lock_guard<std::mutex> lock(abort_mutex);
   if (revoked_for_loss->exchange(true) || aborted || !comm.valid()) return;
+  // Deregistering on a revoked communicator could wait for its lost peer.
+  registrations->ForgetAll();
   const bool revoke = environment.backend->capabilities().revoke();
   if (ccl::trace::Enabled()) {
     const int64_t now = ccl::trace::NowNs();
@@ -99,6 +102,7 @@ void GroupState::AbortOnce(const char* why) {
                             now);
   }
   aborted = true;
+  registrations->ForgetAll();
   if (comm.valid()) comm.Abort();
 }
 

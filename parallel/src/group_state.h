@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "buffer_registry.h"
 #include "event_pool.h"
 #include "group_environment.h"
 #include "infini/ccl/ccl.h"
@@ -57,6 +58,10 @@ class GroupState : public WatchedGroup {
   std::shared_ptr<std::atomic<bool>> revoked_for_loss = std::make_shared<std::atomic<bool>>(false);
   std::mutex abort_mutex;
   bool watched = false;
+  // Buffers registered with `comm`, carried over to the communicators that
+  // replace it. Shared with the callers' GroupBufferRegistrations, which
+  // may outlive the group. Changed under abort_mutex where `comm` is.
+  std::shared_ptr<BufferRegistry> registrations;
 };
 
 // "0, 2, 5": a member list in messages.

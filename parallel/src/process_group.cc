@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "flight_recorder.h"
 #include "group_state.h"
@@ -367,5 +368,37 @@ void ProcessGroup::SendRecv(const DLTensor& send, int send_peer, const DLTensor&
 void ProcessGroup::Barrier() { WaitTraced(*state_, *BarrierAsync()); }
 
 void ProcessGroup::Abort() { state_->AbortOnce("ProcessGroup::Abort"); }
+
+GroupBufferRegistration ProcessGroup::RegisterBuffer(void* data, size_t bytes) {
+  std::lock_guard<std::mutex> lock(state_->abort_mutex);
+  const uint64_t id = state_->registrations->Add(state_->comm, data, bytes);
+  return GroupBufferRegistration(state_->registrations, id);
+}
+
+GroupBufferRegistration::GroupBufferRegistration(std::weak_ptr<internal::BufferRegistry> registry,
+                                                 uint64_t id)
+    : registry_(std::move(registry)), id_(id) {}
+
+GroupBufferRegistration::~GroupBufferRegistration() { Release(); }
+
+GroupBufferRegistration::GroupBufferRegistration(GroupBufferRegistration&& other) noexcept
+    : registry_(std::move(other.registry_)), id_(std::exchange(other.id_, 0)) {}
+
+GroupBufferRegistration& GroupBufferRegistration::operator=(
+    GroupBufferRegistration&& other) noexcept {
+  if (this != &other) {
+    Release();
+    registry_ = std::move(other.registry_);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+void GroupBufferRegistration::Release() {
+  if (id_ == 0) return;
+  // A group already gone deregistered everything before its communicator.
+  if (auto registry = registry_.lock()) registry->Remove(id_);
+  id_ = 0;
+}
 
 }  // namespace infini::parallel

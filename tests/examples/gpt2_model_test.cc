@@ -229,6 +229,8 @@ TEST(Gpt2Options, GradientSyncFlags) {
   EXPECT_EQ(ParseTrainOptions({"--no_grad_sync"}).gradient_sync, GradientSync::kNone);
   EXPECT_EQ(ParseTrainOptions({"--no_grad_sync", "--overlap=false"}).gradient_sync,
             GradientSync::kNone);
+  EXPECT_TRUE(ParseTrainOptions({}).register_buckets);
+  EXPECT_FALSE(ParseTrainOptions({"--register_buckets=false"}).register_buckets);
 }
 
 TEST(Gpt2Options, EachBadValueNamesItsFlag) {

@@ -16,11 +16,14 @@
 #include <thread>
 #include <vector>
 
+#include "buffer_registry.h"
+#include "infini/ccl/memory_bootstrap_store.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/process_group.h"
 #include "reducer_layout.h"
 #include "reducer_scenarios.h"
+#include "registration_log.h"
 
 namespace infini::parallel {
 namespace {
@@ -72,7 +75,8 @@ TEST(ReducerLayoutTest, EachDtypeHasItsOwnStorageAndBuckets) {
 
 // ---- Thread ranks of this process (gloo) ----
 
-std::vector<std::string> RunRanks(int threads, const std::function<std::string(Context&)>& body) {
+std::vector<std::string> RunRanks(int threads, const std::function<std::string(Context&)>& body,
+                                  const std::string& backend = "gloo") {
   std::vector<std::string> outcomes(static_cast<size_t>(threads));
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
@@ -81,7 +85,7 @@ std::vector<std::string> RunRanks(int threads, const std::function<std::string(C
         ContextOptions options;
         options.thread_rank = t;
         options.threads_per_process = threads;
-        options.backend = "gloo";
+        options.backend = backend;
         options.environment = Environment{};
         auto context = Context::Create(options);
         outcomes[static_cast<size_t>(t)] = body(*context);
@@ -123,6 +127,90 @@ INSTANTIATE_TEST_SUITE_P(Ranks, ReducerInThreadRanksTest, ::testing::Values(2, 3
                          [](const auto& param_info) {
                            return std::to_string(param_info.param) + "Ranks";
                          });
+
+// ---- Registration (kvtest registers and logs each event) ----
+
+#ifdef KVTEST_PLUGIN_PATH
+// One step on gradients 10, 10 | 30 | 5, 5 floats (three buckets), then the
+// reducer ends before the group. `register_buckets` as given.
+std::string OneStep(Context& context, bool register_buckets) {
+  auto world = context.NewWorldGroup();
+  GradientReducer reducer(
+      *world, Floats({10, 10, 30, 5, 5}),
+      {.bucket_bytes = 100, .average = false, .register_buckets = register_buckets});
+  if (reducer.num_buckets() != 3) return "expected 3 buckets";
+  const auto compute = ccl::Stream::Default(context.backend());
+  for (size_t i = 0; i < reducer.size(); ++i) reducer.MarkReady(i, compute);
+  reducer.WaitAll(compute);
+  compute.Synchronize();
+  return "";
+}
+
+class ReducerRegistrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_ = ::testing::TempDir() + "reducer_registration_" + std::to_string(getpid()) + ".log";
+    std::remove(log_.c_str());
+    setenv("KVTEST_REGISTRATION_LOG", log_.c_str(), 1);
+  }
+  void TearDown() override {
+    unsetenv("KVTEST_REGISTRATION_LOG");
+    std::remove(log_.c_str());
+  }
+  std::string log_;
+};
+
+TEST_F(ReducerRegistrationTest, EveryBucketIsRegisteredOnceAndDeregisteredBeforeItsMemoryGoes) {
+  const auto outcomes = RunRanks(
+      2, [](Context& context) { return OneStep(context, true); }, KVTEST_PLUGIN_PATH);
+  EXPECT_EQ(outcomes, std::vector<std::string>(2));
+  const auto summary = testing::ReadRegistrationLog(log_);
+  EXPECT_EQ(summary.problems, "");
+  EXPECT_EQ(summary.registered, 2 * 3);  // 2 ranks × 3 buckets
+  EXPECT_EQ(summary.deregistered, 2 * 3);
+  EXPECT_EQ(summary.ended_by_abort, 0);
+  EXPECT_EQ(summary.communicators, 2);
+}
+
+// What a group does when its communicator is replaced (group_creation.cc):
+// after a loss the old one is only forgotten, then aborted, and the buffer
+// registered with the shrunk one; at an admission it is deregistered before
+// the old one is destroyed and registered with the new one.
+TEST_F(ReducerRegistrationTest, ARegistrationFollowsTheCommunicatorThatReplacesItsOwn) {
+  const auto backend = ccl::Backend::Load(KVTEST_PLUGIN_PATH);
+  const auto store = std::make_shared<ccl::MemoryBootstrapStore>();
+  const ccl::UniqueId id = backend->GetUniqueId(store);
+  ccl::Communicator first = std::move(
+      backend->CommInitRanks(1, id, std::vector<int>{0}, std::vector<int>{0}, {}, store).at(0));
+  ccl::DeviceBuffer buffer(backend, 64);
+  internal::BufferRegistry registry("world");
+  const uint64_t entry = registry.Add(first, buffer.data(), buffer.bytes());
+  ccl::Communicator shrunk = first.Shrink({}, ccl::ShrinkMode::kAbort);
+  registry.ForgetAll();  // revoked: never deregistered there
+  first.Abort();
+  registry.RegisterAll(shrunk);
+  // An admission: deregistered, destroyed, registered with the remade one.
+  ccl::Communicator remade = shrunk.Shrink({});
+  registry.DeregisterAll();
+  shrunk.Destroy();
+  registry.RegisterAll(remade);
+  registry.Remove(entry);  // the reducer ends
+  remade.Destroy();
+  const auto summary = testing::ReadRegistrationLog(log_);
+  EXPECT_EQ(summary.problems, "");
+  EXPECT_EQ(summary.registered, 3);  // once per communicator
+  EXPECT_EQ(summary.ended_by_abort, 1);
+  EXPECT_EQ(summary.deregistered, 2);
+  EXPECT_EQ(summary.communicators, 3);
+}
+
+TEST_F(ReducerRegistrationTest, RegisterBucketsOffRegistersNothing) {
+  const auto outcomes = RunRanks(
+      2, [](Context& context) { return OneStep(context, false); }, KVTEST_PLUGIN_PATH);
+  EXPECT_EQ(outcomes, std::vector<std::string>(2));
+  EXPECT_EQ(testing::ReadRegistrationLog(log_).registered, 0);
+}
+#endif
 
 // ---- Wrong use: one rank is enough ----
 

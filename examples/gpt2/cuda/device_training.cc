@@ -65,6 +65,7 @@ class CudaTraining : public DeviceTraining {
       }
       parallel::GradientReducerOptions reducer_options;
       reducer_options.bucket_bytes = options.bucket_bytes;
+      reducer_options.register_buckets = options.register_buckets;
       reducer_options.average = true;
       reducer_ = std::make_unique<parallel::GradientReducer>(*group.process_group(),
                                                              std::move(specs), reducer_options);

@@ -23,6 +23,7 @@ struct DeviceTrainingOptions {
   int64_t max_batch_size = 1;
   GradientSync gradient_sync = GradientSync::kOverlap;
   size_t bucket_bytes = size_t{25} << 20;
+  bool register_buckets = true;  // GradientReducerOptions::register_buckets
   AdamWOptions adamw;
   float grad_clip = 1.0f;  // 0: off
 };

@@ -175,6 +175,10 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
        }},
       {"bucket_size_mb", "gradient bucket size of --overlap in MiB (default 25, as torch DDP)",
        false, integer(&o->bucket_size_mb, "bucket_size_mb", 1, 1 << 14)},
+      {"register_buckets",
+       "register --overlap's buckets with the communicator where the backend can (default true; "
+       "NCCL: ncclCommRegister)",
+       true, [o](const std::string& v) { o->register_buckets = ParseBool("register_buckets", v); }},
       {"throughput_skip_steps", "first steps left out of the throughput average (default 2)", false,
        integer(&o->throughput_skip_steps, "throughput_skip_steps", 0, kMaxSteps)},
       {"log_every", "steps between progress lines (default 1)", false,

@@ -36,6 +36,7 @@ struct TrainOptions {
   int nthread_per_process = 1;
   GradientSync gradient_sync = GradientSync::kOverlap;
   int64_t bucket_size_mb = 25;
+  bool register_buckets = true;       // --overlap's buckets registered with the communicator
   int64_t throughput_skip_steps = 2;  // steps left out of the throughput average
   int64_t steps = 20;
   float learning_rate = 3e-3f;

@@ -280,6 +280,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     device_options.max_batch_size = B;
     device_options.gradient_sync = options.gradient_sync;
     device_options.bucket_bytes = static_cast<size_t>(options.bucket_size_mb) << 20;
+    device_options.register_buckets = options.register_buckets;
     device_options.adamw = adamw;
     device_options.grad_clip = options.grad_clip;
     device = CreateDeviceTraining(device_options, model, group);

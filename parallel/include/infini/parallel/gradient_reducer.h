@@ -47,6 +47,11 @@ struct GradientReducerOptions {
   // Divide by the group's size (folded into the reduction as ReduceOp::kAvg
   // when the backend supports it; otherwise see needs_scaling()).
   bool average = true;
+  // Register each bucket with the group's communicator (and with each one
+  // that replaces it after a shrink or an admission) where the backend
+  // offers registration (ProcessGroup::RegisterBuffer): NCCL may then
+  // reduce it without staging copies. Other backends: no effect.
+  bool register_buckets = true;
 };
 
 class GradientReducer {

@@ -8,6 +8,8 @@
 // signature through the store before running it.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,8 +21,28 @@
 namespace infini::parallel {
 
 namespace internal {
+class BufferRegistry;
 class GroupState;
 }  // namespace internal
+
+// A buffer registered with a group's communicator, and with each one that
+// replaces it, until destroyed (ProcessGroup::RegisterBuffer). Destroy it
+// before freeing the buffer. May outlive the group.
+class GroupBufferRegistration {
+ public:
+  GroupBufferRegistration() = default;
+  GroupBufferRegistration(std::weak_ptr<internal::BufferRegistry> registry, uint64_t id);
+  ~GroupBufferRegistration();
+  GroupBufferRegistration(GroupBufferRegistration&& other) noexcept;
+  GroupBufferRegistration& operator=(GroupBufferRegistration&& other) noexcept;
+  GroupBufferRegistration(const GroupBufferRegistration&) = delete;
+  GroupBufferRegistration& operator=(const GroupBufferRegistration&) = delete;
+
+ private:
+  void Release();
+  std::weak_ptr<internal::BufferRegistry> registry_;
+  uint64_t id_ = 0;
+};
 
 // Made by Context::NewGroup (which is collective over the members); the
 // group itself only issues work.
@@ -82,6 +104,17 @@ class ProcessGroup {
 
   // Stops outstanding work; the group is unusable afterwards.
   void Abort();
+
+  // Registers `bytes` bytes at `data` (memory of backend()'s device) with
+  // the group's communicator (ncclCommRegister), so collectives on it may
+  // skip the backend's staging copies; again with every communicator that
+  // replaces it (a shrink, a remake for joiners); deregistered before a
+  // communicator is destroyed, and only forgotten by one that is revoked or
+  // aborted (comm_abort frees them). Not collective. Registers nothing on a
+  // backend without registration (Capabilities::register_buffers()) or on
+  // a non-member; a failing registration is a warning, as collectives stay
+  // correct without one.
+  GroupBufferRegistration RegisterBuffer(void* data, size_t bytes);
 
  private:
   std::unique_ptr<internal::GroupState> state_;
