@@ -206,9 +206,11 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           Refuse(flag, value, "rank0, mean, min or max");
         }}},
       {"register",
-       {false, "1: register the send and receive buffers with the communicator (default 0)",
+       {false,
+        "register the send and receive buffers with the communicator, as nccl-tests: 1 local "
+        "(comm_register), 2 symmetric window (comm_window_register); default 0",
         [](auto flag, auto value, BenchOptions* o) {
-          o->register_buffers = static_cast<int>(ParseInteger(flag, value, 0, 1));
+          o->register_buffers = static_cast<int>(ParseInteger(flag, value, 0, 2));
         }}},
       {"timeout",
        {false, "seconds a case may run before the run stops, naming it (default 0: none)",

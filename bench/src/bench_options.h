@@ -85,8 +85,9 @@ struct BenchOptions {
   int64_t graph_launches = 0;       // > 0: capture the timed loop once, replay it this often (-G)
   bool cpu_time = false;            // host clock around the loop instead of events (-C)
   RankAverage average = RankAverage::kMean;
-  int register_buffers = 0;  // 1: register send/recv buffers with the communicator (-R)
-  int64_t timeout_s = 0;     // > 0: a case that runs longer ends the run (-T)
+  // -R, nccl-tests' meanings: 1 comm_register, 2 symmetric window.
+  int register_buffers = 0;
+  int64_t timeout_s = 0;  // > 0: a case that runs longer ends the run (-T)
   bool memory_report = false;
   std::string json_path;  // -J: nccl-tests' JSON, written by global rank 0
   SplitRule split;

@@ -272,7 +272,7 @@ std::vector<CaseSpec> CasesToRun(const BenchOptions& options, bool report) {
     }
     for (int64_t bytes : SweepSizes(options)) {
       cases.push_back(CaseSpec{collective, bytes, options.dtype, options.op, options.in_place,
-                               options.root, options.register_buffers > 0});
+                               options.root, options.register_buffers});
     }
   }
   return cases;
@@ -299,6 +299,17 @@ std::vector<CaseSpec> SupportedCases(const std::vector<CaseSpec>& cases,
   return supported;
 }
 
+// The plugin's word on the link of this process's first device, for the
+// verdict; a failing entry counts as "cannot tell", with its reason.
+std::optional<ccl::LinkBandwidth> ReportedLink(const ccl::Backend& backend) {
+  if (!backend.capabilities().link_bandwidth() || backend.DeviceCount() == 0) return std::nullopt;
+  try {
+    return backend.GetLinkBandwidth(0);
+  } catch (const ccl::Error& error) {
+    return ccl::LinkBandwidth{0, std::string("unknown: ") + error.what()};
+  }
+}
+
 // Refuses what this backend cannot do with the options, before any case.
 void RefuseUnsupportedOptions(const BenchOptions& options, const ccl::Backend& backend,
                               bool wants_benchmark_console) {
@@ -317,10 +328,14 @@ void RefuseUnsupportedOptions(const BenchOptions& options, const ccl::Backend& b
         "-G/--graph_launches: graphs replay the loop back to back; drop -z 1 "
         "(--timing=per_iteration)");
   }
-  if (options.register_buffers > 0 && !backend.capabilities().register_buffers()) {
-    throw UsageError("-R/--register=" + std::to_string(options.register_buffers) +
-                     ": the backend " + name +
+  if (options.register_buffers == 1 && !backend.capabilities().register_buffers()) {
+    throw UsageError("-R/--register=1: the backend " + name +
                      " offers no buffer registration (its plugin has no comm_register)");
+  }
+  if (options.register_buffers == 2 && !backend.capabilities().register_windows()) {
+    throw UsageError("-R/--register=2: the backend " + name +
+                     " offers no window registration (its plugin has no comm_window_register; "
+                     "NCCL has it from 2.27)");
   }
   if (!options.json_path.empty() && wants_benchmark_console) {
     throw UsageError(
@@ -394,9 +409,9 @@ int Main(int argc, char** argv) {
   }
   cases = SupportedCases(cases, backend.capabilities(), reports);
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
-  const std::optional<LinkProfile> link =
-      ChooseLink(options.link, backend.info().device_type, backend.info().device_vendor,
-                 topology.nnodes, nvls != nullptr && std::string_view(nvls) == "0");
+  const std::optional<LinkProfile> link = ChooseLink(
+      options.link, backend.info().device_type, backend.info().device_vendor, topology.nnodes,
+      nvls != nullptr && std::string_view(nvls) == "0", ReportedLink(backend));
   std::optional<Expectations> expectations;
   if (!options.expect_path.empty()) expectations = Expectations::Load(options.expect_path);
   run.watchdog = std::make_unique<CaseWatchdog>(options.timeout_s);
@@ -429,7 +444,8 @@ int Main(int argc, char** argv) {
           << " warm-up) per case";
     if (options.aggregated_launches > 1) title << " x " << options.aggregated_launches << " agg";
     if (options.graph_launches > 0) title << ", graph replayed " << options.graph_launches << "x";
-    if (options.register_buffers > 0) title << ", buffers registered (-R 1)";
+    if (options.register_buffers == 1) title << ", buffers registered (-R 1)";
+    if (options.register_buffers == 2) title << ", buffers in symmetric windows (-R 2)";
     if (link) title << "\n# verdict against " << link->name << ": " << link->what;
     if (options.split.active()) {
       title << "\n# split '" << options.split.text << "': " << run.group_colors.size()

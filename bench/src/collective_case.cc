@@ -74,11 +74,16 @@ CollectiveCase::CollectiveCase(const CaseSpec& spec, const RankResources& rank)
   if (!spec.in_place) {
     recv_ = ccl::DeviceBuffer(backend, static_cast<size_t>(plan_.recv_elements) * element_bytes);
   }
-  if (spec.registered) {
-    send_registration_ = rank.case_communicator().Register(send_.data(), send_.bytes());
-    if (!spec.in_place) {
-      recv_registration_ = rank.case_communicator().Register(recv_.data(), recv_.bytes());
-    }
+  // A window is collective: every rank registers the same buffers in the
+  // same order, as every rank builds the same cases.
+  const auto register_buffer = [&](const ccl::DeviceBuffer& buffer) {
+    const ccl::Communicator& communicator = rank.case_communicator();
+    return spec.registration == 2 ? communicator.RegisterWindow(buffer.data(), buffer.bytes())
+                                  : communicator.Register(buffer.data(), buffer.bytes());
+  };
+  if (spec.registration > 0) {
+    send_registration_ = register_buffer(send_);
+    if (!spec.in_place) recv_registration_ = register_buffer(recv_);
   }
   FillInputs();
 }

@@ -18,7 +18,7 @@ struct CaseSpec {
   ccl::ReduceOp op = ccl::ReduceOp::kSum;
   bool in_place = false;
   int root = 0;
-  bool registered = false;  // -R 1: buffers registered with the communicator
+  int registration = 0;  // -R: 0 none, 1 comm_register, 2 comm_window_register (symmetric)
 };
 
 // "all_reduce/float32/sum/out_of_place/bytes:1024" (op omitted for the
@@ -59,7 +59,8 @@ class CollectiveCase {
   BufferPlan plan_;
   ccl::DeviceBuffer send_;
   ccl::DeviceBuffer recv_;  // unused in place
-  // -R 1; declared after the buffers, so deregistered before they are freed.
+  // -R 1 or 2; declared after the buffers, so deregistered before they are
+  // freed.
   ccl::BufferRegistration send_registration_;
   ccl::BufferRegistration recv_registration_;
 };

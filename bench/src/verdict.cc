@@ -29,8 +29,34 @@ const std::vector<LinkProfile>& LinkProfiles() {
   return *profiles;
 }
 
+namespace {
+
+const LinkProfile* FindProfile(std::string_view name) {
+  for (const LinkProfile& profile : LinkProfiles()) {
+    if (profile.name == name) return &profile;
+  }
+  return nullptr;
+}
+
+// "h200_nvlink" for "NVLink 4 x 18", "pcie5_x16" for "PCIe gen4 x16": the
+// table's profile of the same kind of link, or nullptr.
+const LinkProfile* ProfileOfKind(std::string_view kind) {
+  if (kind.rfind("NVLink", 0) == 0) return FindProfile("h200_nvlink");
+  if (kind.rfind("PCIe", 0) == 0) return FindProfile("pcie5_x16");
+  return nullptr;
+}
+
+std::string GBps(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.0f GB/s", value);
+  return text;
+}
+
+}  // namespace
+
 std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device_type,
-                                      std::string_view device_vendor, int nnodes, bool nvls_off) {
+                                      std::string_view device_vendor, int nnodes, bool nvls_off,
+                                      const std::optional<ccl::LinkBandwidth>& reported) {
   if (link == "none") return std::nullopt;
   std::string_view chosen = link;
   if (link == "auto") {
@@ -40,20 +66,42 @@ std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device
     } else if (device_vendor == "NVIDIA") {
       chosen = "h200_nvlink";
     } else {
-      return std::nullopt;
+      chosen = "";
     }
   }
-  std::string names = "auto, none";
-  for (LinkProfile profile : LinkProfiles()) {
-    if (profile.name != chosen) continue;
-    if (nvls_off && profile.all_reduce_ranks > 0) {
-      profile.all_reduce_GBps = profile.other_GBps;
-      profile.what += "; NCCL_NVLS_ENABLE=0: all_reduce judged as the others";
+  std::optional<LinkProfile> profile;
+  if (const LinkProfile* known = FindProfile(chosen)) profile = *known;
+  if (link == "auto" && reported && reported->peak_GBps > 0) {
+    const LinkProfile* kind = ProfileOfKind(reported->kind);
+    const LinkProfile* base = kind != nullptr ? kind : (profile ? &*profile : nullptr);
+    if (base != nullptr) {
+      const double scale = reported->peak_GBps / base->peak_GBps;
+      LinkProfile from_plugin = *base;
+      from_plugin.name = "reported";
+      from_plugin.peak_GBps = reported->peak_GBps;
+      from_plugin.all_reduce_GBps = base->all_reduce_GBps * scale;
+      from_plugin.other_GBps = base->other_GBps * scale;
+      from_plugin.what = OneLine(reported->kind) + " = " + GBps(reported->peak_GBps) +
+                         " per direction, reported by the plugin; what NCCL reaches scaled from " +
+                         base->name + " (" + base->what + ")";
+      profile = from_plugin;
     }
-    return profile;
+  } else if (link == "auto" && profile) {
+    profile->what += reported ? "; from the table: the plugin could not tell the link (" +
+                                    OneLine(reported->kind) + ")"
+                              : "; from the table: the plugin reports no link bandwidth";
   }
-  for (const LinkProfile& profile : LinkProfiles()) names += ", " + profile.name;
-  throw UsageError("--link='" + OneLine(link) + "': expected " + names);
+  if (!profile) {
+    if (link == "auto") return std::nullopt;
+    std::string names = "auto, none";
+    for (const LinkProfile& known : LinkProfiles()) names += ", " + known.name;
+    throw UsageError("--link='" + OneLine(link) + "': expected " + names);
+  }
+  if (nvls_off && profile->all_reduce_ranks > 0) {
+    profile->all_reduce_GBps = profile->other_GBps;
+    profile->what += "; NCCL_NVLS_ENABLE=0: all_reduce judged as the others";
+  }
+  return profile;
 }
 
 void JudgeRow(const LinkProfile& link, Collective collective, int ranks, TableRow* row) {

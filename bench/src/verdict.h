@@ -36,9 +36,16 @@ const std::vector<LinkProfile>& LinkProfiles();
 // (NCCL_NVLS_ENABLE=0, as on a shared host) takes NVLink SHARP's all_reduce
 // figure out: all_reduce is then judged as the other collectives. Throws
 // UsageError.
+//
+// `reported`: what the plugin's get_link_bandwidth said (nullopt: it has
+// no such entry). Under "auto" on one node, a known figure wins over the
+// table: the profile "reported" has its peak, and what NCCL reaches is the
+// table's figure for that kind of link (NVLink, PCIe; else the table's
+// choice) scaled by the ratio of the peaks. `what` says which was used.
 std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device_type,
                                       std::string_view device_vendor, int nnodes,
-                                      bool nvls_off = false);
+                                      bool nvls_off = false,
+                                      const std::optional<ccl::LinkBandwidth>& reported = {});
 
 // Fills row.peak_percent and row.verdict ("healthy", "LOW", or "latency"
 // below the profile's size).

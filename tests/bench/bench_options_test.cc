@@ -208,7 +208,7 @@ TEST(BenchOptions, UnknownOrBadNcclTestsFlagIsOneLineNamingIt) {
       {{"-b", "12Q"}, "-b --min_bytes='12Q': expected a byte count"},
       {{"-z", "2"}, "-z '2': expected 0 (launches back to back) or 1"},
       {{"-a", "4"}, "-a '4': expected 0 (rank 0), 1 (mean), 2 (min) or 3 (max)"},
-      {{"-R", "2"}, "-R --register='2': expected an integer from 0 to 1"},
+      {{"-R", "3"}, "-R --register='3': expected an integer from 0 to 2"},
       {{"-n"}, "-n needs a value"},
       {{"-d", "all"}, "-d --dtype='all'"},
   };

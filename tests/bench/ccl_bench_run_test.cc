@@ -286,6 +286,9 @@ TEST(CclBenchRun, RegistrationOnABackendWithoutItIsOneLineAndFails) {
   const RunResult run = RunCommand(Bench("--nproc_per_node=1", "-R 1 -e 8"));
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_EQ(RankZeroLines(run.output, "offers no buffer registration"), 1u) << run.output;
+  const RunResult window = RunCommand(Bench("--nproc_per_node=1", "-R 2 -e 8"));
+  EXPECT_NE(window.exit_code, 0) << window.output;
+  EXPECT_EQ(RankZeroLines(window.output, "offers no window registration"), 1u) << window.output;
 }
 
 TEST(CclBenchRun, UnknownNcclTestsFlagIsOneLineAndExitCodeTwo) {

@@ -56,6 +56,41 @@ TEST(Verdict, AutoPicksByBackendAndLayoutAndNamesTheChoices) {
   }
 }
 
+TEST(Verdict, AutoTakesTheLinkThePluginReportsOverTheTable) {
+  // An H100-like PCIe card: the table's NVLink profile would be wrong.
+  const auto pcie4 =
+      ChooseLink("auto", kDLCUDA, "NVIDIA", 1, false, ccl::LinkBandwidth{31.5, "PCIe gen4 x16"});
+  ASSERT_TRUE(pcie4.has_value());
+  EXPECT_EQ(pcie4->name, "reported");
+  EXPECT_DOUBLE_EQ(pcie4->peak_GBps, 31.5);
+  EXPECT_DOUBLE_EQ(pcie4->other_GBps, 40 * 31.5 / 63) << "scaled from pcie5_x16";
+  EXPECT_NE(pcie4->what.find("PCIe gen4 x16 = 32 GB/s per direction, reported by the plugin"),
+            std::string::npos)
+      << pcie4->what;
+  // NVLink 5 × 18: twice H200's peak, twice what NCCL reaches there.
+  const auto nvlink5 =
+      ChooseLink("auto", kDLCUDA, "NVIDIA", 1, false, ccl::LinkBandwidth{900, "NVLink 5 x 18"});
+  EXPECT_DOUBLE_EQ(nvlink5->all_reduce_GBps, 2 * 480);
+  TableRow row = Row(int64_t{1} << 30, 700);  // healthy on H200, LOW against NVLink 5
+  JudgeRow(*nvlink5, Collective::kAllReduce, 8, &row);
+  EXPECT_EQ(row.verdict, "LOW");
+  // Unknown, or no entry at all: the table, saying why.
+  const auto unknown = ChooseLink("auto", kDLCUDA, "NVIDIA", 1, false,
+                                  ccl::LinkBandwidth{0, "unknown: libnvidia-ml.so.1 not found"});
+  EXPECT_EQ(unknown->name, "h200_nvlink");
+  EXPECT_NE(unknown->what.find("from the table: the plugin could not tell the link (unknown: "
+                               "libnvidia-ml.so.1 not found)"),
+            std::string::npos)
+      << unknown->what;
+  EXPECT_NE(ChooseLink("auto", kDLCPU, "host", 1)->what.find("the plugin reports no link"),
+            std::string::npos);
+  // A --link named by the user is the table's, whatever the plugin says.
+  EXPECT_EQ(ChooseLink("h200_nvlink", kDLCUDA, "NVIDIA", 1, false,
+                       ccl::LinkBandwidth{31.5, "PCIe gen4 x16"})
+                ->peak_GBps,
+            450);
+}
+
 TEST(Expectations, ASavedNcclTestsRunIsMatchedBySizeTypeAndOp) {
   const Expectations saved = Expectations::Load(BENCH_TEST_DATA_DIR "/nccl_tests_sample.json");
   TableRow row;
