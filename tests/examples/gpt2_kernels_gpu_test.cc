@@ -224,6 +224,18 @@ AttentionResult RunUnfused(const Shape& s, const std::vector<float>& qkv,
   return {Download(out), Download(d_qkv)};
 }
 
+// The bf16 forward of the first version (wmma through shared memory).
+std::vector<float> RunWmmaForward(const Shape& s, const std::vector<float>& qkv) {
+  const size_t rows_heads = static_cast<size_t>(s.rows() * s.heads);
+  Buffer<bf16> qkv_device(qkv.size()), out(static_cast<size_t>(s.rows() * s.channels()));
+  Buffer<float> logsumexp(rows_heads);
+  Upload(qkv_device, qkv);
+  gpu::FusedAttentionForwardWmma(out.data, logsumexp.data, qkv_device.data, s.batch, s.sequence,
+                                 s.heads, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return Download(out);
+}
+
 template <typename E>
 AttentionResult RunFused(const Shape& s, const std::vector<float>& qkv,
                          const std::vector<float>& d_out) {
@@ -263,6 +275,8 @@ void ExpectFusedAttentionMatches(const Shape& s) {
   const AttentionResult unfused = RunUnfused<bf16>(s, qkv, d_out);
   const AttentionResult fused = RunFused<bf16>(s, qkv, d_out);
   const AttentionResult fused_float = RunFused<float>(s, qkv, d_out);
+  EXPECT_TRUE(Compare("fused attention forward out (wmma version) bf16 " + s.Name(),
+                      RunWmmaForward(s, qkv), unfused.out, reference.out));
   const char* names[] = {"dQ", "dK", "dV"};
   // float32 against the unfused float32 itself: only its rounding may differ.
   for (const bool in_float : {false, true}) {
@@ -592,6 +606,16 @@ std::pair<float, float> TimeAttentionAtTheD12Shape() {
                                     logsumexp.data, s.batch, s.sequence, s.heads, nullptr);
       },
       kRepeats);
+  if constexpr (std::is_same_v<E, bf16>) {
+    const float wmma_forward = TimeMs(
+        [&] {
+          gpu::FusedAttentionForwardWmma(out.data, logsumexp.data, qkv.data, s.batch, s.sequence,
+                                         s.heads, nullptr);
+        },
+        kRepeats);
+    std::printf("attention %s bf16 forward: mma.sync %.3f ms, wmma version %.3f ms\n",
+                s.Name().c_str(), fused_forward, wmma_forward);
+  }
   UnfusedAttention<E> unfused(s);
   const float unfused_forward = TimeMs([&] { unfused.Forward(out.data, qkv.data); }, kRepeats);
   const float unfused_backward =

@@ -359,6 +359,188 @@ __global__ void __launch_bounds__(kThreads)
   if (lane.half == 0) logsumexp[static_cast<int64_t>(bh) * T + query] = row_max + log2f(row_sum);
 }
 
+// ---- The bf16 forward with mma.sync: scores, probabilities and the output
+// stay in registers ----
+//
+// FlashAttention-2's own layout: PTX's m16n8k16 fragments (the PTX ISA
+// documents which thread holds which element), operands from shared memory
+// with ldmatrix. Thread t of a warp holds rows g = t/4 and g + 8 of the
+// warp's 16 and, in every 8-column tile, columns 2(t%4) and 2(t%4) + 1; the
+// four threads of a quad share their rows, so a row's max and sum need two
+// shuffles. The probabilities of two adjacent key tiles are the A operand
+// of P·V as they are, with no trip through shared memory.
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* pointer) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
+}
+// Four 8 × 8 bf16 matrices; lane i gives the address of row i % 8 of matrix
+// i / 8, and gets in r[m] its two elements of matrix m (transposed: of its
+// transpose).
+__device__ __forceinline__ void LoadMatrices(uint32_t (&r)[4], const bf16* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SharedAddress(row)));
+}
+__device__ __forceinline__ void LoadMatricesTransposed(uint32_t (&r)[4], const bf16* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SharedAddress(row)));
+}
+// d (16 × 8 float) += a (16 × 16 bf16, row) · b (16 × 8 bf16, col).
+__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t PackPair(float low, float high) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(low, high);
+  return *reinterpret_cast<const uint32_t*>(&pair);
+}
+
+constexpr size_t kMmaForwardShared = 3 * kTileElements<bf16> * sizeof(bf16);
+
+__global__ void __launch_bounds__(kThreads)
+    MmaForwardKernel(bf16* out, float* logsumexp, const bf16* qkv, int T, int NH) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* q_tile = reinterpret_cast<bf16*>(shared);
+  bf16* k_tile = q_tile + kTileElements<bf16>;
+  bf16* v_tile = k_tile + kTileElements<bf16>;
+  constexpr int kLdb = kLd<bf16>;
+
+  const int tiles = (T + kTile - 1) / kTile;
+  const int query_tile = tiles - 1 - static_cast<int>(blockIdx.x);  // the longest first
+  const int bh = static_cast<int>(blockIdx.y), b = bh / NH, h = bh % NH;
+  const int C = NH * kHead;
+  const int64_t stride = 3 * static_cast<int64_t>(C);
+  const bf16* base = qkv + static_cast<int64_t>(b) * T * stride + h * kHead;
+  const int q0 = query_tile * kTile;
+  LoadTile(q_tile, base + q0 * stride, stride, T - q0);
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, pair = 2 * (lane % 4);
+  const int warp_row0 = warp * kWarpRows;
+  // The row and column that this lane's ldmatrix address names.
+  const int matrix = lane / 8, matrix_row = lane % 8;
+  // Q's A fragments, one per 16 head features: matrices (rows 0-7 | 8-15) ×
+  // (features 0-7 | 8-15) in the order a0a1, a2a3, a4a5, a6a7.
+  uint32_t q_fragments[kHead / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kHead / 16; ++kk) {
+    LoadMatrices(q_fragments[kk], q_tile + (warp_row0 + (matrix % 2) * 8 + matrix_row) * kLdb +
+                                      kk * 16 + (matrix / 2) * 8);
+  }
+  const int query[2] = {q0 + warp_row0 + g, q0 + warp_row0 + g + 8};
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};  // sums: this lane's part
+  float o[kHead / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < kHead / 8; ++dn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[dn][e] = 0.0f;
+  }
+
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const int k0 = key_tile * kTile;
+    __syncthreads();  // the last tile's K and V are used up
+    LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
+    LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
+    __syncthreads();
+    // S = Q·Kᵀ: 8 tiles of 8 keys. K's rows are B's columns: matrices (keys
+    // 8j.. | 8j+8..) × (features 16kk.. | 16kk+8..) give b0b1 of tiles j and
+    // j + 1.
+    float s[kTile / 8][4];
+#pragma unroll
+    for (int j = 0; j < kTile / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kTile / 8; j += 2) {
+#pragma unroll
+      for (int kk = 0; kk < kHead / 16; ++kk) {
+        uint32_t k_fragments[4];
+        LoadMatrices(k_fragments, k_tile + (8 * j + (matrix / 2) * 8 + matrix_row) * kLdb +
+                                      kk * 16 + (matrix % 2) * 8);
+        Mma(s[j], q_fragments[kk], k_fragments[0], k_fragments[1]);
+        Mma(s[j + 1], q_fragments[kk], k_fragments[2], k_fragments[3]);
+      }
+    }
+    // Mask, scale to log2 units, and the online softmax per row.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int j = 0; j < kTile / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = k0 + 8 * j + pair + (e % 2);
+        const int r = e / 2;
+        s[j][e] = key <= query[r] ? s[j][e] * kScaleLog2 : -INFINITY;
+        tile_max[r] = fmaxf(tile_max[r], s[j][e]);
+      }
+    }
+    float rescale[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float new_max = fmaxf(row_max[r], tile_max[r]);  // finite: key k0 <= query
+      rescale[r] = exp2f(row_max[r] - new_max);
+      row_max[r] = new_max;
+      row_sum[r] *= rescale[r];
+    }
+#pragma unroll
+    for (int dn = 0; dn < kHead / 8; ++dn) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[dn][e] *= rescale[e / 2];
+    }
+#pragma unroll
+    for (int j = 0; j < kTile / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        s[j][e] = exp2f(s[j][e] - row_max[e / 2]);
+        row_sum[e / 2] += s[j][e];
+      }
+    }
+    // O += P·V over 4 steps of 16 keys. P's A fragment of step kk is key
+    // tiles 2kk and 2kk + 1 as they are; V's B fragments come transposed:
+    // matrices (keys 16kk.. | 16kk+8..) × (features 8dn.. | 8dn+8..) give
+    // b0b1 and b2b3 of feature tiles dn and dn + 1.
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      const uint32_t p_fragment[4] = {PackPair(s[2 * kk][0], s[2 * kk][1]),
+                                      PackPair(s[2 * kk][2], s[2 * kk][3]),
+                                      PackPair(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                      PackPair(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int dn = 0; dn < kHead / 8; dn += 2) {
+        uint32_t v_fragments[4];
+        LoadMatricesTransposed(
+            v_fragments,
+            v_tile + (16 * kk + (matrix % 2) * 8 + matrix_row) * kLdb + 8 * dn + (matrix / 2) * 8);
+        Mma(o[dn], p_fragment, v_fragments[0], v_fragments[1]);
+        Mma(o[dn + 1], p_fragment, v_fragments[2], v_fragments[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+    if (query[r] >= T) continue;
+    const float inverse = 1.0f / row_sum[r];
+    bf16* out_row = out + (static_cast<int64_t>(b) * T + query[r]) * C + h * kHead;
+#pragma unroll
+    for (int dn = 0; dn < kHead / 8; ++dn) {
+      StorePair(out_row + 8 * dn + pair, o[dn][2 * r] * inverse, o[dn][2 * r + 1] * inverse);
+    }
+    if (lane % 4 == 0) {
+      logsumexp[static_cast<int64_t>(bh) * T + query[r]] = row_max[r] + log2f(row_sum[r]);
+    }
+  }
+}
+
 // scratch[(b·NH + h)·T + t] = Σ_d d_out·out over the head's 64 features: one
 // warp per (b, t, h).
 template <typename E>
@@ -581,6 +763,14 @@ void Backward(E* d_qkv, float* scratch, const E* d_out, const E* qkv, const E* o
 void FusedAttentionForward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* qkv,
                            int64_t batch_size, int64_t sequence_length, int64_t num_heads,
                            cudaStream_t stream) {
+  AllowShared(MmaForwardKernel, kMmaForwardShared);
+  MmaForwardKernel<<<TileGrid(batch_size, sequence_length, num_heads), kThreads, kMmaForwardShared,
+                     stream>>>(out, logsumexp, qkv, static_cast<int>(sequence_length),
+                               static_cast<int>(num_heads));
+}
+void FusedAttentionForwardWmma(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* qkv,
+                               int64_t batch_size, int64_t sequence_length, int64_t num_heads,
+                               cudaStream_t stream) {
   Forward(out, logsumexp, qkv, batch_size, sequence_length, num_heads, stream);
 }
 void FusedAttentionForward(float* out, float* logsumexp, const float* qkv, int64_t batch_size,

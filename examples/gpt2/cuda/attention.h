@@ -29,6 +29,12 @@ void FusedAttentionForward(__nv_bfloat16* out, float* logsumexp, const __nv_bflo
                            cudaStream_t stream);
 void FusedAttentionForward(float* out, float* logsumexp, const float* qkv, int64_t batch_size,
                            int64_t sequence_length, int64_t num_heads, cudaStream_t stream);
+// The bf16 forward above runs on mma.sync with scores and output in
+// registers; this one is its first version, on wmma through shared memory,
+// kept while gpt2_kernels_gpu_test compares the two.
+void FusedAttentionForwardWmma(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* qkv,
+                               int64_t batch_size, int64_t sequence_length, int64_t num_heads,
+                               cudaStream_t stream);
 
 // Writes the gradients of Q, K and V into d_qkv (the layout of qkv) from the
 // output gradient d_out (the layout of out), with out and logsumexp of the
