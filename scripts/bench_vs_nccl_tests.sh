@@ -2,7 +2,7 @@
 # On the GPU machine: ccl_bench beside nccl-tests' all_reduce_perf, the same
 # command line, both tables printed and both JSONs kept (issue 22).
 #
-# usage: scripts/bench_vs_nccl_tests.sh BUILD OUT [ALL_REDUCE_PERF]
+# usage: scripts/bench_vs_nccl_tests.sh [--registration] BUILD OUT [ALL_REDUCE_PERF]
 #   BUILD: a build with the nccl backend (INFINI_CCL_BUILD_NCCL=ON).
 #   OUT: where the JSONs and logs go (made if missing).
 #   ALL_REDUCE_PERF: nccl-tests' binary (MPI=0 build); default
@@ -20,10 +20,24 @@
 #   nccl_RG     all_reduce_perf -g N -R 1 -G 1
 #   nccl        all_reduce_perf -g N
 # then a table of busbw per size of each JSON beside nccl-tests'.
+#
+# --registration: instead, registration's and graph replay's effect, all
+# `-b 8 -e 1G -f 2 -g 1` (nccl-tests: -g NGPUS, its one-process layout):
+# -R 0, 1, 2 (none, comm_register, symmetric window) x -G 0, 1 for
+# ccl_bench and all_reduce_perf alike (ccl_R<r>G<g>, nccl_R<r>G<g>), then a
+# block per size: time and busbw of each variant and its speed-up over
+# -R 0 -G 0 (time of R0G0 / its time), and the link the plugin reports
+# (ccl_info's "link:" line; the verdict's source is in each ccl log's title).
 set -u
 
+registration=0
+if [[ "${1:-}" == "--registration" ]]; then
+  registration=1
+  shift
+fi
 if [[ $# -lt 2 || ! -d "$1" ]]; then
-  echo "usage: $0 BUILD OUT [ALL_REDUCE_PERF]  (BUILD='${1:-}' is not a directory)" >&2
+  echo "usage: $0 [--registration] BUILD OUT [ALL_REDUCE_PERF]  (BUILD='${1:-}' is not a" \
+    "directory)" >&2
   exit 2
 fi
 build=$(cd "$1" && pwd)
@@ -55,25 +69,75 @@ ccl() {  # NAME NPROC BENCH_FLAGS...
   [[ ${PIPESTATUS[0]} -eq 0 ]] || failed=1
 }
 
+nccl() {  # NAME FLAGS...
+  local name=$1
+  shift
+  if [[ ! -x "$perf" ]]; then
+    echo "== $name: '$perf' is not an executable; skipped"
+    return
+  fi
+  echo "== $name: all_reduce_perf $sizes -g $ngpus $*"
+  rm -f "$out/$name.json"
+  "$perf" $sizes -g "$ngpus" "$@" -J "$out/$name.json" 2>&1 | tee "$out/$name.txt"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || failed=1
+}
+
+if [[ $registration -eq 1 ]]; then
+  "$build/bin/ccl_info" --ccl_backend=nccl | tee "$out/ccl_info.txt"
+  for r in 0 1 2; do
+    for g in 0 1; do
+      ccl "ccl_R${r}G${g}" "$ngpus" -g 1 -R "$r" -G "$g"
+      nccl "nccl_R${r}G${g}" -R "$r" -G "$g"
+    done
+  done
+  python3 - "$out" <<'EOF' || failed=1
+import json, os, sys
+out = sys.argv[1]
+variants = ["R%dG%d" % (r, g) for r in (0, 1, 2) for g in (0, 1)]
+def load(name):
+    path = os.path.join(out, name + ".json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        results = json.load(f)["results"]
+    table = {}
+    for r in results:
+        place = r.get("out_of_place") or r.get("in_place") or {}
+        time, busbw = place.get("time"), place.get("bus_bw")
+        if time not in (None, "nan") and busbw not in (None, "nan"):
+            table[int(r["size"])] = (float(time), float(busbw))
+    return table
+tables = {(tool, v): load("%s_%s" % (tool, v)) for tool in ("ccl", "nccl") for v in variants}
+with open(os.path.join(out, "ccl_info.txt")) as f:
+    link = [line.strip() for line in f if line.startswith("link:")]
+print("# " + (link[0] if link else "link: not reported (no get_link_bandwidth or no device)"))
+print("# out of place; NCCL_NVLS_ENABLE=0; x = time of R0G0 / time (above 1: faster)")
+sizes = sorted({s for t in tables.values() for s in t})
+for size in sizes:
+    print("%d bytes %14s %10s %6s | %14s %10s %6s" % (size, "ccl time(us)", "busbw", "x",
+                                                     "nccl time(us)", "busbw", "x"))
+    for v in variants:
+        cells = []
+        for tool in ("ccl", "nccl"):
+            here, base = tables[(tool, v)].get(size), tables[(tool, "R0G0")].get(size)
+            if here is None:
+                cells.append("%14s %10s %6s" % ("-", "-", "-"))
+                continue
+            ratio = "%.2f" % (base[0] / here[0]) if base and here[0] > 0 else "-"
+            cells.append("%14.2f %10.2f %6s" % (here[0], here[1], ratio))
+        print("  -R %s -G %s %s | %s" % (v[1], v[3], cells[0], cells[1]))
+EOF
+  exit $failed
+fi
+
 ccl ccl_N1_RG "$ngpus" -g 1 -R 1 -G 1
 ccl ccl_N1 "$ngpus" -g 1
 ccl ccl_N1_R "$ngpus" -g 1 -R 1
 ccl ccl_N1_G "$ngpus" -g 1 -G 1
 ccl ccl_1N_RG 1 -g "$ngpus" -R 1 -G 1
 
-if [[ -x "$perf" ]]; then
-  for variant in "nccl_RG:-R 1 -G 1" "nccl:"; do
-    name=${variant%%:*}
-    flags=${variant#*:}
-    echo "== $name: all_reduce_perf $sizes -g $ngpus $flags"
-    rm -f "$out/$name.json"
-    # shellcheck disable=SC2086
-    "$perf" $sizes -g "$ngpus" $flags -J "$out/$name.json" 2>&1 | tee "$out/$name.txt"
-    [[ ${PIPESTATUS[0]} -eq 0 ]] || failed=1
-  done
-else
-  echo "== nccl-tests: '$perf' is not an executable; only ccl_bench ran"
-fi
+nccl nccl_RG -R 1 -G 1
+nccl nccl
 
 # busbw (GB/s) per size of every JSON, side by side (both are nccl-tests'
 # schema: results[].size and out_of_place.bus_bw).

@@ -43,7 +43,9 @@ void PrintFeatures(const Capabilities& capabilities) {
       YesNo(capabilities.device_sharing()));
   std::printf("              shrink=%s revoke=%s\n", YesNo(capabilities.shrink()),
               YesNo(capabilities.revoke()));
-  std::printf("              register=%s\n", YesNo(capabilities.register_buffers()));
+  std::printf("              register=%s register_windows=%s link_bandwidth=%s\n",
+              YesNo(capabilities.register_buffers()), YesNo(capabilities.register_windows()),
+              YesNo(capabilities.link_bandwidth()));
 }
 
 // One line per collective: "all_reduce: float32(sum,prod,max,min,avg) ...".
@@ -116,6 +118,13 @@ int main(int argc, char** argv) {
     std::printf("devices:      %d\n", device_count);
     std::printf("unique id:    %zu bytes\n", info.unique_id_bytes);
     PrintFeatures(backend->capabilities());
+    if (device_count > 0) {
+      if (const auto link = backend->GetLinkBandwidth(0)) {
+        std::printf("link:         %s", link->kind.c_str());
+        if (link->peak_GBps > 0) std::printf(" = %.0f GB/s per direction", link->peak_GBps);
+        std::printf(" (device 0, get_link_bandwidth)\n");
+      }
+    }
     if (FLAGS_capabilities) {
       std::printf("collectives:\n");
       PrintSupport(backend->capabilities());

@@ -90,7 +90,9 @@ TEST(CclInfo, SaysWhetherThePluginCanShrinkAndRevoke) {
 TEST(CclInfo, SaysWhetherThePluginCanRegisterBuffers) {
   const Result result =
       RunCclInfo("--ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR "/libinfini_ccl_mock.so");
-  EXPECT_NE(result.output.find("              register=no\n"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("              register=no register_windows=no link_bandwidth=no\n"),
+            std::string::npos)
+      << result.output;
 }
 
 TEST(CclInfo, VersionOnePluginIsShownAsAdapted) {
