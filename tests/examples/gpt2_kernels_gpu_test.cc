@@ -224,16 +224,21 @@ AttentionResult RunUnfused(const Shape& s, const std::vector<float>& qkv,
   return {Download(out), Download(d_qkv)};
 }
 
-// The bf16 forward of the first version (wmma through shared memory).
-std::vector<float> RunWmmaForward(const Shape& s, const std::vector<float>& qkv) {
+// The bf16 attention of the first version (wmma through shared memory).
+AttentionResult RunWmma(const Shape& s, const std::vector<float>& qkv,
+                        const std::vector<float>& d_out) {
   const size_t rows_heads = static_cast<size_t>(s.rows() * s.heads);
-  Buffer<bf16> qkv_device(qkv.size()), out(static_cast<size_t>(s.rows() * s.channels()));
-  Buffer<float> logsumexp(rows_heads);
+  Buffer<bf16> qkv_device(qkv.size()), d_out_device(d_out.size()),
+      out(static_cast<size_t>(s.rows() * s.channels())), d_qkv(qkv.size());
+  Buffer<float> logsumexp(rows_heads), scratch(rows_heads);
   Upload(qkv_device, qkv);
+  Upload(d_out_device, d_out);
   gpu::FusedAttentionForwardWmma(out.data, logsumexp.data, qkv_device.data, s.batch, s.sequence,
                                  s.heads, nullptr);
+  gpu::FusedAttentionBackwardWmma(d_qkv.data, scratch.data, d_out_device.data, qkv_device.data,
+                                  out.data, logsumexp.data, s.batch, s.sequence, s.heads, nullptr);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  return Download(out);
+  return {Download(out), Download(d_qkv)};
 }
 
 template <typename E>
@@ -275,14 +280,19 @@ void ExpectFusedAttentionMatches(const Shape& s) {
   const AttentionResult unfused = RunUnfused<bf16>(s, qkv, d_out);
   const AttentionResult fused = RunFused<bf16>(s, qkv, d_out);
   const AttentionResult fused_float = RunFused<float>(s, qkv, d_out);
-  EXPECT_TRUE(Compare("fused attention forward out (wmma version) bf16 " + s.Name(),
-                      RunWmmaForward(s, qkv), unfused.out, reference.out));
+  const AttentionResult wmma = RunWmma(s, qkv, d_out);
   const char* names[] = {"dQ", "dK", "dV"};
-  // float32 against the unfused float32 itself: only its rounding may differ.
-  for (const bool in_float : {false, true}) {
-    const AttentionResult& result = in_float ? fused_float : fused;
+  // bf16 on mma.sync (what the model runs), bf16 on wmma (the first
+  // version), float32 against the unfused float32 itself (only its rounding
+  // may differ).
+  for (const int variant : {0, 1, 2}) {
+    const bool in_float = variant == 2;
+    const AttentionResult& result = variant == 0 ? fused : variant == 1 ? wmma : fused_float;
     const AttentionResult& baseline = in_float ? reference : unfused;
-    const std::string shape = std::string(in_float ? " fp32 " : " bf16 ") + s.Name();
+    const std::string shape = std::string(variant == 0   ? " bf16 "
+                                          : variant == 1 ? " bf16 (wmma version) "
+                                                         : " fp32 ") +
+                              s.Name();
     EXPECT_TRUE(
         Compare("fused attention forward out" + shape, result.out, baseline.out, reference.out));
     for (int part = 0; part < 3; ++part) {
@@ -613,8 +623,16 @@ std::pair<float, float> TimeAttentionAtTheD12Shape() {
                                          s.heads, nullptr);
         },
         kRepeats);
-    std::printf("attention %s bf16 forward: mma.sync %.3f ms, wmma version %.3f ms\n",
-                s.Name().c_str(), fused_forward, wmma_forward);
+    const float wmma_backward = TimeMs(
+        [&] {
+          gpu::FusedAttentionBackwardWmma(d_qkv.data, scratch.data, d_out.data, qkv.data, out.data,
+                                          logsumexp.data, s.batch, s.sequence, s.heads, nullptr);
+        },
+        kRepeats);
+    std::printf(
+        "attention %s bf16: mma.sync forward %.3f ms, backward %.3f ms; wmma version forward "
+        "%.3f ms, backward %.3f ms\n",
+        s.Name().c_str(), fused_forward, fused_backward, wmma_forward, wmma_backward);
   }
   UnfusedAttention<E> unfused(s);
   const float unfused_forward = TimeMs([&] { unfused.Forward(out.data, qkv.data); }, kRepeats);

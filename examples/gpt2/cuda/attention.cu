@@ -541,6 +541,228 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// A warp's A fragments of 16 rows × 64 features (rows `rows` of a padded
+// tile), one per 16 features.
+__device__ __forceinline__ void LoadRowFragments(uint32_t (&fragments)[kHead / 16][4],
+                                                 const bf16* rows) {
+  const int lane = threadIdx.x % 32, matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+  for (int kk = 0; kk < kHead / 16; ++kk) {
+    LoadMatrices(fragments[kk],
+                 rows + ((matrix % 2) * 8 + matrix_row) * kLd<bf16> + kk * 16 + (matrix / 2) * 8);
+  }
+}
+
+// scores[j] (16 × 8, tile j of 8 columns) = A · Bᵀ over 64 features, A the
+// warp's fragments, B's 64 rows those of `tile` (the forward's S = Q·Kᵀ).
+__device__ __forceinline__ void MmaRowsTimesTransposed(float (&scores)[kTile / 8][4],
+                                                       const uint32_t (&a)[kHead / 16][4],
+                                                       const bf16* tile) {
+  const int lane = threadIdx.x % 32, matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+  for (int j = 0; j < kTile / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) scores[j][e] = 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kTile / 8; j += 2) {
+#pragma unroll
+    for (int kk = 0; kk < kHead / 16; ++kk) {
+      uint32_t b[4];
+      LoadMatrices(b, tile + (8 * j + (matrix / 2) * 8 + matrix_row) * kLd<bf16> + kk * 16 +
+                          (matrix % 2) * 8);
+      Mma(scores[j], a[kk], b[0], b[1]);
+      Mma(scores[j + 1], a[kk], b[2], b[3]);
+    }
+  }
+}
+
+// out[dn] (16 × 8, features 8dn..) += P · tile, P the warp's 16 × 64 values
+// in score layout (columns = the tile's 64 rows), rounded to bf16.
+__device__ __forceinline__ void MmaScoresTimesRows(float (&out)[kHead / 8][4],
+                                                   const float (&p)[kTile / 8][4],
+                                                   const bf16* tile) {
+  const int lane = threadIdx.x % 32, matrix = lane / 8, matrix_row = lane % 8;
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) {
+    const uint32_t a[4] = {
+        PackPair(p[2 * kk][0], p[2 * kk][1]), PackPair(p[2 * kk][2], p[2 * kk][3]),
+        PackPair(p[2 * kk + 1][0], p[2 * kk + 1][1]), PackPair(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+    for (int dn = 0; dn < kHead / 8; dn += 2) {
+      uint32_t b[4];
+      LoadMatricesTransposed(b, tile + (16 * kk + (matrix % 2) * 8 + matrix_row) * kLd<bf16> +
+                                    8 * dn + (matrix / 2) * 8);
+      Mma(out[dn], a, b[0], b[1]);
+      Mma(out[dn + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Writes 16 rows × 64 of `values` (output layout), times `scale`, from
+// `row0` on (rows `row_stride` apart; those from T on are skipped).
+__device__ __forceinline__ void StoreFragmentRows(bf16* destination, int64_t row_stride, int row0,
+                                                  int T, const float (&values)[kHead / 8][4],
+                                                  float scale) {
+  const int lane = threadIdx.x % 32, g = lane / 4, pair = 2 * (lane % 4);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = row0 + g + 8 * r;
+    if (row >= T) continue;
+#pragma unroll
+    for (int dn = 0; dn < kHead / 8; ++dn) {
+      StorePair(destination + row * row_stride + 8 * dn + pair, values[dn][2 * r] * scale,
+                values[dn][2 * r + 1] * scale);
+    }
+  }
+}
+
+constexpr size_t kMmaKeyValueShared =
+    4 * kTileElements<bf16> * sizeof(bf16) + 2 * kTile * sizeof(float);
+constexpr size_t kMmaQueryShared = 4 * kTileElements<bf16> * sizeof(bf16);
+
+// KeyValueGradientKernel on mma.sync: the warp's rows are 16 keys; Sᵀ, Pᵀ,
+// dPᵀ and dSᵀ stay in registers and are the A operands of dV += Pᵀ·dO and
+// dK += dSᵀ·Q.
+__global__ void __launch_bounds__(kThreads)
+    MmaKeyValueGradientKernel(bf16* d_qkv, const bf16* d_out, const bf16* qkv,
+                              const float* logsumexp, const float* dots, int T, int NH) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* k_tile = reinterpret_cast<bf16*>(shared);
+  bf16* v_tile = k_tile + kTileElements<bf16>;
+  bf16* q_tile = v_tile + kTileElements<bf16>;
+  bf16* do_tile = q_tile + kTileElements<bf16>;
+  float* lse_row = reinterpret_cast<float*>(do_tile + kTileElements<bf16>);
+  float* dot_row = lse_row + kTile;
+
+  const int tiles = (T + kTile - 1) / kTile;
+  const int key_tile = static_cast<int>(blockIdx.x);  // the longest first
+  const int bh = static_cast<int>(blockIdx.y), b = bh / NH, h = bh % NH;
+  const int C = NH * kHead;
+  const int64_t stride = 3 * static_cast<int64_t>(C);
+  const int64_t batch_offset = static_cast<int64_t>(b) * T * stride + h * kHead;
+  const bf16* base = qkv + batch_offset;
+  const bf16* d_out_base = d_out + static_cast<int64_t>(b) * T * C + h * kHead;
+  const int k0 = key_tile * kTile;
+  LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
+  LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, pair = 2 * (lane % 4);
+  const int warp_row0 = warp * kWarpRows;
+  uint32_t k_fragments[kHead / 16][4], v_fragments[kHead / 16][4];
+  LoadRowFragments(k_fragments, k_tile + warp_row0 * kLd<bf16>);
+  LoadRowFragments(v_fragments, v_tile + warp_row0 * kLd<bf16>);
+  const int key[2] = {k0 + warp_row0 + g, k0 + warp_row0 + g + 8};
+  float d_k[kHead / 8][4], d_v[kHead / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < kHead / 8; ++dn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d_k[dn][e] = d_v[dn][e] = 0.0f;
+  }
+
+  for (int query_tile = key_tile; query_tile < tiles; ++query_tile) {
+    const int q0 = query_tile * kTile;
+    __syncthreads();  // the last query tile is used up
+    LoadTile(q_tile, base + q0 * stride, stride, T - q0);
+    LoadTile(do_tile, d_out_base + q0 * static_cast<int64_t>(C), C, T - q0);
+    if (threadIdx.x < kTile) {
+      const int query = q0 + static_cast<int>(threadIdx.x);
+      lse_row[threadIdx.x] = query < T ? logsumexp[static_cast<int64_t>(bh) * T + query] : 0.0f;
+      dot_row[threadIdx.x] = query < T ? dots[static_cast<int64_t>(bh) * T + query] : 0.0f;
+    }
+    __syncthreads();
+    float p[kTile / 8][4], ds[kTile / 8][4];
+    MmaRowsTimesTransposed(p, k_fragments, q_tile);    // Sᵀ
+    MmaRowsTimesTransposed(ds, v_fragments, do_tile);  // dPᵀ
+#pragma unroll
+    for (int j = 0; j < kTile / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int column = 8 * j + pair + (e % 2), query = q0 + column;
+        p[j][e] =
+            query >= key[e / 2] && query < T ? exp2f(p[j][e] * kScaleLog2 - lse_row[column]) : 0.0f;
+        ds[j][e] = p[j][e] * (ds[j][e] - dot_row[column]);
+      }
+    }
+    MmaScoresTimesRows(d_v, p, do_tile);
+    MmaScoresTimesRows(d_k, ds, q_tile);
+  }
+  bf16* d_base = d_qkv + batch_offset;
+  StoreFragmentRows(d_base + C, stride, k0 + warp_row0, T, d_k, kScale);
+  StoreFragmentRows(d_base + 2 * C, stride, k0 + warp_row0, T, d_v, 1.0f);
+}
+
+// QueryGradientKernel on mma.sync: the warp's rows are 16 queries; S, P, dP
+// and dS stay in registers, dS the A operand of dQ += dS·K.
+__global__ void __launch_bounds__(kThreads)
+    MmaQueryGradientKernel(bf16* d_qkv, const bf16* d_out, const bf16* qkv, const float* logsumexp,
+                           const float* dots, int T, int NH) {
+  extern __shared__ __align__(128) unsigned char shared[];
+  bf16* q_tile = reinterpret_cast<bf16*>(shared);
+  bf16* do_tile = q_tile + kTileElements<bf16>;
+  bf16* k_tile = do_tile + kTileElements<bf16>;
+  bf16* v_tile = k_tile + kTileElements<bf16>;
+
+  const int tiles = (T + kTile - 1) / kTile;
+  const int query_tile = tiles - 1 - static_cast<int>(blockIdx.x);  // the longest first
+  const int bh = static_cast<int>(blockIdx.y), b = bh / NH, h = bh % NH;
+  const int C = NH * kHead;
+  const int64_t stride = 3 * static_cast<int64_t>(C);
+  const int64_t batch_offset = static_cast<int64_t>(b) * T * stride + h * kHead;
+  const bf16* base = qkv + batch_offset;
+  const int q0 = query_tile * kTile;
+  LoadTile(q_tile, base + q0 * stride, stride, T - q0);
+  LoadTile(do_tile, d_out + (static_cast<int64_t>(b) * T + q0) * C + h * kHead, C, T - q0);
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, pair = 2 * (lane % 4);
+  const int warp_row0 = warp * kWarpRows;
+  uint32_t q_fragments[kHead / 16][4], do_fragments[kHead / 16][4];
+  LoadRowFragments(q_fragments, q_tile + warp_row0 * kLd<bf16>);
+  LoadRowFragments(do_fragments, do_tile + warp_row0 * kLd<bf16>);
+  int query[2];
+  float lse[2], dot[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    query[r] = q0 + warp_row0 + g + 8 * r;
+    // A row past T gets no probabilities, so nothing there can overflow.
+    lse[r] = query[r] < T ? logsumexp[static_cast<int64_t>(bh) * T + query[r]] : 0.0f;
+    dot[r] = query[r] < T ? dots[static_cast<int64_t>(bh) * T + query[r]] : 0.0f;
+  }
+  float d_q[kHead / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < kHead / 8; ++dn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) d_q[dn][e] = 0.0f;
+  }
+
+  for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
+    const int k0 = key_tile * kTile;
+    __syncthreads();
+    LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
+    LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
+    __syncthreads();
+    float p[kTile / 8][4], ds[kTile / 8][4];
+    MmaRowsTimesTransposed(p, q_fragments, k_tile);    // S
+    MmaRowsTimesTransposed(ds, do_fragments, v_tile);  // dP
+#pragma unroll
+    for (int j = 0; j < kTile / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e / 2, key = k0 + 8 * j + pair + (e % 2);
+        const float probability =
+            query[r] < T && key <= query[r] ? exp2f(p[j][e] * kScaleLog2 - lse[r]) : 0.0f;
+        ds[j][e] = probability * (ds[j][e] - dot[r]);
+      }
+    }
+    MmaScoresTimesRows(d_q, ds, k_tile);
+  }
+  StoreFragmentRows(d_qkv + batch_offset, stride, q0 + warp_row0, T, d_q, kScale);
+}
+
 // scratch[(b·NH + h)·T + t] = Σ_d d_out·out over the head's 64 features: one
 // warp per (b, t, h).
 template <typename E>
@@ -732,6 +954,14 @@ dim3 TileGrid(int64_t batch_size, int64_t sequence_length, int64_t num_heads) {
 }
 
 template <typename E>
+void RowDots(float* dots, const E* d_out, const E* out, int64_t rows, int T, int NH,
+             cudaStream_t stream) {
+  constexpr int kRowsPerBlock = 8;
+  RowDotKernel<E><<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
+                    kRowsPerBlock * 32, 0, stream>>>(dots, d_out, out, rows, T, NH);
+}
+
+template <typename E>
 void Forward(E* out, float* logsumexp, const E* qkv, int64_t batch_size, int64_t sequence_length,
              int64_t num_heads, cudaStream_t stream) {
   AllowShared(ForwardKernel<E>, kForwardShared<E>);
@@ -745,10 +975,7 @@ void Backward(E* d_qkv, float* scratch, const E* d_out, const E* qkv, const E* o
               const float* logsumexp, int64_t batch_size, int64_t sequence_length,
               int64_t num_heads, cudaStream_t stream) {
   const int T = static_cast<int>(sequence_length), NH = static_cast<int>(num_heads);
-  const int64_t rows = batch_size * sequence_length * num_heads;
-  constexpr int kRowsPerBlock = 8;
-  RowDotKernel<E><<<static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock),
-                    kRowsPerBlock * 32, 0, stream>>>(scratch, d_out, out, rows, T, NH);
+  RowDots(scratch, d_out, out, batch_size * sequence_length * num_heads, T, NH, stream);
   const dim3 grid = TileGrid(batch_size, sequence_length, num_heads);
   AllowShared(KeyValueGradientKernel<E>, kKeyValueShared<E>);
   KeyValueGradientKernel<E><<<grid, kThreads, kKeyValueShared<E>, stream>>>(
@@ -782,6 +1009,20 @@ void FusedAttentionBackward(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfl
                             const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                             const float* logsumexp, int64_t batch_size, int64_t sequence_length,
                             int64_t num_heads, cudaStream_t stream) {
+  const int T = static_cast<int>(sequence_length), NH = static_cast<int>(num_heads);
+  RowDots(scratch, d_out, out, batch_size * sequence_length * num_heads, T, NH, stream);
+  const dim3 grid = TileGrid(batch_size, sequence_length, num_heads);
+  AllowShared(MmaKeyValueGradientKernel, kMmaKeyValueShared);
+  MmaKeyValueGradientKernel<<<grid, kThreads, kMmaKeyValueShared, stream>>>(
+      d_qkv, d_out, qkv, logsumexp, scratch, T, NH);
+  AllowShared(MmaQueryGradientKernel, kMmaQueryShared);
+  MmaQueryGradientKernel<<<grid, kThreads, kMmaQueryShared, stream>>>(d_qkv, d_out, qkv, logsumexp,
+                                                                      scratch, T, NH);
+}
+void FusedAttentionBackwardWmma(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfloat16* d_out,
+                                const __nv_bfloat16* qkv, const __nv_bfloat16* out,
+                                const float* logsumexp, int64_t batch_size, int64_t sequence_length,
+                                int64_t num_heads, cudaStream_t stream) {
   Backward(d_qkv, scratch, d_out, qkv, out, logsumexp, batch_size, sequence_length, num_heads,
            stream);
 }

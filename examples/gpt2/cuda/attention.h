@@ -43,6 +43,12 @@ void FusedAttentionBackward(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfl
                             const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                             const float* logsumexp, int64_t batch_size, int64_t sequence_length,
                             int64_t num_heads, cudaStream_t stream);
+// The first version of the bf16 backward (wmma through shared memory), kept
+// while gpt2_kernels_gpu_test compares it with the mma.sync one above.
+void FusedAttentionBackwardWmma(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfloat16* d_out,
+                                const __nv_bfloat16* qkv, const __nv_bfloat16* out,
+                                const float* logsumexp, int64_t batch_size, int64_t sequence_length,
+                                int64_t num_heads, cudaStream_t stream);
 void FusedAttentionBackward(float* d_qkv, float* scratch, const float* d_out, const float* qkv,
                             const float* out, const float* logsumexp, int64_t batch_size,
                             int64_t sequence_length, int64_t num_heads, cudaStream_t stream);
