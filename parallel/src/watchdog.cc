@@ -54,10 +54,18 @@ void ReportHangWithin(WatchedGroup& group, std::chrono::seconds limit) {
   };
   auto shared = std::make_shared<Shared>();
   std::thread([&group, shared] {
+    const int lane = group.TraceLane();
+    const std::string name = group.WatchName();
     try {
-      group.ReportHang([](const std::string& line) {
+      group.ReportHang([&](const std::string& line) {
         std::fprintf(stderr, "%s\n", line.c_str());
         std::fflush(stderr);
+        // The report on the timeline too (the caller flushes before exiting).
+        if (ccl::trace::Enabled()) {
+          const int64_t now = ccl::trace::NowNs();
+          ccl::trace::RecordFault(lane, ccl::trace::Category::kWatchdog, "hang_report", name,
+                                  ccl::trace::Facts().Add("line", line), now, now);
+        }
       });
     } catch (const std::exception& error) {
       std::fprintf(stderr, "infini_ccl flight recorder: no report (%s)\n", error.what());

@@ -593,6 +593,16 @@ TEST(ParallelLaunchTest, FlightRecorderNamesAStoppedRankAndSoDoesTheLauncher) {
     ASSERT_TRUE(aborts.count(lane)) << infini::testing::DescribeFaultEvents(trace);
     EXPECT_EQ((*aborts.at(lane)[0])["args"]["why"].text, "watchdog");
   }
+  // The flight recorder's report, line by line, on the reporter's lane.
+  bool behind_named = false;
+  for (const auto& [lane, events] : infini::testing::FaultEventsOf(trace, "hang_report")) {
+    for (const infini::testing::Json* event : events) {
+      behind_named = behind_named ||
+                     (*event)["args"]["line"].text.find("behind: process rank 1 (global rank 1)") !=
+                         std::string::npos;
+    }
+  }
+  EXPECT_TRUE(behind_named) << infini::testing::DescribeFaultEvents(trace);
   RunProgram({"/bin/rm", "-rf", trace_dir});
 }
 
