@@ -386,10 +386,12 @@ struct ProductCase {
   gpu::Epilogue epilogue;
   bool a_transposed;
   int64_t m, n, k;
+  bool residual = false;  // kBias only: + a residual (the projections' add)
   std::string Name() const {
     const char* names[] = {"bias", "gelu+bias", "gelu gradient"};
     return std::string("matmul epilogue ") + names[static_cast<int>(epilogue)] +
-           " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+           (residual ? "+residual" : "") + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+           " k=" + std::to_string(k);
   }
 };
 
@@ -397,6 +399,9 @@ template <typename E>
 std::optional<Product> RunProduct(bool fused, const ProductCase& c, const std::vector<float>& a,
                                   const std::vector<float>& b, const std::vector<float>& bias,
                                   const std::vector<float>& gelu_in) {
+  // The GELU input doubles as the residual.
+  Buffer<E> residual(static_cast<size_t>(c.m * c.n));
+  Upload(residual, gelu_in);
   Buffer<E> a_device(a.size()), b_device(b.size()), bias_device(bias.size()),
       d(static_cast<size_t>(c.m * c.n)), aux(static_cast<size_t>(c.m * c.n)),
       product(static_cast<size_t>(c.m * c.n));
@@ -407,7 +412,7 @@ std::optional<Product> RunProduct(bool fused, const ProductCase& c, const std::v
   if (fused) {
     gpu::FusedMatmul matmul(nullptr);
     if (!matmul.Run<E>(c.epilogue, c.a_transposed, c.m, c.n, c.k, a_device.data, b_device.data,
-                       d.data, bias_device.data, aux.data)) {
+                       d.data, bias_device.data, aux.data, c.residual ? residual.data : nullptr)) {
       return std::nullopt;
     }
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -429,6 +434,7 @@ std::optional<Product> RunProduct(bool fused, const ProductCase& c, const std::v
   if (c.epilogue != gpu::Epilogue::kGeluGradient) {
     gpu::AddBias(out, bias_device.data, c.n, c.m, nullptr);
   }
+  if (c.residual) gpu::Add(d.data, residual.data, d.data, c.m * c.n, nullptr);
   if (c.epilogue == gpu::Epilogue::kGeluBias)
     gpu::GeluForward(d.data, aux.data, c.m * c.n, nullptr);
   if (c.epilogue == gpu::Epilogue::kGeluGradient) {
@@ -467,12 +473,14 @@ void ExpectFusedProductMatches(const ProductCase& c, bool also_float) {
   EXPECT_TRUE(Compare(c.Name() + " fp32", fused_float->d, reference->d, reference->d));
 }
 
-// The d12 shapes over 512 rows: the qkv layer (bias), the MLP's first layer
-// (bias and GELU) and the MLP's input gradient (GELU gradient). float32
-// uses only the bias epilogue.
+// The d12 shapes over 512 rows: the qkv layer (bias), the MLP's projection
+// with the residual add, the MLP's first layer (bias and GELU) and the
+// MLP's input gradient (GELU gradient). float32 uses only the bias
+// epilogue (with and without the residual).
 TEST(Gpt2Kernels, MatmulEpiloguesMatchTheUnfusedPasses) {
   if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
   ExpectFusedProductMatches({gpu::Epilogue::kBias, true, 2304, 512, 768}, true);
+  ExpectFusedProductMatches({gpu::Epilogue::kBias, true, 768, 512, 3072, true}, true);
   ExpectFusedProductMatches({gpu::Epilogue::kGeluBias, true, 3072, 512, 768}, false);
   ExpectFusedProductMatches({gpu::Epilogue::kGeluGradient, false, 3072, 512, 768}, false);
 }

@@ -164,6 +164,9 @@ struct DeviceModel::State {
   void Linear(T* out, const T* in, int kind_weight, int kind_bias, int64_t layer, int64_t rows,
               int64_t in_channels, int64_t out_channels);
   template <typename T>
+  void LinearResidual(T* out, const T* in, const T* residual, int kind_weight, int kind_bias,
+                      int64_t layer, int64_t rows, int64_t in_channels, int64_t out_channels);
+  template <typename T>
   void LinearGelu(T* gelu_out, T* gelu_in, const T* in, int kind_weight, int kind_bias,
                   int64_t layer, int64_t rows, int64_t in_channels, int64_t out_channels);
   template <typename T>
@@ -209,6 +212,23 @@ void DeviceModel::State::Linear(T* out, const T* in, int kind_weight, int kind_b
                      static_cast<int>(out_channels), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "linear forward");
   if (kind_bias >= 0) AddBias(out, param<T>(kind_bias, layer), rows, out_channels, stream);
+}
+
+// out = residual + in · Wᵀ + bias: a branch's projection and the residual
+// add in one product where cuBLASLt can (`projection` is the scratch of the
+// unfused way).
+template <typename T>
+void DeviceModel::State::LinearResidual(T* out, const T* in, const T* residual, int kind_weight,
+                                        int kind_bias, int64_t layer, int64_t rows,
+                                        int64_t in_channels, int64_t out_channels) {
+  if (fused_matmul->Run<T>(Epilogue::kBias, true, out_channels, rows, in_channels,
+                           param<T>(kind_weight, layer), in, out, param<T>(kind_bias, layer),
+                           nullptr, residual)) {
+    return;
+  }
+  Linear(Typed<T>(a.projection), in, kind_weight, kind_bias, layer, rows, in_channels,
+         out_channels);
+  Add(out, residual, Typed<T>(a.projection), rows * out_channels, stream);
 }
 
 // The MLP's first layer: gelu_in = in · Wᵀ + bias, gelu_out = gelu(gelu_in).
@@ -326,13 +346,12 @@ void DeviceModel::State::RunForward(float loss_weight) {
       HeadsToRows(attention_out, Typed<T>(a.y), B, T_, NH, hs, stream);
     }
 
-    Linear(Typed<T>(a.projection), attention_out, kAttnProjWeight, kAttnProjBias, l, rows, C, C);
-    Add(residual2, residual, Typed<T>(a.projection), rows * C, stream);
+    LinearResidual(residual2, attention_out, residual, kAttnProjWeight, kAttnProjBias, l, rows, C,
+                   C);
     LayerNormForward(ln2, a.ln2_mean.get() + l * capacity, a.ln2_rstd.get() + l * capacity,
                      residual2, param<T>(kLn2Weight, l), param<T>(kLn2Bias, l), rows, C, stream);
     LinearGelu(fc_gelu, fc, ln2, kFcWeight, kFcBias, l, rows, C, 4 * C);
-    Linear(Typed<T>(a.projection), fc_gelu, kFcProjWeight, kFcProjBias, l, rows, 4 * C, C);
-    Add(residual3, residual2, Typed<T>(a.projection), rows * C, stream);
+    LinearResidual(residual3, fc_gelu, residual2, kFcProjWeight, kFcProjBias, l, rows, 4 * C, C);
     residual = residual3;
   }
   LayerNormForward(Typed<T>(a.lnf), a.lnf_mean.get(), a.lnf_rstd.get(), residual,

@@ -38,7 +38,7 @@ cublasLtEpilogue_t LtEpilogue(Epilogue epilogue) {
 
 struct FusedMatmul::Plan {
   cublasLtMatmulDesc_t operation = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;  // c: d's layout
   cublasLtMatmulAlgo_t algorithm{};
   bool usable = false;
 
@@ -68,7 +68,7 @@ FusedMatmul::~FusedMatmul() {
 
 template <typename T>
 bool FusedMatmul::Run(Epilogue epilogue, bool a_transposed, int64_t m, int64_t n, int64_t k,
-                      const T* a, const T* b, T* d, const T* bias, T* aux) {
+                      const T* a, const T* b, T* d, const T* bias, T* aux, const T* residual) {
   constexpr cudaDataType_t type = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
   // GELU's input matrix needs a leading dimension divisible by 8.
   if (epilogue != Epilogue::kBias && m % 8 != 0) return false;
@@ -82,7 +82,8 @@ bool FusedMatmul::Run(Epilogue epilogue, bool a_transposed, int64_t m, int64_t n
                 Alignment(b),
                 Alignment(d),
                 Alignment(bias),
-                Alignment(aux)};
+                Alignment(aux),
+                residual == nullptr ? 0u : Alignment(residual)};
   auto found = plans_.find(key);
   if (found == plans_.end()) {
     found = plans_.emplace(key, std::make_unique<Plan>()).first;
@@ -125,10 +126,11 @@ bool FusedMatmul::Run(Epilogue epilogue, bool a_transposed, int64_t m, int64_t n
     const uint64_t workspace = kWorkspaceBytes;
     prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
     const unsigned a_alignment = std::get<6>(key), b_alignment = std::get<7>(key),
-                   d_alignment = std::get<8>(key);
+                   d_alignment = std::get<8>(key),
+                   c_alignment = residual == nullptr ? d_alignment : std::get<11>(key);
     prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_alignment, sizeof(a_alignment));
     prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_alignment, sizeof(b_alignment));
-    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &d_alignment, sizeof(d_alignment));
+    prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_alignment, sizeof(c_alignment));
     prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d_alignment, sizeof(d_alignment));
     cublasLtMatmulHeuristicResult_t result{};
     int results = 0;
@@ -150,8 +152,10 @@ bool FusedMatmul::Run(Epilogue epilogue, bool a_transposed, int64_t m, int64_t n
     ok = cublasLtMatmulDescSetAttribute(plan.operation, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                         &aux, sizeof(aux)) == CUBLAS_STATUS_SUCCESS;
   }
-  const float one = 1.0f, zero = 0.0f;
-  ok = ok && cublasLtMatmul(handle_, plan.operation, &one, a, plan.a, b, plan.b, &zero, d, plan.d,
+  // D = A·B (+ bias …) + beta·C, C the residual or (beta 0) D itself.
+  const float one = 1.0f, beta = residual == nullptr ? 0.0f : 1.0f;
+  const void* c = residual == nullptr ? static_cast<const void*>(d) : residual;
+  ok = ok && cublasLtMatmul(handle_, plan.operation, &one, a, plan.a, b, plan.b, &beta, c, plan.d,
                             d, plan.d, &plan.algorithm, workspace_, kWorkspaceBytes,
                             stream_) == CUBLAS_STATUS_SUCCESS;
   // A refusal at launch is for good: the unfused path from now on.
@@ -160,9 +164,10 @@ bool FusedMatmul::Run(Epilogue epilogue, bool a_transposed, int64_t m, int64_t n
 }
 
 template bool FusedMatmul::Run<float>(Epilogue, bool, int64_t, int64_t, int64_t, const float*,
-                                      const float*, float*, const float*, float*);
+                                      const float*, float*, const float*, float*, const float*);
 template bool FusedMatmul::Run<__nv_bfloat16>(Epilogue, bool, int64_t, int64_t, int64_t,
                                               const __nv_bfloat16*, const __nv_bfloat16*,
-                                              __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*);
+                                              __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*,
+                                              const __nv_bfloat16*);
 
 }  // namespace infini::examples::gpt2::gpu

@@ -33,20 +33,22 @@ class FusedMatmul {
   // b k × n (leading dimension k); op(a) = aᵀ of a stored k × m when
   // `a_transposed`, else a stored m × k. Float accumulation; T is float or
   // __nv_bfloat16.
-  //   kBias:         d = op(a)·b + bias (bias: m values, one per row of d)
+  //   kBias:         d = op(a)·b + bias (bias: m values, one per row of d),
+  //                  + residual when given (m × n like d: a residual add)
   //   kGeluBias:     aux = op(a)·b + bias; d = gelu(aux) (tanh approximation)
   //   kGeluGradient: d = (op(a)·b) ∘ gelu'(aux)
   // aux is m × n with leading dimension m. False: nothing was enqueued.
   template <typename T>
   bool Run(Epilogue epilogue, bool a_transposed, int64_t m, int64_t n, int64_t k, const T* a,
-           const T* b, T* d, const T* bias, T* aux);
+           const T* b, T* d, const T* bias, T* aux, const T* residual = nullptr);
 
  private:
   struct Plan;
   // (epilogue, a_transposed, m, n, k, element size, alignments of a, b, d,
-  // bias, aux): cuBLASLt picks its algorithm by the pointers' alignment too.
+  // bias, aux, residual (0: none)): cuBLASLt picks its algorithm by the
+  // pointers' alignment too.
   using Key = std::tuple<int, bool, int64_t, int64_t, int64_t, int, unsigned, unsigned, unsigned,
-                         unsigned, unsigned>;
+                         unsigned, unsigned, unsigned>;
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
