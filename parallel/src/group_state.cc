@@ -72,11 +72,10 @@ void GroupState::RevokeForLoss() {
   const bool revoke = environment.backend->capabilities().revoke();
   if (ccl::trace::Enabled()) {
     const int64_t now = ccl::trace::NowNs();
+    // Only what no other thread changes: a shrink renumbers the members
+    // outside abort_mutex, and a revoke may come from the loss watcher.
     ccl::trace::RecordFault(TraceLane(), ccl::trace::Category::kRecovery, "revoke", name,
-                            ccl::trace::Facts()
-                                .Add("how", revoke ? "comm_revoke" : "comm_abort")
-                                .Add("group_rank", group_rank)
-                                .Add("members", members),
+                            ccl::trace::Facts().Add("how", revoke ? "comm_revoke" : "comm_abort"),
                             now, now);
   }
   try {
@@ -98,8 +97,7 @@ void GroupState::AbortOnce(const char* why) {
   if (ccl::trace::Enabled() && comm.valid() && !aborted) {
     const int64_t now = ccl::trace::NowNs();
     ccl::trace::RecordFault(TraceLane(), ccl::trace::Category::kRecovery, "abort", name,
-                            ccl::trace::Facts().Add("why", why).Add("group_rank", group_rank), now,
-                            now);
+                            ccl::trace::Facts().Add("why", why), now, now);
   }
   aborted = true;
   registrations->ForgetAll();

@@ -26,7 +26,7 @@ class GroupState : public WatchedGroup {
   ~GroupState() override;
 
   std::string WatchName() const override { return name; }
-  int TraceLane() const override { return environment.rank.launch_global_rank(); }
+  int TraceLane() const override { return trace_lane; }
   infiniCclResult_t AsyncError() override;
   void AbortFromWatchdog() override;
   void ReportHang(const std::function<void(const std::string&)>& print) override;
@@ -39,6 +39,9 @@ class GroupState : public WatchedGroup {
 
   // The rank changes when a recovery renumbers the world.
   GroupEnvironment environment;
+  // The trace's lane: the launch rank, which no recovery changes (a copy,
+  // so that other threads never read `environment` while a shrink sets it).
+  const int trace_lane = environment.rank.launch_global_rank();
   std::string name;
   // "<name>.<hash of members>/<generation>": where the group's keys live.
   std::string store_key;
