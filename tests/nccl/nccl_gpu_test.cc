@@ -8,6 +8,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -134,6 +135,21 @@ TEST(NcclInitRanks, TwoRanksOnOneGpuAreRefusedBeforeNcclIsCalled) {
     EXPECT_EQ(error.code(), infiniCclInvalidUsage) << error.what();
     EXPECT_NE(std::string(error.what()).find("one GPU"), std::string::npos) << error.what();
   }
+}
+
+// get_link_bandwidth through NVML: on an NVLink machine (the H200 host:
+// "NVLink 4 x 18", 450 GB/s) the active links times their rate; printed
+// for the log either way.
+TEST(NcclLink, DeviceZerosLinkIsReportedWithItsKind) {
+  REQUIRE_DEVICES(1);
+  const auto link = Backend::Load("nccl")->GetLinkBandwidth(0);
+  ASSERT_TRUE(link.has_value());
+  std::printf("link of device 0: %s, %.0f GB/s per direction\n", link->kind.c_str(),
+              link->peak_GBps);
+  if (link->kind.rfind("unknown", 0) == 0) GTEST_SKIP() << link->kind;
+  EXPECT_GT(link->peak_GBps, 0) << link->kind;
+  EXPECT_TRUE(link->kind.rfind("NVLink ", 0) == 0 || link->kind.rfind("PCIe gen", 0) == 0)
+      << link->kind;
 }
 
 TEST(NcclThreadRanks, BarrierWaitsForTheLastRank) {

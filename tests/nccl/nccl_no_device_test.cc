@@ -139,6 +139,23 @@ TEST(NcclWithoutGpu, RecoveryEntriesAreOfferedWhereTheRunningNcclHasThem) {
   const int release = major * 100 + minor;
   EXPECT_EQ(Nccl()->capabilities().shrink(), release >= 227) << version;
   EXPECT_EQ(Nccl()->capabilities().revoke(), release >= 228) << version;
+  EXPECT_EQ(Nccl()->capabilities().register_buffers(), release >= 219) << version;
+  EXPECT_EQ(Nccl()->capabilities().register_windows(), release >= 227) << version;
+}
+
+// get_link_bandwidth is always offered (NVML is looked for when it is
+// called); without a device it fails as the other device calls do, and a
+// description shorter than the plugin's is refused.
+TEST(NcclWithoutGpu, LinkBandwidthNeedsADeviceAndAWholeDescription) {
+  const auto& plugin = PluginTable(*Nccl());
+  ASSERT_NE(plugin.get_link_bandwidth, nullptr);
+  EXPECT_TRUE(Nccl()->capabilities().link_bandwidth());
+  infiniCclLinkBandwidth_t link{};
+  link.struct_size = sizeof(link);
+  EXPECT_EQ(plugin.get_link_bandwidth(0, &link), infiniCclInvalidUsage);
+  EXPECT_NE(std::string(plugin.get_last_error()).find(kNoDeviceText), std::string::npos);
+  link.struct_size = sizeof(size_t);
+  EXPECT_EQ(plugin.get_link_bandwidth(0, &link), infiniCclInvalidArgument);
 }
 
 // ---- Capabilities: what the host asks once, at load --------------------------

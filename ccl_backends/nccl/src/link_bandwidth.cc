@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "device_runtime.h"
 #include "errors.h"
 
 namespace infini::ccl::nccl {
@@ -92,6 +93,7 @@ infiniCclResult_t GetLinkBandwidth(int device, infiniCclLinkBandwidth_t* link) {
                 "get_link_bandwidth: expected a link description of this plugin's size");
   }
   link->peak_GBps = 0;
+  CCLCHECK(RequireDevice("get_link_bandwidth"));
   char bus_id[32] = {};
   int compute_major = 0;
   CCLCHECK(CheckCuda(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device),
