@@ -95,9 +95,9 @@ TEST_F(NcclProfilerTest, AProfilerTheUserChoseIsLeftAloneAndSaidOnce) {
   const std::string said = SetCallbackSaying();
   EXPECT_STREQ(std::getenv(v5::kPluginVariable), "/opt/their/libnccl-profiler.so");
   EXPECT_EQ(said,
-            "infini_ccl nccl: NCCL_PROFILER_PLUGIN='/opt/their/libnccl-profiler.so' is set, so "
-            "NCCL loads that profiler and the trace has no NCCL algorithm, protocol or channel "
-            "events (unset it to have them)\n");
+            "infini_ccl nccl: NCCL_PROFILER_PLUGIN='/opt/their/libnccl-profiler.so' is set (the "
+            "user's choice of NCCL profiler, kept), so the trace has no NCCL algorithm, protocol "
+            "or channel events (unset it to have them)\n");
 }
 
 TEST_F(NcclProfilerTest, ACollectiveBecomesAnEventWithNcclsAlgorithmProtocolAndChannels) {

@@ -64,8 +64,8 @@ void PointNcclAtThisLibrary() {
   const char* chosen = std::getenv(v5::kPluginVariable);
   if (chosen != nullptr && *chosen != '\0') {
     Say(std::string(v5::kPluginVariable) + "='" + OneLine(chosen) +
-        "' is set, so NCCL loads that profiler and the trace has no NCCL algorithm, protocol "
-        "or channel events (unset it to have them)");
+        "' is set (the user's choice of NCCL profiler, kept), so the trace has no NCCL "
+        "algorithm, protocol or channel events (unset it to have them)");
     return;
   }
   Dl_info info{};
