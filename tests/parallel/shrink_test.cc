@@ -155,6 +155,20 @@ TEST(ShrinkRecoveryTest, SurvivorsOfAKilledRankRenumberAndGoOn) {
   }
   // The lost rank heard of no loss: it was the one lost.
   EXPECT_FALSE(FaultEventsOf(trace, "shrink").count(1)) << DescribeFaultEvents(trace);
+  // Renumbered 1, launch rank 2 goes on in its own lane, not the lost rank's.
+  const Json* shrink = OneFaultEvent(trace, "shrink", 2);
+  ASSERT_NE(shrink, nullptr);
+  const double shrunk_at = (*shrink)["ts"].number + (*shrink)["dur"].number;
+  const auto calls = infini::testing::SpansOf(trace, "ccl");
+  ASSERT_TRUE(calls.count(2));
+  size_t later_in_lane_2 = 0;
+  for (const infini::testing::TraceSpan& call : calls.at(2)) {
+    later_in_lane_2 += call.begin_us >= shrunk_at ? 1 : 0;
+  }
+  EXPECT_GT(later_in_lane_2, 0u);
+  if (calls.count(1)) {
+    for (const infini::testing::TraceSpan& call : calls.at(1)) EXPECT_LT(call.begin_us, shrunk_at);
+  }
 }
 
 TEST(ShrinkRecoveryTest, RanksBlockedInsideAnAllReduceWithTheLostRankGetOut) {
