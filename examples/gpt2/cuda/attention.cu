@@ -40,7 +40,17 @@ static_assert(kHead == kTile, "the tiles are square: 64 keys and 64 head feature
 template <typename E>
 constexpr int kLd = kHead + 16 / static_cast<int>(sizeof(E));
 template <typename E>
-constexpr int kTileElements = kTile* kLd<E>;
+__host__ __device__ constexpr int TileElements() {
+  return kTile * kLd<E>;
+}
+// 1 where P and dS need tiles of their own (bf16, for the tensor cores); in
+// float they overwrite the float scores they come from, which have the same
+// layout (kLd<float> == kFloatLd): 17 KiB less per tile, two blocks per SM.
+template <typename E>
+__host__ __device__ constexpr int OwnProbabilityTiles() {
+  return std::is_same_v<E, float> ? 0 : 1;
+}
+static_assert(kLd<float> == kFloatLd);
 
 // log2(e) / sqrt(64): scores in log2 units.
 constexpr float kScaleLog2 = 1.4426950408889634f / 8.0f;
@@ -282,11 +292,13 @@ __global__ void __launch_bounds__(kThreads)
     ForwardKernel(E* out, float* logsumexp, const E* qkv, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
   E* q_tile = reinterpret_cast<E*>(shared);
-  E* k_tile = q_tile + kTileElements<E>;
-  E* v_tile = k_tile + kTileElements<E>;
-  E* p_tile = v_tile + kTileElements<E>;
-  float* s_tile = reinterpret_cast<float*>(p_tile + kTileElements<E>);
+  E* k_tile = q_tile + TileElements<E>();
+  E* v_tile = k_tile + TileElements<E>();
+  float* s_tile =
+      reinterpret_cast<float*>(v_tile + TileElements<E>() * (1 + OwnProbabilityTiles<E>()));
   float* o_tile = s_tile + kFloatTile;
+  // In float the probabilities overwrite their scores (same layout).
+  E* p_tile = OwnProbabilityTiles<E>() ? v_tile + TileElements<E>() : reinterpret_cast<E*>(s_tile);
 
   const int tiles = (T + kTile - 1) / kTile;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.x);  // the longest first
@@ -400,14 +412,14 @@ __device__ __forceinline__ uint32_t PackPair(float low, float high) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
-constexpr size_t kMmaForwardShared = 3 * kTileElements<bf16> * sizeof(bf16);
+constexpr size_t kMmaForwardShared = 3 * TileElements<bf16>() * sizeof(bf16);
 
 __global__ void __launch_bounds__(kThreads)
     MmaForwardKernel(bf16* out, float* logsumexp, const bf16* qkv, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
   bf16* q_tile = reinterpret_cast<bf16*>(shared);
-  bf16* k_tile = q_tile + kTileElements<bf16>;
-  bf16* v_tile = k_tile + kTileElements<bf16>;
+  bf16* k_tile = q_tile + TileElements<bf16>();
+  bf16* v_tile = k_tile + TileElements<bf16>();
   constexpr int kLdb = kLd<bf16>;
 
   const int tiles = (T + kTile - 1) / kTile;
@@ -618,8 +630,8 @@ __device__ __forceinline__ void StoreFragmentRows(bf16* destination, int64_t row
 }
 
 constexpr size_t kMmaKeyValueShared =
-    4 * kTileElements<bf16> * sizeof(bf16) + 2 * kTile * sizeof(float);
-constexpr size_t kMmaQueryShared = 4 * kTileElements<bf16> * sizeof(bf16);
+    4 * TileElements<bf16>() * sizeof(bf16) + 2 * kTile * sizeof(float);
+constexpr size_t kMmaQueryShared = 4 * TileElements<bf16>() * sizeof(bf16);
 
 // KeyValueGradientKernel on mma.sync: the warp's rows are 16 keys; Sᵀ, Pᵀ,
 // dPᵀ and dSᵀ stay in registers and are the A operands of dV += Pᵀ·dO and
@@ -629,10 +641,10 @@ __global__ void __launch_bounds__(kThreads)
                               const float* logsumexp, const float* dots, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
   bf16* k_tile = reinterpret_cast<bf16*>(shared);
-  bf16* v_tile = k_tile + kTileElements<bf16>;
-  bf16* q_tile = v_tile + kTileElements<bf16>;
-  bf16* do_tile = q_tile + kTileElements<bf16>;
-  float* lse_row = reinterpret_cast<float*>(do_tile + kTileElements<bf16>);
+  bf16* v_tile = k_tile + TileElements<bf16>();
+  bf16* q_tile = v_tile + TileElements<bf16>();
+  bf16* do_tile = q_tile + TileElements<bf16>();
+  float* lse_row = reinterpret_cast<float*>(do_tile + TileElements<bf16>());
   float* dot_row = lse_row + kTile;
 
   const int tiles = (T + kTile - 1) / kTile;
@@ -701,9 +713,9 @@ __global__ void __launch_bounds__(kThreads)
                            const float* dots, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
   bf16* q_tile = reinterpret_cast<bf16*>(shared);
-  bf16* do_tile = q_tile + kTileElements<bf16>;
-  bf16* k_tile = do_tile + kTileElements<bf16>;
-  bf16* v_tile = k_tile + kTileElements<bf16>;
+  bf16* do_tile = q_tile + TileElements<bf16>();
+  bf16* k_tile = do_tile + TileElements<bf16>();
+  bf16* v_tile = k_tile + TileElements<bf16>();
 
   const int tiles = (T + kTile - 1) / kTile;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.x);  // the longest first
@@ -792,12 +804,14 @@ __global__ void __launch_bounds__(kThreads)
                            const float* dots, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
   E* k_tile = reinterpret_cast<E*>(shared);
-  E* v_tile = k_tile + kTileElements<E>;
-  E* q_tile = v_tile + kTileElements<E>;
-  E* do_tile = q_tile + kTileElements<E>;
-  E* p_tile = do_tile + kTileElements<E>;
-  E* ds_tile = p_tile + kTileElements<E>;
-  float* f_tile = reinterpret_cast<float*>(ds_tile + kTileElements<E>);
+  E* v_tile = k_tile + TileElements<E>();
+  E* q_tile = v_tile + TileElements<E>();
+  E* do_tile = q_tile + TileElements<E>();
+  E* p_tile = do_tile + TileElements<E>();
+  float* f_tile =
+      reinterpret_cast<float*>(p_tile + TileElements<E>() * (1 + OwnProbabilityTiles<E>()));
+  // In float dS overwrites dP (same layout).
+  E* ds_tile = OwnProbabilityTiles<E>() ? p_tile + TileElements<E>() : reinterpret_cast<E*>(f_tile);
   float* lse_row = f_tile + kFloatTile;
   float* dot_row = lse_row + kTile;
 
@@ -871,11 +885,13 @@ __global__ void __launch_bounds__(kThreads)
                         const float* dots, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
   E* q_tile = reinterpret_cast<E*>(shared);
-  E* do_tile = q_tile + kTileElements<E>;
-  E* k_tile = do_tile + kTileElements<E>;
-  E* v_tile = k_tile + kTileElements<E>;
-  E* ds_tile = v_tile + kTileElements<E>;
-  float* f_tile = reinterpret_cast<float*>(ds_tile + kTileElements<E>);
+  E* do_tile = q_tile + TileElements<E>();
+  E* k_tile = do_tile + TileElements<E>();
+  E* v_tile = k_tile + TileElements<E>();
+  float* f_tile =
+      reinterpret_cast<float*>(v_tile + TileElements<E>() * (1 + OwnProbabilityTiles<E>()));
+  // In float dS overwrites dP (same layout).
+  E* ds_tile = OwnProbabilityTiles<E>() ? v_tile + TileElements<E>() : reinterpret_cast<E*>(f_tile);
 
   const int tiles = (T + kTile - 1) / kTile;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.x);  // the longest first
@@ -931,13 +947,22 @@ __global__ void __launch_bounds__(kThreads)
                    d_q, kScale, staging);
 }
 
+// Tiles of E, then the float tiles (and the lse and dot rows).
 template <typename E>
-constexpr size_t kForwardShared = 4 * kTileElements<E> * sizeof(E) + 2 * kFloatTile * sizeof(float);
+constexpr size_t ForwardShared() {
+  return sizeof(E) * TileElements<E>() * (3 + OwnProbabilityTiles<E>()) +
+         sizeof(float) * 2 * kFloatTile;
+}
 template <typename E>
-constexpr size_t kKeyValueShared = 6 * kTileElements<E> * sizeof(E) +
-                                   (kFloatTile + 2 * kTile) * sizeof(float);
+constexpr size_t KeyValueShared() {
+  return sizeof(E) * TileElements<E>() * (5 + OwnProbabilityTiles<E>()) +
+         sizeof(float) * (kFloatTile + 2 * kTile);
+}
 template <typename E>
-constexpr size_t kQueryShared = 5 * kTileElements<E> * sizeof(E) + kFloatTile * sizeof(float);
+constexpr size_t QueryShared() {
+  return sizeof(E) * TileElements<E>() * (4 + OwnProbabilityTiles<E>()) +
+         sizeof(float) * kFloatTile;
+}
 
 // Above 48 KiB a kernel's dynamic shared memory must be asked for; once per
 // process and device suffices, but asking again is cheap and keeps this
@@ -964,9 +989,9 @@ void RowDots(float* dots, const E* d_out, const E* out, int64_t rows, int T, int
 template <typename E>
 void Forward(E* out, float* logsumexp, const E* qkv, int64_t batch_size, int64_t sequence_length,
              int64_t num_heads, cudaStream_t stream) {
-  AllowShared(ForwardKernel<E>, kForwardShared<E>);
+  AllowShared(ForwardKernel<E>, ForwardShared<E>());
   ForwardKernel<E>
-      <<<TileGrid(batch_size, sequence_length, num_heads), kThreads, kForwardShared<E>, stream>>>(
+      <<<TileGrid(batch_size, sequence_length, num_heads), kThreads, ForwardShared<E>(), stream>>>(
           out, logsumexp, qkv, static_cast<int>(sequence_length), static_cast<int>(num_heads));
 }
 
@@ -977,12 +1002,12 @@ void Backward(E* d_qkv, float* scratch, const E* d_out, const E* qkv, const E* o
   const int T = static_cast<int>(sequence_length), NH = static_cast<int>(num_heads);
   RowDots(scratch, d_out, out, batch_size * sequence_length * num_heads, T, NH, stream);
   const dim3 grid = TileGrid(batch_size, sequence_length, num_heads);
-  AllowShared(KeyValueGradientKernel<E>, kKeyValueShared<E>);
-  KeyValueGradientKernel<E><<<grid, kThreads, kKeyValueShared<E>, stream>>>(
+  AllowShared(KeyValueGradientKernel<E>, KeyValueShared<E>());
+  KeyValueGradientKernel<E><<<grid, kThreads, KeyValueShared<E>(), stream>>>(
       d_qkv, d_out, qkv, logsumexp, scratch, T, NH);
-  AllowShared(QueryGradientKernel<E>, kQueryShared<E>);
+  AllowShared(QueryGradientKernel<E>, QueryShared<E>());
   QueryGradientKernel<E>
-      <<<grid, kThreads, kQueryShared<E>, stream>>>(d_qkv, d_out, qkv, logsumexp, scratch, T, NH);
+      <<<grid, kThreads, QueryShared<E>(), stream>>>(d_qkv, d_out, qkv, logsumexp, scratch, T, NH);
 }
 
 }  // namespace
