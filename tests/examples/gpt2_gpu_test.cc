@@ -4,6 +4,7 @@
 // train like one rank with the same global batch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -240,6 +241,51 @@ TEST(Gpt2Gpu, TraceMakesTheNcclPluginNcclsProfilerUnlessTheUserNamedOne) {
   const size_t first = theirs.output.find(said);
   EXPECT_NE(first, std::string::npos) << theirs.output;
   EXPECT_EQ(theirs.output.find(said, first + 1), std::string::npos) << theirs.output;
+}
+
+// On one GPU too: a send and a recv to itself are a real NCCL plan (a
+// collective of one rank is a copy, no algorithm), so ccl_bench's sendrecv
+// shows NCCL's point-to-point events as "plugin" events: named, with
+// channels and bytes, numbered by the host's calls on their communicator (an
+// event not tied to our communicator would be numbered 0 every time).
+TEST(Gpt2Gpu, TraceOfSendRecvHasNcclsEventsOnTheirCommunicator) {
+  if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
+  const std::string bench = BesideThisTest("ccl_bench");
+  if (!std::filesystem::exists(bench)) GTEST_SKIP() << bench << " is not built";
+  TemporaryDirectory directory;
+  const std::string trace_dir = directory.path() + "/trace";
+  const Result run = RunCommand(
+      kInfiniRun + " --ccl_backend=nccl --nproc_per_node=1 --trace_dir=" + trace_dir + " " + bench +
+      " --collectives=sendrecv --min_bytes=1M --max_bytes=1M --iters=4 "
+      "--warmup=1");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const infini::testing::Json trace = infini::testing::ReadJsonFile(trace_dir + "/trace.json");
+  const auto reported = infini::testing::SpansOf(trace, "plugin");
+  const auto lane = reported.find(0);
+  const size_t count = lane == reported.end() ? 0 : lane->second.size();
+  std::printf("nccl profiler: sendrecv on one GPU: %zu plugin events\n", count);
+  size_t sends = 0, recvs = 0;
+  double largest_seq = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const infini::testing::Json& event = *lane->second[i].event;
+    const infini::testing::Json& args = event["args"];
+    if (i < 12) {
+      std::printf("  %s seq=%.0f channels=%.0f bytes=%.0f algorithm=%s\n",
+                  event["name"].text.c_str(), args["seq"].number, args["channels"].number,
+                  args["bytes"].number, args["algorithm"].text.c_str());
+    }
+    sends += event["name"].text == "send" ? 1 : 0;
+    recvs += event["name"].text == "recv" ? 1 : 0;
+    largest_seq = std::max(largest_seq, args["seq"].number);
+    EXPECT_GE(args["channels"].number, 1) << "event " << i;
+    EXPECT_EQ(args["bytes"].number, 1 << 20) << "event " << i;
+  }
+  EXPECT_GT(sends, 0u);
+  EXPECT_GT(recvs, 0u);
+  EXPECT_GT(largest_seq, 0) << "every event numbered 0: not tied to its communicator";
+  std::printf("nccl profiler: sendrecv on one GPU: %zu send, %zu recv, largest seq %.0f: %s\n",
+              sends, recvs, largest_seq,
+              sends > 0 && recvs > 0 && !::testing::Test::HasFailure() ? "PASS" : "FAIL");
 }
 
 // Two ranks: every rank's all-reduces have NCCL's algorithm, protocol and
