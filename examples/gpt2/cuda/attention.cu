@@ -412,14 +412,50 @@ __device__ __forceinline__ uint32_t PackPair(float low, float high) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
-constexpr size_t kMmaForwardShared = 3 * TileElements<bf16>() * sizeof(bf16);
+// Asynchronous copies (cp.async, sm_80+): the next tile travels while this
+// one is computed on. `bytes` < 16 (0 for a row past T) fills the rest with
+// zeros and reads nothing beyond `bytes`.
+__device__ __forceinline__ void CopyAsync16(void* shared_destination, const void* global_source,
+                                            int bytes) {
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SharedAddress(shared_destination)),
+      "l"(global_source), "r"(bytes));
+}
+__device__ __forceinline__ void CopyAsync4(void* shared_destination, const void* global_source,
+                                           int bytes) {
+  asm volatile(
+      "cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(SharedAddress(shared_destination)),
+      "l"(global_source), "r"(bytes));
+}
+__device__ __forceinline__ void CommitCopies() { asm volatile("cp.async.commit_group;\n" ::); }
+// Waits until at most `kPending` committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void WaitCopies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// LoadTile, asynchronously (bf16 tiles only).
+__device__ __forceinline__ void LoadTileAsync(bf16* tile, const bf16* source, int64_t row_stride,
+                                              int valid_rows) {
+  constexpr int kChunksPerRow = kHead / 8;
+  for (int i = threadIdx.x; i < kTile * kChunksPerRow; i += kThreads) {
+    const int row = i / kChunksPerRow, column = (i % kChunksPerRow) * 8;
+    const bool valid = row < valid_rows;
+    CopyAsync16(tile + row * kLd<bf16> + column, source + (valid ? row : 0) * row_stride + column,
+                valid ? 16 : 0);
+  }
+}
+
+constexpr size_t kMmaForwardShared = 5 * TileElements<bf16>() * sizeof(bf16);  // Q, 2 × (K, V)
 
 __global__ void __launch_bounds__(kThreads)
     MmaForwardKernel(bf16* out, float* logsumexp, const bf16* qkv, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
   bf16* q_tile = reinterpret_cast<bf16*>(shared);
-  bf16* k_tile = q_tile + TileElements<bf16>();
-  bf16* v_tile = k_tile + TileElements<bf16>();
+  // K and V of key tile i in buffer i % 2.
+  // (pointers computed, not indexed: an indexed array would live on the stack)
+  const auto k_tiles = [&](int buffer) { return q_tile + (1 + 2 * buffer) * TileElements<bf16>(); };
+  const auto v_tiles = [&](int buffer) { return q_tile + (2 + 2 * buffer) * TileElements<bf16>(); };
   constexpr int kLdb = kLd<bf16>;
 
   const int tiles = (T + kTile - 1) / kTile;
@@ -429,7 +465,15 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t stride = 3 * static_cast<int64_t>(C);
   const bf16* base = qkv + static_cast<int64_t>(b) * T * stride + h * kHead;
   const int q0 = query_tile * kTile;
-  LoadTile(q_tile, base + q0 * stride, stride, T - q0);
+  const auto load_keys = [&](int key_tile) {
+    const int k0 = key_tile * kTile;
+    LoadTileAsync(k_tiles(key_tile % 2), base + C + k0 * stride, stride, T - k0);
+    LoadTileAsync(v_tiles(key_tile % 2), base + 2 * C + k0 * stride, stride, T - k0);
+    CommitCopies();
+  };
+  LoadTileAsync(q_tile, base + q0 * stride, stride, T - q0);
+  load_keys(0);  // one group with Q
+  WaitCopies<0>();
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -456,10 +500,17 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const int k0 = key_tile * kTile;
-    __syncthreads();  // the last tile's K and V are used up
-    LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
-    LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
+    // Tile key_tile + 1 travels while this one is computed on: its buffer
+    // was last read in iteration key_tile − 1, which every warp has left.
+    if (key_tile + 1 <= query_tile) {
+      load_keys(key_tile + 1);
+      WaitCopies<1>();
+    } else {
+      WaitCopies<0>();
+    }
     __syncthreads();
+    const bf16* k_tile = k_tiles(key_tile % 2);
+    const bf16* v_tile = v_tiles(key_tile % 2);
     // S = Q·Kᵀ: 8 tiles of 8 keys. K's rows are B's columns: matrices (keys
     // 8j.. | 8j+8..) × (features 16kk.. | 16kk+8..) give b0b1 of tiles j and
     // j + 1.
@@ -535,6 +586,7 @@ __global__ void __launch_bounds__(kThreads)
         Mma(o[dn + 1], p_fragment, v_fragments[2], v_fragments[3]);
       }
     }
+    __syncthreads();  // this buffer is refilled next iteration
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -629,9 +681,11 @@ __device__ __forceinline__ void StoreFragmentRows(bf16* destination, int64_t row
   }
 }
 
+// K, V, 2 × (Q, dO, log-sum-exps, dots).
 constexpr size_t kMmaKeyValueShared =
-    4 * TileElements<bf16>() * sizeof(bf16) + 2 * kTile * sizeof(float);
-constexpr size_t kMmaQueryShared = 4 * TileElements<bf16>() * sizeof(bf16);
+    6 * TileElements<bf16>() * sizeof(bf16) + 4 * kTile * sizeof(float);
+// Q, dO, 2 × (K, V).
+constexpr size_t kMmaQueryShared = 6 * TileElements<bf16>() * sizeof(bf16);
 
 // KeyValueGradientKernel on mma.sync: the warp's rows are 16 keys; Sᵀ, Pᵀ,
 // dPᵀ and dSᵀ stay in registers and are the A operands of dV += Pᵀ·dO and
@@ -642,10 +696,15 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(128) unsigned char shared[];
   bf16* k_tile = reinterpret_cast<bf16*>(shared);
   bf16* v_tile = k_tile + TileElements<bf16>();
-  bf16* q_tile = v_tile + TileElements<bf16>();
-  bf16* do_tile = q_tile + TileElements<bf16>();
-  float* lse_row = reinterpret_cast<float*>(do_tile + TileElements<bf16>());
-  float* dot_row = lse_row + kTile;
+  // Query tile i's Q, dO, log-sum-exps and dots in buffer i % 2.
+  // (pointers computed, not indexed: an indexed array would live on the stack)
+  const auto q_tiles = [&](int buffer) { return k_tile + (2 + 2 * buffer) * TileElements<bf16>(); };
+  const auto do_tiles = [&](int buffer) {
+    return k_tile + (3 + 2 * buffer) * TileElements<bf16>();
+  };
+  float* const rows = reinterpret_cast<float*>(k_tile + 6 * TileElements<bf16>());
+  const auto lse_rows = [&](int buffer) { return rows + buffer * kTile; };
+  const auto dot_rows = [&](int buffer) { return rows + (2 + buffer) * kTile; };
 
   const int tiles = (T + kTile - 1) / kTile;
   const int key_tile = static_cast<int>(blockIdx.x);  // the longest first
@@ -656,8 +715,26 @@ __global__ void __launch_bounds__(kThreads)
   const bf16* base = qkv + batch_offset;
   const bf16* d_out_base = d_out + static_cast<int64_t>(b) * T * C + h * kHead;
   const int k0 = key_tile * kTile;
-  LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
-  LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
+  const float* row_lse = logsumexp + static_cast<int64_t>(bh) * T;
+  const float* row_dots = dots + static_cast<int64_t>(bh) * T;
+  const auto load_queries = [&](int query_tile) {
+    const int q0 = query_tile * kTile, buffer = query_tile % 2;
+    LoadTileAsync(q_tiles(buffer), base + q0 * stride, stride, T - q0);
+    LoadTileAsync(do_tiles(buffer), d_out_base + q0 * static_cast<int64_t>(C), C, T - q0);
+    // 64 log-sum-exps, then 64 dots: one float per thread (0 past T).
+    const int column = static_cast<int>(threadIdx.x) % kTile, query = q0 + column;
+    const bool valid = query < T;
+    if (threadIdx.x < kTile) {
+      CopyAsync4(lse_rows(buffer) + column, row_lse + (valid ? query : 0), valid ? 4 : 0);
+    } else {
+      CopyAsync4(dot_rows(buffer) + column, row_dots + (valid ? query : 0), valid ? 4 : 0);
+    }
+    CommitCopies();
+  };
+  LoadTileAsync(k_tile, base + C + k0 * stride, stride, T - k0);
+  LoadTileAsync(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
+  load_queries(key_tile);  // one group with K and V
+  WaitCopies<0>();
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -676,15 +753,17 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int query_tile = key_tile; query_tile < tiles; ++query_tile) {
     const int q0 = query_tile * kTile;
-    __syncthreads();  // the last query tile is used up
-    LoadTile(q_tile, base + q0 * stride, stride, T - q0);
-    LoadTile(do_tile, d_out_base + q0 * static_cast<int64_t>(C), C, T - q0);
-    if (threadIdx.x < kTile) {
-      const int query = q0 + static_cast<int>(threadIdx.x);
-      lse_row[threadIdx.x] = query < T ? logsumexp[static_cast<int64_t>(bh) * T + query] : 0.0f;
-      dot_row[threadIdx.x] = query < T ? dots[static_cast<int64_t>(bh) * T + query] : 0.0f;
+    if (query_tile + 1 < tiles) {
+      load_queries(query_tile + 1);
+      WaitCopies<1>();
+    } else {
+      WaitCopies<0>();
     }
     __syncthreads();
+    const bf16* q_tile = q_tiles(query_tile % 2);
+    const bf16* do_tile = do_tiles(query_tile % 2);
+    const float* lse_row = lse_rows(query_tile % 2);
+    const float* dot_row = dot_rows(query_tile % 2);
     float p[kTile / 8][4], ds[kTile / 8][4];
     MmaRowsTimesTransposed(p, k_fragments, q_tile);    // Sᵀ
     MmaRowsTimesTransposed(ds, v_fragments, do_tile);  // dPᵀ
@@ -700,6 +779,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     MmaScoresTimesRows(d_v, p, do_tile);
     MmaScoresTimesRows(d_k, ds, q_tile);
+    __syncthreads();  // this buffer is refilled next iteration
   }
   bf16* d_base = d_qkv + batch_offset;
   StoreFragmentRows(d_base + C, stride, k0 + warp_row0, T, d_k, kScale);
@@ -714,8 +794,10 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ __align__(128) unsigned char shared[];
   bf16* q_tile = reinterpret_cast<bf16*>(shared);
   bf16* do_tile = q_tile + TileElements<bf16>();
-  bf16* k_tile = do_tile + TileElements<bf16>();
-  bf16* v_tile = k_tile + TileElements<bf16>();
+  // K and V of key tile i in buffer i % 2.
+  // (pointers computed, not indexed: an indexed array would live on the stack)
+  const auto k_tiles = [&](int buffer) { return q_tile + (2 + 2 * buffer) * TileElements<bf16>(); };
+  const auto v_tiles = [&](int buffer) { return q_tile + (3 + 2 * buffer) * TileElements<bf16>(); };
 
   const int tiles = (T + kTile - 1) / kTile;
   const int query_tile = tiles - 1 - static_cast<int>(blockIdx.x);  // the longest first
@@ -725,8 +807,16 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t batch_offset = static_cast<int64_t>(b) * T * stride + h * kHead;
   const bf16* base = qkv + batch_offset;
   const int q0 = query_tile * kTile;
-  LoadTile(q_tile, base + q0 * stride, stride, T - q0);
-  LoadTile(do_tile, d_out + (static_cast<int64_t>(b) * T + q0) * C + h * kHead, C, T - q0);
+  const auto load_keys = [&](int key_tile) {
+    const int k0 = key_tile * kTile;
+    LoadTileAsync(k_tiles(key_tile % 2), base + C + k0 * stride, stride, T - k0);
+    LoadTileAsync(v_tiles(key_tile % 2), base + 2 * C + k0 * stride, stride, T - k0);
+    CommitCopies();
+  };
+  LoadTileAsync(q_tile, base + q0 * stride, stride, T - q0);
+  LoadTileAsync(do_tile, d_out + (static_cast<int64_t>(b) * T + q0) * C + h * kHead, C, T - q0);
+  load_keys(0);  // one group with Q and dO
+  WaitCopies<0>();
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -753,10 +843,15 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int key_tile = 0; key_tile <= query_tile; ++key_tile) {
     const int k0 = key_tile * kTile;
+    if (key_tile + 1 <= query_tile) {
+      load_keys(key_tile + 1);
+      WaitCopies<1>();
+    } else {
+      WaitCopies<0>();
+    }
     __syncthreads();
-    LoadTile(k_tile, base + C + k0 * stride, stride, T - k0);
-    LoadTile(v_tile, base + 2 * C + k0 * stride, stride, T - k0);
-    __syncthreads();
+    const bf16* k_tile = k_tiles(key_tile % 2);
+    const bf16* v_tile = v_tiles(key_tile % 2);
     float p[kTile / 8][4], ds[kTile / 8][4];
     MmaRowsTimesTransposed(p, q_fragments, k_tile);    // S
     MmaRowsTimesTransposed(ds, do_fragments, v_tile);  // dP
@@ -771,6 +866,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     MmaScoresTimesRows(d_q, ds, k_tile);
+    __syncthreads();  // this buffer is refilled next iteration
   }
   StoreFragmentRows(d_qkv + batch_offset, stride, q0 + warp_row0, T, d_q, kScale);
 }
