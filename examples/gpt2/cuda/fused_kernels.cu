@@ -33,7 +33,7 @@ __device__ __forceinline__ SoftmaxState Merge(SoftmaxState a, SoftmaxState b) {
 template <typename T>
 __global__ void CrossEntropyForwardKernel(float* losses, float* logsumexp, const T* logits,
                                           const int32_t* targets, int64_t V, int64_t Vp) {
-  __shared__ SoftmaxState shared[kThreads / 32];
+  __shared__ float shared_max[kThreads / 32], shared_sum[kThreads / 32];
   constexpr int P = kPack<T>;
   const int64_t row = blockIdx.x;
   const T* x = logits + row * Vp;
@@ -60,10 +60,15 @@ __global__ void CrossEntropyForwardKernel(float* losses, float* logsumexp, const
                              __shfl_xor_sync(0xffffffffu, state.sum, offset)};
     state = Merge(state, other);
   }
-  if (threadIdx.x % 32 == 0) shared[threadIdx.x / 32] = state;
+  if (threadIdx.x % 32 == 0) {
+    shared_max[threadIdx.x / 32] = state.max;
+    shared_sum[threadIdx.x / 32] = state.sum;
+  }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) state = Merge(state, shared[w]);
+  for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) {
+    state = Merge(state, {shared_max[w], shared_sum[w]});
+  }
   const float lse = state.max + logf(state.sum);
   logsumexp[row] = lse;
   const int32_t target = targets[row];
