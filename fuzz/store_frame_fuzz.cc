@@ -2,31 +2,40 @@
 //
 // Input: byte 0 picks how the rest is cut into reads (as a socket might
 // deliver it); the rest is the byte stream of one connection. Every frame is
-// decoded as a hello, a proof and a request. Checked: nothing crashes or
-// reads out of bounds (ASan), no buffer grows beyond what arrived, and a
-// request that decodes re-encodes to the very same body.
+// decoded as a hello, a proof, a request, a batch of requests and (the relay
+// upstream client's side) a reply and a batch of replies. Checked: nothing
+// crashes or reads out of bounds (ASan), no buffer grows beyond what arrived,
+// and a request or batch that decodes re-encodes to the very same body.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "request_codec.h"
 #include "wire_protocol.h"
 
 namespace {
 
+using infini::rendezvous::wire::BatchWriter;
+using infini::rendezvous::wire::DecodeBatch;
+using infini::rendezvous::wire::DecodeBatchReply;
 using infini::rendezvous::wire::DecodeHello;
 using infini::rendezvous::wire::DecodeProof;
+using infini::rendezvous::wire::DecodeReply;
 using infini::rendezvous::wire::DecodeRequest;
+using infini::rendezvous::wire::EncodeRequest;
 using infini::rendezvous::wire::FrameParser;
-using infini::rendezvous::wire::FrameWriter;
+using infini::rendezvous::wire::kFrameHeaderBytes;
 using infini::rendezvous::wire::kNonceBytes;
 using infini::rendezvous::wire::kVersion;
-using infini::rendezvous::wire::MessageType;
+using infini::rendezvous::wire::Reply;
 using infini::rendezvous::wire::Request;
 using infini::rendezvous::wire::RequestLimits;
+using infini::rendezvous::wire::TaggedReply;
+using infini::rendezvous::wire::TaggedRequest;
 
 constexpr size_t kMaxBodyBytes = 1024;
 constexpr RequestLimits kLimits{.max_keys_per_request = 32};
@@ -37,35 +46,6 @@ void Require(bool condition, const char* what) {
   std::abort();
 }
 
-// The body that `request` came from, written the client's way.
-std::string Encode(const Request& request) {
-  FrameWriter frame(request.type);
-  switch (request.type) {
-    case MessageType::kSet:
-      frame.Str(request.keys[0]).Str(request.value);
-      break;
-    case MessageType::kGet:
-    case MessageType::kAdd:
-      frame.Str(request.keys[0]).I64(request.number);
-      break;
-    case MessageType::kCompareSet:
-      frame.Str(request.keys[0]).Str(request.expected).Str(request.value);
-      break;
-    case MessageType::kDelete:
-      frame.Str(request.keys[0]);
-      break;
-    case MessageType::kCheck:
-    case MessageType::kWait:
-      frame.U32(static_cast<uint32_t>(request.keys.size()));
-      for (const std::string& key : request.keys) frame.Str(key);
-      if (request.type == MessageType::kWait) frame.I64(request.number);
-      break;
-    default:
-      break;
-  }
-  return frame.Finish().substr(infini::rendezvous::wire::kFrameHeaderBytes);
-}
-
 void CheckFrame(std::string_view body) {
   uint32_t version = 0;
   std::string client_nonce;
@@ -74,10 +54,24 @@ void CheckFrame(std::string_view body) {
   }
   std::string mac;
   (void)DecodeProof(body, &mac);
+  // What the relay's upstream client reads; only that nothing breaks.
+  std::vector<TaggedReply> replies;
+  (void)DecodeBatchReply(body, &replies);
+  Reply reply;
+  (void)DecodeReply(body, &reply);
+  std::vector<TaggedRequest> batch;
+  if (DecodeBatch(body, kLimits, &batch).empty()) {
+    Require(!batch.empty() && batch.size() <= kLimits.max_keys_per_request,
+            "a batch of more requests than the limit");
+    BatchWriter writer;
+    for (const TaggedRequest& tagged : batch) writer.Add(tagged.tag, EncodeRequest(tagged.request));
+    Require(writer.Finish().substr(kFrameHeaderBytes) == body,
+            "a decoded batch does not re-encode to its body");
+  }
   Request request;
   if (!DecodeRequest(body, kLimits, &request).empty()) return;
   Require(request.keys.size() <= kLimits.max_keys_per_request, "more keys than the limit");
-  Require(Encode(request) == body, "a decoded request does not re-encode to its body");
+  Require(EncodeRequest(request) == body, "a decoded request does not re-encode to its body");
 }
 
 }  // namespace
