@@ -166,6 +166,7 @@ TEST_F(ReducerRegistrationTest, EveryBucketIsRegisteredOnceAndDeregisteredBefore
   EXPECT_EQ(outcomes, std::vector<std::string>(2));
   const auto summary = testing::ReadRegistrationLog(log_);
   EXPECT_EQ(summary.problems, "");
+  EXPECT_EQ(summary.never_ended, 0);
   EXPECT_EQ(summary.registered, 2 * 3);  // 2 ranks × 3 buckets
   EXPECT_EQ(summary.deregistered, 2 * 3);
   EXPECT_EQ(summary.ended_by_abort, 0);
@@ -198,6 +199,7 @@ TEST_F(ReducerRegistrationTest, ARegistrationFollowsTheCommunicatorThatReplacesI
   remade.Destroy();
   const auto summary = testing::ReadRegistrationLog(log_);
   EXPECT_EQ(summary.problems, "");
+  EXPECT_EQ(summary.never_ended, 0);
   EXPECT_EQ(summary.registered, 3);  // once per communicator
   EXPECT_EQ(summary.ended_by_abort, 1);
   EXPECT_EQ(summary.deregistered, 2);

