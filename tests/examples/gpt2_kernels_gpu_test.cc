@@ -485,6 +485,51 @@ TEST(Gpt2Kernels, MatmulEpiloguesMatchTheUnfusedPasses) {
   ExpectFusedProductMatches({gpu::Epilogue::kGeluGradient, false, 3072, 512, 768}, false);
 }
 
+// d_in (accumulated onto a random start), d_weight and d_bias of the
+// layernorm backward: LayerNormBackward (two kernels) or the fused one.
+template <typename E>
+std::vector<std::vector<float>> RunLayerNormBackward(bool fused, int64_t rows, int64_t channels) {
+  const size_t count = static_cast<size_t>(rows * channels);
+  Buffer<E> x(count), d_out(count), d_in(count), out(count), weight(channels), bias(channels);
+  Buffer<float> mean(rows), rstd(rows), d_weight(channels), d_bias(channels);
+  Upload(x, RandomValues(count, 2.0f, 31));
+  Upload(d_out, RandomValues(count, 1.0f, 32));
+  Upload(d_in, RandomValues(count, 1.0f, 33));
+  Upload(weight, RandomValues(channels, 1.0f, 34));
+  Upload(bias, RandomValues(channels, 1.0f, 35));
+  Upload(d_weight, RandomValues(channels, 1.0f, 36));
+  Upload(d_bias, RandomValues(channels, 1.0f, 37));
+  gpu::LayerNormForward(out.data, mean.data, rstd.data, x.data, weight.data, bias.data, rows,
+                        channels, nullptr);
+  if (fused) {
+    gpu::FusedLayerNormBackward(d_in.data, d_weight.data, d_bias.data, d_out.data, x.data,
+                                weight.data, mean.data, rstd.data, rows, channels, nullptr);
+  } else {
+    gpu::LayerNormBackward(d_in.data, d_weight.data, d_bias.data, d_out.data, x.data, weight.data,
+                           mean.data, rstd.data, rows, channels, nullptr);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {Download(d_in), Download(d_weight), Download(d_bias)};
+}
+
+// d12's width over 512 rows, and a width that is no multiple of 32.
+TEST(Gpt2Kernels, FusedLayerNormBackwardMatchesTheTwoKernels) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  for (const int64_t channels : {768, 100}) {
+    const auto reference = RunLayerNormBackward<float>(false, 512, channels);
+    const auto unfused = RunLayerNormBackward<bf16>(false, 512, channels);
+    const auto fused = RunLayerNormBackward<bf16>(true, 512, channels);
+    const auto fused_float = RunLayerNormBackward<float>(true, 512, channels);
+    const char* names[] = {"d_in", "d_weight", "d_bias"};
+    for (int i = 0; i < 3; ++i) {
+      const std::string what = std::string("fused layernorm backward ") + names[i] +
+                               " rows=512 C=" + std::to_string(channels);
+      EXPECT_TRUE(Compare(what + " bf16", fused[i], unfused[i], reference[i]));
+      EXPECT_TRUE(Compare(what + " fp32", fused_float[i], reference[i], reference[i]));
+    }
+  }
+}
+
 // The optimizer in one launch (chunks) against one launch per piece: three
 // pieces in two gradient groups (the second its own allocation, as a
 // reducer's bucket is), one piece longer than a chunk, weight decay on two,

@@ -392,8 +392,9 @@ void DeviceModel::State::RunBackward(float loss_scale,
   Check(cudaMemsetAsync(d_residual, 0, static_cast<size_t>(rows * C) * sizeof(T), stream),
         "memset");
   const T* last_residual = Typed<T>(a.residual3, (L - 1) * capacity * C);
-  LayerNormBackward(d_residual, grad(kLnfWeight), grad(kLnfBias), Typed<T>(a.d_ln), last_residual,
-                    param<T>(kLnfWeight), a.lnf_mean.get(), a.lnf_rstd.get(), rows, C, stream);
+  FusedLayerNormBackward(d_residual, grad(kLnfWeight), grad(kLnfBias), Typed<T>(a.d_ln),
+                         last_residual, param<T>(kLnfWeight), a.lnf_mean.get(), a.lnf_rstd.get(),
+                         rows, C, stream);
   ready(0);
 
   for (int64_t l = L - 1; l >= 0; --l) {
@@ -411,9 +412,9 @@ void DeviceModel::State::RunBackward(float loss_scale,
     LinearBackward(Typed<T>(a.d_fc), d_residual, fc_gelu, kFcProjWeight, kFcProjBias, l, rows,
                    4 * C, C, fc, Typed<T>(a.d_fc_gelu));
     LinearBackward(Typed<T>(a.d_ln), Typed<T>(a.d_fc), ln2, kFcWeight, kFcBias, l, rows, C, 4 * C);
-    LayerNormBackward(d_residual, grad(kLn2Weight, l), grad(kLn2Bias, l), Typed<T>(a.d_ln),
-                      residual2, param<T>(kLn2Weight, l), a.ln2_mean.get() + l * capacity,
-                      a.ln2_rstd.get() + l * capacity, rows, C, stream);
+    FusedLayerNormBackward(d_residual, grad(kLn2Weight, l), grad(kLn2Bias, l), Typed<T>(a.d_ln),
+                           residual2, param<T>(kLn2Weight, l), a.ln2_mean.get() + l * capacity,
+                           a.ln2_rstd.get() + l * capacity, rows, C, stream);
 
     // Attention branch.
     LinearBackward(Typed<T>(a.d_attention_out), d_residual, attention_out, kAttnProjWeight,
@@ -449,9 +450,9 @@ void DeviceModel::State::RunBackward(float loss_scale,
     }
     LinearBackward(Typed<T>(a.d_ln), Typed<T>(a.d_qkv), ln1, kQkvWeight, kQkvBias, l, rows, C,
                    3 * C);
-    LayerNormBackward(d_residual, grad(kLn1Weight, l), grad(kLn1Bias, l), Typed<T>(a.d_ln),
-                      residual, param<T>(kLn1Weight, l), a.ln1_mean.get() + l * capacity,
-                      a.ln1_rstd.get() + l * capacity, rows, C, stream);
+    FusedLayerNormBackward(d_residual, grad(kLn1Weight, l), grad(kLn1Bias, l), Typed<T>(a.d_ln),
+                           residual, param<T>(kLn1Weight, l), a.ln1_mean.get() + l * capacity,
+                           a.ln1_rstd.get() + l * capacity, rows, C, stream);
     ready(layer_group(l));
   }
   EmbeddingBackward(grad(kTokenEmbedding), grad(kPositionEmbedding), d_residual, inputs.get(), rows,

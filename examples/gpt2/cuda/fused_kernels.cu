@@ -100,6 +100,49 @@ __global__ void CrossEntropyBackwardKernel(T* logits, const float* logsumexp,
   *at = pack;
 }
 
+// A warp per row (LayerNormInputGradientKernel's arithmetic), rows strided
+// over the grid; the block's parameter sums in shared memory: weight sums
+// in sums[0, C), bias sums in sums[C, 2C).
+template <typename T>
+__global__ void FusedLayerNormBackwardKernel(T* d_in, float* d_weight, float* d_bias,
+                                             const T* d_out, const T* in, const T* weight,
+                                             const float* mean, const float* rstd, int64_t rows,
+                                             int64_t C) {
+  extern __shared__ float sums[];
+  for (int64_t i = threadIdx.x; i < 2 * C; i += blockDim.x) sums[i] = 0.0f;
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warps = static_cast<int>(blockDim.x / 32);
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(warps) + threadIdx.x / 32; row < rows;
+       row += static_cast<int64_t>(gridDim.x) * warps) {
+    const T* dy = d_out + row * C;
+    const T* x = in + row * C;
+    const float m = mean[row], r = rstd[row];
+    float sum_g = 0.0f, sum_gn = 0.0f;
+    for (int64_t c = lane; c < C; c += 32) {
+      const float n = (ToFloat(x[c]) - m) * r;
+      const float g = ToFloat(dy[c]) * ToFloat(weight[c]);
+      sum_g += g;
+      sum_gn += g * n;
+    }
+    const float mean_g = WarpSum(sum_g) / static_cast<float>(C);
+    const float mean_gn = WarpSum(sum_gn) / static_cast<float>(C);
+    T* dx = d_in + row * C;
+    for (int64_t c = lane; c < C; c += 32) {
+      const float n = (ToFloat(x[c]) - m) * r;
+      const float dy_c = ToFloat(dy[c]);
+      const float g = dy_c * ToFloat(weight[c]);
+      dx[c] = FromFloat<T>(ToFloat(dx[c]) + r * (g - mean_g - n * mean_gn));
+      atomicAdd(sums + c, dy_c * n);
+      atomicAdd(sums + C + c, dy_c);
+    }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    atomicAdd(d_weight + c, sums[c]);
+    atomicAdd(d_bias + c, sums[C + c]);
+  }
+}
+
 __global__ void ChunkedSumOfSquaresKernel(float* sum_of_squares, const ParameterChunk* chunks,
                                           const float* const* group_gradients) {
   __shared__ float shared[kThreads / 32];
@@ -143,6 +186,26 @@ __global__ void ChunkedAdamWKernel(float* master, T* parameters, float* m_state,
 
 }  // namespace
 
+template <typename T>
+void FusedLayerNormBackward(T* d_in, float* d_weight, float* d_bias, const T* d_out, const T* in,
+                            const T* weight, const float* mean, const float* rstd, int64_t rows,
+                            int64_t channels, cudaStream_t stream) {
+  const size_t shared_bytes = 2 * static_cast<size_t>(channels) * sizeof(float);
+  if (shared_bytes > 48 * 1024) {
+    LayerNormBackward(d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, rows, channels,
+                      stream);
+    return;
+  }
+  // Enough blocks to fill the GPU a few times over; each then adds its sums
+  // once (rows / blocks rows each).
+  constexpr int64_t kBlocks = 512;
+  const int64_t warps_per_block = kThreads / 32;
+  const int64_t wanted = (rows + warps_per_block - 1) / warps_per_block;
+  const unsigned blocks = static_cast<unsigned>(wanted < kBlocks ? wanted : kBlocks);
+  FusedLayerNormBackwardKernel<<<blocks, kThreads, shared_bytes, stream>>>(
+      d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, rows, channels);
+}
+
 void ChunkedSumOfSquares(float* sum_of_squares, const ParameterChunk* chunks, int64_t num_chunks,
                          const float* const* group_gradients, cudaStream_t stream) {
   if (num_chunks == 0) return;
@@ -180,6 +243,9 @@ void CrossEntropyBackward(T* logits, const float* logsumexp, const int32_t* targ
                                        int64_t, cudaStream_t);                                     \
   template void CrossEntropyBackward<T>(T*, const float*, const int32_t*, int64_t, int64_t,        \
                                         int64_t, float, cudaStream_t);                             \
+  template void FusedLayerNormBackward<T>(T*, float*, float*, const T*, const T*, const T*,        \
+                                          const float*, const float*, int64_t, int64_t,            \
+                                          cudaStream_t);                                           \
   template void ChunkedAdamWUpdate<T>(float*, T*, float*, float*, const ParameterChunk*, int64_t,  \
                                       const float* const*, const AdamWStep&, const float*,         \
                                       cudaStream_t);

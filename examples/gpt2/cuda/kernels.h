@@ -35,6 +35,14 @@ void LayerNormBackward(T* d_in, float* d_weight, float* d_bias, const T* d_out, 
                        const T* weight, const float* mean, const float* rstd, int64_t rows,
                        int64_t channels, cudaStream_t stream);
 
+// LayerNormBackward in one kernel that reads d_out and in once: each block
+// sums its rows' d_weight and d_bias in shared memory and adds them once
+// (LayerNormBackward itself where 2 × channels floats exceed 48 KiB).
+template <typename T>
+void FusedLayerNormBackward(T* d_in, float* d_weight, float* d_bias, const T* d_out, const T* in,
+                            const T* weight, const float* mean, const float* rstd, int64_t rows,
+                            int64_t channels, cudaStream_t stream);
+
 // out[r, c] += bias[c] (after a matrix product).
 template <typename T>
 void AddBias(T* out, const T* bias, int64_t rows, int64_t channels, cudaStream_t stream);
