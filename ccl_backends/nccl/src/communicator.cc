@@ -425,6 +425,9 @@ infiniCclResult_t CommWindowRegister(infiniCclComm_t comm, void* buffer, size_t 
 
 infiniCclResult_t CommWindowDeregister(infiniCclComm_t comm, void* handle) {
   CCLCHECK(RequireComm(comm, "comm_window_deregister"));
+  // NCCL succeeds without a window where the communicator has neither
+  // symmetric support nor local registration: nothing to end then.
+  if (handle == nullptr) return infiniCclSuccess;
   return CheckNccl(g_nccl_window_deregister(comm->nccl, static_cast<ncclWindow_t>(handle)),
                    "comm_window_deregister: ncclCommWindowDeregister", comm->nccl);
 }
