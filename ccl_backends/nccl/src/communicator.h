@@ -52,21 +52,6 @@ using CommShrinkEntry = infiniCclResult_t (*)(infiniCclComm_t, const int32_t*, i
                                               const infiniCclConfig_t*, int32_t, infiniCclComm_t*);
 using CommRevokeEntry = infiniCclResult_t (*)(infiniCclComm_t);
 CommShrinkEntry CommShrinkIfAvailable();
-// ncclCommRegister and ncclCommDeregister (NCCL >= 2.19), as one pair: both
-// NULL where the header or the library lacks either.
-struct RegistrationEntries {
-  infiniCclResult_t (*comm_register)(infiniCclComm_t, void*, size_t, void**) = nullptr;
-  infiniCclResult_t (*comm_deregister)(infiniCclComm_t, void*) = nullptr;
-};
-RegistrationEntries CommRegisterIfAvailable();
-// ncclCommWindowRegister and ncclCommWindowDeregister (NCCL >= 2.27, as
-// nccl-tests' -R 2 requires), the same way.
-struct WindowRegistrationEntries {
-  infiniCclResult_t (*comm_window_register)(infiniCclComm_t, void*, size_t, uint32_t,
-                                            void**) = nullptr;
-  infiniCclResult_t (*comm_window_deregister)(infiniCclComm_t, void*) = nullptr;
-};
-WindowRegistrationEntries CommWindowRegisterIfAvailable();
 CommRevokeEntry CommRevokeIfAvailable();
 infiniCclResult_t CommDestroy(infiniCclComm_t comm);
 infiniCclResult_t CommAbort(infiniCclComm_t comm);

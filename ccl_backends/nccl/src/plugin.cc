@@ -14,6 +14,7 @@
 #include "graphs.h"
 #include "infini/ccl/plugin_abi.h"
 #include "link_bandwidth.h"
+#include "registration.h"
 #include "variable_collectives.h"
 
 namespace infini::ccl::nccl {
