@@ -28,6 +28,10 @@
 # block per size: time and busbw of each variant and its speed-up over
 # -R 0 -G 0 (time of R0G0 / its time), and the link the plugin reports
 # (ccl_info's "link:" line; the verdict's source is in each ccl log's title).
+#   GPT2_STEPS (environment, with --registration on 2 GPUs or more): also
+#   gpt2 d12 bf16 on 2 processes for that many steps with its reducer's
+#   buckets registered and not (--register_buckets), and both throughput
+#   lines.
 set -u
 
 registration=0
@@ -127,6 +131,20 @@ for size in sizes:
             cells.append("%14.2f %10.2f %6s" % (here[0], here[1], ratio))
         print("  -R %s -G %s %s | %s" % (v[1], v[3], cells[0], cells[1]))
 EOF
+  if [[ ${GPT2_STEPS:-0} -gt 0 && $ngpus -ge 2 && -x "$build/bin/gpt2" ]]; then
+    for registered in true false; do
+      name=gpt2_register_$registered
+      echo "== $name: infini_run --nproc_per_node=2 -- gpt2 --model=d12 --dtype=bfloat16" \
+        "--num_iteration=$GPT2_STEPS --val_batches=0 --register_buckets=$registered"
+      "$build/bin/infini_run" --nproc_per_node=2 --ccl_backend=nccl -- "$build/bin/gpt2" \
+        --model=d12 --dtype=bfloat16 --num_iteration="$GPT2_STEPS" --val_batches=0 \
+        --register_buckets=$registered >"$out/$name.txt" 2>&1 || failed=1
+    done
+    for registered in true false; do
+      echo "# gpt2 --register_buckets=$registered: $(grep -h 'throughput:' \
+        "$out/gpt2_register_$registered.txt" | tail -1)"
+    done
+  fi
   exit $failed
 fi
 
