@@ -182,6 +182,22 @@ TEST(CclBenchRun, CheckCatchesAWrongAllReduce) {
             1)
       << run.output;
 }
+
+// -R 1 and -R 2 on a backend that has both kinds (kvtest): each case's
+// buffers registered (windows collectively), results still right.
+TEST(CclBenchRun, BothKindsOfRegistrationRunAndCheck) {
+  for (const char* kind : {"1", "2"}) {
+    const RunResult run =
+        RunCommand(std::string(INFINI_RUN_PATH) + " --ccl_backend=" + KVTEST_PLUGIN_PATH +
+                   " --nproc_per_node=2 -- " + CCL_BENCH_PATH +
+                   " -n 2 -w 1 -b 64 -e 512 -f 8 -c 1 -R " + kind);
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(TableRows(run.output).size(), 2u) << run.output;
+    EXPECT_EQ(LinesContaining(run.output, "--check passed").size(), 1u) << run.output;
+    EXPECT_EQ(LinesContaining(run.output, std::string("(-R ") + kind + ")").size(), 1u)
+        << run.output;
+  }
+}
 #endif
 
 TEST(CclBenchRun, BadTimingIsOneLineAndExitCodeTwo) {
