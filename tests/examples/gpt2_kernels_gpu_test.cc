@@ -530,6 +530,37 @@ TEST(Gpt2Kernels, FusedLayerNormBackwardMatchesTheTwoKernels) {
   }
 }
 
+// d_bias (accumulated onto a random start) of BiasBackward or the
+// vectorized one.
+template <typename E>
+std::vector<float> RunBiasBackward(bool vectorized, int64_t rows, int64_t channels) {
+  Buffer<E> d_out(static_cast<size_t>(rows * channels));
+  Buffer<float> d_bias(static_cast<size_t>(channels));
+  Upload(d_out, RandomValues(static_cast<size_t>(rows * channels), 1.0f, 41));
+  Upload(d_bias, RandomValues(static_cast<size_t>(channels), 1.0f, 42));
+  if (vectorized) {
+    gpu::VectorizedBiasBackward(d_bias.data, d_out.data, rows, channels, nullptr);
+  } else {
+    gpu::BiasBackward(d_bias.data, d_out.data, rows, channels, nullptr);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return Download(d_bias);
+}
+
+// d12's qkv width, a narrow one, and one that is no multiple of 8 (bf16
+// falls back), over a row count that is no multiple of the 128-row chunks.
+TEST(Gpt2Kernels, VectorizedBiasBackwardMatchesBiasBackward) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  for (const int64_t channels : {2304, 96, 100}) {
+    const auto reference = RunBiasBackward<float>(false, 1000, channels);
+    const std::string what = "vectorized bias backward rows=1000 C=" + std::to_string(channels);
+    EXPECT_TRUE(Compare(what + " bf16", RunBiasBackward<bf16>(true, 1000, channels),
+                        RunBiasBackward<bf16>(false, 1000, channels), reference));
+    EXPECT_TRUE(Compare(what + " fp32", RunBiasBackward<float>(true, 1000, channels), reference,
+                        reference));
+  }
+}
+
 // The optimizer in one launch (chunks) against one launch per piece: three
 // pieces in two gradient groups (the second its own allocation, as a
 // reducer's bucket is), one piece longer than a chunk, weight decay on two,

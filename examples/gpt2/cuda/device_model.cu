@@ -280,7 +280,9 @@ void DeviceModel::State::LinearBackward(T* d_in, const T* d_out, const T* in, in
                      static_cast<int>(out_channels), &one, grad(kind_weight, layer), CUDA_R_32F,
                      static_cast<int>(in_channels), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "linear backward (weight)");
-  if (kind_bias >= 0) BiasBackward(grad(kind_bias, layer), d_out, rows, out_channels, stream);
+  if (kind_bias >= 0) {
+    VectorizedBiasBackward(grad(kind_bias, layer), d_out, rows, out_channels, stream);
+  }
 }
 
 template <typename T>

@@ -51,6 +51,14 @@ template <typename T>
 void BiasBackward(float* d_bias, const T* d_out, int64_t rows, int64_t channels,
                   cudaStream_t stream);
 
+// BiasBackward with 16-byte loads: a warp sums 256 (bf16) or 128 (float)
+// adjacent columns of a row at once, blocks sum chunks of rows in shared
+// memory, then add once. Needs channels divisible by 8 (bf16) or 4 (float)
+// and d_out 16-byte aligned; BiasBackward otherwise.
+template <typename T>
+void VectorizedBiasBackward(float* d_bias, const T* d_out, int64_t rows, int64_t channels,
+                            cudaStream_t stream);
+
 // GELU, tanh approximation. GeluBackward writes d_in = gelu'(in) · d_out.
 template <typename T>
 void GeluForward(T* out, const T* in, int64_t count, cudaStream_t stream);
