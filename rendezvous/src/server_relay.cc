@@ -49,9 +49,8 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
     case MessageType::kGet:
     case MessageType::kWait: {
       if (upstream_keys.empty()) return false;
-      const Milliseconds timeout_ms = request.number;
       connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
-      if (connection->waiting) WatchUpstream(upstream_keys, timeout_ms);
+      if (connection->waiting) WatchUpstream(upstream_keys);
       return true;
     }
     case MessageType::kCheck: {
@@ -74,11 +73,14 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
   return true;
 }
 
-void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys,
-                                       Milliseconds timeout_ms) {
+// Every watch lasts kLongestWatch, however short its first waiter's timeout:
+// ranks that wait in short slices (a bootstrap that checks for an abort
+// between them) ride on one watch instead of making one each; a watch that
+// outlives its waiters ends with its upstream Get, and is not made again.
+void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
     if (!table_.HasWaitersOn(key) || !watched_.insert(key).second) continue;
-    relay_->Watch(key, std::chrono::milliseconds(timeout_ms));
+    relay_->Watch(key, kLongestWatch);
   }
 }
 
@@ -115,7 +117,7 @@ void TcpStoreServerImpl::TakeUpstreamResults() {
       }
       case UpstreamResult::Kind::kWatchTimeout:
         watched_.erase(result.key);
-        WatchUpstream({result.key}, kLongestWatch.count());
+        WatchUpstream({result.key});
         break;
       case UpstreamResult::Kind::kWatchFailed:
         watched_.erase(result.key);

@@ -160,7 +160,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   // ---- a relay's upstream (server_relay.cc) ----
   void StartRelay();  // after upstream_async_ was made
   bool RelayRequest(Connection* connection, wire::Request& request);
-  void WatchUpstream(const std::vector<std::string>& keys, Milliseconds timeout_ms);
+  void WatchUpstream(const std::vector<std::string>& keys);
   static void OnUpstreamResults(uv_async_t* async);
   void TakeUpstreamResults();
   void Admit(Connection* connection);

@@ -39,8 +39,8 @@
 
 namespace infini::rendezvous::store_server {
 
-// The longest one upstream Get of a watch: a key still waited for is watched
-// again after it.
+// How long one upstream Get of a watch lasts (server_relay.cc: every watch):
+// a key still waited for is watched again after it.
 inline constexpr std::chrono::milliseconds kLongestWatch{std::chrono::seconds(30)};
 
 struct UpstreamResult {

@@ -111,6 +111,20 @@ TEST(RelayStoreTest, ManyWaitersOnOneKeyMakeOneUpstreamWatch) {
   EXPECT_EQ(relay->relay_counts().connections, 1u);
 }
 
+// A rank that waits in short slices (as a plugin's bootstrap does, to check
+// for an abort between them) rides on one watch: before, each slice made one.
+TEST(RelayStoreTest, WaitsInShortSlicesShareOneWatch) {
+  auto upstream = StartLocalServer();
+  auto relay = StartRelay(upstream->port());
+  auto rank = ConnectTo(*relay);
+  for (int slice = 0; slice < 5; ++slice) {
+    EXPECT_THROW(rank->Wait({"run/slow"}, milliseconds(20)), StoreTimeoutError);
+  }
+  ConnectTo(*upstream)->Set("run/slow", "there");
+  EXPECT_EQ(rank->Get("run/slow"), "there");
+  EXPECT_EQ(relay->relay_counts().watches, 1u);
+}
+
 TEST(RelayStoreTest, TimeoutsAndUpstreamLossReachTheClient) {
   auto upstream = StartLocalServer();
   auto relay = StartRelay(upstream->port());
