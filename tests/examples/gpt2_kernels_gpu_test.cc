@@ -512,7 +512,47 @@ std::vector<std::vector<float>> RunLayerNormBackward(bool fused, int64_t rows, i
   return {Download(d_in), Download(d_weight), Download(d_bias)};
 }
 
-// d12's width over 512 rows, and a width that is no multiple of 32.
+// out, mean and rstd of LayerNormForward or the vectorized one.
+template <typename E>
+std::vector<std::vector<float>> RunLayerNormForward(bool vectorized, int64_t rows,
+                                                    int64_t channels) {
+  const size_t count = static_cast<size_t>(rows * channels);
+  Buffer<E> x(count), out(count), weight(channels), bias(channels);
+  Buffer<float> mean(rows), rstd(rows);
+  Upload(x, RandomValues(count, 2.0f, 51));
+  Upload(weight, RandomValues(channels, 1.0f, 52));
+  Upload(bias, RandomValues(channels, 1.0f, 53));
+  if (vectorized) {
+    gpu::VectorizedLayerNormForward(out.data, mean.data, rstd.data, x.data, weight.data, bias.data,
+                                    rows, channels, nullptr);
+  } else {
+    gpu::LayerNormForward(out.data, mean.data, rstd.data, x.data, weight.data, bias.data, rows,
+                          channels, nullptr);
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {Download(out), Download(mean), Download(rstd)};
+}
+
+// d12's width, and one that is no multiple of 8 (bf16 falls back).
+TEST(Gpt2Kernels, VectorizedLayerNormForwardMatchesLayerNormForward) {
+  if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
+  for (const int64_t channels : {768, 100}) {
+    const auto reference = RunLayerNormForward<float>(false, 512, channels);
+    const auto unfused = RunLayerNormForward<bf16>(false, 512, channels);
+    const auto vectorized = RunLayerNormForward<bf16>(true, 512, channels);
+    const auto vectorized_float = RunLayerNormForward<float>(true, 512, channels);
+    const char* names[] = {"out", "mean", "rstd"};
+    for (int i = 0; i < 3; ++i) {
+      const std::string what = std::string("vectorized layernorm forward ") + names[i] +
+                               " rows=512 C=" + std::to_string(channels);
+      EXPECT_TRUE(Compare(what + " bf16", vectorized[i], unfused[i], reference[i]));
+      EXPECT_TRUE(Compare(what + " fp32", vectorized_float[i], reference[i], reference[i]));
+    }
+  }
+}
+
+// d12's width over 512 rows, and a width that is no multiple of 32 (nor
+// of 8: bf16 takes the kernel's one-channel-per-lane form).
 TEST(Gpt2Kernels, FusedLayerNormBackwardMatchesTheTwoKernels) {
   if (!HasGpu()) GTEST_SKIP() << "needs a GPU";
   for (const int64_t channels : {768, 100}) {

@@ -10,6 +10,9 @@ namespace infini::examples::gpt2::gpu::detail {
 
 constexpr int kThreads = 256;
 
+// The layernorm epsilon of the host model (model.cc kLayerNormEpsilon).
+constexpr float kLayerNormEpsilon = 1e-5f;
+
 __device__ __forceinline__ float ToFloat(float x) { return x; }
 __device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T>

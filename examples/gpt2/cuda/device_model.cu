@@ -323,8 +323,9 @@ void DeviceModel::State::RunForward(float loss_weight) {
     T* fc_gelu = Typed<T>(a.fc_gelu, l * capacity * 4 * C);
     T* residual3 = Typed<T>(a.residual3, l * capacity * C);
 
-    LayerNormForward(ln1, a.ln1_mean.get() + l * capacity, a.ln1_rstd.get() + l * capacity,
-                     residual, param<T>(kLn1Weight, l), param<T>(kLn1Bias, l), rows, C, stream);
+    VectorizedLayerNormForward(ln1, a.ln1_mean.get() + l * capacity,
+                               a.ln1_rstd.get() + l * capacity, residual, param<T>(kLn1Weight, l),
+                               param<T>(kLn1Bias, l), rows, C, stream);
     Linear(qkv, ln1, kQkvWeight, kQkvBias, l, rows, C, 3 * C);
 
     if (fused_attention) {
@@ -350,14 +351,15 @@ void DeviceModel::State::RunForward(float loss_weight) {
 
     LinearResidual(residual2, attention_out, residual, kAttnProjWeight, kAttnProjBias, l, rows, C,
                    C);
-    LayerNormForward(ln2, a.ln2_mean.get() + l * capacity, a.ln2_rstd.get() + l * capacity,
-                     residual2, param<T>(kLn2Weight, l), param<T>(kLn2Bias, l), rows, C, stream);
+    VectorizedLayerNormForward(ln2, a.ln2_mean.get() + l * capacity,
+                               a.ln2_rstd.get() + l * capacity, residual2, param<T>(kLn2Weight, l),
+                               param<T>(kLn2Bias, l), rows, C, stream);
     LinearGelu(fc_gelu, fc, ln2, kFcWeight, kFcBias, l, rows, C, 4 * C);
     LinearResidual(residual3, fc_gelu, residual2, kFcProjWeight, kFcProjBias, l, rows, 4 * C, C);
     residual = residual3;
   }
-  LayerNormForward(Typed<T>(a.lnf), a.lnf_mean.get(), a.lnf_rstd.get(), residual,
-                   param<T>(kLnfWeight), param<T>(kLnfBias), rows, C, stream);
+  VectorizedLayerNormForward(Typed<T>(a.lnf), a.lnf_mean.get(), a.lnf_rstd.get(), residual,
+                             param<T>(kLnfWeight), param<T>(kLnfBias), rows, C, stream);
   // Tied LM head: logits = lnf · token_embeddingᵀ over the padded vocabulary.
   Linear(Typed<T>(a.logits), Typed<T>(a.lnf), kTokenEmbedding, -1, 0, rows, C, Vp);
   CrossEntropyForward(losses.get(), a.logits_lse.get(), Typed<T>(a.logits), targets.get(), rows, V,

@@ -1,6 +1,8 @@
 // The fused passes of kernels.h: each replaces two or more of the unfused
 // kernels beside it, which stay as the reference of gpt2_kernels_gpu_test.
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "device_math.cuh"
 #include "kernels.h"
@@ -16,6 +18,11 @@ constexpr int kPack = 16 / static_cast<int>(sizeof(T));
 template <typename T>
 struct alignas(16) Pack {
   T values[kPack<T>];
+};
+// One T in Pack's shape, for kernels written over chunks of either.
+template <typename T>
+struct Single {
+  T values[1];
 };
 
 // (max, sum) of exponentials relative to max, merged: the online softmax's
@@ -100,14 +107,69 @@ __global__ void CrossEntropyBackwardKernel(T* logits, const float* logsumexp,
   *at = pack;
 }
 
+// True when rows of `channels` T split into whole 16-byte packs.
+template <typename T>
+bool Packs(const void* pointer, int64_t channels) {
+  return channels % kPack<T> == 0 && reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
+}
+
+// LayerNormForwardKernel's arithmetic, a warp per row, a pack per lane.
+template <typename T>
+__global__ void VectorizedLayerNormForwardKernel(T* out, float* mean_out, float* rstd_out,
+                                                 const T* in, const T* weight, const T* bias,
+                                                 int64_t rows, int64_t C) {
+  constexpr int P = kPack<T>;
+  const int64_t row = blockIdx.x * static_cast<int64_t>(blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const T* x = in + row * C;
+  float sum = 0.0f;
+  for (int64_t c = lane * P; c < C; c += 32 * P) {
+    const Pack<T> pack = *reinterpret_cast<const Pack<T>*>(x + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) sum += ToFloat(pack.values[j]);
+  }
+  const float mean = WarpSum(sum) / static_cast<float>(C);
+  float squares = 0.0f;
+  for (int64_t c = lane * P; c < C; c += 32 * P) {
+    const Pack<T> pack = *reinterpret_cast<const Pack<T>*>(x + c);
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      const float d = ToFloat(pack.values[j]) - mean;
+      squares += d * d;
+    }
+  }
+  const float rstd = rsqrtf(WarpSum(squares) / static_cast<float>(C) + kLayerNormEpsilon);
+  T* y = out + row * C;
+  for (int64_t c = lane * P; c < C; c += 32 * P) {
+    const Pack<T> pack = *reinterpret_cast<const Pack<T>*>(x + c);
+    const Pack<T> w = *reinterpret_cast<const Pack<T>*>(weight + c);
+    const Pack<T> b = *reinterpret_cast<const Pack<T>*>(bias + c);
+    Pack<T> result;
+#pragma unroll
+    for (int j = 0; j < P; ++j) {
+      result.values[j] = FromFloat<T>(
+          (ToFloat(pack.values[j]) - mean) * rstd * ToFloat(w.values[j]) + ToFloat(b.values[j]));
+    }
+    *reinterpret_cast<Pack<T>*>(y + c) = result;
+  }
+  if (lane == 0) {
+    mean_out[row] = mean;
+    rstd_out[row] = rstd;
+  }
+}
+
 // A warp per row (LayerNormInputGradientKernel's arithmetic), rows strided
 // over the grid; the block's parameter sums in shared memory: weight sums
 // in sums[0, C), bias sums in sums[C, 2C).
-template <typename T>
+// With kPacked a lane takes P adjacent channels at a time (16-byte loads).
+template <typename T, bool kPacked>
 __global__ void FusedLayerNormBackwardKernel(T* d_in, float* d_weight, float* d_bias,
                                              const T* d_out, const T* in, const T* weight,
                                              const float* mean, const float* rstd, int64_t rows,
                                              int64_t C) {
+  constexpr int P = kPacked ? kPack<T> : 1;
+  using Chunk = std::conditional_t<kPacked, Pack<T>, Single<T>>;
   extern __shared__ float sums[];
   for (int64_t i = threadIdx.x; i < 2 * C; i += blockDim.x) sums[i] = 0.0f;
   __syncthreads();
@@ -118,22 +180,36 @@ __global__ void FusedLayerNormBackwardKernel(T* d_in, float* d_weight, float* d_
     const T* x = in + row * C;
     const float m = mean[row], r = rstd[row];
     float sum_g = 0.0f, sum_gn = 0.0f;
-    for (int64_t c = lane; c < C; c += 32) {
-      const float n = (ToFloat(x[c]) - m) * r;
-      const float g = ToFloat(dy[c]) * ToFloat(weight[c]);
-      sum_g += g;
-      sum_gn += g * n;
+    for (int64_t c = lane * P; c < C; c += 32 * P) {
+      const Chunk x_c = *reinterpret_cast<const Chunk*>(x + c);
+      const Chunk dy_c = *reinterpret_cast<const Chunk*>(dy + c);
+      const Chunk w_c = *reinterpret_cast<const Chunk*>(weight + c);
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const float n = (ToFloat(x_c.values[j]) - m) * r;
+        const float g = ToFloat(dy_c.values[j]) * ToFloat(w_c.values[j]);
+        sum_g += g;
+        sum_gn += g * n;
+      }
     }
     const float mean_g = WarpSum(sum_g) / static_cast<float>(C);
     const float mean_gn = WarpSum(sum_gn) / static_cast<float>(C);
     T* dx = d_in + row * C;
-    for (int64_t c = lane; c < C; c += 32) {
-      const float n = (ToFloat(x[c]) - m) * r;
-      const float dy_c = ToFloat(dy[c]);
-      const float g = dy_c * ToFloat(weight[c]);
-      dx[c] = FromFloat<T>(ToFloat(dx[c]) + r * (g - mean_g - n * mean_gn));
-      atomicAdd(sums + c, dy_c * n);
-      atomicAdd(sums + C + c, dy_c);
+    for (int64_t c = lane * P; c < C; c += 32 * P) {
+      const Chunk x_c = *reinterpret_cast<const Chunk*>(x + c);
+      const Chunk dy_c = *reinterpret_cast<const Chunk*>(dy + c);
+      const Chunk w_c = *reinterpret_cast<const Chunk*>(weight + c);
+      Chunk dx_c = *reinterpret_cast<const Chunk*>(dx + c);
+#pragma unroll
+      for (int j = 0; j < P; ++j) {
+        const float n = (ToFloat(x_c.values[j]) - m) * r;
+        const float dy_j = ToFloat(dy_c.values[j]);
+        const float g = dy_j * ToFloat(w_c.values[j]);
+        dx_c.values[j] = FromFloat<T>(ToFloat(dx_c.values[j]) + r * (g - mean_g - n * mean_gn));
+        atomicAdd(sums + c + j, dy_j * n);
+        atomicAdd(sums + C + c + j, dy_j);
+      }
+      *reinterpret_cast<Chunk*>(dx + c) = dx_c;
     }
   }
   __syncthreads();
@@ -219,6 +295,20 @@ __global__ void ChunkedAdamWKernel(float* master, T* parameters, float* m_state,
 }  // namespace
 
 template <typename T>
+void VectorizedLayerNormForward(T* out, float* mean, float* rstd, const T* in, const T* weight,
+                                const T* bias, int64_t rows, int64_t channels,
+                                cudaStream_t stream) {
+  if (!Packs<T>(out, channels) || !Packs<T>(in, channels) || !Packs<T>(weight, channels) ||
+      !Packs<T>(bias, channels)) {
+    LayerNormForward(out, mean, rstd, in, weight, bias, rows, channels, stream);
+    return;
+  }
+  constexpr int kRowsPerBlock = kThreads / 32;
+  VectorizedLayerNormForwardKernel<<<Blocks(rows, kRowsPerBlock), kThreads, 0, stream>>>(
+      out, mean, rstd, in, weight, bias, rows, channels);
+}
+
+template <typename T>
 void FusedLayerNormBackward(T* d_in, float* d_weight, float* d_bias, const T* d_out, const T* in,
                             const T* weight, const float* mean, const float* rstd, int64_t rows,
                             int64_t channels, cudaStream_t stream) {
@@ -234,8 +324,15 @@ void FusedLayerNormBackward(T* d_in, float* d_weight, float* d_bias, const T* d_
   const int64_t warps_per_block = kThreads / 32;
   const int64_t wanted = (rows + warps_per_block - 1) / warps_per_block;
   const unsigned blocks = static_cast<unsigned>(wanted < kBlocks ? wanted : kBlocks);
-  FusedLayerNormBackwardKernel<<<blocks, kThreads, shared_bytes, stream>>>(
-      d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, rows, channels);
+  const bool packed = Packs<T>(d_in, channels) && Packs<T>(d_out, channels) &&
+                      Packs<T>(in, channels) && Packs<T>(weight, channels);
+  if (packed) {
+    FusedLayerNormBackwardKernel<T, true><<<blocks, kThreads, shared_bytes, stream>>>(
+        d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, rows, channels);
+  } else {
+    FusedLayerNormBackwardKernel<T, false><<<blocks, kThreads, shared_bytes, stream>>>(
+        d_in, d_weight, d_bias, d_out, in, weight, mean, rstd, rows, channels);
+  }
 }
 
 template <typename T>
@@ -291,6 +388,8 @@ void CrossEntropyBackward(T* logits, const float* logsumexp, const int32_t* targ
                                        int64_t, cudaStream_t);                                     \
   template void CrossEntropyBackward<T>(T*, const float*, const int32_t*, int64_t, int64_t,        \
                                         int64_t, float, cudaStream_t);                             \
+  template void VectorizedLayerNormForward<T>(T*, float*, float*, const T*, const T*, const T*,    \
+                                              int64_t, int64_t, cudaStream_t);                     \
   template void VectorizedBiasBackward<T>(float*, const T*, int64_t, int64_t, cudaStream_t);       \
   template void FusedLayerNormBackward<T>(T*, float*, float*, const T*, const T*, const T*,        \
                                           const float*, const float*, int64_t, int64_t,            \

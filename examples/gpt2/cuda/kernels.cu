@@ -33,8 +33,6 @@ __global__ void EmbeddingBackwardKernel(float* d_wte, float* d_wpe, const T* d_o
 
 // ---- LayerNorm: one warp per row ----
 
-constexpr float kLayerNormEpsilon = 1e-5f;
-
 template <typename T>
 __global__ void LayerNormForwardKernel(T* out, float* mean_out, float* rstd_out, const T* in,
                                        const T* weight, const T* bias, int64_t rows, int64_t C) {

@@ -35,6 +35,11 @@ void LayerNormBackward(T* d_in, float* d_weight, float* d_bias, const T* d_out, 
                        const T* weight, const float* mean, const float* rstd, int64_t rows,
                        int64_t channels, cudaStream_t stream);
 
+// LayerNormForward with 16-byte loads and stores (8 bf16 or 4 floats per
+// lane); LayerNormForward where channels or alignment do not allow it.
+template <typename T>
+void VectorizedLayerNormForward(T* out, float* mean, float* rstd, const T* in, const T* weight,
+                                const T* bias, int64_t rows, int64_t channels, cudaStream_t stream);
 // LayerNormBackward in one kernel that reads d_out and in once: each block
 // sums its rows' d_weight and d_bias in shared memory and adds them once
 // (LayerNormBackward itself where 2 × channels floats exceed 48 KiB).
