@@ -241,6 +241,25 @@ AttentionResult RunWmma(const Shape& s, const std::vector<float>& qkv,
   return {Download(out), Download(d_qkv)};
 }
 
+// The bf16 forward, then the one-kernel backward that accumulates dQ.
+AttentionResult RunAccumulatingQueries(const Shape& s, const std::vector<float>& qkv,
+                                       const std::vector<float>& d_out) {
+  const size_t rows_heads = static_cast<size_t>(s.rows() * s.heads);
+  Buffer<bf16> qkv_device(qkv.size()), d_out_device(d_out.size()),
+      out(static_cast<size_t>(s.rows() * s.channels())), d_qkv(qkv.size());
+  Buffer<float> logsumexp(rows_heads), scratch(rows_heads),
+      dq(static_cast<size_t>(s.rows() * s.channels()));
+  Upload(qkv_device, qkv);
+  Upload(d_out_device, d_out);
+  gpu::FusedAttentionForward(out.data, logsumexp.data, qkv_device.data, s.batch, s.sequence,
+                             s.heads, nullptr);
+  gpu::FusedAttentionBackwardAccumulatingQueries(
+      d_qkv.data, scratch.data, dq.data, d_out_device.data, qkv_device.data, out.data,
+      logsumexp.data, s.batch, s.sequence, s.heads, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return {Download(out), Download(d_qkv)};
+}
+
 template <typename E>
 AttentionResult RunFused(const Shape& s, const std::vector<float>& qkv,
                          const std::vector<float>& d_out) {
@@ -281,18 +300,19 @@ void ExpectFusedAttentionMatches(const Shape& s) {
   const AttentionResult fused = RunFused<bf16>(s, qkv, d_out);
   const AttentionResult fused_float = RunFused<float>(s, qkv, d_out);
   const AttentionResult wmma = RunWmma(s, qkv, d_out);
+  const AttentionResult accumulating = RunAccumulatingQueries(s, qkv, d_out);
   const char* names[] = {"dQ", "dK", "dV"};
   // bf16 on mma.sync (what the model runs), bf16 on wmma (the first
   // version), float32 against the unfused float32 itself (only its rounding
-  // may differ).
-  for (const int variant : {0, 1, 2}) {
+  // may differ), bf16 with the one-kernel backward that accumulates dQ.
+  const AttentionResult* results[] = {&fused, &wmma, &fused_float, &accumulating};
+  const char* labels[] = {" bf16 ", " bf16 (wmma version) ", " fp32 ",
+                          " bf16 (one-kernel backward) "};
+  for (const int variant : {0, 1, 2, 3}) {
     const bool in_float = variant == 2;
-    const AttentionResult& result = variant == 0 ? fused : variant == 1 ? wmma : fused_float;
+    const AttentionResult& result = *results[variant];
     const AttentionResult& baseline = in_float ? reference : unfused;
-    const std::string shape = std::string(variant == 0   ? " bf16 "
-                                          : variant == 1 ? " bf16 (wmma version) "
-                                                         : " fp32 ") +
-                              s.Name();
+    const std::string shape = labels[variant] + s.Name();
     EXPECT_TRUE(
         Compare("fused attention forward out" + shape, result.out, baseline.out, reference.out));
     for (int part = 0; part < 3; ++part) {
@@ -752,10 +772,19 @@ void TimeAttentionAtTheD12Shape() {
                                           logsumexp.data, s.batch, s.sequence, s.heads, nullptr);
         },
         kRepeats);
+    Buffer<float> dq(out_count);
+    const float accumulating_backward = TimeMs(
+        [&] {
+          gpu::FusedAttentionBackwardAccumulatingQueries(
+              d_qkv.data, scratch.data, dq.data, d_out.data, qkv.data, out.data, logsumexp.data,
+              s.batch, s.sequence, s.heads, nullptr);
+        },
+        kRepeats);
     std::printf(
-        "attention %s bf16: mma.sync forward %.3f ms, backward %.3f ms; wmma version forward "
-        "%.3f ms, backward %.3f ms\n",
-        s.Name().c_str(), fused_forward, fused_backward, wmma_forward, wmma_backward);
+        "attention %s bf16: mma.sync forward %.3f ms, backward %.3f ms (one-kernel backward "
+        "accumulating dQ %.3f ms); wmma version forward %.3f ms, backward %.3f ms\n",
+        s.Name().c_str(), fused_forward, fused_backward, accumulating_backward, wmma_forward,
+        wmma_backward);
   }
   UnfusedAttention<E> unfused(s);
   const float unfused_forward = TimeMs([&] { unfused.Forward(out.data, qkv.data); }, kRepeats);

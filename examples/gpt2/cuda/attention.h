@@ -43,6 +43,17 @@ void FusedAttentionBackward(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfl
                             const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                             const float* logsumexp, int64_t batch_size, int64_t sequence_length,
                             int64_t num_heads, cudaStream_t stream);
+// The bf16 backward in one kernel per key tile that also adds dQ's parts
+// into `dq_accumulator` (B × T × NH·64 floats, zeroed here) with atomics,
+// instead of a second kernel that recomputes S and dP; then writes dQ into
+// d_qkv. Kept beside FusedAttentionBackward while gpt2_kernels_gpu_test
+// times the two.
+void FusedAttentionBackwardAccumulatingQueries(__nv_bfloat16* d_qkv, float* scratch,
+                                               float* dq_accumulator, const __nv_bfloat16* d_out,
+                                               const __nv_bfloat16* qkv, const __nv_bfloat16* out,
+                                               const float* logsumexp, int64_t batch_size,
+                                               int64_t sequence_length, int64_t num_heads,
+                                               cudaStream_t stream);
 // The first version of the bf16 backward (wmma through shared memory), kept
 // while gpt2_kernels_gpu_test compares it with the mma.sync one above.
 void FusedAttentionBackwardWmma(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfloat16* d_out,
