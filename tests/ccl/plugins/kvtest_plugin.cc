@@ -48,6 +48,7 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,7 +105,21 @@ std::string CheckId(const void* unique_id) {
 
 // ---- A communicator ------------------------------------------------------------
 
+// A buffer registered with a communicator (comm_register, comm_window_register).
+struct Registration {
+  void* buffer;
+  size_t bytes;
+  uint64_t id;
+};
+
 struct Comm {
+  // What is still registered goes with the communicator, as NCCL frees a
+  // communicator's registrations at destroy and abort (the host only
+  // forgets those of a revoked or aborted one).
+  ~Comm() {
+    for (Registration* registration : registrations) delete registration;
+  }
+
   infiniCclBootstrap_t bootstrap{};  // the host's; valid until we are destroyed
   std::string prefix;                // keys of this communicator: "<nonce>/..."
   int rank = 0;
@@ -123,6 +138,7 @@ struct Comm {
   std::mutex mutex;
   int busy = 0;
   bool released = false;
+  std::set<Registration*> registrations;  // not yet deregistered; under `mutex`
 };
 
 // Holds a communicator for one call; frees it at the end if it was
@@ -635,12 +651,6 @@ infiniCclResult_t CommRevoke(infiniCclComm_t handle) {
 // Registration records the buffer and checks it comes back; the host
 // memory needs no more ("broken_register": comm_register fails, as a
 // library whose registration is declared but broken).
-struct Registration {
-  void* buffer;
-  size_t bytes;
-  uint64_t id;
-};
-
 void LogRegistration(const char* event, const void* comm, uint64_t id = 0, size_t bytes = 0) {
   const char* path = std::getenv("KVTEST_REGISTRATION_LOG");
   if (path == nullptr || *path == '\0') return;
@@ -662,6 +672,10 @@ infiniCclResult_t CommRegister(infiniCclComm_t handle, void* buffer, size_t byte
   static std::atomic<uint64_t> next_id{1};
   auto* made = new Registration{buffer, bytes, next_id++};
   LogRegistration("register", handle, made->id, bytes);
+  {
+    std::lock_guard<std::mutex> lock(CommOf(handle)->mutex);
+    CommOf(handle)->registrations.insert(made);
+  }
   *registration = made;
   return infiniCclSuccess;
 }
@@ -671,6 +685,12 @@ infiniCclResult_t CommDeregister(infiniCclComm_t handle, void* registration) {
     return Fail(infiniCclInvalidArgument, "comm_deregister: a NULL argument");
   }
   auto* registered = static_cast<Registration*>(registration);
+  {
+    std::lock_guard<std::mutex> lock(CommOf(handle)->mutex);
+    if (CommOf(handle)->registrations.erase(registered) == 0) {
+      return Fail(infiniCclInvalidArgument, "comm_deregister: not registered with this comm");
+    }
+  }
   LogRegistration("deregister", handle, registered->id, registered->bytes);
   delete registered;
   return infiniCclSuccess;

@@ -505,10 +505,14 @@ typedef struct {
    * mem_alloc or the vendor's allocator) with `comm`; *handle is what
    * comm_deregister takes. Not collective (NCCL's local registration); a
    * buffer may be registered with several communicators. The buffer must
-   * stay allocated until deregistered, and every handle must be
-   * deregistered before comm_destroy. A collective on unregistered memory
-   * stays correct: registration only makes it faster. comm_register and
-   * comm_deregister are both set or both NULL. Optional. */
+   * stay allocated until deregistered. The host deregisters every handle
+   * before comm_destroy of a healthy communicator; a handle still
+   * registered at comm_abort, or at comm_destroy of a revoked
+   * communicator (where deregistering could wait for a lost peer), is the
+   * plugin's to free with the communicator, as NCCL does. A collective on
+   * unregistered memory stays correct: registration only makes it faster.
+   * comm_register and comm_deregister are both set or both NULL.
+   * Optional. */
   infiniCclResult_t (*comm_register)(infiniCclComm_t comm, void* buffer, size_t bytes,
                                      void** handle);
   infiniCclResult_t (*comm_deregister)(infiniCclComm_t comm, void* handle);
