@@ -56,7 +56,8 @@ void CheckFrame(std::string_view body) {
   (void)DecodeProof(body, &mac);
   // What the relay's upstream client reads; only that nothing breaks.
   std::vector<TaggedReply> replies;
-  (void)DecodeBatchReply(body, &replies);
+  uint32_t batches_done = 0;
+  (void)DecodeBatchReply(body, &batches_done, &replies);
   Reply reply;
   (void)DecodeReply(body, &reply);
   std::vector<TaggedRequest> batch;

@@ -227,8 +227,9 @@ void BatchReplyWriter::Add(uint64_t tag, const Reply& reply) {
   ++count_;
 }
 
-std::string BatchReplyWriter::Finish() {
-  std::string frame = FrameWriter(MessageType::kBatchReply).U32(count_).Finish(entries_.size());
+std::string BatchReplyWriter::Finish(uint32_t batches_done) {
+  std::string frame =
+      FrameWriter(MessageType::kBatchReply).U32(batches_done).U32(count_).Finish(entries_.size());
   frame += entries_;
   entries_.clear();
   count_ = 0;
@@ -271,13 +272,14 @@ std::string DecodeReply(std::string_view body, Reply* reply) {
   return "";
 }
 
-std::string DecodeBatchReply(std::string_view body, std::vector<TaggedReply>* replies) {
+std::string DecodeBatchReply(std::string_view body, uint32_t* batches_done,
+                             std::vector<TaggedReply>* replies) {
   BodyReader reader(body);
   uint8_t type = 0;
   uint32_t count = 0;
   replies->clear();
   if (!reader.U8(&type) || static_cast<MessageType>(type) != MessageType::kBatchReply ||
-      !reader.U32(&count)) {
+      !reader.U32(batches_done) || !reader.U32(&count)) {
     return "not a batch reply";
   }
   if (uint64_t{count} * (kBatchEntryOverheadBytes + 1) > reader.remaining_bytes()) {

@@ -126,10 +126,12 @@ class BatchReplyWriter {
  public:
   void Add(uint64_t tag, const Reply& reply);
   size_t count() const { return count_; }
-  size_t body_bytes() const { return 1 + 4 + entries_.size(); }
+  size_t body_bytes() const { return 1 + 4 + 4 + entries_.size(); }
   bool empty() const { return count_ == 0; }
-  // The whole frame, header included; the writer starts again empty.
-  std::string Finish();
+  // The whole frame, header included, telling the client that `batches_done`
+  // more of its kBatch frames have been handled; the writer starts again
+  // empty.
+  std::string Finish(uint32_t batches_done = 0);
 
  private:
   std::string entries_;
@@ -147,8 +149,10 @@ struct TaggedReply {
   std::string body;
 };
 // Decodes a kBatchReply body (a client's side: the server is trusted as far
-// as its token, but not to be well-formed). Returns "" or why not.
-std::string DecodeBatchReply(std::string_view body, std::vector<TaggedReply>* replies);
+// as its token, but not to be well-formed): how many more batches it says
+// were handled, and its replies. Returns "" or why not.
+std::string DecodeBatchReply(std::string_view body, uint32_t* batches_done,
+                             std::vector<TaggedReply>* replies);
 
 // The client's kHello: "" when `body` is a hello of our magic; else why not.
 // `version` is set whenever the magic matched; `client_nonce` is what follows

@@ -4,8 +4,9 @@
 // each keeps its own deadline. Answers are routed back by id to their
 // connection and tag, and all that one turn of the loop made for a
 // connection leave in one kBatchReply frame (a few when they exceed the
-// message limit), so a batch costs one read and one write however many
-// requests it holds.
+// message limit), which also counts the batches handled: so a batch costs
+// one read and one write however many requests it holds, and its client
+// knows when it was read.
 
 #include <string_view>
 #include <utility>
@@ -29,6 +30,14 @@ void TcpStoreServerImpl::HandleBatch(Connection* connection, std::string_view bo
     connection->batch_waiters.insert(id);
     table_.Handle(id, std::move(tagged.request), Now());
   }
+  ++connection->batches_done;
+  OweBatchReply(connection);
+}
+
+void TcpStoreServerImpl::OweBatchReply(Connection* connection) {
+  if (connection->batch_reply_owed) return;
+  connection->batch_reply_owed = true;
+  batch_reply_owners_.push_back(connection->id);
 }
 
 bool TcpStoreServerImpl::RouteBatchReply(Completion& completion) {
@@ -46,10 +55,12 @@ bool TcpStoreServerImpl::RouteBatchReply(Completion& completion) {
   if (!connection->batch_replies.empty() &&
       connection->batch_replies.body_bytes() + reply_bytes > options_.max_message_bytes) {
     // Within what the client accepts (max_message_bytes and a little).
-    Send(connection, wire::EncodedReply{connection->batch_replies.Finish(), {}});
+    Send(connection,
+         wire::EncodedReply{
+             connection->batch_replies.Finish(std::exchange(connection->batches_done, 0)), {}});
     if (connection->closing) return true;
   }
-  if (connection->batch_replies.empty()) batch_reply_owners_.push_back(connection->id);
+  OweBatchReply(connection);
   connection->batch_replies.Add(owner.tag, reply);
   return true;
 }
@@ -59,8 +70,11 @@ void TcpStoreServerImpl::SendBatchReplies() {
     const auto found = connections_.find(id);
     if (found == connections_.end() || found->second->closing) continue;
     Connection* connection = found->second;
-    if (connection->batch_replies.empty()) continue;
-    Send(connection, wire::EncodedReply{connection->batch_replies.Finish(), {}});
+    connection->batch_reply_owed = false;
+    if (connection->batch_replies.empty() && connection->batches_done == 0) continue;
+    Send(connection,
+         wire::EncodedReply{
+             connection->batch_replies.Finish(std::exchange(connection->batches_done, 0)), {}});
   }
 }
 

@@ -295,7 +295,10 @@ void TcpStoreServerImpl::PublishCounters() {
 }
 
 void TcpStoreServerImpl::DeliverCompletions() {
-  if (!table_.HasCompletions()) return;
+  if (!table_.HasCompletions()) {
+    SendBatchReplies();  // batches handled with nothing answered yet are told so
+    return;
+  }
   // Counters change before the replies leave (uv_write may send at once),
   // so a client that got its answer sees them settled.
   PublishCounters();

@@ -61,10 +61,12 @@ struct Connection {
   bool forwarded = false;  // its request was forwarded upstream (a relay)
   bool ready = false;      // in the server's ready queue
   // Version 4: the table's ids of its batched requests not yet answered
-  // (each waits in the table as a client of its own), and the answers to
-  // them to be sent in one frame at the end of the turn.
+  // (each waits in the table as a client of its own), the answers to them
+  // and the batches handled, to be sent in one frame at the end of the turn.
   std::unordered_set<ClientId> batch_waiters;
   wire::BatchReplyWriter batch_replies;
+  uint32_t batches_done = 0;      // handled, not yet told
+  bool batch_reply_owed = false;  // in batch_reply_owners_
 };
 
 // Whose batched request a table id is (server_batch.cc).
@@ -154,6 +156,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void HandleBatch(Connection* connection, std::string_view body);
   // Takes `completion` when it answers a batched request (false otherwise).
   bool RouteBatchReply(Completion& completion);
+  void OweBatchReply(Connection* connection);
   void SendBatchReplies();
   void ForgetBatches(Connection* connection);
 

@@ -124,7 +124,7 @@ class UpstreamLink {
         if (state_->stopping) return;
         if (!connection_ && !state_->queued.empty()) {
           connect = true;
-        } else if (connection_ && forwards_in_flight_ == 0 && output_.empty()) {
+        } else if (connection_ && batches_in_flight_ == 0 && output_.empty()) {
           batch = TakeBatch();
         }
       }
@@ -217,13 +217,13 @@ class UpstreamLink {
       const auto deadline =
           now + (job.watch ? std::chrono::milliseconds(job.request.number) + kReplyGrace
                            : kForwardDeadline);
-      if (!job.watch) ++forwards_in_flight_;
       pending_.emplace(tag, Pending{std::move(job), deadline});
     }
     const bool sending = writer.count() > 0;
     if (sending) {
       output_ = writer.Finish();
       output_sent_ = 0;
+      ++batches_in_flight_;
     }
     std::lock_guard lock(state_->mutex);
     if (sending) {
@@ -327,10 +327,13 @@ class UpstreamLink {
         return false;
       }
       std::vector<wire::TaggedReply> replies;
-      if (const std::string error = wire::DecodeBatchReply(body, &replies); !error.empty()) {
-        Fail("it sent " + error);
+      uint32_t batches_done = 0;
+      if (const std::string error = wire::DecodeBatchReply(body, &batches_done, &replies);
+          !error.empty() || batches_done > batches_in_flight_) {
+        Fail("it sent " + (error.empty() ? "word of more batches than were sent" : error));
         return false;
       }
+      batches_in_flight_ -= batches_done;
       for (wire::TaggedReply& tagged : replies) {
         const auto found = pending_.find(tagged.tag);
         Reply reply;
@@ -338,7 +341,6 @@ class UpstreamLink {
           Fail("it sent a reply that answers no request of the relay");
           return false;
         }
-        if (!found->second.job.watch) --forwards_in_flight_;
         results.push_back(Result(found->second.job, std::move(reply)));
         pending_.erase(found);
       }
@@ -379,7 +381,7 @@ class UpstreamLink {
     input_.Clear();
     output_.clear();
     output_sent_ = 0;
-    forwards_in_flight_ = 0;
+    batches_in_flight_ = 0;
   }
 
   static UpstreamResult Result(const UpstreamRelay::Job& job, Reply reply) {
@@ -432,7 +434,7 @@ class UpstreamLink {
   std::string output_;  // the batch being written
   size_t output_sent_ = 0;
   std::unordered_map<uint64_t, Pending> pending_;  // by tag: sent, not yet answered
-  size_t forwards_in_flight_ = 0;                  // of pending_, those that are not watches
+  size_t batches_in_flight_ = 0;                   // sent, not yet told handled
   uint64_t last_tag_ = 0;
 };
 

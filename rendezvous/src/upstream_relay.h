@@ -10,12 +10,14 @@
 // parked on it), answered with the value, or that it timed out or failed.
 // The server watches each key once, however many of its clients wait on it.
 //
-// Batching, Nagle's way and without a timer: when no forwarded request is in
-// flight, whatever is queued leaves at once as one frame; while one batch's
-// forwarded requests are in flight, new work queues and leaves as the next
-// frame when they have all been answered. A watch in flight holds nothing
-// up: the upstream answers each request by its tag, whenever it can. So an
-// idle relay adds no latency, and a busy one sends one frame per round trip.
+// Batching, Nagle's way and without a timer: when no batch is in flight,
+// whatever is queued leaves at once as one frame; while one is (sent, and
+// the upstream has not yet said it handled it: the kBatchReply that carries
+// its immediate answers says so), new work queues and leaves as the next
+// frame when it has. A watch still waiting upstream holds nothing up once
+// its batch was handled: the upstream answers each request by its tag,
+// whenever it can. So an idle relay adds no latency, and a busy one sends
+// one frame per round trip.
 //
 // The thread connects on the first work and again after the connection
 // failed; a failure answers every request in flight (and, when connecting

@@ -18,9 +18,12 @@
 // with a tag of the client's choosing, answered by kBatchReply frames that
 // carry (tag, reply) pairs, in any order and over any number of frames (a
 // Get that waits is answered when its key comes, the requests behind it at
-// once). A server answers kHelloOk with the version the connection speaks:
-// the client's, at most its own; a connection that speaks 3 cannot send
-// kBatch (it is an unknown request there, as on a server of version 3).
+// once). Each kBatchReply also says how many more of the connection's
+// batches the server has handled (`batches_done`): every batch is counted
+// in the frame that carries the answers it had at once (an empty frame if it
+// had none), so a client knows when a batch it sent has been read. A server answers kHelloOk with
+// the version the connection speaks: the client's, at most its own; a connection that speaks 3
+// cannot send kBatch (it is an unknown request there, as on a server of version 3).
 #pragma once
 
 #include <cstdint>
@@ -86,7 +89,7 @@ enum class MessageType : uint8_t {
   kTimeout = 106,     // (nothing): a Get or Wait reached its deadline
   kError = 107,       // str message: the request was refused
   kChallenge = 108,   // str server nonce (kNonceBytes), str server proof (kProofBytes)
-  kBatchReply = 109,  // u32 count, count x (u64 tag, str reply body): answers to a kBatch
+  kBatchReply = 109,  // u32 batches_done, u32 count, count x (u64 tag, str reply body)
 };
 
 // Builds one frame. Fields are appended in order; Finish() fills in the length.

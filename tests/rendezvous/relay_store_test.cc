@@ -200,15 +200,18 @@ class HandPlayedUpstream {
     return requests;
   }
 
-  // Answers `tag` with kOk, or with `value` when one is given.
-  bool Answer(uint64_t tag, const std::string* value = nullptr) {
+  // Answers `tag` with kOk, or with `value` when one is given, telling
+  // `batches_done` batches handled.
+  bool Answer(uint64_t tag, uint32_t batches_done, const std::string* value = nullptr) {
     wire::Reply reply;
     reply.type = value ? wire::MessageType::kValue : wire::MessageType::kOk;
     if (value) reply.value = std::make_shared<const std::string>(*value);
     wire::BatchReplyWriter writer;
     writer.Add(tag, reply);
-    return Send(writer.Finish());
+    return Send(writer.Finish(batches_done));
   }
+  // Tells one batch handled, answering nothing (its requests wait).
+  bool Acknowledge() { return Send(wire::BatchReplyWriter().Finish(1)); }
 
   // Whether the listener has a connection waiting (a second one from the relay).
   bool AnotherConnectionWaits() {
@@ -246,8 +249,9 @@ class HandPlayedUpstream {
 };
 
 // Nagle's rule without a timer: the first request leaves at once; what comes
-// while it is in flight leaves as one frame when it returns; a watch in
-// flight holds nothing up; all on one connection.
+// while its batch is in flight leaves as one frame when the upstream says it
+// handled it; a watch still waiting upstream then holds nothing up; all on
+// one connection.
 TEST(RelayStoreTest, WhatArrivesWhileABatchIsInFlightLeavesAsOneBatchOnTheOneConnection) {
   HandPlayedUpstream upstream;
   auto relay = StartRelay(upstream.port());
@@ -263,26 +267,29 @@ TEST(RelayStoreTest, WhatArrivesWhileABatchIsInFlightLeavesAsOneBatchOnTheOneCon
     behind.emplace_back([&, i] { ConnectTo(*relay)->Set("run/behind/" + std::to_string(i), ""); });
   }
   ASSERT_TRUE(Eventually([&] { return relay->relay_counts().queued == kBehind; }));
-  ASSERT_TRUE(upstream.Answer(batch[0].tag));
+  ASSERT_TRUE(upstream.Answer(batch[0].tag, 1));
   first.join();
   batch = upstream.ReadBatch();
   ASSERT_EQ(batch.size(), static_cast<size_t>(kBehind)) << "one frame for what queued";
-  for (const wire::TaggedRequest& request : batch) ASSERT_TRUE(upstream.Answer(request.tag));
+  for (size_t i = 0; i < batch.size(); ++i)
+    ASSERT_TRUE(upstream.Answer(batch[i].tag, i == 0 ? 1 : 0));
   for (std::thread& thread : behind) thread.join();
 
-  // A rank waiting on a key: its watch is in flight, and a write behind it
-  // still leaves at once and is answered first.
+  // A rank waiting on a key: a write behind its watch waits for the watch's
+  // batch to be handled, then leaves and is answered while the watch waits.
   std::thread waiter([&] { EXPECT_EQ(ConnectTo(*relay)->Get("run/id"), "the id"); });
   const std::vector<wire::TaggedRequest> watch = upstream.ReadBatch();
   ASSERT_EQ(watch.size(), 1u);
   EXPECT_EQ(watch[0].request.type, wire::MessageType::kGet);
   std::thread writer([&] { ConnectTo(*relay)->Set("run/after", ""); });
+  ASSERT_TRUE(Eventually([&] { return relay->relay_counts().queued == 1; }));
+  ASSERT_TRUE(upstream.Acknowledge());
   batch = upstream.ReadBatch();
   ASSERT_EQ(batch.size(), 1u);
-  ASSERT_TRUE(upstream.Answer(batch[0].tag));
+  ASSERT_TRUE(upstream.Answer(batch[0].tag, 1));
   writer.join();
   const std::string id = "the id";
-  ASSERT_TRUE(upstream.Answer(watch[0].tag, &id));
+  ASSERT_TRUE(upstream.Answer(watch[0].tag, 0, &id));
   waiter.join();
 
   const RelayCounts counts = relay->relay_counts();

@@ -228,7 +228,9 @@ TEST(BatchCodecTest, ABatchReplyCarriesEachReplyWithItsTag) {
   writer.Add(5, MakeReply(MessageType::kError, 0, "refused"));
   writer.Add(6, MakeReply(MessageType::kBool, 1));
   std::vector<TaggedReply> replies;
-  ASSERT_EQ(DecodeBatchReply(Body(writer.Finish()), &replies), "");
+  uint32_t batches_done = 0;
+  ASSERT_EQ(DecodeBatchReply(Body(writer.Finish(2)), &batches_done, &replies), "");
+  EXPECT_EQ(batches_done, 2u);
   EXPECT_TRUE(writer.empty());
   ASSERT_EQ(replies.size(), 4u);
   Reply reply;
@@ -242,8 +244,13 @@ TEST(BatchCodecTest, ABatchReplyCarriesEachReplyWithItsTag) {
   ASSERT_EQ(DecodeReply(replies[3].body, &reply), "");
   EXPECT_EQ(reply.integer, 1);
   EXPECT_NE(DecodeReply(std::string("\x68\x01", 2), &reply), "");  // truncated integer
-  EXPECT_NE(DecodeBatchReply(Body(FrameWriter(MessageType::kBatchReply).U32(9).Finish()), &replies),
+  EXPECT_NE(DecodeBatchReply(Body(FrameWriter(MessageType::kBatchReply).U32(0).U32(9).Finish()),
+                             &batches_done, &replies),
             "");
+  // A batch handled with nothing to answer yet is told in an empty frame.
+  ASSERT_EQ(DecodeBatchReply(Body(writer.Finish(1)), &batches_done, &replies), "");
+  EXPECT_EQ(batches_done, 1u);
+  EXPECT_TRUE(replies.empty());
 }
 
 }  // namespace

@@ -48,15 +48,20 @@ std::string Batch(const std::vector<std::pair<uint64_t, wire::Request>>& request
   return writer.Finish();
 }
 
-// The replies of one kBatchReply frame body, by tag.
-std::map<uint64_t, wire::Reply> Replies(const std::string& body) {
-  std::vector<wire::TaggedReply> tagged;
-  EXPECT_EQ(wire::DecodeBatchReply(body, &tagged), "");
+// One kBatchReply frame body: the batches it says were handled, and its
+// replies by tag.
+struct BatchReply {
+  uint32_t batches_done = 0;
   std::map<uint64_t, wire::Reply> replies;
+};
+BatchReply Replies(const std::string& body) {
+  std::vector<wire::TaggedReply> tagged;
+  BatchReply reply;
+  EXPECT_EQ(wire::DecodeBatchReply(body, &reply.batches_done, &tagged), "");
   for (const wire::TaggedReply& each : tagged) {
-    EXPECT_EQ(wire::DecodeReply(each.body, &replies[each.tag]), "");
+    EXPECT_EQ(wire::DecodeReply(each.body, &reply.replies[each.tag]), "");
   }
-  return replies;
+  return reply;
 }
 
 uint32_t HelloOkVersion(const std::string& body) {
@@ -79,8 +84,11 @@ TEST(StoreBatchTest, EachRequestIsAnsweredByItsTagAndAWaitingGetHoldsUpNothing) 
   add.number = 2;
   ASSERT_TRUE(raw.Send(
       Batch({{7, Get("late", 5000)}, {8, Set("k", "v")}, {9, Get("k", 5000)}, {10, add}})));
-  // What could be answered at once, in one frame; the Get of "late" waits.
-  std::map<uint64_t, wire::Reply> replies = Replies(raw.ReadFrame());
+  // What could be answered at once, in one frame that says the batch was
+  // handled; the Get of "late" waits.
+  BatchReply frame = Replies(raw.ReadFrame());
+  EXPECT_EQ(frame.batches_done, 1u);
+  std::map<uint64_t, wire::Reply>& replies = frame.replies;
   ASSERT_EQ(replies.size(), 3u);
   EXPECT_EQ(replies[8].type, MessageType::kOk);
   ASSERT_EQ(replies[9].type, MessageType::kValue);
@@ -89,14 +97,19 @@ TEST(StoreBatchTest, EachRequestIsAnsweredByItsTagAndAWaitingGetHoldsUpNothing) 
   EXPECT_EQ(server->num_waiters(), 1u);
 
   // The connection still takes batches while one of its Gets waits; each
-  // waiter keeps its own deadline.
+  // waiter keeps its own deadline. A batch with nothing to answer at once is
+  // told handled in an empty frame.
   ASSERT_TRUE(raw.Send(Batch({{11, Get("never", 50)}})));
-  replies = Replies(raw.ReadFrame());
+  frame = Replies(raw.ReadFrame());
+  EXPECT_EQ(frame.batches_done, 1u);
+  EXPECT_TRUE(replies.empty());
+  frame = Replies(raw.ReadFrame());
+  EXPECT_EQ(frame.batches_done, 0u);
   ASSERT_EQ(replies.size(), 1u);
   EXPECT_EQ(replies[11].type, MessageType::kTimeout);
 
   ConnectTo(*server)->Set("late", "now");
-  replies = Replies(raw.ReadFrame());
+  frame = Replies(raw.ReadFrame());
   ASSERT_EQ(replies.size(), 1u);
   ASSERT_EQ(replies[7].type, MessageType::kValue);
   EXPECT_EQ(*replies[7].value, "now");
