@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "../src/communicator.h"  // the plugin's communicator, to call NCCL on the same one
+#include "infini/ccl/bus_bandwidth.h"
 #include "infini/ccl/ccl.h"
 #include "infini/ccl/plugin_table.h"
 #include "infini/common/flags.h"
@@ -77,20 +78,6 @@ void NcclCheck(ncclResult_t result, const char* what) {
 // (infini/ccl/collectives.h).
 constexpr Collective kCompared[] = {Collective::kAllReduce, Collective::kAllGather,
                                     Collective::kReduceScatter, Collective::kBroadcast};
-
-// nccl-tests' bus bandwidth factor.
-double BusFactor(Collective collective, int world) {
-  switch (collective) {
-    case Collective::kAllReduce:
-      return 2.0 * (world - 1) / world;
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-      return static_cast<double>(world - 1) / world;
-    case Collective::kBroadcast:
-    default:
-      return 1.0;
-  }
-}
 
 std::vector<size_t> Sizes(size_t min_bytes, size_t max_bytes) {
   std::vector<size_t> sizes;
@@ -284,7 +271,7 @@ void BandwidthTable(Rank& r) {
       const PluginCall call = MakePluginCall(r, collective, count);
       const double direct_us = TimePerCall(r, warmup, iters, [&] { Direct(r, collective, count); });
       const double plugin_us = TimePerCall(r, warmup, iters, [&] { Plugin(r, collective, call); });
-      const double factor = BusFactor(collective, r.world);
+      const double factor = BusBandwidthFactor(collective, r.world);
       const double direct_busbw = bytes / (direct_us * 1e3) * factor;  // GB/s
       const double plugin_busbw = bytes / (plugin_us * 1e3) * factor;
       PrintRow(leader, "%-15s %10s %12.2f %14.2f %12.2f %14.2f %+10.2f\n", name.c_str(),
