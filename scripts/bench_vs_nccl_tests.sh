@@ -88,6 +88,14 @@ nccl() {  # NAME FLAGS...
 
 if [[ $registration -eq 1 ]]; then
   "$build/bin/ccl_info" --ccl_backend=nccl | tee "$out/ccl_info.txt"
+  # A first run on an idle GPU is slower (clocks, first-touch costs): one
+  # short sweep of each tool first, not reported, so -R 0 -G 0 is not it.
+  echo "== warm-up (not reported)"
+  "$build/bin/infini_run" --nproc_per_node="$ngpus" --ccl_backend=nccl -- \
+    "$build/bin/ccl_bench" -b 8 -e 1M -f 4 -g 1 >"$out/warmup_ccl.txt" 2>&1 || failed=1
+  if [[ -x "$perf" ]]; then
+    "$perf" -b 8 -e 1M -f 4 -g "$ngpus" >"$out/warmup_nccl.txt" 2>&1 || failed=1
+  fi
   for r in 0 1 2; do
     for g in 0 1; do
       ccl "ccl_R${r}G${g}" "$ngpus" -g 1 -R "$r" -G "$g"

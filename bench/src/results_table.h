@@ -50,7 +50,7 @@ struct TableRow {
   IterationStats per_iteration;  // samples = 0: not measured ("N/A")
   std::vector<double> times_us;  // each iteration's time, max over ranks
   double peak_percent = -1;      // busbw / the link's peak, percent; < 0: no verdict
-  std::string verdict;           // "healthy", "LOW", "latency"; empty: no verdict
+  std::string verdict;           // "healthy", "LOW", "latency", "n/a"; empty: no verdict
   std::string versus_saved;      // --expect: "+3%", "-12%", "+25%!" (regressed), "new"
   double saved_time_us = 0;
   bool regressed = false;

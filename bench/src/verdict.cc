@@ -105,6 +105,11 @@ std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device
 }
 
 void JudgeRow(const LinkProfile& link, Collective collective, int ranks, TableRow* row) {
+  if (ranks < 2) {  // no link crossed (all_reduce's bus factor is 0 there)
+    row->peak_percent = 0;
+    row->verdict = "n/a";
+    return;
+  }
   row->peak_percent = row->busbw_GBps / link.peak_GBps * 100;
   if (row->bytes < link.min_bytes) {
     row->verdict = "latency";  // bandwidth is not what this size measures

@@ -47,8 +47,9 @@ std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device
                                       bool nvls_off = false,
                                       const std::optional<ccl::LinkBandwidth>& reported = {});
 
-// Fills row.peak_percent and row.verdict ("healthy", "LOW", or "latency"
-// below the profile's size).
+// Fills row.peak_percent and row.verdict ("healthy", "LOW", "latency" below
+// the profile's size, or "n/a" with 0 % for a case of one rank, which
+// crosses no link).
 void JudgeRow(const LinkProfile& link, Collective collective, int ranks, TableRow* row);
 
 // A saved run's time per line, by the key Expectations::KeyOf gives.

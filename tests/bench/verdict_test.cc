@@ -56,6 +56,18 @@ TEST(Verdict, AutoPicksByBackendAndLayoutAndNamesTheChoices) {
   }
 }
 
+// One rank crosses no link (all_reduce's busbw is 0 by definition): not
+// judged, whatever the size or the collective.
+TEST(Verdict, ACaseOfOneRankIsNotJudged) {
+  const LinkProfile link = *ChooseLink("h200_nvlink", kDLCUDA, "NVIDIA", 1);
+  for (Collective collective : {Collective::kAllReduce, Collective::kBroadcast}) {
+    TableRow row = Row(int64_t{1} << 30, collective == Collective::kBroadcast ? 900 : 0);
+    JudgeRow(link, collective, 1, &row);
+    EXPECT_EQ(row.verdict, "n/a");
+    EXPECT_EQ(row.peak_percent, 0);
+  }
+}
+
 TEST(Verdict, AutoTakesTheLinkThePluginReportsOverTheTable) {
   // An H100-like PCIe card: the table's NVLink profile would be wrong.
   const auto pcie4 =
