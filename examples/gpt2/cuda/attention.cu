@@ -188,6 +188,28 @@ __device__ __forceinline__ void ProductAccumulate(SimtRows& rows, const float* a
   }
 }
 
+// rows += Aᵀ · B over 64 k, A's 16 columns from `a_columns` (64 rows of a
+// float tile: a[k][i] at a_columns[k · kFloatLd + i]) and B 64 × 64 rows of
+// `b`: the dQ part dS · K from dSᵀ as the backward holds it.
+__device__ __forceinline__ void ProductTransposedAAccumulate(SimtRows& rows, const float* a_columns,
+                                                             const float* b) {
+  const SimtLane lane = ThisSimtLane();
+#pragma unroll 4
+  for (int k = 0; k < kTile; ++k) {
+    float a_values[4], b_values[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a_values[i] = a_columns[k * kFloatLd + lane.row + 4 * i];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) b_values[j] = b[k * kLd<float> + lane.column + 8 * j];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        rows.value[i][j] = fmaf(a_values[i], b_values[j], rows.value[i][j]);
+    }
+  }
+}
+
 template <typename E>
 using WarpRows = std::conditional_t<std::is_same_v<E, float>, SimtRows, WmmaRows>;
 
@@ -308,10 +330,14 @@ __global__ void __launch_bounds__(kThreads)
 // dK and dV of one key tile, over the query tiles from the diagonal down.
 // The warp's rows are keys: it forms Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ, then
 // dV += Pᵀ·dO and dK += dSᵀ·Q with dSᵀ = Pᵀ ∘ (dPᵀ − D).
-template <typename E>
+// kAccumulatesQueries (float only): also adds the block's part of dQ =
+// dS·K (its 64 keys) into d_qkv's Q part with atomics (zeroed before), so
+// that no second kernel recomputes S and dP.
+template <typename E, bool kAccumulatesQueries = false>
 __global__ void __launch_bounds__(kThreads)
     KeyValueGradientKernel(E* d_qkv, const E* d_out, const E* qkv, const float* logsumexp,
                            const float* dots, int T, int NH) {
+  static_assert(!kAccumulatesQueries || std::is_same_v<E, float>);
   extern __shared__ __align__(128) unsigned char shared[];
   E* k_tile = reinterpret_cast<E*>(shared);
   E* v_tile = k_tile + TileElements<E>();
@@ -379,7 +405,26 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     ProductAccumulate(d_v, p_tile + warp_row0 * kLd<E>, do_tile);
     ProductAccumulate(d_k, ds_tile + warp_row0 * kLd<E>, q_tile);
+    if constexpr (kAccumulatesQueries) {
+      __syncthreads();  // every warp's dSᵀ rows are in f_tile
+      // This warp's 16 queries are columns warp_row0.. of dSᵀ.
+      SimtRows d_q;
+      Zero(d_q);
+      ProductTransposedAAccumulate(d_q, f_tile + warp_row0, k_tile);
+      const SimtLane simt = ThisSimtLane();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int query = q0 + warp_row0 + simt.row + 4 * i;
+        if (query >= T) continue;
+        E* row = d_qkv + batch_offset + query * stride + simt.column;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) atomicAdd(row + 8 * j, kScale * d_q.value[i][j]);
+      }
+    }
   }
+  // Other warps may still read every row of f_tile for their dQ: the
+  // staging below overwrites this warp's rows.
+  if constexpr (kAccumulatesQueries) __syncthreads();
   E* d_base = d_qkv + batch_offset + (k0 + warp_row0) * stride;
   const int valid_rows = T - (k0 + warp_row0);
   float* staging = f_tile + warp_row0 * kFloatLd;
@@ -499,6 +544,22 @@ void Backward(E* d_qkv, float* scratch, const E* d_out, const E* qkv, const E* o
 }
 
 }  // namespace
+
+void FusedAttentionBackwardAccumulatingQueries(float* d_qkv, float* scratch, const float* d_out,
+                                               const float* qkv, const float* out,
+                                               const float* logsumexp, int64_t batch_size,
+                                               int64_t sequence_length, int64_t num_heads,
+                                               cudaStream_t stream) {
+  const int T = static_cast<int>(sequence_length), NH = static_cast<int>(num_heads);
+  const int64_t rows = batch_size * sequence_length;
+  RowDots(scratch, d_out, out, rows * num_heads, T, NH, stream);
+  // The Q part gathers atomics; K and V are overwritten whole.
+  cudaMemsetAsync(d_qkv, 0, static_cast<size_t>(rows * 3 * NH * kHead) * sizeof(float), stream);
+  AllowShared(KeyValueGradientKernel<float, true>, KeyValueShared<float>());
+  KeyValueGradientKernel<float, true>
+      <<<TileGrid(batch_size, sequence_length, num_heads), kThreads, KeyValueShared<float>(),
+         stream>>>(d_qkv, d_out, qkv, logsumexp, scratch, T, NH);
+}
 
 void FusedAttentionForwardWmma(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* qkv,
                                int64_t batch_size, int64_t sequence_length, int64_t num_heads,

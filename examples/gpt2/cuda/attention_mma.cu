@@ -320,27 +320,18 @@ __device__ __forceinline__ void StoreFragmentRows(bf16* destination, int64_t row
   }
 }
 
-// K, V, 2 × (Q, dO, log-sum-exps, dots), and dSᵀ where the kernel
-// accumulates dQ.
+// K, V, 2 × (Q, dO, log-sum-exps, dots).
 constexpr size_t kMmaKeyValueShared =
     6 * TileElements<bf16>() * sizeof(bf16) + 4 * kTile * sizeof(float);
-constexpr size_t kMmaKeyValueQueryShared = kMmaKeyValueShared + TileElements<bf16>() * sizeof(bf16);
 // Q, dO, 2 × (K, V).
 constexpr size_t kMmaQueryShared = 6 * TileElements<bf16>() * sizeof(bf16);
 
 // KeyValueGradientKernel on mma.sync: the warp's rows are 16 keys; Sᵀ, Pᵀ,
 // dPᵀ and dSᵀ stay in registers and are the A operands of dV += Pᵀ·dO and
 // dK += dSᵀ·Q.
-//
-// With kAccumulatesQueries it also adds the block's part of dQ = dS·K (its
-// 64 keys) into the float dq_accumulator ([B, T, NH·64], FlashAttention-2's
-// way: dSᵀ through shared memory, atomics), so that no second kernel
-// recomputes S and dP.
-template <bool kAccumulatesQueries>
 __global__ void __launch_bounds__(kThreads)
-    MmaKeyValueGradientKernel(bf16* d_qkv, float* dq_accumulator, const bf16* d_out,
-                              const bf16* qkv, const float* logsumexp, const float* dots, int T,
-                              int NH) {
+    MmaKeyValueGradientKernel(bf16* d_qkv, const bf16* d_out, const bf16* qkv,
+                              const float* logsumexp, const float* dots, int T, int NH) {
   extern __shared__ __align__(128) unsigned char shared[];
   bf16* k_tile = reinterpret_cast<bf16*>(shared);
   bf16* v_tile = k_tile + TileElements<bf16>();
@@ -353,7 +344,6 @@ __global__ void __launch_bounds__(kThreads)
   float* const rows = reinterpret_cast<float*>(k_tile + 6 * TileElements<bf16>());
   const auto lse_rows = [&](int buffer) { return rows + buffer * kTile; };
   const auto dot_rows = [&](int buffer) { return rows + (2 + buffer) * kTile; };
-  bf16* const ds_tile = reinterpret_cast<bf16*>(rows + 4 * kTile);  // kAccumulatesQueries only
 
   const int tiles = (T + kTile - 1) / kTile;
   const int key_tile = static_cast<int>(blockIdx.x);  // the longest first
@@ -426,57 +416,9 @@ __global__ void __launch_bounds__(kThreads)
         ds[j][e] = p[j][e] * (ds[j][e] - dot_row[column]);
       }
     }
-    if constexpr (kAccumulatesQueries) {
-#pragma unroll
-      for (int j = 0; j < kTile / 8; ++j) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          *reinterpret_cast<uint32_t*>(ds_tile + (warp_row0 + g + 8 * r) * kLd<bf16> + 8 * j +
-                                       pair) = PackPair(ds[j][2 * r], ds[j][2 * r + 1]);
-        }
-      }
-    }
     MmaScoresTimesRows(d_v, p, do_tile);
     MmaScoresTimesRows(d_k, ds, q_tile);
-    if constexpr (kAccumulatesQueries) {
-      __syncthreads();  // every warp's dSᵀ rows are in
-      // This warp's 16 queries: dQ part = dS (16 × 64 keys, dSᵀ read
-      // transposed) · K (the block's 64 keys, read transposed as B).
-      const int matrix = lane / 8, matrix_row = lane % 8;
-      float d_q[kHead / 8][4];
-#pragma unroll
-      for (int dn = 0; dn < kHead / 8; ++dn) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d_q[dn][e] = 0.0f;
-      }
-#pragma unroll
-      for (int kk = 0; kk < kTile / 16; ++kk) {
-        uint32_t a[4];
-        LoadMatricesTransposed(a, ds_tile + (16 * kk + (matrix / 2) * 8 + matrix_row) * kLd<bf16> +
-                                      warp_row0 + (matrix % 2) * 8);
-#pragma unroll
-        for (int dn = 0; dn < kHead / 8; dn += 2) {
-          uint32_t b_fragments[4];
-          LoadMatricesTransposed(
-              b_fragments, k_tile + (16 * kk + (matrix % 2) * 8 + matrix_row) * kLd<bf16> + 8 * dn +
-                               (matrix / 2) * 8);
-          Mma(d_q[dn], a, b_fragments[0], b_fragments[1]);
-          Mma(d_q[dn + 1], a, b_fragments[2], b_fragments[3]);
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int query = q0 + warp_row0 + g + 8 * r;
-        if (query >= T) continue;
-        float* row = dq_accumulator + (static_cast<int64_t>(b) * T + query) * C + h * kHead + pair;
-#pragma unroll
-        for (int dn = 0; dn < kHead / 8; ++dn) {
-          atomicAdd(row + 8 * dn, d_q[dn][2 * r]);
-          atomicAdd(row + 8 * dn + 1, d_q[dn][2 * r + 1]);
-        }
-      }
-    }
-    __syncthreads();  // this buffer (and dSᵀ) is refilled next iteration
+    __syncthreads();  // this buffer is refilled next iteration
   }
   bf16* d_base = d_qkv + batch_offset;
   StoreFragmentRows(d_base + C, stride, k0 + warp_row0, T, d_k, kScale);
@@ -568,15 +510,6 @@ __global__ void __launch_bounds__(kThreads)
   StoreFragmentRows(d_qkv + batch_offset, stride, q0 + warp_row0, T, d_q, kScale);
 }
 
-// d_qkv's Q part = scale · dq_accumulator, a pair of features per thread.
-__global__ void StoreQueryGradientKernel(bf16* d_qkv, const float* dq_accumulator, int64_t rows,
-                                         int C) {
-  const int64_t i = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) * 2;
-  if (i >= rows * C) return;
-  const int64_t row = i / C, c = i % C;
-  StorePair(d_qkv + row * 3 * C + c, dq_accumulator[i] * kScale, dq_accumulator[i + 1] * kScale);
-}
-
 }  // namespace
 
 void FusedAttentionForward(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* qkv,
@@ -594,31 +527,11 @@ void FusedAttentionBackward(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfl
   const int T = static_cast<int>(sequence_length), NH = static_cast<int>(num_heads);
   RowDots(scratch, d_out, out, batch_size * sequence_length * num_heads, T, NH, stream);
   const dim3 grid = TileGrid(batch_size, sequence_length, num_heads);
-  AllowShared(MmaKeyValueGradientKernel<false>, kMmaKeyValueShared);
-  MmaKeyValueGradientKernel<false><<<grid, kThreads, kMmaKeyValueShared, stream>>>(
-      d_qkv, nullptr, d_out, qkv, logsumexp, scratch, T, NH);
+  AllowShared(MmaKeyValueGradientKernel, kMmaKeyValueShared);
+  MmaKeyValueGradientKernel<<<grid, kThreads, kMmaKeyValueShared, stream>>>(
+      d_qkv, d_out, qkv, logsumexp, scratch, T, NH);
   AllowShared(MmaQueryGradientKernel, kMmaQueryShared);
   MmaQueryGradientKernel<<<grid, kThreads, kMmaQueryShared, stream>>>(d_qkv, d_out, qkv, logsumexp,
                                                                       scratch, T, NH);
 }
-void FusedAttentionBackwardAccumulatingQueries(__nv_bfloat16* d_qkv, float* scratch,
-                                               float* dq_accumulator, const __nv_bfloat16* d_out,
-                                               const __nv_bfloat16* qkv, const __nv_bfloat16* out,
-                                               const float* logsumexp, int64_t batch_size,
-                                               int64_t sequence_length, int64_t num_heads,
-                                               cudaStream_t stream) {
-  const int T = static_cast<int>(sequence_length), NH = static_cast<int>(num_heads);
-  const int64_t rows = batch_size * sequence_length;
-  const int C = NH * kHead;
-  RowDots(scratch, d_out, out, rows * num_heads, T, NH, stream);
-  cudaMemsetAsync(dq_accumulator, 0, static_cast<size_t>(rows * C) * sizeof(float), stream);
-  AllowShared(MmaKeyValueGradientKernel<true>, kMmaKeyValueQueryShared);
-  MmaKeyValueGradientKernel<true>
-      <<<TileGrid(batch_size, sequence_length, num_heads), kThreads, kMmaKeyValueQueryShared,
-         stream>>>(d_qkv, dq_accumulator, d_out, qkv, logsumexp, scratch, T, NH);
-  constexpr int kBlock = 256;
-  StoreQueryGradientKernel<<<static_cast<unsigned>((rows * C / 2 + kBlock - 1) / kBlock), kBlock, 0,
-                             stream>>>(d_qkv, dq_accumulator, rows, C);
-}
-
 }  // namespace infini::examples::gpt2::gpu

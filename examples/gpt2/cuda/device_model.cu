@@ -140,7 +140,7 @@ struct DeviceModel::State {
     DeviceArray<char> d_residual, d_ln, d_qkv, d_q, d_k, d_v, d_scores, d_y, d_attention_out, d_fc,
         d_fc_gelu;
     DeviceArray<float> ln1_mean, ln1_rstd, ln2_mean, ln2_rstd, lnf_mean, lnf_rstd;
-    DeviceArray<float> attention_lse, attention_dots, attention_dq, logits_lse;
+    DeviceArray<float> attention_lse, attention_dots, logits_lse;
   } a;
 
   const Piece& piece(int kind, int64_t layer) const {
@@ -185,11 +185,6 @@ struct DeviceModel::State {
 };
 
 namespace {
-
-// Which bf16 attention backward runs (attention.h): false, the two kernels
-// (dK/dV, then dQ); true, the one that accumulates dQ with atomics (and a
-// B × T × C float buffer).
-constexpr bool kAttentionBackwardAccumulatesQueries = false;
 
 template <typename T>
 T* Typed(const DeviceArray<char>& array, int64_t element_offset = 0) {
@@ -430,10 +425,12 @@ void DeviceModel::State::RunBackward(float loss_scale,
                    kAttnProjBias, l, rows, C, C);
     if (fused_attention) {
       const float* lse = a.attention_lse.get() + l * capacity * NH;
-      if constexpr (std::is_same_v<T, __nv_bfloat16> && kAttentionBackwardAccumulatesQueries) {
+      // float32 in one kernel that accumulates dQ with atomics, bf16 in
+      // two: on the H200 each is the faster for its dtype (attention.h).
+      if constexpr (std::is_same_v<T, float>) {
         FusedAttentionBackwardAccumulatingQueries(Typed<T>(a.d_qkv), a.attention_dots.get(),
-                                                  a.attention_dq.get(), Typed<T>(a.d_attention_out),
-                                                  qkv, attention_out, lse, B, T_, NH, stream);
+                                                  Typed<T>(a.d_attention_out), qkv, attention_out,
+                                                  lse, B, T_, NH, stream);
       } else {
         FusedAttentionBackward(Typed<T>(a.d_qkv), a.attention_dots.get(),
                                Typed<T>(a.d_attention_out), qkv, attention_out, lse, B, T_, NH,
@@ -595,9 +592,6 @@ DeviceModel::DeviceModel(const ModelConfig& config, DeviceDtype dtype, int64_t m
   if (s.fused_attention) {
     a.attention_lse = DeviceArray<float>(L * rows * NH);
     a.attention_dots = DeviceArray<float>(rows * NH);
-    if (kAttentionBackwardAccumulatesQueries && dtype == DeviceDtype::kBFloat16) {
-      a.attention_dq = DeviceArray<float>(rows * C);
-    }
   } else {
     a.probabilities = bytes(L * max_batch_size * NH * Tm * Tm);
     for (auto* buffer : {&a.q, &a.k, &a.v, &a.y, &a.d_q, &a.d_k, &a.d_v, &a.d_y}) {
