@@ -110,16 +110,6 @@ __device__ __forceinline__ void Zero(SimtRows& rows) {
     for (int j = 0; j < 8; ++j) rows.value[i][j] = 0.0f;
   }
 }
-__device__ __forceinline__ void LoadRows(SimtRows& rows, const float* tile) {
-  const SimtLane lane = ThisSimtLane();
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      rows.value[i][j] = tile[(lane.row + 4 * i) * kFloatLd + lane.column + 8 * j];
-    }
-  }
-}
 __device__ __forceinline__ void StoreRows(float* tile, const SimtRows& rows) {
   const SimtLane lane = ThisSimtLane();
 #pragma unroll
@@ -271,7 +261,17 @@ __global__ void __launch_bounds__(kThreads)
   float* s_row = s_tile + (warp_row0 + lane.row) * kFloatLd;
   float* o_row = o_tile + (warp_row0 + lane.row) * kFloatLd;
   E* p_row = p_tile + (warp_row0 + lane.row) * kLd<E>;
-  for (int i = 0; i < 32; ++i) o_row[lane.half + 2 * i] = 0.0f;
+  // In float O stays in registers (SIMT rows) and each row's factor reaches
+  // them through row_factors (the first 64 floats of o_tile); wmma's
+  // accumulator layout is unknown, so bf16 rescales O in o_tile.
+  constexpr bool kOutputInRegisters = std::is_same_v<E, float>;
+  float* row_factors = o_tile;
+  WarpRows<E> output;
+  if constexpr (kOutputInRegisters) {
+    Zero(output);
+  } else {
+    for (int i = 0; i < 32; ++i) o_row[lane.half + 2 * i] = 0.0f;
+  }
   const int query = q0 + warp_row0 + lane.row;
   float row_max = -INFINITY, row_sum = 0.0f;
 
@@ -303,19 +303,53 @@ __global__ void __launch_bounds__(kThreads)
       const float p = exp2f(s_row[column] - new_max);
       tile_sum += p;
       p_row[column] = FromFloat<E>(p);
-      o_row[column] *= rescale;
+      if constexpr (!kOutputInRegisters) o_row[column] *= rescale;
     }
     tile_sum += __shfl_xor_sync(0xffffffffu, tile_sum, 1);
     row_sum = row_sum * rescale + tile_sum;
     row_max = new_max;
+    if constexpr (kOutputInRegisters) {
+      if (lane.half == 0) row_factors[warp_row0 + lane.row] = rescale;
+    }
     __syncwarp();
-    // O += P·V, the accumulator round-tripping through the float tile (its
-    // rows had to be rescaled).
-    WarpRows<E> accumulators;
-    LoadRows(accumulators, o_tile + warp_row0 * kFloatLd);
-    ProductAccumulate(accumulators, p_tile + warp_row0 * kLd<E>, v_tile);
-    StoreRows(o_tile + warp_row0 * kFloatLd, accumulators);
+    // O += P·V: in float the rows are rescaled in registers; in bf16 the
+    // accumulator round-trips through o_tile, whose rows were rescaled.
+    if constexpr (kOutputInRegisters) {
+      const SimtLane simt = ThisSimtLane();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float factor = row_factors[warp_row0 + simt.row + 4 * i];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) output.value[i][j] *= factor;
+      }
+      ProductAccumulate(output, p_tile + warp_row0 * kLd<E>, v_tile);
+    } else {
+      LoadRows(output, o_tile + warp_row0 * kFloatLd);
+      ProductAccumulate(output, p_tile + warp_row0 * kLd<E>, v_tile);
+      StoreRows(o_tile + warp_row0 * kFloatLd, output);
+    }
     __syncwarp();
+  }
+  if constexpr (kOutputInRegisters) {
+    // O / row sum from the SIMT rows: the sums reach them as the factors did.
+    if (lane.half == 0) row_factors[warp_row0 + lane.row] = 1.0f / row_sum;
+    __syncwarp();
+    const SimtLane simt = ThisSimtLane();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = warp_row0 + simt.row + 4 * i;
+      if (q0 + row >= T) continue;
+      const float inverse = row_factors[row];
+      E* out_row = out + (static_cast<int64_t>(b) * T + q0 + row) * C + h * kHead;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        out_row[simt.column + 8 * j] = FromFloat<E>(output.value[i][j] * inverse);
+      }
+    }
+    if (query < T && lane.half == 0) {
+      logsumexp[static_cast<int64_t>(bh) * T + query] = row_max + log2f(row_sum);
+    }
+    return;
   }
   if (query >= T) return;
   const float inverse = 1.0f / row_sum;
@@ -503,10 +537,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Tiles of E, then the float tiles (and the lse and dot rows).
+// (In float the output's tile is only its 64 row factors.)
 template <typename E>
 constexpr size_t ForwardShared() {
   return sizeof(E) * TileElements<E>() * (3 + OwnProbabilityTiles<E>()) +
-         sizeof(float) * 2 * kFloatTile;
+         sizeof(float) * (kFloatTile + (std::is_same_v<E, float> ? kTile : kFloatTile));
 }
 template <typename E>
 constexpr size_t KeyValueShared() {
