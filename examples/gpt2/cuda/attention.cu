@@ -203,6 +203,14 @@ __device__ __forceinline__ void ProductTransposedAAccumulate(SimtRows& rows, con
 template <typename E>
 using WarpRows = std::conditional_t<std::is_same_v<E, float>, SimtRows, WmmaRows>;
 
+// In float the forward keeps O in registers (SIMT rows) and each row's
+// factor reaches them through row_factors (the first 64 floats of o_tile);
+// wmma's accumulator layout is unknown, so bf16 rescales O in o_tile.
+template <typename E>
+__host__ __device__ constexpr bool OutputInRegisters() {
+  return std::is_same_v<E, float>;
+}
+
 // Writes the warp's rows (16 × 64), times `scale`, as E rows of
 // `destination` (rows `row_stride` apart, `valid_rows` of them) through the
 // warp's float tile `staging`.
@@ -261,10 +269,7 @@ __global__ void __launch_bounds__(kThreads)
   float* s_row = s_tile + (warp_row0 + lane.row) * kFloatLd;
   float* o_row = o_tile + (warp_row0 + lane.row) * kFloatLd;
   E* p_row = p_tile + (warp_row0 + lane.row) * kLd<E>;
-  // In float O stays in registers (SIMT rows) and each row's factor reaches
-  // them through row_factors (the first 64 floats of o_tile); wmma's
-  // accumulator layout is unknown, so bf16 rescales O in o_tile.
-  constexpr bool kOutputInRegisters = std::is_same_v<E, float>;
+  constexpr bool kOutputInRegisters = OutputInRegisters<E>();
   float* row_factors = o_tile;
   WarpRows<E> output;
   if constexpr (kOutputInRegisters) {
@@ -537,11 +542,11 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Tiles of E, then the float tiles (and the lse and dot rows).
-// (In float the output's tile is only its 64 row factors.)
+// (With O in registers the output's tile is only its 64 row factors.)
 template <typename E>
 constexpr size_t ForwardShared() {
   return sizeof(E) * TileElements<E>() * (3 + OwnProbabilityTiles<E>()) +
-         sizeof(float) * (kFloatTile + (std::is_same_v<E, float> ? kTile : kFloatTile));
+         sizeof(float) * (kFloatTile + (OutputInRegisters<E>() ? kTile : kFloatTile));
 }
 template <typename E>
 constexpr size_t KeyValueShared() {
