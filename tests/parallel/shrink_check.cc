@@ -60,6 +60,7 @@ struct Options {
   int slow_rank = -1, slow_ms = 0;
   int tensor_parallel = 1;
   int joiner_at_step = -1;
+  int run_tag = 0;  // unused: names the test that started this process (pgrep)
   bool reordered_world_group = false;
   bool reducer = false;
 };
@@ -95,7 +96,8 @@ Options Parse(int argc, char** argv) {
                       IntFlag(argument, "slow_rank", &options.slow_rank) +
                       IntFlag(argument, "slow_ms", &options.slow_ms) +
                       IntFlag(argument, "tensor_parallel", &options.tensor_parallel) +
-                      IntFlag(argument, "joiner_at_step", &options.joiner_at_step);
+                      IntFlag(argument, "joiner_at_step", &options.joiner_at_step) +
+                      IntFlag(argument, "run_tag", &options.run_tag);
     if (known == 0) {
       std::fprintf(stderr, "shrink_check: unknown argument '%s'\n", argument.c_str());
       std::exit(2);

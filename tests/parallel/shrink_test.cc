@@ -29,6 +29,12 @@ using ::testing::Not;
 
 const std::string kBinDir = INFINI_PARALLEL_BIN_DIR;
 
+// ctest runs each test in a process of its own: its pid, passed to every
+// shrink_check it starts (--run_tag), tells them from those of tests running
+// beside it.
+const std::string kRunTag = std::to_string(getpid());
+const std::string kShrinkCheck = kBinDir + "/shrink_check --run_tag=" + kRunTag;
+
 struct Outcome {
   int exit_code = -1;
   std::string output;  // stdout and stderr together
@@ -52,7 +58,7 @@ Outcome RunShrinkCheck(int ranks, const std::string& arguments,
                        const std::string& launcher_flags = "") {
   return RunShell(kBinDir + "/infini_run --nproc_per_node=" + std::to_string(ranks) +
                   " --on_failure=shrink --ccl_backend=gloo --term_timeout=2 " + launcher_flags +
-                  " -- " + kBinDir + "/shrink_check " + arguments);
+                  " -- " + kShrinkCheck + " " + arguments);
 }
 
 bool HaveLauncher() { return access((kBinDir + "/infini_run").c_str(), X_OK) == 0; }
@@ -93,7 +99,9 @@ std::vector<double> Numbers(const Json& array) {
 // No shrink_check of this test is left running.
 bool NoCheckLeft() {
   for (int tries = 0; tries < 50; ++tries) {
-    if (RunShell("pgrep -u $(id -u) -x shrink_check").output.empty()) return true;
+    if (RunShell("pgrep -u $(id -u) -f 'shrink_check --run_tag=" + kRunTag + "( |$)'")
+            .output.empty())
+      return true;
     usleep(100 * 1000);
   }
   return false;
@@ -253,8 +261,8 @@ TEST(ShrinkRecoveryTest, ARankLostOnAnotherNodeIsRecoveredFromOnEveryNode) {
   for (int node = 0; node < 2; ++node) {
     command += kBinDir + "/infini_run --nnodes=2 --node_rank=" + std::to_string(node) +
                " --nproc_per_node=2 --rdzv_endpoint=127.0.0.1:" + port +
-               " --rdzv_id=shrink_two_nodes --on_failure=shrink --ccl_backend=gloo -- " + kBinDir +
-               "/shrink_check --steps=5 --kill_rank=2 --kill_at_step=3 & ";
+               " --rdzv_id=shrink_two_nodes --on_failure=shrink --ccl_backend=gloo -- " +
+               kShrinkCheck + " --steps=5 --kill_rank=2 --kill_at_step=3 & ";
   }
   command += "wait %1; a=$?; wait %2; b=$?; echo \"exit codes $a $b\"'";
   const Outcome outcome = RunShell(command);
@@ -276,7 +284,7 @@ TEST(ShrinkRecoveryTest, ANodeWhoseEveryRankWasLostWaitsForTheOthersToFinish) {
     command += kBinDir + "/infini_run --nnodes=3 --node_rank=" + std::to_string(node) +
                " --nproc_per_node=1 --rdzv_endpoint=127.0.0.1:" + port +
                " --rdzv_id=shrink_three_nodes --on_failure=shrink --ccl_backend=gloo -- " +
-               kBinDir + "/shrink_check --steps=5 --kill_rank=2 --kill_at_step=3 & ";
+               kShrinkCheck + " --steps=5 --kill_rank=2 --kill_at_step=3 & ";
   }
   command += "wait %1; a=$?; wait %2; b=$?; wait %3; c=$?; echo \"exit codes $a $b $c\"'";
   const Outcome outcome = RunShell(command);
@@ -360,7 +368,7 @@ TEST(ShrinkRecoveryTest, AReducersBucketsAreRegisteredAgainWithTheShrunkCommunic
       "env KVTEST_REGISTRATION_LOG=" + log + " " + kBinDir +
       "/infini_run --nproc_per_node=3 --on_failure=shrink --ccl_backend=" KVTEST_PLUGIN_PATH
       " --term_timeout=2 -- " +
-      kBinDir + "/shrink_check --steps=4 --kill_rank=1 --kill_at_step=2 --reducer");
+      kShrinkCheck + " --steps=4 --kill_rank=1 --kill_at_step=2 --reducer");
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_THAT(outcome.output, HasSubstr("rank 2: done world=2")) << outcome.output;
   const auto summary = infini::parallel::testing::ReadRegistrationLog(log);
