@@ -30,8 +30,9 @@ void FusedAttentionForward(__nv_bfloat16* out, float* logsumexp, const __nv_bflo
 void FusedAttentionForward(float* out, float* logsumexp, const float* qkv, int64_t batch_size,
                            int64_t sequence_length, int64_t num_heads, cudaStream_t stream);
 // The bf16 forward above runs on mma.sync with scores and output in
-// registers; this one is its first version, on wmma through shared memory,
-// kept while gpt2_kernels_gpu_test compares the two.
+// registers; this one is its first version, on wmma through shared memory
+// (3× slower on the H200), kept as gpt2_kernels_gpu_test's independent
+// cross-check of it.
 void FusedAttentionForwardWmma(__nv_bfloat16* out, float* logsumexp, const __nv_bfloat16* qkv,
                                int64_t batch_size, int64_t sequence_length, int64_t num_heads,
                                cudaStream_t stream);
@@ -54,12 +55,14 @@ void FusedAttentionBackwardAccumulatingQueries(float* d_qkv, float* scratch, con
                                                const float* logsumexp, int64_t batch_size,
                                                int64_t sequence_length, int64_t num_heads,
                                                cudaStream_t stream);
-// The first version of the bf16 backward (wmma through shared memory), kept
-// while gpt2_kernels_gpu_test compares it with the mma.sync one above.
+// The first version of the bf16 backward (wmma through shared memory), the
+// same cross-check of the mma.sync one above.
 void FusedAttentionBackwardWmma(__nv_bfloat16* d_qkv, float* scratch, const __nv_bfloat16* d_out,
                                 const __nv_bfloat16* qkv, const __nv_bfloat16* out,
                                 const float* logsumexp, int64_t batch_size, int64_t sequence_length,
                                 int64_t num_heads, cudaStream_t stream);
+// The float32 backward in two kernels like bf16's: what the one-kernel
+// float32 backward above is timed and checked against.
 void FusedAttentionBackward(float* d_qkv, float* scratch, const float* d_out, const float* qkv,
                             const float* out, const float* logsumexp, int64_t batch_size,
                             int64_t sequence_length, int64_t num_heads, cudaStream_t stream);
