@@ -73,7 +73,7 @@ struct GradientReducer::State {
                    int64_t begin_ns) const {
     const auto& place = layout.buckets[bucket];
     const uint64_t bytes = place.count * ccl::ElementBytes(layout.storages[place.storage].dtype);
-    ccl::trace::RecordSpan(group->GlobalRankOf(group->rank()), category, name, group->name(),
+    ccl::trace::RecordSpan(group->trace_lane(), category, name, group->name(),
                            static_cast<int64_t>(bucket), bytes, begin_ns, ccl::trace::NowNs());
   }
   // The first gradient of `bucket` (in order) not yet marked this step.

@@ -212,6 +212,7 @@ const std::vector<int>& ProcessGroup::members() const { return state_->members; 
 bool ProcessGroup::is_member() const { return state_->group_rank >= 0; }
 int ProcessGroup::rank() const { return state_->group_rank; }
 int ProcessGroup::size() const { return static_cast<int>(state_->members.size()); }
+int ProcessGroup::trace_lane() const { return state_->TraceLane(); }
 const std::shared_ptr<const ccl::Backend>& ProcessGroup::backend() const {
   return state_->environment.backend;
 }

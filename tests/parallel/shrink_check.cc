@@ -16,8 +16,8 @@
 //   --reordered_world_group  also a group of the whole world in reverse
 //       order, which an admission must refuse (exit 3) rather than reorder;
 //   --reducer  also a GradientReducer of two buckets on the world group,
-//       alive until the end (its buckets' registrations follow the world's
-//       communicator through recoveries).
+//       alive until the end and reduced once a step (its buckets'
+//       registrations follow the world's communicator through recoveries).
 // Values travel in the backend's memory, so a device backend (kvtest) runs
 // it too.
 // Prints "rank L: recovered ..." per recovery, "rank L: admitted ..." per
@@ -266,6 +266,12 @@ int main(int argc, char** argv) {
           dp_sum != Expected(members_in_launch_numbering(*data_parallel), step)) {
         std::printf("rank %d: WRONG at step %d: world sum %g, dp sum %g\n", me, step, sum, dp_sum);
         return 1;
+      }
+      if (reducer) {  // one reduction of its buckets a step (traced as "bucket" spans)
+        const auto compute = infini::ccl::Stream::Default(context->backend());
+        for (size_t i = 0; i < reducer->size(); ++i) reducer->MarkReady(i, compute);
+        reducer->WaitAll(compute);
+        compute.Synchronize();
       }
       ++step;
     } catch (const PeerLostError& error) {

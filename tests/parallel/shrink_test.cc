@@ -359,16 +359,20 @@ TEST(ShrinkRecoveryTest, AJoinerAfterALossIsNumberedAfterTheSurvivors) {
 // kvtest (which registers and logs it), each survivor's two buckets are
 // registered with the first communicator, only forgotten when it is
 // aborted after the shrink, registered with the shrunk one and deregistered
-// from it at the end; the killed rank's never end.
+// from it at the end; the killed rank's never end. Traced: the buckets of
+// launch rank 2 (renumbered 1 by the shrink) stay in lane 2, and the lost
+// rank's lane gets none after the loss.
 TEST(ShrinkRecoveryTest, AReducersBucketsAreRegisteredAgainWithTheShrunkCommunicator) {
   REQUIRE_LAUNCHER();
   const std::string log = "/tmp/shrink_registration_" + std::to_string(getpid()) + ".log";
   std::remove(log.c_str());
+  const TraceFolder trace_dir;
   const Outcome outcome = RunShell(
       "env KVTEST_REGISTRATION_LOG=" + log + " " + kBinDir +
       "/infini_run --nproc_per_node=3 --on_failure=shrink --ccl_backend=" KVTEST_PLUGIN_PATH
-      " --term_timeout=2 -- " +
-      kShrinkCheck + " --steps=4 --kill_rank=1 --kill_at_step=2 --reducer");
+      " --term_timeout=2 " +
+      trace_dir.Flag() + " -- " + kShrinkCheck +
+      " --steps=4 --kill_rank=1 --kill_at_step=2 --reducer");
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_THAT(outcome.output, HasSubstr("rank 2: done world=2")) << outcome.output;
   const auto summary = infini::parallel::testing::ReadRegistrationLog(log);
@@ -378,6 +382,21 @@ TEST(ShrinkRecoveryTest, AReducersBucketsAreRegisteredAgainWithTheShrunkCommunic
   EXPECT_EQ(summary.ended_by_abort, 2 * 2);      // the survivors' first communicators
   EXPECT_EQ(summary.deregistered, 2 * 2);        // from the shrunk ones, at the end
   EXPECT_EQ(summary.never_ended, 2);             // the killed rank's
+
+  const Json trace = ReadJsonFile(trace_dir.path() + "/trace.json");
+  const auto buckets = infini::testing::SpansOf(trace, "bucket");
+  const auto shrinks = FaultEventsOf(trace, "shrink");
+  ASSERT_TRUE(shrinks.count(2)) << DescribeFaultEvents(trace);
+  const double shrunk_at = (*shrinks.at(2)[0])["ts"].number;
+  auto after_the_shrink = [&](int lane) {
+    size_t count = 0;
+    if (buckets.count(lane)) {
+      for (const auto& span : buckets.at(lane)) count += span.begin_us > shrunk_at;
+    }
+    return count;
+  };
+  EXPECT_GT(after_the_shrink(2), 0u) << "no bucket of launch rank 2 after its shrink";
+  EXPECT_EQ(after_the_shrink(1), 0u) << "buckets in the lost rank's lane after the shrink";
 }
 #endif
 

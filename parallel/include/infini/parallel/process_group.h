@@ -62,6 +62,9 @@ class ProcessGroup {
   int size() const;
   // Global rank of group rank `group_rank`.
   int GlobalRankOf(int group_rank) const;
+  // This rank's lane in a --trace_dir trace: the global rank it was launched
+  // as, which a recovery's renumbering keeps (docs/tracing.md).
+  int trace_lane() const;
   // The backend the group's communicator runs on, for buffers and streams
   // the group's work uses (a GradientReducer allocates its storage there).
   const std::shared_ptr<const ccl::Backend>& backend() const;
