@@ -1,10 +1,12 @@
 // How a case is timed (docs/performance.md, "How ccl_bench times"):
 //   back_to_back (nccl-tests', the default): a barrier, then --iters
 //     iterations queued one after another between a start and a stop
-//     event; the time per launch is that span / (iters × agg_iters). An
-//     event recorded on the stream after each iteration gives the
-//     iteration's own time (event i − event i−1) with no barrier or host
-//     wait between iterations: on a device the events are timestamps the
+//     event, nothing recorded between them; the time per launch is that
+//     span / (iters × agg_iters). Then the same iterations again with an
+//     event recorded on the stream after each: it gives the iteration's own
+//     time (event i − event i−1) with no barrier or host wait between
+//     iterations, for the tail columns only (the events' host cost stays out
+//     of the time column, as in nccl-tests): on a device the events are timestamps the
 //     stream takes as it passes them; on a host backend, whose collectives
 //     return when done, they are host timestamps of each completion. The
 //     per-iteration times are maxed over ranks (one float64 all-reduce after
