@@ -152,6 +152,30 @@ TEST(NcclLink, DeviceZerosLinkIsReportedWithItsKind) {
       << link->kind;
 }
 
+// The allocator is chosen once per process: each case runs in a process of
+// its own (a death test re-runs this binary), allocates and says how it went.
+TEST(NcclMemAlloc, TheVariableChoosesTheAllocatorAndAnUnknownValueIsOneClearError) {
+  REQUIRE_DEVICES(1);
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto allocate_with = [](const char* value) {
+    setenv("INFINI_CCL_NCCL_MEM_ALLOC", value, 1);
+    try {
+      DeviceBuffer buffer(Backend::Load("nccl"), 1 << 20);
+      std::fprintf(stderr, "allocated\n");
+      std::exit(0);
+    } catch (const Error& error) {
+      std::fprintf(stderr, "%s\n", error.what());
+      std::exit(3);
+    }
+  };
+  for (const char* value : {"", "nccl", "cuda"}) {
+    EXPECT_EXIT(allocate_with(value), ::testing::ExitedWithCode(0), "allocated") << value;
+  }
+  EXPECT_EXIT(allocate_with("cudaMalloc"), ::testing::ExitedWithCode(3),
+              "INFINI_CCL_NCCL_MEM_ALLOC='cudaMalloc': expected 'nccl' \\(ncclMemAlloc, the "
+              "default\\) or 'cuda' \\(cudaMalloc\\)");
+}
+
 TEST(NcclThreadRanks, BarrierWaitsForTheLastRank) {
   REQUIRE_DEVICES(kRanksNeeded);
   std::barrier ready(visible_devices);

@@ -112,13 +112,20 @@ namespace {
 struct Allocator {
   ncclResult_t (*alloc)(void**, size_t) = nullptr;  // NULL: cudaMalloc
   ncclResult_t (*free)(void*) = nullptr;
+  std::string refused;  // a value of the variable that names neither
 };
 
 const Allocator& GetAllocator() {
   static const Allocator allocator = [] {
     Allocator chosen;
     const char* asked = std::getenv("INFINI_CCL_NCCL_MEM_ALLOC");
-    if (asked != nullptr && std::string(asked) == "cuda") return chosen;
+    const std::string value = asked != nullptr ? asked : "";
+    if (value == "cuda") return chosen;
+    if (!value.empty() && value != "nccl") {
+      chosen.refused = "INFINI_CCL_NCCL_MEM_ALLOC='" + value +
+                       "': expected 'nccl' (ncclMemAlloc, the default) or 'cuda' (cudaMalloc)";
+      return chosen;
+    }
     chosen.alloc = reinterpret_cast<ncclResult_t (*)(void**, size_t)>(
         NcclSymbol("ncclMemAlloc", NCCL_VERSION(2, 19, 0)));
     chosen.free = reinterpret_cast<ncclResult_t (*)(void*)>(
@@ -137,6 +144,7 @@ infiniCclResult_t MemAlloc(void** ptr, size_t bytes) {
   CCLCHECK(RequireDevice("mem_alloc"));
   if (bytes == 0) return infiniCclSuccess;
   const Allocator& allocator = GetAllocator();
+  if (!allocator.refused.empty()) return Fail(infiniCclInvalidArgument, allocator.refused);
   if (allocator.alloc != nullptr) {
     const ncclResult_t result = allocator.alloc(ptr, bytes);
     if (result != ncclSuccess) *ptr = nullptr;
