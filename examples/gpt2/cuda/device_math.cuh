@@ -1,10 +1,13 @@
 // Device helpers shared by the gpt2 kernel files: conversions between the
-// activation type and float, and warp and block reductions.
+// activation type and float, warp and block reductions, and AdamW's update
+// of one weight.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
+
+#include "kernels.h"  // AdamWStep
 
 namespace infini::examples::gpt2::gpu::detail {
 
@@ -57,6 +60,36 @@ __device__ float BlockReduce(float value, float* shared) {
     result = kMax ? fmaxf(result, shared[w]) : result + shared[w];
   }
   return result;
+}
+
+// The factor every gradient is multiplied by: step.gradient_scale, and the
+// clip to step.max_norm when the scaled global norm sqrt(*sum_of_squares)
+// exceeds it.
+__device__ __forceinline__ float AdamWGradientScale(const AdamWStep& step,
+                                                    const float* sum_of_squares) {
+  float scale = step.gradient_scale;
+  if (step.max_norm > 0.0f) {
+    const float norm = step.gradient_scale * sqrtf(*sum_of_squares);
+    if (norm > step.max_norm) scale *= step.max_norm / norm;
+  }
+  return scale;
+}
+
+// One AdamW update of weight i from its scaled gradient g: the moments in
+// place, and the new master weight returned (and stored).
+__device__ __forceinline__ float AdamWWeight(int64_t i, float g, float* master, float* m_state,
+                                             float* v_state, bool decays, const AdamWStep& step) {
+  const float m = step.beta1 * m_state[i] + (1.0f - step.beta1) * g;
+  const float v = step.beta2 * v_state[i] + (1.0f - step.beta2) * g * g;
+  m_state[i] = m;
+  v_state[i] = v;
+  const float m_hat = m / step.first_correction;
+  const float v_hat = v / step.second_correction;
+  const float w = master[i];
+  const float decay = decays ? step.weight_decay * w : 0.0f;
+  const float updated = w - step.learning_rate * (m_hat / (sqrtf(v_hat) + step.epsilon) + decay);
+  master[i] = updated;
+  return updated;
 }
 
 }  // namespace infini::examples::gpt2::gpu::detail

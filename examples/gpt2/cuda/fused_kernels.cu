@@ -262,7 +262,7 @@ __global__ void ChunkedSumOfSquaresKernel(float* sum_of_squares, const Parameter
   if (threadIdx.x == 0) atomicAdd(sum_of_squares, sum);
 }
 
-// AdamWKernel's arithmetic (kernels.cu), one block per chunk.
+// AdamWKernel's update (kernels.cu), one block per chunk.
 template <typename T>
 __global__ void ChunkedAdamWKernel(float* master, T* parameters, float* m_state, float* v_state,
                                    const ParameterChunk* chunks,
@@ -270,24 +270,11 @@ __global__ void ChunkedAdamWKernel(float* master, T* parameters, float* m_state,
                                    const float* sum_of_squares) {
   const ParameterChunk chunk = chunks[blockIdx.x];
   const float* gradients = group_gradients[chunk.group] + (chunk.offset - chunk.group_offset);
-  float scale = step.gradient_scale;
-  if (step.max_norm > 0.0f) {
-    const float norm = step.gradient_scale * sqrtf(*sum_of_squares);
-    if (norm > step.max_norm) scale *= step.max_norm / norm;
-  }
+  const float scale = AdamWGradientScale(step, sum_of_squares);
   for (int local = threadIdx.x; local < chunk.count; local += blockDim.x) {
     const int64_t i = chunk.offset + local;
-    const float g = gradients[local] * scale;
-    const float m = step.beta1 * m_state[i] + (1.0f - step.beta1) * g;
-    const float v = step.beta2 * v_state[i] + (1.0f - step.beta2) * g * g;
-    m_state[i] = m;
-    v_state[i] = v;
-    const float m_hat = m / step.first_correction;
-    const float v_hat = v / step.second_correction;
-    const float w = master[i];
-    const float decay = chunk.decays ? step.weight_decay * w : 0.0f;
-    const float updated = w - step.learning_rate * (m_hat / (sqrtf(v_hat) + step.epsilon) + decay);
-    master[i] = updated;
+    const float updated =
+        AdamWWeight(i, gradients[local] * scale, master, m_state, v_state, chunk.decays, step);
     if (parameters != nullptr) parameters[i] = FromFloat<T>(updated);
   }
 }

@@ -346,22 +346,8 @@ __global__ void AdamWKernel(float* master, T* parameters, const float* gradients
                             const float* sum_of_squares) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= count) return;
-  float scale = step.gradient_scale;
-  if (step.max_norm > 0.0f) {
-    const float norm = step.gradient_scale * sqrtf(*sum_of_squares);
-    if (norm > step.max_norm) scale *= step.max_norm / norm;
-  }
-  const float g = gradients[i] * scale;
-  const float m = step.beta1 * m_state[i] + (1.0f - step.beta1) * g;
-  const float v = step.beta2 * v_state[i] + (1.0f - step.beta2) * g * g;
-  m_state[i] = m;
-  v_state[i] = v;
-  const float m_hat = m / step.first_correction;
-  const float v_hat = v / step.second_correction;
-  const float w = master[i];
-  const float decay = decays ? step.weight_decay * w : 0.0f;
-  const float updated = w - step.learning_rate * (m_hat / (sqrtf(v_hat) + step.epsilon) + decay);
-  master[i] = updated;
+  const float g = gradients[i] * AdamWGradientScale(step, sum_of_squares);
+  const float updated = AdamWWeight(i, g, master, m_state, v_state, decays, step);
   if (parameters != nullptr) parameters[i] = FromFloat<T>(updated);
 }
 
