@@ -14,29 +14,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "infini/common/launch_env.h"
 #include "infini/launch/options.h"
+#include "infini/launch/proc_files.h"
 
 namespace infini::launch {
 namespace {
 
-std::string ReadWhole(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-}
-
-std::string ProcFile(pid_t pid, const char* name) {
-  return ReadWhole("/proc/" + std::to_string(pid) + "/" + name);
-}
-
 // The value of `name` in the NUL-separated environment of `pid`; "" if none.
 std::string EnvironmentValue(pid_t pid, const std::string& name) {
-  const std::string environment = ProcFile(pid, "environ");
+  const std::string environment = ReadProcFile(pid, "environ");
   const std::string prefix = name + "=";
   for (size_t start = 0; start < environment.size();) {
     size_t end = environment.find('\0', start);
@@ -49,13 +40,6 @@ std::string EnvironmentValue(pid_t pid, const std::string& name) {
   return "";
 }
 
-pid_t ParentOf(pid_t pid) {
-  const std::string stat = ProcFile(pid, "stat");
-  const size_t close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos || close_paren + 4 >= stat.size()) return -1;
-  return static_cast<pid_t>(std::atoi(stat.c_str() + close_paren + 4));
-}
-
 // The hex mask after "FIELD:" in /proc/PID/status.
 unsigned long long StatusMask(const std::string& status, const std::string& field) {
   const size_t at = status.find("\n" + field + ":");
@@ -64,10 +48,10 @@ unsigned long long StatusMask(const std::string& status, const std::string& fiel
 }
 
 bool IsLauncher(pid_t pid) {
-  std::string comm = ProcFile(pid, "comm");
+  std::string comm = ReadProcFile(pid, "comm");
   if (!comm.empty() && comm.back() == '\n') comm.pop_back();
   if (comm != "infini_run") return false;
-  const unsigned long long caught = StatusMask(ProcFile(pid, "status"), "SigCgt");
+  const unsigned long long caught = StatusMask(ReadProcFile(pid, "status"), "SigCgt");
   return (caught >> (SIGUSR2 - 1)) & 1;
 }
 

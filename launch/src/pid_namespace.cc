@@ -14,9 +14,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <thread>
 #include <vector>
+
+#include "infini/launch/proc_files.h"
 
 namespace infini::launch {
 namespace {
@@ -40,15 +41,6 @@ namespace {
     if (errno != EINTR) break;
   }
   _exit(0);
-}
-
-pid_t ParentOf(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  size_t close_paren = text.rfind(')');
-  if (close_paren == std::string::npos || close_paren + 4 >= text.size()) return -1;
-  // ") S PPID ..."
-  return static_cast<pid_t>(std::atoi(text.c_str() + close_paren + 4));
 }
 
 std::vector<pid_t> ChildrenOf(pid_t parent, pid_t except) {

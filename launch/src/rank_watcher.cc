@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "infini/launch/file_limit.h"
+#include "infini/launch/proc_files.h"
 #include "infini/launch/signal_watcher.h"
 
 namespace infini::launch {
@@ -101,33 +102,6 @@ void CloseAllBut(int a, int b) {
   CloseRange(high + 1, INT32_MAX);
 }
 
-// The parent of `pid` from /proc/PID/stat (") S PPID ..."), -1 if gone.
-pid_t ParentOf(const char* pid_text) {
-  char path[48] = "/proc/";
-  size_t length = strlen(path);
-  for (const char* c = pid_text; *c && length < sizeof(path) - 6; ++c) path[length++] = *c;
-  memcpy(path + length, "/stat", 6);
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char text[512];
-  ssize_t got;
-  do {
-    got = read(fd, text, sizeof(text) - 1);
-  } while (got < 0 && errno == EINTR);
-  close(fd);
-  if (got <= 0) return -1;
-  text[got] = '\0';
-  const char* close_paren = nullptr;
-  for (const char* c = text; *c; ++c) {
-    if (*c == ')') close_paren = c;
-  }
-  if (!close_paren || close_paren + 4 >= text + got) return -1;
-  long parent = 0;
-  for (const char* c = close_paren + 4; *c >= '0' && *c <= '9'; ++c)
-    parent = parent * 10 + (*c - '0');
-  return static_cast<pid_t>(parent);
-}
-
 // struct linux_dirent64: u64 d_ino, s64 d_off, u16 d_reclen, u8 d_type, name.
 constexpr size_t kDirentReclen = 16;
 constexpr size_t kDirentName = 19;
@@ -150,7 +124,7 @@ int KillChildren(pid_t self) {
       const char* c = name;
       for (; *c >= '0' && *c <= '9'; ++c) pid = pid * 10 + (*c - '0');
       if (*c != '\0' || pid <= 0) continue;
-      if (ParentOf(name) == self) {
+      if (ParentOf(static_cast<pid_t>(pid)) == self) {
         kill(static_cast<pid_t>(pid), SIGKILL);
         ++found;
       }
