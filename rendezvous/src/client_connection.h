@@ -78,6 +78,6 @@ struct GreetedConnection {
 // offering `version`; defined in tcp_store_client.cc. Throws StoreError.
 GreetedConnection ConnectGreeted(const std::string& host, uint16_t port,
                                  milliseconds connect_timeout, const std::string& token,
-                                 uint32_t version);
+                                 uint32_t version, bool retry = true);
 
 }  // namespace infini::rendezvous::store_client

@@ -151,8 +151,9 @@ class TcpStoreClientImpl final : public TcpStoreClient {
       std::this_thread::sleep_for(pause);
       backoff = std::min(backoff * 2, milliseconds(500));
     }
-    throw StoreError("could not connect to store at " + endpoint_ + " after " +
-                     Seconds(connect_timeout) + ": " + failure);
+    throw StoreError("could not connect to store at " + endpoint_ +
+                     (retry ? " after " + Seconds(connect_timeout) : std::string()) + ": " +
+                     failure);
   }
 
   void Set(const std::string& key, const std::string& value) override {
@@ -467,9 +468,9 @@ namespace store_client {
 
 GreetedConnection ConnectGreeted(const std::string& host, uint16_t port,
                                  milliseconds connect_timeout, const std::string& token,
-                                 uint32_t version) {
+                                 uint32_t version, bool retry) {
   TcpStoreClientImpl client(host, port, token, version);
-  client.Open(Clamp(connect_timeout));
+  client.Open(Clamp(connect_timeout), retry);
   return client.TakeConnection();
 }
 

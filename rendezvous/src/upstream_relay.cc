@@ -173,7 +173,8 @@ class UpstreamLink {
     try {
       store_client::GreetedConnection greeted =
           store_client::ConnectGreeted(upstream.host, upstream.port, upstream.connect_timeout,
-                                       upstream.token, wire::kBatchVersion);
+                                       upstream.token, wire::kBatchVersion,
+                                       /*retry=*/!ever_connected_);
       if (greeted.version < wire::kBatchVersion) {
         failure = "the store at " + endpoint_ + " speaks store protocol version " +
                   std::to_string(greeted.version) + " and a relay needs version " +
@@ -189,6 +190,7 @@ class UpstreamLink {
     std::lock_guard lock(state_->mutex);
     if (connection_) {
       ++state_->counts.connections;
+      ever_connected_ = true;
       return;
     }
     // Whatever waited for this connection fails, as a call on a lost store
@@ -428,6 +430,7 @@ class UpstreamLink {
   std::shared_ptr<UpstreamRelay::State> state_;
   const std::string endpoint_;  // "host:port", for messages
   std::unique_ptr<store_client::Connection> connection_;
+  bool ever_connected_ = false;  // then a lost upstream is tried once
   size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
   size_t max_requests_ = 1;
   wire::FrameParser input_;

@@ -160,6 +160,27 @@ TEST(RelayStoreTest, TimeoutsAndUpstreamLossReachTheClient) {
   }
 }
 
+// An upstream that was reached and then went is not waited for as one that
+// has not started yet: the next request fails after one try, not after the
+// connect timeout (a launcher's heartbeat through its relay learns of node
+// 0's loss as its own connection would have).
+TEST(RelayStoreTest, AnUpstreamLostAfterItWasReachedFailsTheNextRequestSoon) {
+  auto upstream = StartLocalServer();
+  TcpStoreServerOptions options;
+  options.upstream = RelayUpstream{.host = "127.0.0.1",
+                                   .port = upstream->port(),
+                                   .token = "",
+                                   .connect_timeout = milliseconds(60000)};
+  auto relay = TcpStoreServer::Start(options);
+  auto rank = ConnectTo(*relay);
+  rank->set_timeout(milliseconds(60000));
+  rank->Set("run/before", "");
+  upstream.reset();
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(rank->Set("run/lost", ""), StoreError);
+  EXPECT_LT(ElapsedSince(start), milliseconds(20000)) << "waited as for a first connection";
+}
+
 // A hand-played run's store, for the relay to batch against: it accepts the
 // relay's connection, greets it (version 4, no token) and reads its batches,
 // and the test decides when each is answered.

@@ -20,8 +20,12 @@ struct RelayUpstream {
   std::string host;
   uint16_t port = 0;
   std::string token;  // the run's token, proved to the upstream
-  // How long one attempt to (re)connect retries; past it the requests that
-  // wait for the connection fail.
+  // How long the first connection retries (the upstream may start later);
+  // past it the requests that wait for the connection fail. After a
+  // connection was lost, the next is tried once, as TcpStoreClient does: the
+  // upstream was there, so a refusal means it is gone, and whoever waits on
+  // the relay (a launcher's heartbeat) learns it as soon as its own
+  // connection would have told it.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
 };
 
