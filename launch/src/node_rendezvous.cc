@@ -90,6 +90,7 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
     throw;
   }
   node->StartRelay();
+  if (node->relay_) node->handler_->ReachThroughRelay(node->relay_->port());
   node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_, options);
   node->link_->ranks_store = {node->world_.store_addr,
                               node->world_.store_port,
@@ -205,6 +206,9 @@ std::vector<std::string> NodeRendezvous::NodeLossLines() {
 }
 
 NodeRendezvous::~NodeRendezvous() {
+  // The link's last writes may go through the relay (ReachThroughRelay):
+  // the relay ends after them.
+  if (link_) Leave();
   if (relay_) {
     const rendezvous::RelayCounts counts = relay_->relay_counts();
     relay_.reset();
@@ -215,7 +219,9 @@ NodeRendezvous::~NodeRendezvous() {
         " connections=" + std::to_string(counts.connections));
   }
   if (relay_log_fd_ >= 0) ::close(relay_log_fd_);
-  if (!link_) return;
+}
+
+void NodeRendezvous::Leave() {
   const bool hosts = handler_->hosts_store();
   if (!hosts) {
     const std::string identity = NodeIdentity();

@@ -126,6 +126,25 @@ class TcpRendezvous final : public RendezvousHandler {
     next_heartbeat_ = {};
   }
 
+  // The relay answers every request as node 0's store would (it forwards
+  // all but node-local keys), so the protocol's keys keep their meaning.
+  void ReachThroughRelay(uint16_t relay_port) override {
+    // The direct connection closes first: node 0 never holds it beside the
+    // relay's.
+    store_.reset();
+    std::unique_ptr<Store> through_relay;
+    try {
+      through_relay = TcpStoreClient::Connect("127.0.0.1", relay_port, options_.rendezvous_timeout,
+                                              options_.run_token);
+    } catch (const StoreError& error) {
+      throw LaunchError(
+          "cannot reach this node's store relay at 127.0.0.1:" + std::to_string(relay_port) +
+          " (--rdzv_conf=relay=0 runs without it): " + error.what());
+    }
+    through_relay->set_timeout(options_.heartbeat_timeout);
+    store_ = std::move(through_relay);
+  }
+
   milliseconds StartWatch(std::function<void()>) override { return options_.monitor_interval; }
 
   MembershipChange Watch() override {

@@ -61,6 +61,7 @@
 #include "infini/rendezvous/etcd_store.h"
 #include "infini/rendezvous/node_local_key.h"
 #include "infini/rendezvous/tcp_store.h"
+#include "meeting_groups.h"
 
 DEFINE_string(store, "tcp", "tcp (a TcpStoreServer in this process) or etcd");
 DEFINE_string(etcd_endpoints, "127.0.0.1:2379", "etcd members, comma-separated (--store=etcd)");
@@ -86,6 +87,9 @@ using infini::rendezvous::Store;
 using infini::rendezvous::TcpStoreClient;
 using infini::rendezvous::TcpStoreServer;
 using infini::rendezvous::TcpStoreServerOptions;
+using infini::rendezvous::meeting::Group;
+using infini::rendezvous::meeting::GroupsOf;
+using infini::rendezvous::meeting::Layout;
 
 constexpr char kToken[] = "meeting-scale-secret";
 
@@ -144,42 +148,6 @@ class CountingStore {
   bool counted_;
   bool through_relay_;
 };
-
-struct Layout {
-  int ranks, ranks_per_node, nodes, tp, dp, pp;
-  int NodeOf(int rank) const { return rank / ranks_per_node; }
-};
-
-// A group: its store name and its members (the root is the first).
-struct Group {
-  std::string name;
-  std::vector<int> members;
-};
-
-std::vector<Group> GroupsOf(const Layout& layout) {
-  std::vector<Group> groups;
-  Group world{"world", {}};
-  for (int rank = 0; rank < layout.ranks; ++rank) world.members.push_back(rank);
-  groups.push_back(world);
-  std::map<std::string, Group> by_name;
-  for (int rank = 0; rank < layout.ranks; ++rank) {
-    const int tp_index = rank % layout.tp;
-    const int dp_index = (rank / layout.tp) % layout.dp;
-    const int pp_index = rank / (layout.tp * layout.dp);
-    for (const std::string& name :
-         {"tp/" + std::to_string(dp_index) + "." + std::to_string(pp_index),
-          "dp/" + std::to_string(tp_index) + "." + std::to_string(pp_index),
-          "pp/" + std::to_string(tp_index) + "." + std::to_string(dp_index)}) {
-      Group& group = by_name[name];
-      group.name = name;
-      group.members.push_back(rank);
-    }
-  }
-  for (auto& [name, group] : by_name) {
-    if (group.members.size() > 1) groups.push_back(std::move(group));
-  }
-  return groups;
-}
 
 std::string UniqueIdFor(const std::string& group) {
   std::string id(static_cast<size_t>(FLAGS_unique_id_bytes), 'u');
@@ -253,38 +221,22 @@ class Meeting {
         }
       }
     }
-    const int threads = std::max(1, std::min<int>(FLAGS_threads, static_cast<int>(actors.size())));
+    std::vector<Actor*> launchers, ranks;
+    for (Actor& actor : actors) (actor.node >= 0 ? launchers : ranks).push_back(&actor);
     const auto start = Clock::now();
-    std::vector<std::thread> drivers;
     std::atomic<int> failures{0};
-    for (int thread = 0; thread < threads; ++thread) {
-      drivers.emplace_back([&, thread] {
-        try {
-          std::vector<Actor*> mine;
-          for (size_t i = static_cast<size_t>(thread); i < actors.size();
-               i += static_cast<size_t>(threads)) {
-            mine.push_back(&actors[i]);
-          }
-          for (Actor* actor : mine) {
-            if (actor->node >= 0 || relays_.empty()) {
-              actor->store = ConnectToStore();
-            } else {
-              actor->store =
-                  ConnectTcp(relays_[layout_.NodeOf(actor->rank) - node_begin_]->port(), true);
-            }
-          }
-          for (Actor* actor : mine) Publish(*actor, protocol);
-          for (Actor* actor : mine) Read(*actor, protocol);
-        } catch (const std::exception& error) {
-          fprintf(stderr, "meeting_scale: %s\n", error.what());
-          ++failures;
-        }
-      });
+    if (protocol == "relay" && store_kind_ == "tcp") {
+      // As infini_run: the launchers join, then reach node 0 only through
+      // their relays (their own connections closed), and then ranks start.
+      Drive(launchers, protocol, /*close=*/true, &failures);
+      Drive(ranks, protocol, /*close=*/false, &failures);
+    } else {
+      launchers.insert(launchers.end(), ranks.begin(), ranks.end());
+      Drive(launchers, protocol, /*close=*/false, &failures);
     }
-    for (auto& driver : drivers) driver.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     for (Actor& actor : actors) {
-      if (auto* etcd = dynamic_cast<EtcdStore*>(&actor.store->raw())) {
+      if (auto* etcd = actor.store ? dynamic_cast<EtcdStore*>(&actor.store->raw()) : nullptr) {
         const auto traffic = etcd->traffic();
         report_.bytes += traffic.bytes_sent + traffic.bytes_received;
         report_.messages += traffic.requests;
@@ -304,6 +256,40 @@ class Meeting {
     report_.failures = failures;
     report_.keys = counters_.keys_written.size();
     return seconds;
+  }
+
+  // `actors` on --threads threads, each connecting all of its share, then
+  // publishing, then reading; `close`: then each closes its connection.
+  void Drive(const std::vector<Actor*>& actors, const std::string& protocol, bool close,
+             std::atomic<int>* failures) {
+    const int threads = std::max(1, std::min<int>(FLAGS_threads, static_cast<int>(actors.size())));
+    std::vector<std::thread> drivers;
+    for (int thread = 0; thread < threads; ++thread) {
+      drivers.emplace_back([&, thread] {
+        try {
+          std::vector<Actor*> mine;
+          for (size_t i = static_cast<size_t>(thread); i < actors.size();
+               i += static_cast<size_t>(threads)) {
+            mine.push_back(actors[i]);
+          }
+          for (Actor* actor : mine) {
+            actor->store =
+                actor->node >= 0 || relays_.empty()
+                    ? ConnectToStore()
+                    : ConnectTcp(relays_[layout_.NodeOf(actor->rank) - node_begin_]->port(), true);
+          }
+          for (Actor* actor : mine) Publish(*actor, protocol);
+          for (Actor* actor : mine) Read(*actor, protocol);
+          if (close) {
+            for (Actor* actor : mine) actor->store.reset();
+          }
+        } catch (const std::exception& error) {
+          fprintf(stderr, "meeting_scale: %s\n", error.what());
+          ++*failures;
+        }
+      });
+    }
+    for (auto& driver : drivers) driver.join();
   }
 
   // What this process's share carried to node 0's store (and etcd).

@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -211,11 +213,36 @@ TEST(ParallelLaunchTest, EightRanksOnTwoNodesOfTwoProcessesOfTwoThreads) {
   ExpectEightRanksPassed(both);
 }
 
+// How many TCP connections this host's endpoint 127.0.0.1:`port` holds
+// open now: /proc/net/tcp's server ends (local port `port`) that are
+// established. A closed client's end leaves that state at once (CLOSE_WAIT,
+// in the kernel), so a sample never counts one that its server has not read
+// to its end yet.
+int EstablishedConnectionsTo(int port) {
+  FILE* table = std::fopen("/proc/net/tcp", "r");
+  if (table == nullptr) return -1;
+  char line[512];
+  int count = 0;
+  if (std::fgets(line, sizeof(line), table) != nullptr) {  // the header
+    unsigned local_address, local_port, remote_address, remote_port, state;
+    while (std::fgets(line, sizeof(line), table) != nullptr) {
+      if (std::sscanf(line, " %*d: %x:%x %x:%x %x", &local_address, &local_port, &remote_address,
+                      &remote_port, &state) == 5 &&
+          static_cast<int>(local_port) == port && state == 0x01) {
+        ++count;
+      }
+    }
+  }
+  std::fclose(table);
+  return count;
+}
+
 // Each node's launcher relays the store for its ranks: a cross-node group's
 // unique id goes upstream once, written by its root's node (the world and
 // the data-parallel groups {0,2}, {1,3}: roots on node 0), and a group of one
 // node's ranks (tensor-parallel {0,1}, {2,3}) never goes upstream; each
-// relay holds one upstream connection for all its ranks' requests.
+// relay holds one upstream connection for all its ranks' requests and its
+// launcher's, so that node 0's store never holds more than one per node.
 TEST(ParallelLaunchTest, TwoNodesRelayCrossNodeIdsOnceAndKeepIntraNodeGroupsHome) {
   REQUIRE_LAUNCHER();
   const std::string port = std::to_string(FreePort());
@@ -231,10 +258,25 @@ TEST(ParallelLaunchTest, TwoNodesRelayCrossNodeIdsOnceAndKeepIntraNodeGroupsHome
             "--tensor_parallel=2", "--pipeline_parallel=1"},
         std::map<std::string, std::string>{});
   }
+  std::atomic<bool> finished{false};
+  std::atomic<int> most_connections{0}, samples_with_one{0};
+  std::thread sampler([&] {
+    while (!finished) {
+      const int now = EstablishedConnectionsTo(std::stoi(port));
+      if (now > most_connections) most_connections = now;
+      if (now > 0) ++samples_with_one;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
   for (Child& node : nodes) {
     Outcome outcome = node.Finish(std::chrono::seconds(60));
-    ASSERT_EQ(outcome.exit_code, 0) << outcome.output;
+    EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   }
+  finished = true;
+  sampler.join();
+  ASSERT_FALSE(HasFailure());
+  EXPECT_GT(samples_with_one.load(), 0) << "the sampler never saw the store's connections";
+  EXPECT_LE(most_connections.load(), 2) << "node 0's store held more than one connection a node";
   std::map<std::string, std::vector<std::string>> id_writers;  // key -> "node N" per write
   std::vector<std::string> lines;
   FILE* file = std::fopen(log.c_str(), "r");

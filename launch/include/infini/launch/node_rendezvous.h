@@ -138,11 +138,16 @@ class NodeRendezvous {
 
  private:
   NodeRendezvous() = default;
+  // The end of the link: this node says it left (node 0 waits until every
+  // node read the outcome and left), then the link thread and the backend stop.
+  void Leave();
   // Node 0: removes the run's keys where the meeting point outlives it.
   void RemoveRun();
   std::string LostMessage(const std::string& while_doing);
   // Several nodes: (re)starts the relay for the ranks, forwarding to the
-  // round's store.
+  // round's store. A restart (etcd: the round's store moved) leaves the
+  // handler's connection alone: only TCP's goes through the relay, and TCP's
+  // store never moves.
   void StartRelay();
   // Appends a line to --rdzv_conf=relay_log (one write: lines of several
   // threads and launchers never mix).
