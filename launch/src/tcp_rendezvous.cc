@@ -129,6 +129,10 @@ class TcpRendezvous final : public RendezvousHandler {
   // The relay answers every request as node 0's store would (it forwards
   // all but node-local keys), so the protocol's keys keep their meaning.
   void ReachThroughRelay(uint16_t relay_port) override {
+    // Node 0's launcher hosts the store and keeps its loopback connection to
+    // it: its heartbeat checks (two requests a node, each step) would each
+    // take a second hop through its relay.
+    if (server_) return;
     // The direct connection closes first: node 0 never holds it beside the
     // relay's.
     store_.reset();

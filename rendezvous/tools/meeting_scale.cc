@@ -227,7 +227,8 @@ class Meeting {
     std::atomic<int> failures{0};
     if (protocol == "relay" && store_kind_ == "tcp") {
       // As infini_run: the launchers join, then reach node 0 only through
-      // their relays (their own connections closed), and then ranks start.
+      // their relays (their own connections closed, but node 0's), and then
+      // ranks start.
       Drive(launchers, protocol, /*close=*/true, &failures);
       Drive(ranks, protocol, /*close=*/false, &failures);
     } else {
@@ -259,7 +260,8 @@ class Meeting {
   }
 
   // `actors` on --threads threads, each connecting all of its share, then
-  // publishing, then reading; `close`: then each closes its connection.
+  // publishing, then reading; `close`: then each but node 0's launcher closes
+  // its connection.
   void Drive(const std::vector<Actor*>& actors, const std::string& protocol, bool close,
              std::atomic<int>* failures) {
     const int threads = std::max(1, std::min<int>(FLAGS_threads, static_cast<int>(actors.size())));
@@ -281,7 +283,10 @@ class Meeting {
           for (Actor* actor : mine) Publish(*actor, protocol);
           for (Actor* actor : mine) Read(*actor, protocol);
           if (close) {
-            for (Actor* actor : mine) actor->store.reset();
+            // Node 0's launcher keeps its loopback connection to its store.
+            for (Actor* actor : mine) {
+              if (actor->node != 0) actor->store.reset();
+            }
           }
         } catch (const std::exception& error) {
           fprintf(stderr, "meeting_scale: %s\n", error.what());
