@@ -30,19 +30,11 @@ using testing::ConnectTo;
 using testing::ElapsedSince;
 using testing::Eventually;
 using testing::StartLocalServer;
-
-std::unique_ptr<TcpStoreServer> StartRelay(uint16_t upstream_port) {
-  TcpStoreServerOptions options;
-  options.upstream = RelayUpstream{.host = "127.0.0.1",
-                                   .port = upstream_port,
-                                   .token = "",
-                                   .connect_timeout = milliseconds(2000)};
-  return TcpStoreServer::Start(options);
-}
+using testing::StartRelayOf;
 
 TEST(RelayStoreTest, EveryOperationOnUpstreamKeysMeansWhatItMeansUpstream) {
   auto upstream = StartLocalServer();
-  auto relay = StartRelay(upstream->port());
+  auto relay = StartRelayOf(upstream->port());
   auto rank = ConnectTo(*relay);
   auto other_node = ConnectTo(*upstream);
 
@@ -67,7 +59,7 @@ TEST(RelayStoreTest, EveryOperationOnUpstreamKeysMeansWhatItMeansUpstream) {
 
 TEST(RelayStoreTest, NodeLocalKeysNeverGoUpstream) {
   auto upstream = StartLocalServer();
-  auto relay = StartRelay(upstream->port());
+  auto relay = StartRelayOf(upstream->port());
   auto rank = ConnectTo(*relay);
   auto peer = ConnectTo(*relay);
 
@@ -85,7 +77,7 @@ TEST(RelayStoreTest, NodeLocalKeysNeverGoUpstream) {
 
 TEST(RelayStoreTest, ManyWaitersOnOneKeyMakeOneUpstreamWatch) {
   auto upstream = StartLocalServer();
-  auto relay = StartRelay(upstream->port());
+  auto relay = StartRelayOf(upstream->port());
   constexpr int kWaiters = 8;
   std::atomic<int> got{0};
   std::vector<std::thread> waiters;
@@ -115,7 +107,7 @@ TEST(RelayStoreTest, ManyWaitersOnOneKeyMakeOneUpstreamWatch) {
 // for an abort between them) rides on one watch: before, each slice made one.
 TEST(RelayStoreTest, WaitsInShortSlicesShareOneWatch) {
   auto upstream = StartLocalServer();
-  auto relay = StartRelay(upstream->port());
+  auto relay = StartRelayOf(upstream->port());
   auto rank = ConnectTo(*relay);
   for (int slice = 0; slice < 5; ++slice) {
     EXPECT_THROW(rank->Wait({"run/slow"}, milliseconds(20)), StoreTimeoutError);
@@ -131,7 +123,7 @@ TEST(RelayStoreTest, WaitsInShortSlicesShareOneWatch) {
 
 TEST(RelayStoreTest, TimeoutsAndUpstreamLossReachTheClient) {
   auto upstream = StartLocalServer();
-  auto relay = StartRelay(upstream->port());
+  auto relay = StartRelayOf(upstream->port());
   auto rank = ConnectTo(*relay);
   rank->set_timeout(milliseconds(200));
   const auto start = std::chrono::steady_clock::now();
@@ -166,12 +158,7 @@ TEST(RelayStoreTest, TimeoutsAndUpstreamLossReachTheClient) {
 // 0's loss as its own connection would have).
 TEST(RelayStoreTest, AnUpstreamLostAfterItWasReachedFailsTheNextRequestSoon) {
   auto upstream = StartLocalServer();
-  TcpStoreServerOptions options;
-  options.upstream = RelayUpstream{.host = "127.0.0.1",
-                                   .port = upstream->port(),
-                                   .token = "",
-                                   .connect_timeout = milliseconds(60000)};
-  auto relay = TcpStoreServer::Start(options);
+  auto relay = StartRelayOf(upstream->port(), milliseconds(60000));
   auto rank = ConnectTo(*relay);
   rank->set_timeout(milliseconds(60000));
   rank->Set("run/before", "");
@@ -279,7 +266,7 @@ class HandPlayedUpstream {
 // one connection.
 TEST(RelayStoreTest, WhatArrivesWhileABatchIsInFlightLeavesAsOneBatchOnTheOneConnection) {
   HandPlayedUpstream upstream;
-  auto relay = StartRelay(upstream.port());
+  auto relay = StartRelayOf(upstream.port());
   std::thread first([&] { ConnectTo(*relay)->Set("run/first", "1"); });
   ASSERT_TRUE(upstream.AcceptAndGreet());
   std::vector<wire::TaggedRequest> batch = upstream.ReadBatch();

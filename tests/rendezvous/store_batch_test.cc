@@ -143,12 +143,7 @@ TEST(StoreBatchTest, AConnectionOfVersion3CannotBatchAndIsServedAsBefore) {
 
 TEST(StoreBatchTest, ARelayAnswersItsHelloWithVersion3) {
   auto upstream = StartLocalServer();
-  TcpStoreServerOptions options;
-  options.upstream = RelayUpstream{.host = "127.0.0.1",
-                                   .port = upstream->port(),
-                                   .token = "",
-                                   .connect_timeout = milliseconds(1000)};
-  auto relay = TcpStoreServer::Start(options);
+  auto relay = testing::StartRelayOf(upstream->port(), milliseconds(1000));
   RawStoreSocket raw(relay->port());
   ASSERT_TRUE(raw.Send(testing::HelloFrame()));
   EXPECT_EQ(HelloOkVersion(raw.ReadFrame()), wire::kOldestVersion);

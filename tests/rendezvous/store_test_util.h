@@ -20,6 +20,16 @@ inline std::unique_ptr<TcpStoreServer> StartLocalServer(size_t max_message_bytes
   return TcpStoreServer::Start(options);
 }
 
+// A relay (TcpStoreServerOptions::upstream) of the store at
+// 127.0.0.1:`upstream_port`, without a token.
+inline std::unique_ptr<TcpStoreServer> StartRelayOf(
+    uint16_t upstream_port, std::chrono::milliseconds connect_timeout = std::chrono::seconds(2)) {
+  TcpStoreServerOptions options;
+  options.upstream = RelayUpstream{
+      .host = "127.0.0.1", .port = upstream_port, .token = "", .connect_timeout = connect_timeout};
+  return TcpStoreServer::Start(options);
+}
+
 inline std::unique_ptr<TcpStoreClient> ConnectTo(const TcpStoreServer& server,
                                                  milliseconds timeout = milliseconds(5000)) {
   auto client = TcpStoreClient::Connect("127.0.0.1", server.port(), timeout);
