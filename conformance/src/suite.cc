@@ -107,8 +107,8 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
       declared_or(
           capabilities.register_windows(), "comm_window_register is NULL",
           [](RankContext& context) { return internal::RegisteredAllReduce(context, true); }));
-  add("split/even_odd", capabilities.split(),
-      declared_or(capabilities.split(), "comm_split is NULL", internal::SplitHalves));
+  add("split/permuted_keys", capabilities.split(),
+      declared_or(capabilities.split(), "comm_split is NULL", internal::SplitPermutedKeys));
   add("init/multi_device", capabilities.multi_device_init(),
       declared_or(capabilities.multi_device_init(), "comm_init_ranks is NULL",
                   internal::MultiDeviceInit));
@@ -125,14 +125,14 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
                       ? "INFINI_CCL_FEATURE_ABORT_UNBLOCKS not declared"
                       : "needs 2 ranks",
                   internal::AbortUnblocks));
-  // The last rank plays the lost one: shrinking needs a survivor besides it.
+  // One rank plays the lost one: shrinking needs a survivor besides it.
   const auto recovery_why = [&](bool declared, const char* entry) {
     return !declared ? std::string(entry) + " is NULL" : std::string("needs 2 ranks");
   };
-  add("shrink/drop_last_rank", false,
+  add("shrink/drop_one_rank", false,
       declared_or(capabilities.shrink() && world_size > 1,
                   recovery_why(capabilities.shrink(), "comm_shrink"),
-                  internal::ShrinkDropsLastRank));
+                  internal::ShrinkDropsOneRank));
   add("shrink/abort_outstanding", false,
       declared_or(capabilities.shrink() && world_size > 1,
                   recovery_why(capabilities.shrink(), "comm_shrink"),

@@ -30,9 +30,20 @@ struct Outcome {
 };
 
 struct SuiteOptions {
-  std::vector<int64_t> counts;  // 0, 1, odd, large
+  // Every type at these counts (0, 1, odd, prime, not a multiple of any
+  // vector width); at the count past `large_bytes` every type, or (quick)
+  // one type of each element width, as thresholds are in bytes; float32
+  // also at `largest_float32_count` (past every eager/rendezvous or
+  // chunking threshold a vendor may have).
+  std::vector<int64_t> counts;
+  int64_t large_bytes = 1 << 20;
+  bool large_for_every_type = true;
+  int64_t largest_float32_count = 0;
   std::chrono::milliseconds item_timeout{60'000};
 };
+
+// The element counts a collective on `dtype` is judged at.
+std::vector<int64_t> CountsFor(const SuiteOptions& options, DLDataType dtype);
 
 // The rank threads of one process meeting: a barrier, and one thread making
 // communicators for all (multi-device init).
