@@ -156,9 +156,6 @@ bool Rooted(Collective collective) {
          collective == Collective::kGather || collective == Collective::kScatter;
 }
 
-// Every root up to this count; above it, one (large messages cost).
-constexpr int64_t kEveryRootUpTo = 1031;
-
 std::string Describe(const CaseSpec& spec, int root) {
   std::string text =
       "count " + std::to_string(spec.count) + (spec.in_place ? " in place" : " out of place");
@@ -461,7 +458,7 @@ Item CollectiveItem(Collective collective, DLDataType dtype, std::optional<Reduc
       if (Rooted(collective)) {
         roots.clear();
         const int world = context.world_size;
-        if (count <= kEveryRootUpTo) {
+        if (count <= context.options.every_root_up_to) {
           for (int root = 0; root < world; ++root) roots.push_back(root);
         } else {
           roots.push_back(world - 1);  // not 0, so that a root mix-up shows

@@ -139,4 +139,9 @@ Outcome ShrinkDropsOneRank(RankContext& context);
 Outcome ShrinkAbortsOutstanding(RankContext& context);
 Outcome RevokeUnblocks(RankContext& context);
 
+// failure_items.cc: a peer killed in the middle of a collective, and the
+// killed peer's side (ccl_conformance --victim_of=KEY).
+Outcome PeerKilled(RankContext& context);
+int RunVictim(const std::string& key, int nranks, const std::string& backend_name);
+
 }  // namespace infini::conformance::internal

@@ -22,6 +22,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "infini/ccl/plugin_abi.h"
 
@@ -52,15 +53,7 @@ void FlipElement(void* buffer, size_t index, size_t width) {
 
 class Worker {
  public:
-  Worker() : thread_([this] { Loop(); }) {}
-  ~Worker() {
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    thread_.join();
-  }
+  Worker() : thread_([this] { Loop(); }) { thread_.detach(); }
   void Post(std::function<void()> task) {
     {
       std::lock_guard lock(mutex_);
@@ -77,8 +70,7 @@ class Worker {
   void Loop() {
     std::unique_lock lock(mutex_);
     while (true) {
-      changed_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
-      if (tasks_.empty()) return;
+      changed_.wait(lock, [&] { return !tasks_.empty(); });
       std::function<void()> task = std::move(tasks_.front());
       tasks_.pop_front();
       busy_ = true;
@@ -94,22 +86,28 @@ class Worker {
   std::condition_variable changed_;
   std::deque<std::function<void()>> tasks_;
   bool busy_ = false;
-  bool stopping_ = false;
   std::thread thread_;
 };
 
+// Never destroyed: a worker may still be in a call when the process exits.
 std::mutex g_workers_mutex;
-std::map<infiniCclComm_t, std::unique_ptr<Worker>> g_workers;
+auto* g_workers = new std::map<infiniCclComm_t, Worker*>;
 
 Worker& WorkerOf(infiniCclComm_t comm) {
   std::lock_guard lock(g_workers_mutex);
-  auto& worker = g_workers[comm];
-  if (!worker) worker = std::make_unique<Worker>();
+  Worker*& worker = (*g_workers)[comm];
+  if (worker == nullptr) worker = new Worker;
   return *worker;
 }
+// Waits outside the lock: another rank thread may need it to post the
+// work that a worker being drained waits for.
 void DrainAll() {
-  std::lock_guard lock(g_workers_mutex);
-  for (auto& [comm, worker] : g_workers) worker->Drain();
+  std::vector<Worker*> workers;
+  {
+    std::lock_guard lock(g_workers_mutex);
+    for (auto& [comm, worker] : *g_workers) workers.push_back(worker);
+  }
+  for (Worker* worker : workers) worker->Drain();
 }
 
 // ---- abort_hides_error: which communicators were aborted ----------------
