@@ -21,7 +21,6 @@
 #include "infini/ccl/plugin_table.h"
 #include "infini/common/launch_env.h"
 #include "membership.h"
-#include "missing_entry.h"
 #include "plugin_init.h"
 #include "plugin_loader.h"
 #include "process_exit.h"
@@ -191,7 +190,20 @@ OpenGroup* OpenGroupOf(const Backend* backend) {
 
 }  // namespace
 
-bool internal::GroupIsOpen(const Backend& backend) { return OpenGroupOf(&backend) != nullptr; }
+bool internal::GroupIsOpen(const Backend& backend) {
+  // Only the plugin's own group defers work to GroupEnd; the host's (no
+  // group entries) runs each call as it comes.
+  return backend.capabilities().group() && OpenGroupOf(&backend) != nullptr;
+}
+
+void internal::RefusePointToPointInHostGroup(const Backend& backend, std::string_view call) {
+  if (backend.capabilities().group() || OpenGroupOf(&backend) == nullptr) return;
+  throw Error(infiniCclUnsupported,
+              std::string(call) + " inside GroupStart/GroupEnd: backend '" + backend.info().name +
+                  "' has no group entries (group_start/group_end), so its point-to-point calls "
+                  "cannot wait for GroupEnd and a send and a recv between two ranks would wait "
+                  "for each other; call Send/Recv outside the group, even ranks sending first");
+}
 
 Communicator Backend::CommInitRank(int world_size, const UniqueId& id, int rank,
                                    const CommConfig& config,
@@ -361,24 +373,22 @@ std::vector<Communicator> Backend::CommInitAll(std::span<const int> devices,
   return CommInitRanks(static_cast<int>(devices.size()), id, ranks, devices, config, bootstrap);
 }
 
+// Without group entries the host keeps the group itself: CommInitRank waits
+// for the outermost GroupEnd as on every plugin, collectives run as they
+// come (every rank issues them in the same order), and point-to-point calls,
+// which only a real group can make safe, are refused.
 void Backend::GroupStart() const {
-  if (!capabilities_.group()) {
-    internal::RefuseMissingEntry(info_.name, "group_start");
-  }
-  Check(plugin_->group_start(), "group_start");
+  if (capabilities_.group()) Check(plugin_->group_start(), "group_start");
   ++t_open_groups[this].depth;
 }
 
 void Backend::GroupEnd() const {
-  if (!capabilities_.group()) {
-    internal::RefuseMissingEntry(info_.name, "group_end");
-  }
   OpenGroup* group = OpenGroupOf(this);
   if (group == nullptr) {
     throw Error(infiniCclInvalidUsage, "GroupEnd without a GroupStart on this thread");
   }
   const bool outermost = --group->depth == 0;
-  const infiniCclResult_t result = plugin_->group_end();
+  const infiniCclResult_t result = capabilities_.group() ? plugin_->group_end() : infiniCclSuccess;
   if (outermost) RunDeferredInits();
   Check(result, "group_end");
 }

@@ -24,10 +24,11 @@
 // on communicators made several to a process: wrong in one layout only), "hang_init"
 // (comm_init_ranks never returns, and cannot be aborted: there is no handle yet),
 // "wrong_shrink_size" (comm_shrink's communicator claims the parent's size),
-// "broken_register" (comm_register fails), "recv_any_source" (a receive
-// takes the lowest peer's message that is there, whichever peer it asked
-// for), "shrink_rotates_ranks" (comm_shrink's survivors are numbered in the
-// wrong order).
+// "broken_register" (comm_register fails), "hang_load" (the process-wide init
+// entry never returns), "recv_any_source" (a receive takes the lowest peer's
+// message that is there, whichever peer it asked for),
+// "shrink_rotates_ranks" (comm_shrink's survivors are numbered in the wrong
+// order).
 //
 // KVTEST_REGISTRATION_LOG=FILE appends a line per registration event, for
 // tests that count who registers what: "<pid> register <comm> <id> <bytes>",
@@ -446,6 +447,7 @@ infiniCclResult_t NeedBootstrap(const char* entry) {
 // ---- Process-wide setup ---------------------------------------------------------
 
 infiniCclResult_t Init(const infiniCclPluginInit_t* init) {
+  while (Fault("hang_load")) std::this_thread::sleep_for(std::chrono::seconds(1));
   for (size_t i = 0; i < init->option_count; ++i) {
     const std::string key = init->option_keys[i], value = init->option_values[i];
     if (key != "poll_ms") {
