@@ -161,8 +161,9 @@ void ResolveDeviceIsolation(LaunchOptions* options) {
 void RefuseSharedNcclDevices(const LaunchOptions& options) {
   const char* device_backend = getenv(env::kDeviceBackend);
   const char* sharing = getenv("INFINI_CCL_ALLOW_DEVICE_SHARING");
-  if (options.ccl_backend != "nccl" || (device_backend && *device_backend) ||
-      options.isolate_devices || options.dry_run || (sharing && *sharing && *sharing != '0')) {
+  if (options.ccl_backend != "nccl" || options.processes_per_node < 2 ||
+      (device_backend && *device_backend) || options.isolate_devices || options.dry_run ||
+      (sharing && *sharing && *sharing != '0')) {
     return;
   }
   int devices = 0;
