@@ -62,7 +62,7 @@ infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* un
 }
 
 // A transport communicator made from another one (split, shrink), staged
-// like its parent; `made` is NULL when the transport made none.
+// like its parent; *out is NULL when the transport made none (split with color < 0).
 infiniCclResult_t Wrap(infiniCclResult_t result, infiniCclComm_t transport, infiniCclComm_t* out,
                        const char* call) {
   *out = nullptr;
