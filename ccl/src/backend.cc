@@ -24,6 +24,7 @@
 #include "plugin_init.h"
 #include "plugin_loader.h"
 #include "process_exit.h"
+#include "staged_backend.h"
 #include "tensor_checks.h"
 #include "trace_device.h"
 #include "trace_profiler.h"
@@ -50,6 +51,20 @@ class BackendRegistry {
     if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
     std::shared_ptr<const Backend> backend =
         spec == "auto" ? LoadAuto(options) : LoadByName(spec, options);
+    by_spec_[key] = backend;
+    return backend;
+  }
+
+  // `transport`'s collectives staged through `device`'s runtime
+  // (staged_backend.h).
+  std::shared_ptr<const Backend> GetStaged(std::string_view transport, std::string_view device,
+                                           std::span<const VendorOption> options) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string key = std::string(transport) + "+" + std::string(device);
+    if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
+    auto backend =
+        internal::MakeStagedBackend(*LoadByName(transport == "auto" ? "gloo" : transport, options),
+                                    *LoadByName(device, options));
     by_spec_[key] = backend;
     return backend;
   }
@@ -128,6 +143,10 @@ std::shared_ptr<const Backend> Backend::Load(std::string_view spec,
   // before this load are then not destroyed through a torn-down runtime.
   internal::WatchProcessExit();
   static BackendRegistry registry;
+  if (const char* device = std::getenv(env::kDeviceBackend); device != nullptr && *device != '\0') {
+    internal::CheckDeviceBackendSpec(device);
+    return registry.GetStaged(spec, device, options);
+  }
   return registry.Get(spec, options);
 }
 

@@ -4,16 +4,22 @@
 #include <gflags/gflags.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "infini/ccl/ccl.h"
 #include "infini/common/flags.h"
+#include "infini/common/launch_env.h"
 
 DEFINE_string(ccl_backend, "",
               "Backend to load: a name (gloo, nccl, auto) or a path to a plugin library. "
               "Default: $INFINI_CCL_BACKEND, else auto");
+DEFINE_string(device_backend, "",
+              "Stage the backend's collectives through this device backend's buffers and "
+              "streams (a name such as nccl, or a path). Default: $INFINI_CCL_DEVICE_BACKEND. "
+              "Example: --ccl_backend=gloo --device_backend=nccl");
 DEFINE_bool(device_count, false, "Print only the number of visible devices");
 DEFINE_bool(accelerator_count, false,
             "Print only the number of visible accelerator devices: 0 for a host backend "
@@ -132,6 +138,9 @@ int main(int argc, char** argv) {
                        "  ccl_info --ccl_backend=gloo --capabilities\n"
                        "  ccl_info --ccl_backend=/path/to/libinfini_ccl_myvendor.so");
   try {
+    if (!FLAGS_device_backend.empty()) {
+      setenv(infini::env::kDeviceBackend, FLAGS_device_backend.c_str(), 1);
+    }
     const auto backend = Backend::Load(FLAGS_ccl_backend);
     const auto& info = backend->info();
     if (FLAGS_visibility_variable) {
@@ -173,6 +182,12 @@ int main(int argc, char** argv) {
       std::printf("devices:      unknown (get_device_count failed)\n");
     }
     std::printf("unique id:    %zu bytes\n", info.unique_id_bytes);
+    if (const char* device = std::getenv(infini::env::kDeviceBackend); device && *device) {
+      std::printf(
+          "staged:       collectives on host buffers, device memory and streams of %s "
+          "(--device_backend); ranks may share a device\n",
+          device);
+    }
     PrintFeatures(backend->capabilities());
     if (device_count > 0) {
       if (const auto link = backend->GetLinkBandwidth(0)) {

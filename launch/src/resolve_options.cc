@@ -156,6 +156,29 @@ void ResolveDeviceIsolation(LaunchOptions* options) {
   }
 }
 
+// NCCL refuses two ranks on one GPU, in every rank; say it once, before
+// starting any, with the staged alternative.
+void RefuseSharedNcclDevices(const LaunchOptions& options) {
+  const char* device_backend = getenv(env::kDeviceBackend);
+  const char* sharing = getenv("INFINI_CCL_ALLOW_DEVICE_SHARING");
+  if (options.ccl_backend != "nccl" || options.processes_per_node < 2 ||
+      (device_backend && *device_backend) || options.isolate_devices || options.dry_run ||
+      (sharing && *sharing && *sharing != '0')) {
+    return;
+  }
+  int devices = 0;
+  try {
+    devices = BackendDeviceCount(ExecutableDirectory(), options.ccl_backend);
+  } catch (const LaunchError&) {
+    return;  // the ranks say why they cannot count devices
+  }
+  if (devices < 1 || devices >= options.processes_per_node) return;
+  throw UsageError("--ccl_backend=nccl --nproc_per_node=" +
+                   std::to_string(options.processes_per_node) + ": NCCL needs one GPU per rank, " +
+                   std::to_string(devices) + " visible; to run several ranks on one GPU, use " +
+                   "--ccl_backend=gloo --device_backend=nccl (host-staged collectives)");
+}
+
 bool WantsLogFiles(const LaunchOptions& options) {
   return options.redirects.default_code != 0 || options.tee.default_code != 0 ||
          !options.redirects.code_by_local_rank.empty() || !options.tee.code_by_local_rank.empty();
@@ -186,6 +209,7 @@ void ResolveLaunchOptions(LaunchOptions* options) {
         options->processes_per_node_spec, ExecutableDirectory(), options->ccl_backend);
     CheckAgainstProcessCount(*options);
   }
+  RefuseSharedNcclDevices(*options);
   ResolveRunToken(options);
   ResolveDeviceIsolation(options);
   if (WantsLogFiles(*options) && options->log_dir.empty()) {
