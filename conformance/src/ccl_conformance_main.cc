@@ -15,9 +15,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -263,6 +265,52 @@ void DropWorld(RankContext& context) {
   context.world = ccl::Communicator();
 }
 
+// ---- A crash is a verdict too ---------------------------------------------------
+
+// The item this process's first rank thread is in, for the crash line of
+// any process (a fixed buffer: read from a signal handler).
+char g_running_item[160] = "(before the first item)";
+int g_global_rank = 0;
+std::atomic<Report*> g_report{nullptr};  // global rank 0's process only
+
+void NoteRunning(const std::string& name) {
+  std::snprintf(g_running_item, sizeof(g_running_item), "%s", name.c_str());
+}
+
+// A plugin entry that crashes ends the process (it cannot go on); its last
+// word is the verdict: global rank 0 prints the rows so far, the item in
+// progress as FAIL and the summary; another process names its rank and
+// item (then infini_run stops the run, and rank 0 prints its table on the
+// SIGTERM). Not async-signal-safe, knowingly: the process is ending either
+// way, and a table beats a bare signal.
+extern "C" void OnFatalSignal(int signal_number) {
+  static std::atomic<bool> reported{false};
+  if (!reported.exchange(true)) {
+    const std::string what =
+        signal_number == SIGTERM
+            ? std::string(
+                  "stopped by SIGTERM in this item (another rank's process ended, or "
+                  "the run was stopped)")
+            : std::string("the process crashed with ") + strsignal(signal_number) +
+                  " in this item (in a plugin entry it calls, or the suite)";
+    if (Report* report = g_report.load(); report != nullptr) {
+      report->rows.push_back({g_running_item, Fail(what)});
+      PrintTable(*report);
+    } else if (signal_number != SIGTERM) {
+      std::fprintf(stderr, "ccl_conformance: global rank %d, item %s: %s\n", g_global_rank,
+                   g_running_item, what.c_str());
+    }
+  }
+  std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
+}
+
+void ReportFatalSignals() {
+  for (int signal_number : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM}) {
+    std::signal(signal_number, OnFatalSignal);
+  }
+}
+
 void RunRank(RankContext& context, const std::vector<Item>& items, Report* report) {
   const auto deadline_after = [&] {
     return std::chrono::steady_clock::now() + context.options.item_timeout;
@@ -278,6 +326,7 @@ void RunRank(RankContext& context, const std::vector<Item>& items, Report* repor
       std::lock_guard<std::mutex> lock(report->mutex);
       report->running = item.name;
     }
+    if (context.thread_rank == 0) NoteRunning(item.name);
     context.item_key = "item/" + std::to_string(index);
     context.watch->Arm(deadline_after());
     if (item.makes_world) MakeWorld(context);
@@ -452,9 +501,12 @@ int Main(int argc, char** argv) {
                     " ranks = " + std::to_string(topology.proc_world_size()) + " processes x " +
                     std::to_string(threads) + " threads, float32 counts" + counts_text +
                     " (other types up to " + std::to_string(options.large_bytes >> 20) + " MiB" +
-                    (FLAGS_quick ? ", float32 and bfloat16 only" : "") + "), every root up to " +
+                    (FLAGS_quick ? ", float32 only" : "") + "), every root up to " +
                     std::to_string(options.every_root_up_to);
   }
+  g_global_rank = first.global_rank();
+  if (reports) g_report = &report;
+  ReportFatalSignals();
   std::atomic<bool> done{false};
   std::thread watchdog;
   try {
@@ -480,6 +532,7 @@ int Main(int argc, char** argv) {
   }
   done = true;
   watchdog.join();
+  g_report = nullptr;
 
   if (!reports) return 0;
   PrintTable(report);

@@ -32,7 +32,7 @@ struct Outcome {
 struct SuiteOptions {
   // Every type at these counts (0, 1, odd, prime, not a multiple of any
   // vector width); at the count past `large_bytes` every type, or (quick)
-  // float32 and bfloat16 alone; float32
+  // float32 alone; float32
   // also at `largest_float32_count` (past every eager/rendezvous or
   // chunking threshold a vendor may have).
   std::vector<int64_t> counts;

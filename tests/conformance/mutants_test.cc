@@ -48,6 +48,7 @@ const Mutant kMutants[] = {
     {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=abort_hides_error", "an aborted recv reports success", 2},
     {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=async_error_silent", "async error always 'no error'", 1},
     {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=split_ignores_key", "comm_split ignores the key", 3},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=crash_on_bfloat16", "crashes in bfloat16 all_reduce", 1},
     {KVTEST_PLUGIN_PATH, "KVTEST_FAULT=recv_any_source", "recv takes any peer's message", 3},
     {KVTEST_PLUGIN_PATH, "KVTEST_FAULT=shrink_rotates_ranks", "shrink numbers survivors wrong", 3},
 };
