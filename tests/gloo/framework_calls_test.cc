@@ -135,7 +135,7 @@ TEST_P(GlooFrameworkCalls, NullBuffersOffTheRootAreAccepted) {
                         ReduceOp::kSum, root);
           }
           if (is_root) {
-            ExpectMatches(f32, ReduceOp::kSum,
+            ExpectMatches(f32, ReduceOp::kSum, world,
                           reference::ExpectAllReduce(f32, ReduceOp::kSum, world, n),
                           Download(out, f32, n), What("reduce, NULL recv off root", f32, comm));
           }

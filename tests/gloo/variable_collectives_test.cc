@@ -106,7 +106,8 @@ void CheckAllToAllV(ccl::Communicator& comm, DLDataType dtype, bool zero) {
   comm.AllToAllV(send_buffer.AsTensor(dtype, static_cast<int64_t>(send.extent)), send.counts,
                  send.displacements, recv_buffer.AsTensor(dtype, static_cast<int64_t>(recv.extent)),
                  recv.counts, recv.displacements);
-  ExpectMatches(dtype, std::nullopt, want, Download(recv_buffer, dtype, recv.extent),
+  ExpectMatches(dtype, std::nullopt, comm.world_size(), want,
+                Download(recv_buffer, dtype, recv.extent),
                 Describe("all_to_all_v", dtype, comm, zero ? " zero counts" : ""));
 }
 
@@ -135,7 +136,8 @@ void CheckAllGatherV(ccl::Communicator& comm, DLDataType dtype, bool zero, bool 
                : send_buffer.AsTensor(dtype, static_cast<int64_t>(counts[me]));
   comm.AllGatherV(source, recv_buffer.AsTensor(dtype, static_cast<int64_t>(recv.extent)),
                   recv.counts, recv.displacements);
-  ExpectMatches(dtype, std::nullopt, want, Download(recv_buffer, dtype, recv.extent),
+  ExpectMatches(dtype, std::nullopt, comm.world_size(), want,
+                Download(recv_buffer, dtype, recv.extent),
                 Describe("all_gather_v", dtype, comm,
                          std::string(zero ? " zero counts" : "") + (in_place ? " in-place" : "")));
 }
@@ -163,7 +165,7 @@ void CheckReduceScatterV(ccl::Communicator& comm, DLDataType dtype, ReduceOp op,
   comm.ReduceScatterV(send_buffer.AsTensor(dtype, static_cast<int64_t>(send.extent)), send.counts,
                       send.displacements,
                       recv_buffer.AsTensor(dtype, static_cast<int64_t>(counts[me])), op);
-  ExpectMatches(dtype, op, want, Download(recv_buffer, dtype, counts[me]),
+  ExpectMatches(dtype, op, comm.world_size(), want, Download(recv_buffer, dtype, counts[me]),
                 Describe("reduce_scatter_v", dtype, comm,
                          " " + std::string(ccl::ReduceOpName(op)) + (zero ? " zero counts" : "")));
 }
@@ -176,7 +178,7 @@ void CheckGather(ccl::Communicator& comm, DLDataType dtype, size_t count, int ro
   DeviceBuffer recv_buffer(comm.backend(), send_buffer.bytes() * world);
   comm.Gather(send_buffer.AsTensor(dtype, n), recv_buffer.AsTensor(dtype, n * world), root);
   if (comm.rank() != root) return;
-  ExpectMatches(dtype, std::nullopt, reference::ExpectAllGather(dtype, world, n),
+  ExpectMatches(dtype, std::nullopt, comm.world_size(), reference::ExpectAllGather(dtype, world, n),
                 Download(recv_buffer, dtype, count * world),
                 Describe("gather", dtype, comm,
                          " count=" + std::to_string(count) + " root=" + std::to_string(root)));
@@ -190,7 +192,8 @@ void CheckScatter(ccl::Communicator& comm, DLDataType dtype, size_t count, int r
       comm, dtype, reference::InputValues(dtype, std::nullopt, comm.rank(), world, 0, n * world));
   DeviceBuffer recv_buffer(comm.backend(), count * ccl::ElementBytes(dtype));
   comm.Scatter(send_buffer.AsTensor(dtype, n * world), recv_buffer.AsTensor(dtype, n), root);
-  ExpectMatches(dtype, std::nullopt, reference::ExpectScatter(dtype, world, root, comm.rank(), n),
+  ExpectMatches(dtype, std::nullopt, comm.world_size(),
+                reference::ExpectScatter(dtype, world, root, comm.rank(), n),
                 Download(recv_buffer, dtype, count),
                 Describe("scatter", dtype, comm,
                          " count=" + std::to_string(count) + " root=" + std::to_string(root)));
