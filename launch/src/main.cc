@@ -22,6 +22,7 @@
 #include "infini/launch/net_util.h"
 #include "infini/launch/node_rendezvous.h"
 #include "infini/launch/options.h"
+#include "infini/launch/pid_namespace.h"
 #include "infini/launch/signal_watcher.h"
 #include "infini/launch/supervisor.h"
 #include "infini/launch/trace_merge.h"
@@ -488,7 +489,7 @@ int RunLauncher(const LaunchOptions& options) {
 int Main(int argc, char** argv) {
   LaunchOptions options;
   try {
-    if (!ParseLaunchCommandLine(argc, argv, &options)) {
+    if (!ParseLaunchCommandLine(argc, argv, &options, environ)) {
       fputs(LaunchUsage().c_str(), stdout);
       return 0;
     }
@@ -500,6 +501,7 @@ int Main(int argc, char** argv) {
         return kLauncherErrorExitCode;  // no such run: not a mistake in the command line
       }
     }
+    for (const std::string& note : options.notes) Say(note);
     ResolveLaunchOptions(&options);
     if (options.dry_run) return PrintDryRun(options);
     PrepareTraceFolder(options.trace_dir);
@@ -511,6 +513,7 @@ int Main(int argc, char** argv) {
     return kUsageExitCode;
   }
   SignalWatcher::Install();
+  RememberInheritedChildren();  // before any rank: they are the user's
   MakeLauncherASubreaper();
   RaiseOpenFileLimit();
   return RunLauncher(options);

@@ -126,6 +126,8 @@ struct LaunchOptions {
   bool python_module = false;    // --module (-m)
   bool python_run_path = false;  // --run_path
   bool no_python = false;        // --no_python
+  // Lines said once at start (e.g. a flag accepted and ignored, as torchrun).
+  std::vector<std::string> notes;
 
   bool multi_node() const { return nnodes > 1; }
   // --nnodes=MIN:MAX with MIN < MAX: node ranks and the world are agreed
@@ -144,10 +146,13 @@ struct LaunchOptions {
 using ::infini::OneLine;
 
 // Parses infini_run's command line (both spellings of every flag, `--` or the
-// first non-flag word starts the program) from argv alone: no process,
-// file or environment is read. Throws UsageError. Returns false when --help
-// was asked for (print LaunchUsage()).
-bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options);
+// first non-flag word starts the program) from argv and, when given,
+// `environment` (NAME=value entries, null-terminated: main passes environ),
+// of which only torchrun's PET_<FLAG> defaults are read; no process or file.
+// Throws UsageError. Returns false when --help was asked for (print
+// LaunchUsage()).
+bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options,
+                            char* const* environment = nullptr);
 
 // infini_run's --help text (infini/common/usage.h's format).
 std::string LaunchUsage();
