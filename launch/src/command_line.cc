@@ -404,6 +404,11 @@ bool LaunchOptions::ShowsOnConsole(int local_rank) const {
   return false;
 }
 
+bool LaunchOptions::WantsLogFiles() const {
+  return redirects.default_code != 0 || tee.default_code != 0 ||
+         !redirects.code_by_local_rank.empty() || !tee.code_by_local_rank.empty();
+}
+
 std::vector<std::string> SplitList(const std::string& text, char separator) {
   std::vector<std::string> parts;
   std::stringstream stream(text);

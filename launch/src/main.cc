@@ -164,6 +164,12 @@ class Launcher {
   explicit Launcher(const LaunchOptions& options) : options_(options) {
     if (!options_.log_dir.empty()) {
       logs_ = std::make_unique<RunLogFolder>(options_.log_dir, options_.run_id);
+      // --tee/--redirects alone write to a default folder the user never named.
+      if (options_.WantsLogFiles()) {
+        Say("each rank's output is written to " + logs_->RunPath() +
+            "/attempt_K/rank_N/{stdout,stderr}.log (--tee/--redirects; --log_dir chooses the "
+            "folder)");
+      }
     }
   }
 

@@ -156,11 +156,6 @@ void ResolveDeviceIsolation(LaunchOptions* options) {
   }
 }
 
-bool WantsLogFiles(const LaunchOptions& options) {
-  return options.redirects.default_code != 0 || options.tee.default_code != 0 ||
-         !options.redirects.code_by_local_rank.empty() || !options.tee.code_by_local_rank.empty();
-}
-
 }  // namespace
 
 std::string ExecutableDirectory() {
@@ -188,7 +183,7 @@ void ResolveLaunchOptions(LaunchOptions* options) {
   }
   ResolveRunToken(options);
   ResolveDeviceIsolation(options);
-  if (WantsLogFiles(*options) && options->log_dir.empty()) {
+  if (options->WantsLogFiles() && options->log_dir.empty()) {
     // Never a shared temporary folder: another user could plant symlinks
     // there or read the logs.
     options->log_dir = PrivateDefaultLogDir();

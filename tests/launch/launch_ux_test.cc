@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -150,6 +152,65 @@ TEST(LaunchUx, TwoNodesRunFromOnlyThePetVariablesKubeflowSets) {
     EXPECT_EQ(environment.at("TORCHELASTIC_RUN_ID"), "static-127.0.0.1-" + port);
   }
 }
+
+// --tee without --log_dir writes to a private default folder: one line says
+// which, before the ranks start.
+TEST(LaunchUx, TeeSaysOnceWhereTheLogFilesWent) {
+  // A run id of its own: the default folder is the user's, outside the test's.
+  const std::string run_id = "uxtee-" + std::to_string(getpid()) + "-" +
+                             std::to_string(Clock::now().time_since_epoch().count());
+  const LauncherResult result = RunLauncher(
+      {"--nproc_per_node=2", "-t3", "--rdzv_id=" + run_id, "--", ChildPath(), "--print=hello"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string said = "infini_run: each rank's output is written to ";
+  ASSERT_EQ(CountLinesStartingWith(result.err, said), 1u) << result.err;
+  const size_t start = result.err.find(said) + said.size();
+  const std::string run_path = result.err.substr(
+      start, result.err.find("/attempt_K/rank_N/{stdout,stderr}.log", start) - start);
+  EXPECT_THAT(run_path, ::testing::EndsWith("/infini_run/logs/" + run_id)) << result.err;
+  EXPECT_EQ(ReadFile(run_path + "/attempt_0/rank_1/stdout.log"), "hello\n");
+  EXPECT_THAT(result.out, HasSubstr("[rank1]:hello"));
+  std::filesystem::remove_all(run_path);
+}
+
+#ifdef PARALLEL_CHECK_PATH
+// Ranks in infini_run's PID namespace have the same pids in every run, and
+// glog names a file after the second and the pid: two runs started together
+// with one INFINI_CCL_LOG_DIR lost one run's files ("COULD NOT CREATE
+// LOGFILE"), and both exited 0. Each file now carries its run's id.
+TEST(LaunchUx, TwoRunsAtOnceWithOneInfiniCclLogDirKeepEveryFile) {
+  TempDir dir;
+  LaunchSetup setup;
+  setup.extra_environment = {"INFINI_CCL_LOG_DIR=" + dir.path(), "INFINI_CCL_DEBUG=INFO"};
+  auto run = [&](const std::string& run_id) {
+    return std::make_unique<LauncherProcess>(
+        std::vector<std::string>{"--nproc_per_node=2", "--ccl_backend=gloo", "--rdzv_id=" + run_id,
+                                 "--", PARALLEL_CHECK_PATH, "--threads_per_process=2"},
+        setup);
+  };
+  auto first = run("uxlogs-a");
+  auto second = run("uxlogs-b");
+  const LauncherResult first_result = first->Wait(std::chrono::seconds(60));
+  const LauncherResult second_result = second->Wait(std::chrono::seconds(60));
+  ASSERT_EQ(first_result.exit_code, 0) << first_result.err;
+  ASSERT_EQ(second_result.exit_code, 0) << second_result.err;
+  EXPECT_THAT(first_result.err + second_result.err, Not(HasSubstr("COULD NOT CREATE")));
+  for (const std::string run_id : {"uxlogs-a", "uxlogs-b"}) {
+    for (int process = 0; process < 2; ++process) {
+      const std::string prefix =
+          "proc" + std::to_string(process) + ".INFO." + run_id + ".attempt0.";
+      size_t files = 0;
+      for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind(prefix, 0) != 0 || !entry.is_regular_file()) continue;
+        ++files;
+        EXPECT_THAT(ReadFile(entry.path()), HasSubstr("[rank " + std::to_string(2 * process)));
+      }
+      EXPECT_EQ(files, 1u) << prefix;
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace infini::launch::testing

@@ -139,6 +139,8 @@ struct LaunchOptions {
                      : std::to_string(nnodes);
   }
   bool ShowsOnConsole(int local_rank) const;
+  // --tee or --redirects sends some stream to the log files.
+  bool WantsLogFiles() const;
 };
 
 // Values echoed in messages are escaped with infini::OneLine
