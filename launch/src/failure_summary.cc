@@ -13,7 +13,7 @@ namespace {
 
 std::string RankName(const RankExit& rank) {
   return "rank " + std::to_string(rank.global_rank) + " (local rank " +
-         std::to_string(rank.local_rank) + ", pid " + std::to_string(rank.pid) + ")";
+         std::to_string(rank.local_rank) + ", " + rank.PidText() + ")";
 }
 
 // What a rank's watchdog found through the flight recorder (parallel/):
@@ -174,6 +174,14 @@ int RankExit::ExitStatus() const {
   if (spawn_failed && exited) return exit_code == 0 ? 1 : exit_code;
   if (spawn_failed) return 127;
   return exited ? exit_code : 128 + signal_number;
+}
+
+std::string RankExit::PidText() const {
+  std::string text = "pid " + std::to_string(pid);
+  if (namespace_pid > 0 && namespace_pid != pid) {
+    text += ", getpid() " + std::to_string(namespace_pid) + " in its PID namespace";
+  }
+  return text;
 }
 
 std::string RankExit::Describe() const {

@@ -299,8 +299,8 @@ class Launcher {
 
   static std::string FailureMessage(const RankExit& rank) {
     // The stuck rank travels with the failure, for its node to read its stacks.
-    return "rank " + std::to_string(rank.global_rank) + " (pid " + std::to_string(rank.pid) +
-           " on " + HostName() + ") failed: " + rank.Describe() +
+    return "rank " + std::to_string(rank.global_rank) + " (" + rank.PidText() + " on " +
+           HostName() + ") failed: " + rank.Describe() +
            (rank.stuck_rank_named >= 0 ? StuckRankNote(rank.stuck_rank_named) : "");
   }
 

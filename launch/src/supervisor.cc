@@ -20,6 +20,7 @@
 #include "infini/launch/file_limit.h"
 #include "infini/launch/options.h"
 #include "infini/launch/pid_namespace.h"
+#include "infini/launch/proc_files.h"
 #include "infini/launch/rank_watcher.h"
 #include "infini/launch/signal_watcher.h"
 
@@ -138,6 +139,7 @@ void ForkAndExec(Child* child, Prepared* prepared, pid_t launcher_pid, bool in_n
   // Also here, so the group exists before the launcher may signal it.
   if (pid > 0) setpgid(pid, pid);
   Started(child, prepared, pid > 0 ? pid : -fork_error);
+  if (pid > 0 && in_namespace) child->exit.namespace_pid = InnermostPidOf(pid);
 }
 
 void Spawn(Child* child, pid_t launcher_pid, bool in_namespace) {

@@ -173,6 +173,25 @@ TEST(LaunchUx, TeeSaysOnceWhereTheLogFilesWent) {
   std::filesystem::remove_all(run_path);
 }
 
+// A rank prints its getpid(); in infini_run's PID namespace that is not the
+// launcher's pid of it. The failure summary names the one the rank saw.
+TEST(LaunchUx, TheFailureSummaryNamesThePidTheRankSaw) {
+  TempDir dir;
+  const LauncherResult result =
+      RunLauncher({"--nproc_per_node=2", "--term_timeout=5", "--", ChildPath(),
+                   "--dir=" + dir.path(), "--fail_rank=1", "--long_from=0", "--sleep_ms=5000"});
+  ASSERT_EQ(result.exit_code, 1) << result.err;
+  const std::string seen = Lines(ReadFile(dir.path() + "/1.0.pid")).at(0);
+  std::string failure_line;
+  for (const std::string& line : Lines(result.err)) {
+    if (line.rfind("infini_run: first failure: rank 1 ", 0) == 0) failure_line = line;
+  }
+  const bool named =
+      failure_line.find("getpid() " + seen + " in its PID namespace") != std::string::npos ||
+      failure_line.find("pid " + seen + "):") != std::string::npos;
+  EXPECT_TRUE(named) << "rank 1 saw pid " << seen << "; the summary says: " << failure_line;
+}
+
 #ifdef PARALLEL_CHECK_PATH
 // Ranks in infini_run's PID namespace have the same pids in every run, and
 // glog names a file after the second and the pid: two runs started together
