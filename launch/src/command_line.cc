@@ -288,6 +288,7 @@ void ParseRendezvous(const FlagValues& flag, LaunchOptions* options) {
     ParseEndpoint("rdzv_endpoint", endpoint, 29400, &options->rendezvous_host,
                   &options->rendezvous_port);
   } else if (!master_addr.empty() || !master_port.empty()) {
+    options->rendezvous_flags = "--master_addr/--master_port";
     options->rendezvous_host = master_addr.empty() ? "127.0.0.1" : master_addr;
     options->rendezvous_port =
         master_port.empty() ? 29500

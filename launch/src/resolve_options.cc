@@ -156,6 +156,21 @@ void ResolveDeviceIsolation(LaunchOptions* options) {
   }
 }
 
+// An accelerator backend without a device fails in every rank with the same
+// line: the launcher says it once, before any rank starts.
+void CheckBackendSeesADevice(const LaunchOptions& options) {
+  if (options.dry_run || options.ccl_backend == "gloo" || options.ccl_backend == "auto") return;
+  if (VisibleDeviceCount(ExecutableDirectory(), options.ccl_backend) != 0) return;
+  const std::string variable =
+      BackendVisibilityVariable(ExecutableDirectory(), options.ccl_backend);
+  const char* visible = variable.empty() ? nullptr : getenv(variable.c_str());
+  throw LaunchError("--ccl_backend=" + OneLine(options.ccl_backend) +
+                    ": the backend sees no device on this machine (ccl_info --device_count: 0" +
+                    (visible ? "; " + variable + "='" + OneLine(visible) + "'" : "") +
+                    "): expected at least one; run where its devices are, or use "
+                    "--ccl_backend=gloo for CPUs");
+}
+
 }  // namespace
 
 std::string ExecutableDirectory() {
@@ -181,6 +196,7 @@ void ResolveLaunchOptions(LaunchOptions* options) {
         options->processes_per_node_spec, ExecutableDirectory(), options->ccl_backend);
     CheckAgainstProcessCount(*options);
   }
+  CheckBackendSeesADevice(*options);
   ResolveRunToken(options);
   ResolveDeviceIsolation(options);
   if (options->WantsLogFiles() && options->log_dir.empty()) {

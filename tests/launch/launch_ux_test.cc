@@ -192,6 +192,38 @@ TEST(LaunchUx, TheFailureSummaryNamesThePidTheRankSaw) {
   EXPECT_TRUE(named) << "rank 1 saw pid " << seen << "; the summary says: " << failure_line;
 }
 
+#ifdef KVTEST_PLUGIN_PATH
+// A device backend with no device here: one line from the launcher, before
+// any rank starts, instead of the same failure in every rank.
+TEST(LaunchUx, ADeviceBackendWithoutADeviceFailsOnceInTheLauncher) {
+  TempDir dir;
+  LaunchSetup setup;
+  setup.extra_environment = {"KVTEST_VISIBLE_DEVICES="};
+  LauncherProcess launcher({"--nproc_per_node=2", "--ccl_backend=" KVTEST_PLUGIN_PATH, "--",
+                            ChildPath(), "--dir=" + dir.path()},
+                           setup);
+  const LauncherResult result = launcher.Wait();
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  ASSERT_EQ(Lines(result.err).size(), 1u) << result.err;
+  EXPECT_THAT(result.err,
+              HasSubstr("infini_run: error: --ccl_backend=" KVTEST_PLUGIN_PATH
+                        ": the backend sees no device on this machine (ccl_info --device_count: "
+                        "0; KVTEST_VISIBLE_DEVICES=''): expected at least one"));
+  EXPECT_TRUE(RecordedPids(dir.path()).empty()) << "a rank was started";
+}
+#endif
+
+// torch.distributed.launch's form names where the launchers meet with
+// --master_addr/--master_port; a failure to get there names those flags.
+TEST(LaunchUx, AnUnreachableMasterAddrIsNamedAsGiven) {
+  const LauncherResult result = RunLauncher(
+      {"--nnodes=2", "--node_rank=1", "--master_addr=127.0.0.1",
+       "--master_port=" + std::to_string(FreePort()), "--rdzv_timeout=1", "--", ChildPath()});
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err, HasSubstr("(--master_addr/--master_port, --rdzv_timeout)"));
+  EXPECT_THAT(result.err, Not(HasSubstr("--rdzv_endpoint")));
+}
+
 #ifdef PARALLEL_CHECK_PATH
 // Ranks in infini_run's PID namespace have the same pids in every run, and
 // glog names a file after the second and the pid: two runs started together

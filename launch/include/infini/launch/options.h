@@ -61,6 +61,9 @@ struct LaunchOptions {
   // Where the launchers meet. Port 0 (single node only): a free port.
   std::string rendezvous_host = "127.0.0.1";
   uint16_t rendezvous_port = 0;
+  // The flags that named them, for messages: the user may never have
+  // written --rdzv_endpoint (torch.distributed.launch's --master_addr form).
+  std::string rendezvous_flags = "--rdzv_endpoint";
   // --rdzv_backend=etcd: the launchers meet through these etcd members
   // (host:port each) instead of a store on node 0.
   bool rendezvous_on_etcd = false;
