@@ -261,6 +261,32 @@ TEST(LaunchUx, TwoRunsAtOnceWithOneInfiniCclLogDirKeepEveryFile) {
     }
   }
 }
+
+// A rank that skips a collective leaves the others waiting for the whole
+// INFINI_CCL_TIMEOUT_S (10 minutes by default): each waiting process says
+// so once, at half the timeout or 30 s, before the watchdog ends the run.
+TEST(LaunchUx, ARankStuckInACollectiveIsSaidEarlyAndOnce) {
+  LaunchSetup setup;
+  setup.extra_environment = {"INFINI_CCL_TIMEOUT_S=2"};
+  LauncherProcess launcher({"--nproc_per_node=2", "--ccl_backend=gloo", "--term_timeout=5", "--",
+                            PARALLEL_CHECK_PATH, "--mode=hang", "--faulty_rank=1"},
+                           setup);
+  const LauncherResult result = launcher.Wait(std::chrono::seconds(60));
+  EXPECT_EQ(result.exit_code, 124) << result.err;
+  const std::string output = result.out + result.err;
+  const std::string notice =
+      "still waits for the other ranks after 1 s; the run ends at "
+      "INFINI_CCL_TIMEOUT_S=2 s unless it completes";
+  size_t notices = 0;
+  for (const std::string& line : Lines(output)) {
+    notices += line.rfind("[rank", 0) == 0 && line.find(notice) != std::string::npos;
+  }
+  EXPECT_EQ(notices, 1u) << "rank 0 waits; rank 1 skipped the collective\n" << output;
+  const size_t said = output.find(notice);
+  const size_t fired = output.find("did not complete within INFINI_CCL_TIMEOUT_S=2");
+  ASSERT_NE(fired, std::string::npos) << output;
+  EXPECT_LT(said, fired) << output;
+}
 #endif
 
 }  // namespace
