@@ -338,12 +338,14 @@ class Launcher {
         return outcome;
       }
       case AttemptOutcome::kRankFailed:
-        for (const std::string& line : Lines(FormatFailureSummary(result, context))) {
-          Console::Get().WriteLine(Console::kStderr, line + "\n");
-        }
+        // Elastic: a rank broken by a lost node is the membership change,
+        // which MeetAgain says in one line; no failure summary for it.
         if (FailureWasAMembershipChange()) {
           membership_changed_ = true;
           return std::nullopt;
+        }
+        for (const std::string& line : Lines(FormatFailureSummary(result, context))) {
+          Console::Get().WriteLine(Console::kStderr, line + "\n");
         }
         if (options_.elastic()) {
           node_->PublishFailure(attempt, CanRestart(), result.first_failure.ExitStatus(),
