@@ -147,9 +147,11 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
     size_t equals = body.find('=');
     std::string name = LongName(body.substr(0, equals));
     for (char& c : name) c = c == '-' ? '_' : c;
-    // torchrun's attached short options: -r3, -t3 (argparse also reads -r=3).
+    // torchrun's attached short options: -r3, -t0:3 (argparse also reads
+    // -r=3); a mistyped long name (-rdvz_id) stays unknown.
     if (argument[1] != '-' && body.size() > 1 && (body[0] == 'r' || body[0] == 't') &&
-        FindFlag(name) == nullptr) {
+        FindFlag(name) == nullptr &&
+        body.find_first_not_of("0123456789:,", body[1] == '=' ? 2 : 1) == std::string::npos) {
       name = LongName(body.substr(0, 1));
       body = name + "=" + body.substr(body[1] == '=' ? 2 : 1);
       equals = name.size();

@@ -114,6 +114,7 @@ TEST(LaunchCommandLine, AttachedShortOptionsAreTorchrunsSpelling) {
   EXPECT_EQ(Parse({"-r=1", "prog"}).redirects.CodeFor(0), 1);
   EXPECT_EQ(Parse({"-r0:3", "--nproc_per_node=2", "prog"}).redirects.CodeFor(0), 3);
   EXPECT_TRUE(Parse({"-run_path", "prog"}).python_run_path) << "a long name is not -r";
+  EXPECT_THAT(Refusal({"-rdvz_id=x", "prog"}), HasSubstr("did you mean --rdzv_id?"));
   EXPECT_EQ(Refusal({"-r9", "prog"}),
             "--redirects='9': expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or "
             "LOCAL_RANK:CODE,... (e.g. 0:3,1:2)");

@@ -95,7 +95,7 @@ size_t CountLinesStartingWith(const std::string& text, const std::string& prefix
 // bash execs infini_run, so the reader of `> >(...)` is infini_run's child:
 // a process it did not start. It must read every line, across a restart,
 // and end by itself once infini_run's stdout closes.
-TEST(LaunchUx, AProcessSubstitutionReaderIsNeverKilledAndLosesNoLineAcrossARestart) {
+void ExpectTheReaderReadsEveryLine(const std::vector<std::string>& environment) {
   TempDir dir;
   const std::string log = dir.path() + "/tee.log";
   // Rank 0 fails in attempt 0 after every rank printed its lines; attempt 1
@@ -106,7 +106,7 @@ TEST(LaunchUx, AProcessSubstitutionReaderIsNeverKilledAndLosesNoLineAcrossAResta
                              " --lines=200 --fail_rank=0 --fail_attempts=1 --fail_after_ms=500"
                              " > >(cat > " +
                              log + "; echo READER-END >> " + log + ")";
-  const ShellResult result = RunShell(script, {}, dir);
+  const ShellResult result = RunShell(script, environment, dir);
   ASSERT_EQ(result.exit_code, 0) << result.output;
   ASSERT_TRUE(WaitForFileText(log, "READER-END", std::chrono::seconds(20)))
       << "the reader never finished (killed by infini_run?); it read:\n"
@@ -115,6 +115,16 @@ TEST(LaunchUx, AProcessSubstitutionReaderIsNeverKilledAndLosesNoLineAcrossAResta
   EXPECT_EQ(CountLinesStartingWith(read, "[rank0]:aaaa"), 400u);
   EXPECT_EQ(CountLinesStartingWith(read, "[rank1]:bbbb"), 400u);
   EXPECT_THAT(result.output, HasSubstr("restarting every rank (restart 1 of 1)"));
+}
+
+TEST(LaunchUx, AProcessSubstitutionReaderIsNeverKilledAndLosesNoLineAcrossARestart) {
+  ExpectTheReaderReadsEveryLine({});
+}
+
+// Without a PID namespace (any unprivileged user) the ranks' watcher forks
+// them; the reader is still infini_run's own child.
+TEST(LaunchUx, AProcessSubstitutionReaderIsNeverKilledWithoutAPidNamespace) {
+  ExpectTheReaderReadsEveryLine({"INFINI_RUN_PID_NAMESPACE=0"});
 }
 
 // Kubeflow's PyTorchJob (and TrainJob's torch runtime) hands torchrun its
