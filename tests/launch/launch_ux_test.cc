@@ -202,6 +202,20 @@ TEST(LaunchUx, TheFailureSummaryNamesThePidTheRankSaw) {
   EXPECT_TRUE(named) << "rank 1 saw pid " << seen << "; the summary says: " << failure_line;
 }
 
+// Node 0 waiting for a node that never comes says whom it waits for, after
+// 5 s and every 30 s, instead of silence until --rdzv_timeout.
+TEST(LaunchUx, NodeZeroSaysWhichNodesItWaitsFor) {
+  const LauncherResult result = RunLauncher(
+      {"--nnodes=2", "--node_rank=0", "--rdzv_endpoint=127.0.0.1:" + std::to_string(FreePort()),
+       "--rdzv_id=ux-wait", "--rdzv_timeout=6", "--", ChildPath()});
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_EQ(CountLinesStartingWith(result.err,
+                                   "infini_run: waiting for every node to start attempt 0 for 5 "
+                                   "s: missing node(s) 1; gives up in "),
+            1u)
+      << result.err;
+}
+
 #ifdef KVTEST_PLUGIN_PATH
 // A device backend with no device here: one line from the launcher, before
 // any rank starts, instead of the same failure in every rank.
