@@ -18,3 +18,23 @@ install(FILES ${PROJECT_BINARY_DIR}/InfiniCCLConfig.cmake
 install(TARGETS infini_ccl_plugin_abi EXPORT InfiniCCLPluginTargets)
 install(EXPORT InfiniCCLPluginTargets NAMESPACE InfiniCCL:: DESTINATION ${INFINI_CCL_CMAKE_DIR})
 install(FILES ${PROJECT_SOURCE_DIR}/cmake/InfiniCCLPlugin.cmake DESTINATION ${INFINI_CCL_CMAKE_DIR})
+
+# dlpack's header, which every public header includes: the package ships it
+# (InfiniCCLConfig.cmake makes dlpack::dlpack of it), so a consumer needs no
+# dlpack package of its own.
+get_target_property(INFINI_CCL_DLPACK_DIRS dlpack::dlpack INTERFACE_INCLUDE_DIRECTORIES)
+find_file(INFINI_CCL_DLPACK_HEADER dlpack/dlpack.h PATHS ${INFINI_CCL_DLPACK_DIRS} NO_DEFAULT_PATH)
+if(NOT INFINI_CCL_DLPACK_HEADER)
+  message(FATAL_ERROR "dlpack/dlpack.h not found in dlpack::dlpack's include directories "
+                      "'${INFINI_CCL_DLPACK_DIRS}'")
+endif()
+install(FILES ${INFINI_CCL_DLPACK_HEADER} DESTINATION include/dlpack)
+
+# The public headers use C++20 (std::span, designated initializers): the
+# exported libraries say so, so a consumer gets -std=c++20 without asking.
+foreach(target infini_common infini_ccl infini_rendezvous infini_rendezvous_etcd infini_parallel
+               infini_dataloader)
+  if(TARGET ${target})
+    target_compile_features(${target} INTERFACE cxx_std_20)
+  endif()
+endforeach()

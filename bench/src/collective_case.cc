@@ -182,7 +182,7 @@ int64_t CollectiveCase::CountWrongElements() const {
   std::vector<unsigned char> host(static_cast<size_t>(plan_.recv_elements) * element_bytes);
   buffer.CopyToHost(host.data(), host.size(), static_cast<size_t>(RecvOffset()) * element_bytes);
   const reference::Comparison comparison = reference::Compare(
-      spec_.dtype, PurposeOf(spec_), expected,
+      spec_.dtype, PurposeOf(spec_), world_size_, expected,
       reference::Decode(spec_.dtype, host.data(), static_cast<size_t>(plan_.recv_elements)));
   if (!comparison.ok()) {
     std::cerr << "ccl_bench: --check: " << CaseName(spec_, world_size_) << " on rank "

@@ -21,10 +21,10 @@
 #include "infini/ccl/plugin_table.h"
 #include "infini/common/launch_env.h"
 #include "membership.h"
-#include "missing_entry.h"
 #include "plugin_init.h"
 #include "plugin_loader.h"
 #include "process_exit.h"
+#include "staged_backend.h"
 #include "tensor_checks.h"
 #include "trace_device.h"
 #include "trace_profiler.h"
@@ -51,6 +51,20 @@ class BackendRegistry {
     if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
     std::shared_ptr<const Backend> backend =
         spec == "auto" ? LoadAuto(options) : LoadByName(spec, options);
+    by_spec_[key] = backend;
+    return backend;
+  }
+
+  // `transport`'s collectives staged through `device`'s runtime
+  // (staged_backend.h).
+  std::shared_ptr<const Backend> GetStaged(std::string_view transport, std::string_view device,
+                                           std::span<const VendorOption> options) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string key = std::string(transport) + "+" + std::string(device);
+    if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
+    auto backend =
+        internal::MakeStagedBackend(*LoadByName(transport == "auto" ? "gloo" : transport, options),
+                                    *LoadByName(device, options));
     by_spec_[key] = backend;
     return backend;
   }
@@ -129,6 +143,10 @@ std::shared_ptr<const Backend> Backend::Load(std::string_view spec,
   // before this load are then not destroyed through a torn-down runtime.
   internal::WatchProcessExit();
   static BackendRegistry registry;
+  if (const char* device = std::getenv(env::kDeviceBackend); device != nullptr && *device != '\0') {
+    internal::CheckDeviceBackendSpec(device);
+    return registry.GetStaged(spec, device, options);
+  }
   return registry.Get(spec, options);
 }
 
@@ -191,7 +209,20 @@ OpenGroup* OpenGroupOf(const Backend* backend) {
 
 }  // namespace
 
-bool internal::GroupIsOpen(const Backend& backend) { return OpenGroupOf(&backend) != nullptr; }
+bool internal::GroupIsOpen(const Backend& backend) {
+  // Only the plugin's own group defers work to GroupEnd; the host's (no
+  // group entries) runs each call as it comes.
+  return backend.capabilities().group() && OpenGroupOf(&backend) != nullptr;
+}
+
+void internal::RefusePointToPointInHostGroup(const Backend& backend, std::string_view call) {
+  if (backend.capabilities().group() || OpenGroupOf(&backend) == nullptr) return;
+  throw Error(infiniCclUnsupported,
+              std::string(call) + " inside GroupStart/GroupEnd: backend '" + backend.info().name +
+                  "' has no group entries (group_start/group_end), so its point-to-point calls "
+                  "cannot wait for GroupEnd and a send and a recv between two ranks would wait "
+                  "for each other; call Send/Recv outside the group, even ranks sending first");
+}
 
 Communicator Backend::CommInitRank(int world_size, const UniqueId& id, int rank,
                                    const CommConfig& config,
@@ -361,24 +392,22 @@ std::vector<Communicator> Backend::CommInitAll(std::span<const int> devices,
   return CommInitRanks(static_cast<int>(devices.size()), id, ranks, devices, config, bootstrap);
 }
 
+// Without group entries the host keeps the group itself: CommInitRank waits
+// for the outermost GroupEnd as on every plugin, collectives run as they
+// come (every rank issues them in the same order), and point-to-point calls,
+// which only a real group can make safe, are refused.
 void Backend::GroupStart() const {
-  if (!capabilities_.group()) {
-    internal::RefuseMissingEntry(info_.name, "group_start");
-  }
-  Check(plugin_->group_start(), "group_start");
+  if (capabilities_.group()) Check(plugin_->group_start(), "group_start");
   ++t_open_groups[this].depth;
 }
 
 void Backend::GroupEnd() const {
-  if (!capabilities_.group()) {
-    internal::RefuseMissingEntry(info_.name, "group_end");
-  }
   OpenGroup* group = OpenGroupOf(this);
   if (group == nullptr) {
     throw Error(infiniCclInvalidUsage, "GroupEnd without a GroupStart on this thread");
   }
   const bool outermost = --group->depth == 0;
-  const infiniCclResult_t result = plugin_->group_end();
+  const infiniCclResult_t result = capabilities_.group() ? plugin_->group_end() : infiniCclSuccess;
   if (outermost) RunDeferredInits();
   Check(result, "group_end");
 }

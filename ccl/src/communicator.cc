@@ -262,6 +262,7 @@ void Communicator::ReduceScatter(const DLTensor& send, const DLTensor& recv, Red
 
 void Communicator::Send(const DLTensor& send, int peer, const Stream& stream) const {
   Require(Collective::kSend, send.dtype);
+  internal::RefusePointToPointInHostGroup(*backend_, "Send");
   const auto check = CheckFor("Send", *this);
   internal::CheckRank(check, "peer", peer);
   const size_t count = internal::CheckTensor(check, "send", send);
@@ -273,6 +274,7 @@ void Communicator::Send(const DLTensor& send, int peer, const Stream& stream) co
 
 void Communicator::Recv(const DLTensor& recv, int peer, const Stream& stream) const {
   Require(Collective::kRecv, recv.dtype);
+  internal::RefusePointToPointInHostGroup(*backend_, "Recv");
   const auto check = CheckFor("Recv", *this);
   internal::CheckRank(check, "peer", peer);
   const size_t count = internal::CheckTensor(check, "recv", recv);

@@ -44,4 +44,33 @@ void RequireAllOrNone(std::initializer_list<Entry> entries, const std::string& l
   }
 }
 
+void RequireDeclaredEntries(const infiniCclPlugin_t& table, const std::string& library_path) {
+  struct Needed {
+    uint64_t feature;
+    const char* feature_name;
+    Entry entry;
+  };
+  const Needed needed[] = {
+      {INFINI_CCL_FEATURE_ABORT_UNBLOCKS, "INFINI_CCL_FEATURE_ABORT_UNBLOCKS",
+       Named("comm_abort", table.comm_abort)},
+      {INFINI_CCL_FEATURE_CONCURRENT_INIT, "INFINI_CCL_FEATURE_CONCURRENT_INIT",
+       Named("comm_init_rank", table.comm_init_rank)},
+  };
+  for (const Needed& need : needed) {
+    if ((table.features & need.feature) != 0 && need.entry.pointer == nullptr) {
+      throw LoadError("backend plugin " + library_path + " declares " + need.feature_name +
+                      " but leaves its entry '" + need.entry.name +
+                      "' empty: expected the entry, or the feature left undeclared");
+    }
+  }
+  constexpr uint64_t kConflicting =
+      INFINI_CCL_FEATURE_CONCURRENT_INIT | INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS;
+  if ((table.features & kConflicting) == kConflicting) {
+    throw LoadError("backend plugin " + library_path +
+                    " declares both INFINI_CCL_FEATURE_CONCURRENT_INIT (several ranks of a "
+                    "process made at once) and INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS: expected "
+                    "at most one of them");
+  }
+}
+
 }  // namespace infini::ccl::internal

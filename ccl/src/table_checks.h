@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <string>
 
+#include "infini/ccl/plugin_abi.h"
+
 namespace infini::ccl::internal {
 
 struct Entry {
@@ -28,5 +30,11 @@ void RequireEntries(std::initializer_list<Entry> entries, const std::string& lib
                     int abi_version);
 // Optional entries that only make sense together: all set or all NULL.
 void RequireAllOrNone(std::initializer_list<Entry> entries, const std::string& library_path);
+
+// Features whose use needs an entry (ABORT_UNBLOCKS: comm_abort;
+// CONCURRENT_INIT: comm_init_rank), and features that contradict each other
+// (CONCURRENT_INIT makes several ranks of a process, ONE_RANK_PER_PROCESS
+// forbids it): throws LoadError naming the feature and the entry.
+void RequireDeclaredEntries(const infiniCclPlugin_t& table, const std::string& library_path);
 
 }  // namespace infini::ccl::internal

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "infini/ccl/plugin_abi.h"
 
@@ -18,8 +19,12 @@ class Backend;
 
 namespace infini::ccl::internal {
 
-// Whether the calling thread has a GroupStart of `backend` open (backend.cc).
+// Whether the calling thread has a GroupStart of `backend` open and the
+// plugin groups (backend.cc): its work is then enqueued at GroupEnd.
 bool GroupIsOpen(const Backend& backend);
+// Throws Error(infiniCclUnsupported) naming `call` when the calling thread
+// has a GroupStart of `backend` open and the plugin has no group entries.
+void RefusePointToPointInHostGroup(const Backend& backend, std::string_view call);
 
 // Where a call enqueues: what a device sample needs of it.
 struct TraceStream {

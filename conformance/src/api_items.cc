@@ -1,6 +1,7 @@
 // The items that are not one collective: the device runtime, the unique id
 // and init, the communicator's queries, barrier, group, split, multi-device
 // and non-blocking init, capture and abort.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -24,13 +25,13 @@ Outcome Memory(RankContext& context) {
   const DLDataType dtype = ccl::dtype::kInt32;
   const std::vector<double> values = InputValues(dtype, std::nullopt, context.rank, 1, 0, 1000);
   ccl::DeviceBuffer buffer = Upload(context, dtype, values);
-  const std::string wrong = Judge({Collective::kBroadcast, dtype, std::nullopt, 1000, false},
+  const std::string wrong = Judge({Collective::kBroadcast, dtype, std::nullopt, 1000, false}, 1,
                                   values, Download(buffer, dtype, 0, values.size()));
   if (!wrong.empty()) return Fail("host → device → host copy: " + wrong);
   context.backend->MemsetAsync(buffer.data(), 0, 4000);
   ccl::Stream::Default(context.backend).Synchronize();
   const std::vector<double> zeros(1000, 0);
-  const std::string not_zero = Judge({Collective::kBroadcast, dtype, std::nullopt, 1000, false},
+  const std::string not_zero = Judge({Collective::kBroadcast, dtype, std::nullopt, 1000, false}, 1,
                                      zeros, Download(buffer, dtype, 0, 1000));
   if (!not_zero.empty()) return Fail("memset_async: " + not_zero);
   return Pass();
@@ -125,7 +126,7 @@ std::string SumCheck(RankContext& context, const ccl::Communicator& comm, Positi
                  context.stream);
   if (settled) settled();
   context.stream.Synchronize();
-  return Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true},
+  return Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true}, place.world_size,
                ExpectAllReduce(dtype, ReduceOp::kSum, place.world_size, count),
                Download(buffer, dtype, 0, static_cast<size_t>(count)));
 }
@@ -145,8 +146,9 @@ Outcome GroupAggregates(RankContext& context) {
   context.stream.Synchronize();
   const auto expected = ExpectAllReduce(dtype, ReduceOp::kSum, context.world_size, count);
   for (const ccl::DeviceBuffer* buffer : {&first, &second}) {
-    const std::string wrong = Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true},
-                                    expected, Download(*buffer, dtype, 0, count));
+    const std::string wrong =
+        Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true}, context.world_size,
+              expected, Download(*buffer, dtype, 0, count));
     if (!wrong.empty()) return Fail("two all_reduce in one group: " + wrong);
   }
   return Pass();
@@ -174,9 +176,10 @@ Outcome RegisteredAllReduce(RankContext& context, bool window) {
   context.world.AllReduce(buffer.AsTensor(dtype, count), buffer.AsTensor(dtype, count),
                           ReduceOp::kSum, context.stream);
   context.stream.Synchronize();
-  const std::string wrong = Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true},
-                                  ExpectAllReduce(dtype, ReduceOp::kSum, context.world_size, count),
-                                  Download(buffer, dtype, 0, count));
+  const std::string wrong =
+      Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, true}, context.world_size,
+            ExpectAllReduce(dtype, ReduceOp::kSum, context.world_size, count),
+            Download(buffer, dtype, 0, count));
   if (!wrong.empty()) return Fail("all_reduce on a registered buffer: " + wrong);
   try {
     registration.Deregister();
@@ -186,28 +189,64 @@ Outcome RegisteredAllReduce(RankContext& context, bool window) {
   return Pass();
 }
 
-Outcome SplitHalves(RankContext& context) {
-  // Even and odd ranks; keys reverse the order inside each half.
-  const int color = context.rank % 2;
-  ccl::Communicator half = context.world.Split(color, context.world_size - context.rank);
-  Watched watched(*context.watch, half);
-  int members = 0, position = 0;
-  for (int r = context.world_size - 1; r >= 0; --r) {
-    if (r % 2 != color) continue;
-    if (r == context.rank) position = members;
-    ++members;
+std::string CheckMembers(RankContext& context, const ccl::Communicator& comm, Position place,
+                         const std::vector<int>& expected) {
+  const DLDataType dtype = ccl::dtype::kInt32;
+  const auto members = static_cast<int64_t>(expected.size());
+  ccl::DeviceBuffer own = Upload(context, dtype, {static_cast<double>(context.rank)});
+  ccl::DeviceBuffer all = Upload(context, dtype, {}, expected.size());
+  comm.AllGather(own.AsTensor(dtype, 1), all.AsTensor(dtype, members), context.stream);
+  AwaitCompletion(context, 0);
+  const std::vector<double> said = Download(all, dtype, 0, expected.size());
+  std::string who, want;
+  bool right = said[static_cast<size_t>(place.rank)] == context.rank;
+  for (size_t index = 0; index < expected.size(); ++index) {
+    right = right && said[index] == expected[index];
+    who += (index == 0 ? "" : " ") + std::to_string(static_cast<int64_t>(said[index]));
+    want += (index == 0 ? "" : " ") + std::to_string(expected[index]);
   }
-  if (!half.valid())
+  if (right) return "";
+  return "its members, in rank order, say they are world ranks " + who + "; expected " + want;
+}
+
+// Colors that are not 0..k-1 (7 and 3, alternating) and distinct keys that
+// permute the ranks inside each color (from 3 ranks on, ranks 0 and 2 swap);
+// the members exchange their world ranks through the new communicator, so
+// a split that ignores the key or mixes colors shows whatever the plugin
+// says of itself.
+Outcome SplitPermutedKeys(RankContext& context) {
+  auto color_of = [](int rank) { return rank % 2 == 0 ? 7 : 3; };
+  auto key_of = [](int rank) { return ((rank * 7 + 3) % 5) * 1'000'000 + rank; };
+  const int color = color_of(context.rank);
+  std::vector<std::pair<int, int>> by_key;  // (key, world rank): ties by rank
+  for (int rank = 0; rank < context.world_size; ++rank) {
+    if (color_of(rank) == color) by_key.emplace_back(key_of(rank), rank);
+  }
+  std::sort(by_key.begin(), by_key.end());
+  std::vector<int> members;
+  int position = 0;
+  for (const auto& [key, rank] : by_key) {
+    if (rank == context.rank) position = static_cast<int>(members.size());
+    members.push_back(rank);
+  }
+  ccl::Communicator part = context.world.Split(color, key_of(context.rank));
+  Watched watched(*context.watch, part);
+  const auto count = static_cast<int>(members.size());
+  if (!part.valid()) {
     return Fail("comm_split gave no communicator for color " + std::to_string(color));
-  if (half.world_size() != members || half.rank() != position) {
-    return Fail("the half of color " + std::to_string(color) + " has this rank as " +
-                std::to_string(half.rank()) + " of " + std::to_string(half.world_size()) +
-                ", expected " + std::to_string(position) + " of " + std::to_string(members) +
+  }
+  if (part.world_size() != count || part.rank() != position) {
+    return Fail("the part of color " + std::to_string(color) + " has this rank as " +
+                std::to_string(part.rank()) + " of " + std::to_string(part.world_size()) +
+                ", expected " + std::to_string(position) + " of " + std::to_string(count) +
                 " (ordered by key)");
   }
-  const std::string wrong = SumCheck(context, half, {position, members}, 17);
-  if (!wrong.empty()) return Fail("all_reduce on the half: " + wrong);
-  half.Destroy();
+  if (std::string wrong = CheckMembers(context, part, {position, count}, members); !wrong.empty()) {
+    return Fail("the part of color " + std::to_string(color) + ": " + wrong);
+  }
+  const std::string wrong = SumCheck(context, part, {position, count}, 17);
+  if (!wrong.empty()) return Fail("all_reduce on the part: " + wrong);
+  part.Destroy();
   return Pass();
 }
 
@@ -278,7 +317,7 @@ Outcome CaptureReplays(RankContext& context) {
     graph.Launch(stream);
     stream.Synchronize();
     const std::string wrong =
-        Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, false},
+        Judge({Collective::kAllReduce, dtype, ReduceOp::kSum, count, false}, context.world_size,
               ExpectAllReduce(dtype, ReduceOp::kSum, context.world_size, count),
               Download(recv, dtype, 0, count));
     if (!wrong.empty()) return Fail("replay " + std::to_string(replay + 1) + ": " + wrong);
@@ -287,23 +326,30 @@ Outcome CaptureReplays(RankContext& context) {
 }
 
 // Every rank waits for a message nobody sends; another thread aborts the
-// communicator; the wait must end.
+// communicator; the wait must end, and a call that was blocked until the
+// abort must not report success (its message never came).
 Outcome AbortUnblocks(RankContext& context) {
   ccl::Communicator comm = context.NewCommunicator(context.item_key);
   const DLDataType dtype = ccl::dtype::kFloat32;
   ccl::DeviceBuffer buffer = Upload(context, dtype, {}, 1);
   std::atomic<bool> entered{false};
+  std::atomic<bool> aborted{false};
   std::thread aborter([&] {
     while (!entered.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     // The call has been issued; give it time to block before aborting.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    aborted = true;
     comm.Abort();
   });
   const auto start = std::chrono::steady_clock::now();
   std::string how = "returned";
+  bool returned_after_abort = false;
   try {
     entered = true;
     comm.Recv(buffer.AsTensor(dtype, 1), (context.rank + 1) % context.world_size, context.stream);
+    // A blocking backend returns only once the message came or the call
+    // was ended; an enqueueing one (NCCL) returns at once.
+    returned_after_abort = aborted.load();
     context.stream.Synchronize();
   } catch (const ccl::Error& error) {
     how = std::string("failed with ") + ccl::ResultName(error.code());
@@ -312,7 +358,11 @@ Outcome AbortUnblocks(RankContext& context) {
   aborter.join();
   const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - start);
+  if (how == "returned" && returned_after_abort && !context.watch->fired()) {
+    return Fail("a recv from a peer that never sent, blocked until comm_abort, returned success");
+  }
   return Pass("the blocked recv " + how + " " + std::to_string(waited.count()) +
               " ms after it began");
 }
+
 }  // namespace infini::conformance::internal

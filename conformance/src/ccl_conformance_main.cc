@@ -34,12 +34,20 @@
 #include "infini/parallel/rank.h"
 #include "infini/parallel/rank_threads.h"
 #include "suite.h"
+#include "suite_items.h"
 
 DEFINE_string(ccl_backend, "", "Backend: a name or a plugin path (default: $INFINI_CCL_BACKEND)");
 DEFINE_int64(nthread_per_process, 0, "Ranks (threads) in each process (default 1)");
 DEFINE_int64(threads_per_process, 0, "Another name of --nthread_per_process");
-DEFINE_bool(quick, false, "Small counts (0, 1, 13, 1031) and 20 s per item: for CI");
-DEFINE_int64(large_count, 262147, "The largest element count each collective is judged at");
+DEFINE_bool(quick, false,
+            "Counts 0, 1, 13, 1031 and just past 1 MiB, every root up to 13, and 20 s per "
+            "item: for CI");
+DEFINE_int64(large_count, 16777219,
+             "The largest element count, judged in float32 (default: past 64 MiB); every other "
+             "type goes past 4 MiB (--quick: 1 MiB)");
+DEFINE_string(victim_of, "", "(internal) the process failure/peer_killed starts and kills");
+DEFINE_int64(victim_world, 0, "(internal) its communicator's size");
+DEFINE_bool(fail_fast, false, "Stop at the first FAIL or missing item and print the summary");
 DEFINE_int64(item_timeout_s, 60, "Seconds an item may take on a rank before it counts as hung");
 DEFINE_string(json, "", "Also write the verdicts to this JSON file (global rank 0)");
 DEFINE_string(filter, "", "Run only the items whose name contains this text");
@@ -292,6 +300,10 @@ void RunRank(RankContext& context, const std::vector<Item>& items, Report* repor
       report->rows.push_back({item.name, agreed});
       report->running.clear();
     }
+    if (FLAGS_fail_fast &&
+        (agreed.verdict == Verdict::kFail || agreed.verdict == Verdict::kMissing)) {
+      break;  // every rank agreed on this verdict, so every rank stops here
+    }
     if (agreed.rebuild_world && (context.world.valid() || context.world_problem.empty())) {
       DropWorld(context);
       context.watch->Arm(deadline_after());
@@ -335,6 +347,10 @@ int Main(int argc, char** argv) {
       "Judges a backend plugin against the host reference; run under infini_run.\n"
       "  infini_run --nproc_per_node=2 --ccl_backend=gloo -- ccl_conformance --quick");
   if (argc > 1) throw UsageError(std::string("unexpected argument '") + argv[1] + "'");
+  if (!FLAGS_victim_of.empty()) {
+    return internal::RunVictim(FLAGS_victim_of, static_cast<int>(FLAGS_victim_world),
+                               FLAGS_ccl_backend);
+  }
   // Each count flag's range, said in its refusal: rank threads as in
   // ccl_bench (each holds a communicator and a store connection), item
   // timeouts up to INFINI_CCL_TIMEOUT_S's week, and element counts whose
@@ -361,9 +377,16 @@ int Main(int argc, char** argv) {
                      ": expected at least 2 elements, at most " + std::to_string(kMaxLargeCount));
   }
   SuiteOptions options;
-  const int64_t large =
-      FLAGS_quick ? std::min<int64_t>(FLAGS_large_count, 1031) : FLAGS_large_count;
-  options.counts = {0, 1, 13, large};
+  options.counts = FLAGS_quick ? std::vector<int64_t>{0, 1, 13, 1031}
+                               : std::vector<int64_t>{0, 1, 7, 13, 1031, 65537};
+  options.every_root_up_to = FLAGS_quick ? 13 : 1031;
+  options.large_bytes = FLAGS_quick ? int64_t{1} << 20 : int64_t{4} << 20;
+  options.large_for_every_type = !FLAGS_quick;
+  options.largest_float32_count = FLAGS_quick ? 0 : FLAGS_large_count;
+  std::string counts_text;
+  for (int64_t count : CountsFor(options, ccl::dtype::kFloat32)) {
+    counts_text += " " + std::to_string(count);
+  }
   options.item_timeout = std::chrono::seconds(
       FLAGS_quick ? std::min<int64_t>(FLAGS_item_timeout_s, 20) : FLAGS_item_timeout_s);
 
@@ -427,7 +450,10 @@ int Main(int argc, char** argv) {
                     std::to_string(info.abi_version) + ", " + info.version + "), " +
                     std::to_string(world_size) +
                     " ranks = " + std::to_string(topology.proc_world_size()) + " processes x " +
-                    std::to_string(threads) + " threads, counts 0 1 13 " + std::to_string(large);
+                    std::to_string(threads) + " threads, float32 counts" + counts_text +
+                    " (other types up to " + std::to_string(options.large_bytes >> 20) + " MiB" +
+                    (FLAGS_quick ? ", float32 and bfloat16 only" : "") + "), every root up to " +
+                    std::to_string(options.every_root_up_to);
   }
   std::atomic<bool> done{false};
   std::thread watchdog;

@@ -1,7 +1,11 @@
 // The collective items: for each case, buffers filled from the host
 // reference's inputs, one call on the world, and the result judged.
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "suite_items.h"
@@ -39,10 +43,99 @@ std::vector<double> Download(const ccl::DeviceBuffer& buffer, DLDataType dtype,
   return Decode(dtype, bytes.data(), count);
 }
 
-std::string Judge(const CaseSpec& spec, const std::vector<double>& expected,
+std::string Judge(const CaseSpec& spec, int world_size, const std::vector<double>& expected,
                   const std::vector<double>& actual) {
-  const Comparison comparison = Compare(spec.dtype, spec.purpose, expected, actual);
+  const Comparison comparison = Compare(spec.dtype, spec.purpose, world_size, expected, actual);
   return comparison.ok() ? "" : comparison.Describe();
+}
+
+std::vector<unsigned char> SentinelBytes(DLDataType dtype, size_t elements) {
+  const std::vector<unsigned char> one = SentinelElement(dtype);
+  std::vector<unsigned char> bytes;
+  bytes.reserve(elements * one.size());
+  for (size_t index = 0; index < elements; ++index)
+    bytes.insert(bytes.end(), one.begin(), one.end());
+  return bytes;
+}
+
+GuardedBuffer::GuardedBuffer(const RankContext& context, DLDataType dtype, size_t elements,
+                             const std::vector<double>& values)
+    : dtype_(dtype),
+      width_(ccl::ElementBytes(dtype)),
+      elements_(elements),
+      guard_elements_((kGuardBytes + width_ - 1) / width_),
+      buffer_(context.backend, (elements + 2 * guard_elements_) * width_) {
+  std::vector<unsigned char> bytes = SentinelBytes(dtype, elements + 2 * guard_elements_);
+  const std::vector<unsigned char> encoded = Encode(dtype, values);
+  std::copy(encoded.begin(), encoded.end(),
+            bytes.begin() + static_cast<ptrdiff_t>(guard_elements_ * width_));
+  buffer_.CopyFromHost(bytes.data(), bytes.size());
+}
+
+ccl::FlatTensor GuardedBuffer::Tensor(int64_t count, int64_t offset_elements) const {
+  return buffer_.AsTensor(dtype_, count, static_cast<int64_t>(guard_elements_) + offset_elements);
+}
+
+void GuardedBuffer::Place(const std::vector<double>& values, size_t offset_elements) const {
+  const std::vector<unsigned char> bytes = Encode(dtype_, values);
+  if (!bytes.empty()) {
+    buffer_.CopyFromHost(bytes.data(), bytes.size(), (guard_elements_ + offset_elements) * width_);
+  }
+}
+
+std::vector<unsigned char> GuardedBuffer::Bytes() const {
+  std::vector<unsigned char> bytes(buffer_.bytes());
+  buffer_.CopyToHost(bytes.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<double> GuardedBuffer::Values(const std::vector<unsigned char>& bytes, size_t offset,
+                                          size_t count) const {
+  return Decode(dtype_, bytes.data() + (guard_elements_ + offset) * width_, count);
+}
+
+std::string GuardedBuffer::GuardProblem(const std::vector<unsigned char>& bytes,
+                                        const char* name) const {
+  const std::vector<unsigned char> sentinel = SentinelBytes(dtype_, guard_elements_);
+  const size_t guard_bytes = sentinel.size();
+  if (!std::equal(sentinel.begin(), sentinel.end(), bytes.begin())) {
+    return std::string("wrote before the start of the ") + name + " buffer";
+  }
+  if (!std::equal(sentinel.begin(), sentinel.end(),
+                  bytes.end() - static_cast<ptrdiff_t>(guard_bytes))) {
+    return std::string("wrote past the end of the ") + name + " buffer";
+  }
+  return "";
+}
+
+std::string GuardedBuffer::ChangedFrom(const std::vector<unsigned char>& bytes,
+                                       const std::vector<double>& values) const {
+  const std::vector<unsigned char> encoded = Encode(dtype_, values);
+  const auto first = bytes.begin() + static_cast<ptrdiff_t>(guard_elements_ * width_);
+  const auto mismatch = std::mismatch(encoded.begin(), encoded.end(), first);
+  if (mismatch.first == encoded.end()) return "";
+  return "element " +
+         std::to_string((mismatch.first - encoded.begin()) / static_cast<ptrdiff_t>(width_)) +
+         " of the send buffer changed (an out-of-place call must only read it)";
+}
+
+void AwaitCompletion(RankContext& context, int64_t case_number) {
+  // Never the stream's synchronize: an event's word is checked, and the
+  // data is read right after it says done. Half the cases wait on the
+  // event, half poll it, as frameworks do.
+  ccl::Event done(context.backend);
+  done.Record(context.stream);
+  if (case_number % 2 == 0) {
+    done.Synchronize();
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + context.options.item_timeout;
+  while (!done.Query()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("event_query never said done");
+    }
+    std::this_thread::yield();
+  }
 }
 
 namespace {
@@ -58,18 +151,147 @@ bool Required(Collective collective, DLDataType dtype, ReduceOp op) {
          (!ccl::IsReduction(collective) || op != ReduceOp::kAvg);
 }
 
-std::string Describe(const CaseSpec& spec) {
-  return "count " + std::to_string(spec.count) + (spec.in_place ? " in place" : " out of place");
+bool Rooted(Collective collective) {
+  return collective == Collective::kBroadcast || collective == Collective::kReduce ||
+         collective == Collective::kGather || collective == Collective::kScatter;
 }
 
-std::string RunCase(RankContext& context, const CaseSpec& spec) {
+std::string Describe(const CaseSpec& spec, int root) {
+  std::string text =
+      "count " + std::to_string(spec.count) + (spec.in_place ? " in place" : " out of place");
+  if (root >= 0) text += ", root " + std::to_string(root);
+  return text;
+}
+
+// The buffers of one case: what the rank sends and where it receives
+// (the same buffer in place), each between guards; the send buffer's
+// values, for the unchanged check.
+struct CaseBuffers {
+  std::optional<GuardedBuffer> send;
+  std::optional<GuardedBuffer> recv;
+  std::vector<double> sent;
+  const GuardedBuffer& receive() const { return recv ? *recv : *send; }
+};
+
+// What is wrong with the buffers after the call besides the result: a
+// guard overwritten, an out-of-place send buffer changed. "" when nothing.
+std::string CheckSideEffects(const CaseBuffers& buffers, std::vector<unsigned char>* recv_bytes) {
+  if (buffers.recv) {
+    const std::vector<unsigned char> send_bytes = buffers.send->Bytes();
+    if (std::string bad = buffers.send->GuardProblem(send_bytes, "send"); !bad.empty()) return bad;
+    if (std::string bad = buffers.send->ChangedFrom(send_bytes, buffers.sent); !bad.empty())
+      return bad;
+  }
+  *recv_bytes = buffers.receive().Bytes();
+  return buffers.receive().GuardProblem(*recv_bytes, buffers.recv ? "receive" : "in-place");
+}
+
+// Out of place: send holds `sent`, recv `recv_elements` sentinels. In
+// place: one buffer of max(sent, recv) elements holding `sent` at
+// `sent_offset`.
+CaseBuffers MakeBuffers(const RankContext& context, const CaseSpec& spec, std::vector<double> sent,
+                        size_t recv_elements, size_t sent_offset = 0) {
+  CaseBuffers buffers;
+  if (spec.in_place) {
+    buffers.send.emplace(context, spec.dtype, std::max(recv_elements, sent.size() + sent_offset));
+    buffers.send->Place(sent, sent_offset);
+  } else {
+    buffers.send.emplace(context, spec.dtype, sent.size(), sent);
+    buffers.recv.emplace(context, spec.dtype, recv_elements);
+  }
+  buffers.sent = std::move(sent);
+  return buffers;
+}
+
+// The p2p ring (to the next rank, from the previous), then, with 3 ranks
+// or more, every pair: each rank sends a block of its own to every other
+// and receives one from each, so a receive matched to the wrong peer shows.
+std::string RunPointToPoint(RankContext& context, const CaseSpec& spec, int64_t case_number) {
+  const ccl::Communicator& comm = context.world;
+  const int rank = context.rank;
+  const int world = context.world_size;
+  const DLDataType dtype = spec.dtype;
+  const int64_t count = spec.count;
+  const auto ucount = static_cast<size_t>(count);
+  const bool grouped = context.capabilities().group();
+  // Block from `from` to `to`: from's inputs at to × count.
+  auto block = [&](int from, int to) {
+    return InputValues(dtype, std::nullopt, from, world, int64_t{to} * count, count);
+  };
+  std::vector<int> peers;  // the ring's next (and previous) first
+  const int next = (rank + 1) % world, previous = (rank + world - 1) % world;
+  if (world < 3) {
+    peers = {next};
+  } else {
+    for (int peer = 0; peer < world; ++peer) {
+      if (peer != rank) peers.push_back(peer);
+    }
+  }
+  std::vector<GuardedBuffer> sends, recvs;
+  std::vector<std::vector<double>> sent;
+  for (int peer : peers) {
+    const int to = world < 3 ? next : peer;
+    sent.push_back(block(rank, to));
+    sends.emplace_back(context, dtype, ucount, sent.back());
+    recvs.emplace_back(context, dtype, ucount);
+  }
+  auto source_of = [&](size_t index) { return world < 3 ? previous : peers[index]; };
+  auto target_of = [&](size_t index) { return world < 3 ? next : peers[index]; };
+  if (grouped) {
+    // Receives posted in the reverse order of the sends' arrival.
+    context.backend->GroupStart();
+    for (size_t index = 0; index < peers.size(); ++index) {
+      comm.Send(sends[index].Tensor(count), target_of(index), context.stream);
+    }
+    for (size_t index = peers.size(); index-- > 0;) {
+      comm.Recv(recvs[index].Tensor(count), source_of(index), context.stream);
+    }
+    context.backend->GroupEnd();
+  } else if (world < 3) {
+    if (rank % 2 == 0) {  // blocking sends: half the ring sends first
+      comm.Send(sends[0].Tensor(count), next, context.stream);
+      comm.Recv(recvs[0].Tensor(count), previous, context.stream);
+    } else {
+      comm.Recv(recvs[0].Tensor(count), previous, context.stream);
+      comm.Send(sends[0].Tensor(count), next, context.stream);
+    }
+  } else {
+    // Pairs in one global order; the lower rank of a pair sends first.
+    for (size_t index = 0; index < peers.size(); ++index) {
+      const int peer = peers[index];
+      if (rank < peer) {
+        comm.Send(sends[index].Tensor(count), peer, context.stream);
+        comm.Recv(recvs[index].Tensor(count), peer, context.stream);
+      } else {
+        comm.Recv(recvs[index].Tensor(count), peer, context.stream);
+        comm.Send(sends[index].Tensor(count), peer, context.stream);
+      }
+    }
+  }
+  AwaitCompletion(context, case_number);
+  for (size_t index = 0; index < peers.size(); ++index) {
+    const std::vector<unsigned char> send_bytes = sends[index].Bytes();
+    if (std::string bad = sends[index].GuardProblem(send_bytes, "send"); !bad.empty()) return bad;
+    if (std::string bad = sends[index].ChangedFrom(send_bytes, sent[index]); !bad.empty())
+      return bad;
+    const std::vector<unsigned char> recv_bytes = recvs[index].Bytes();
+    if (std::string bad = recvs[index].GuardProblem(recv_bytes, "receive"); !bad.empty())
+      return bad;
+    const int source = source_of(index);
+    const std::string wrong =
+        Judge(spec, world, block(source, rank), recvs[index].Values(recv_bytes, 0, ucount));
+    if (!wrong.empty()) return "from rank " + std::to_string(source) + ": " + wrong;
+  }
+  return "";
+}
+
+std::string RunCase(RankContext& context, const CaseSpec& spec, int root, int64_t case_number) {
   const ccl::Communicator& comm = context.world;
   // The layout the suite was asked to run, never the plugin's answers: a
   // library that made smaller communicators than asked must not be judged
   // against its own smaller world.
   const int rank = context.rank;
   const int world = context.world_size;
-  const int root = world - 1;  // not 0, so that a root mix-up shows
   const DLDataType dtype = spec.dtype;
   const int64_t count = spec.count;
   const auto ucount = static_cast<size_t>(count);
@@ -78,149 +300,119 @@ std::string RunCase(RankContext& context, const CaseSpec& spec) {
   auto inputs = [&](int64_t first, int64_t n) {
     return InputValues(dtype, spec.purpose, rank, world, first, n);
   };
+  CaseBuffers buffers;
+  std::vector<double> expected;
+  size_t result_offset = 0;
+  size_t result_count = ucount;
+  bool result_defined = true;
   switch (spec.collective) {
     case Collective::kAllReduce:
     case Collective::kReduce:
     case Collective::kBroadcast: {
-      const bool reduce = spec.collective == Collective::kReduce;
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, count));
-      ccl::DeviceBuffer separate = Upload(context, dtype, {}, ucount);
-      const ccl::DeviceBuffer& recv = spec.in_place ? send : separate;
-      const auto send_tensor = send.AsTensor(dtype, count);
-      const auto recv_tensor = recv.AsTensor(dtype, count);
+      // Broadcast's input matters on the root only; the others send their
+      // own anyway, so that taking a wrong root's data shows.
+      buffers = MakeBuffers(context, spec, inputs(0, count), ucount);
+      const auto send = buffers.send->Tensor(count);
+      const auto recv = buffers.receive().Tensor(count);
       if (spec.collective == Collective::kAllReduce) {
-        comm.AllReduce(send_tensor, recv_tensor, op, stream);
-      } else if (reduce) {
-        comm.Reduce(send_tensor, recv_tensor, op, root, stream);
+        comm.AllReduce(send, recv, op, stream);
+        expected = ExpectAllReduce(dtype, op, world, count);
+      } else if (spec.collective == Collective::kReduce) {
+        comm.Reduce(send, recv, op, root, stream);
+        expected = ExpectAllReduce(dtype, op, world, count);
+        result_defined = rank == root;
       } else {
-        comm.Broadcast(send_tensor, recv_tensor, root, stream);
+        comm.Broadcast(send, recv, root, stream);
+        expected = ExpectBroadcast(dtype, world, root, count);
       }
-      stream.Synchronize();
-      if (reduce && rank != root) return "";  // unspecified off the root
-      const std::vector<double> expected = spec.collective == Collective::kBroadcast
-                                               ? ExpectBroadcast(dtype, world, root, count)
-                                               : ExpectAllReduce(dtype, op, world, count);
-      return Judge(spec, expected, Download(recv, dtype, 0, ucount));
+      break;
     }
     case Collective::kAllGather: {
-      ccl::DeviceBuffer gathered = Upload(context, dtype, {}, ucount * world);
-      ccl::DeviceBuffer own = Upload(context, dtype, inputs(0, count));
-      if (spec.in_place) {
-        Place(gathered, dtype, inputs(0, count), ucount * rank);
-        comm.AllGather(gathered.AsTensor(dtype, count, count * rank),
-                       gathered.AsTensor(dtype, count * world), stream);
-      } else {
-        comm.AllGather(own.AsTensor(dtype, count), gathered.AsTensor(dtype, count * world), stream);
-      }
-      stream.Synchronize();
-      return Judge(spec, ExpectAllGather(dtype, world, count),
-                   Download(gathered, dtype, 0, ucount * world));
+      buffers = MakeBuffers(context, spec, inputs(0, count), ucount * world, ucount * rank);
+      const auto own =
+          spec.in_place ? buffers.send->Tensor(count, count * rank) : buffers.send->Tensor(count);
+      comm.AllGather(own, buffers.receive().Tensor(count * world), stream);
+      expected = ExpectAllGather(dtype, world, count);
+      result_count = ucount * world;
+      break;
     }
     case Collective::kReduceScatter: {
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, count * world));
-      ccl::DeviceBuffer separate = Upload(context, dtype, {}, ucount);
-      size_t offset = 0;
-      if (spec.in_place) {
-        offset = ucount * rank;
-        comm.ReduceScatter(send.AsTensor(dtype, count * world),
-                           send.AsTensor(dtype, count, count * rank), op, stream);
-      } else {
-        comm.ReduceScatter(send.AsTensor(dtype, count * world), separate.AsTensor(dtype, count), op,
-                           stream);
-      }
-      stream.Synchronize();
-      return Judge(spec, ExpectReduceScatter(dtype, op, world, rank, count),
-                   Download(spec.in_place ? send : separate, dtype, offset, ucount));
+      buffers = MakeBuffers(context, spec, inputs(0, count * world), ucount);
+      const auto out =
+          spec.in_place ? buffers.send->Tensor(count, count * rank) : buffers.recv->Tensor(count);
+      comm.ReduceScatter(buffers.send->Tensor(count * world), out, op, stream);
+      expected = ExpectReduceScatter(dtype, op, world, rank, count);
+      result_offset = spec.in_place ? ucount * rank : 0;
+      break;
     }
     case Collective::kAllToAll: {
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, count * world));
-      ccl::DeviceBuffer recv = Upload(context, dtype, {}, ucount * world);
-      comm.AllToAll(send.AsTensor(dtype, count * world), recv.AsTensor(dtype, count * world),
+      buffers = MakeBuffers(context, spec, inputs(0, count * world), ucount * world);
+      comm.AllToAll(buffers.send->Tensor(count * world), buffers.receive().Tensor(count * world),
                     stream);
-      stream.Synchronize();
-      return Judge(spec, ExpectAllToAll(dtype, world, rank, count),
-                   Download(recv, dtype, 0, ucount * world));
+      expected = ExpectAllToAll(dtype, world, rank, count);
+      result_count = ucount * world;
+      break;
     }
     case Collective::kGather: {
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, count));
-      ccl::DeviceBuffer recv = Upload(context, dtype, {}, ucount * world);
-      comm.Gather(send.AsTensor(dtype, count), recv.AsTensor(dtype, count * world), root, stream);
-      stream.Synchronize();
-      if (rank != root) return "";
-      return Judge(spec, ExpectAllGather(dtype, world, count),
-                   Download(recv, dtype, 0, ucount * world));
+      buffers = MakeBuffers(context, spec, inputs(0, count), ucount * world);
+      comm.Gather(buffers.send->Tensor(count), buffers.recv->Tensor(count * world), root, stream);
+      expected = ExpectAllGather(dtype, world, count);
+      result_count = ucount * world;
+      result_defined = rank == root;
+      break;
     }
     case Collective::kScatter: {
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, count * world));
-      ccl::DeviceBuffer recv = Upload(context, dtype, {}, ucount);
-      comm.Scatter(send.AsTensor(dtype, count * world), recv.AsTensor(dtype, count), root, stream);
-      stream.Synchronize();
-      return Judge(spec, ExpectScatter(dtype, world, root, rank, count),
-                   Download(recv, dtype, 0, ucount));
+      buffers = MakeBuffers(context, spec, inputs(0, count * world), ucount);
+      comm.Scatter(buffers.send->Tensor(count * world), buffers.recv->Tensor(count), root, stream);
+      expected = ExpectScatter(dtype, world, root, rank, count);
+      break;
     }
     case Collective::kAllToAllV: {
       const VariableLayout layout(world, ucount);
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, layout.SendTotal(rank)));
-      ccl::DeviceBuffer recv = Upload(context, dtype, {}, layout.RecvTotal(rank));
-      const auto send_counts = layout.SendCounts(rank),
-                 send_displs = layout.SendDisplacements(rank);
-      const auto recv_counts = layout.RecvCounts(rank),
-                 recv_displs = layout.RecvDisplacements(rank);
-      comm.AllToAllV(send.AsTensor(dtype, layout.SendTotal(rank)), send_counts, send_displs,
-                     recv.AsTensor(dtype, layout.RecvTotal(rank)), recv_counts, recv_displs,
-                     stream);
-      stream.Synchronize();
-      return Judge(spec, ExpectAllToAllV(dtype, layout, rank),
-                   Download(recv, dtype, 0, layout.RecvTotal(rank)));
+      buffers = MakeBuffers(context, spec, inputs(0, static_cast<int64_t>(layout.SendTotal(rank))),
+                            layout.RecvTotal(rank));
+      comm.AllToAllV(buffers.send->Tensor(static_cast<int64_t>(layout.SendTotal(rank))),
+                     layout.SendCounts(rank), layout.SendDisplacements(rank),
+                     buffers.recv->Tensor(static_cast<int64_t>(layout.RecvTotal(rank))),
+                     layout.RecvCounts(rank), layout.RecvDisplacements(rank), stream);
+      expected = ExpectAllToAllV(dtype, layout, rank);
+      result_count = layout.RecvTotal(rank);
+      break;
     }
     case Collective::kAllGatherV: {
       const VariableLayout layout(world, ucount);
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, layout.ShareCount(rank)));
-      ccl::DeviceBuffer recv = Upload(context, dtype, {}, layout.ShareTotal());
-      comm.AllGatherV(send.AsTensor(dtype, layout.ShareCount(rank)),
-                      recv.AsTensor(dtype, layout.ShareTotal()), layout.ShareCounts(),
-                      layout.ShareDisplacements(), stream);
-      stream.Synchronize();
-      return Judge(spec, ExpectAllGatherV(dtype, layout),
-                   Download(recv, dtype, 0, layout.ShareTotal()));
+      buffers = MakeBuffers(context, spec, inputs(0, static_cast<int64_t>(layout.ShareCount(rank))),
+                            layout.ShareTotal());
+      comm.AllGatherV(buffers.send->Tensor(static_cast<int64_t>(layout.ShareCount(rank))),
+                      buffers.recv->Tensor(static_cast<int64_t>(layout.ShareTotal())),
+                      layout.ShareCounts(), layout.ShareDisplacements(), stream);
+      expected = ExpectAllGatherV(dtype, layout);
+      result_count = layout.ShareTotal();
+      break;
     }
     case Collective::kReduceScatterV: {
       const VariableLayout layout(world, ucount);
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, layout.ShareTotal()));
-      ccl::DeviceBuffer recv = Upload(context, dtype, {}, layout.ShareCount(rank));
-      comm.ReduceScatterV(send.AsTensor(dtype, layout.ShareTotal()), layout.ShareCounts(),
-                          layout.ShareDisplacements(),
-                          recv.AsTensor(dtype, layout.ShareCount(rank)), op, stream);
-      stream.Synchronize();
-      return Judge(spec, ExpectReduceScatterV(dtype, op, layout, rank),
-                   Download(recv, dtype, 0, layout.ShareCount(rank)));
+      buffers = MakeBuffers(context, spec, inputs(0, static_cast<int64_t>(layout.ShareTotal())),
+                            layout.ShareCount(rank));
+      comm.ReduceScatterV(buffers.send->Tensor(static_cast<int64_t>(layout.ShareTotal())),
+                          layout.ShareCounts(), layout.ShareDisplacements(),
+                          buffers.recv->Tensor(static_cast<int64_t>(layout.ShareCount(rank))), op,
+                          stream);
+      expected = ExpectReduceScatterV(dtype, op, layout, rank);
+      result_count = layout.ShareCount(rank);
+      break;
     }
-    case Collective::kSend: {  // a ring: to the next rank, from the previous
-      const int next = (rank + 1) % world;
-      const int previous = (rank + world - 1) % world;
-      ccl::DeviceBuffer send = Upload(context, dtype, inputs(0, count));
-      ccl::DeviceBuffer recv = Upload(context, dtype, {}, ucount);
-      const auto send_tensor = send.AsTensor(dtype, count);
-      const auto recv_tensor = recv.AsTensor(dtype, count);
-      if (context.capabilities().group()) {
-        context.backend->GroupStart();
-        comm.Send(send_tensor, next, stream);
-        comm.Recv(recv_tensor, previous, stream);
-        context.backend->GroupEnd();
-      } else if (rank % 2 == 0) {  // blocking sends: half the ring sends first
-        comm.Send(send_tensor, next, stream);
-        comm.Recv(recv_tensor, previous, stream);
-      } else {
-        comm.Recv(recv_tensor, previous, stream);
-        comm.Send(send_tensor, next, stream);
-      }
-      stream.Synchronize();
-      return Judge(spec, ExpectReceived(dtype, world, previous, count),
-                   Download(recv, dtype, 0, ucount));
-    }
+    case Collective::kSend:
+      return RunPointToPoint(context, spec, case_number);
     default:
       return "no case for " + std::string(ccl::CollectiveName(spec.collective));
   }
+  AwaitCompletion(context, case_number);
+  std::vector<unsigned char> recv_bytes;
+  if (std::string bad = CheckSideEffects(buffers, &recv_bytes); !bad.empty()) return bad;
+  if (!result_defined) return "";  // the receive buffer off the root is unspecified
+  return Judge(spec, world, expected,
+               buffers.receive().Values(recv_bytes, result_offset, result_count));
 }
 
 std::string ItemName(Collective collective, DLDataType dtype, std::optional<ReduceOp> op) {
@@ -260,17 +452,51 @@ Item CollectiveItem(Collective collective, DLDataType dtype, std::optional<Reduc
     return item;
   }
   item.run = [collective, dtype, op](RankContext& context) {
-    for (int64_t count : context.options.counts) {
-      for (bool in_place : {false, true}) {
-        if (in_place && !ccl::HasInPlaceForm(collective)) continue;
-        const CaseSpec spec{collective, dtype, op, count, in_place};
-        const std::string wrong = RunCase(context, spec);
-        if (!wrong.empty()) return Fail(Describe(spec) + ": " + wrong);
+    int64_t case_number = 0;
+    for (int64_t count : infini::conformance::CountsFor(context.options, dtype)) {
+      std::vector<int> roots = {-1};
+      if (Rooted(collective)) {
+        roots.clear();
+        const int world = context.world_size;
+        if (count <= context.options.every_root_up_to) {
+          for (int root = 0; root < world; ++root) roots.push_back(root);
+        } else {
+          roots.push_back(world - 1);  // not 0, so that a root mix-up shows
+        }
+      }
+      for (int root : roots) {
+        for (bool in_place : {false, true}) {
+          if (in_place && !ccl::HasInPlaceForm(collective)) continue;
+          const CaseSpec spec{collective, dtype, op, count, in_place};
+          const std::string wrong = RunCase(context, spec, root, case_number++);
+          if (!wrong.empty()) return Fail(Describe(spec, root) + ": " + wrong);
+        }
       }
     }
-    return Pass();
+    return Pass(ToleranceText(dtype, op, context.world_size));
   };
   return item;
 }
 
 }  // namespace infini::conformance::internal
+
+namespace infini::conformance {
+
+std::vector<int64_t> CountsFor(const SuiteOptions& options, DLDataType dtype) {
+  std::vector<int64_t> counts = options.counts;
+  const auto width = static_cast<int64_t>(ccl::ElementBytes(dtype));
+  const bool one_per_width =
+      ccl::operator==(dtype, ccl::dtype::kFloat32) || ccl::operator==(dtype, ccl::dtype::kInt8) ||
+      ccl::operator==(dtype, ccl::dtype::kBFloat16) || ccl::operator==(dtype, ccl::dtype::kFloat64);
+  // Past the byte size, and odd, so no vector width divides it.
+  if (options.large_for_every_type || one_per_width) {
+    counts.push_back(options.large_bytes / width + 5);
+  }
+  if (ccl::operator==(dtype, ccl::dtype::kFloat32) &&
+      options.largest_float32_count > counts.back()) {
+    counts.push_back(options.largest_float32_count);
+  }
+  return counts;
+}
+
+}  // namespace infini::conformance

@@ -151,10 +151,11 @@ ccl::Communicator RankContext::NewCommunicator(const std::string& key,
 
 ccl::Communicator RankContext::NewCommunicatorOnePerThread(
     const std::string&, const ccl::UniqueId& id, const ccl::CommConfig& config,
-    std::shared_ptr<ccl::BootstrapStore> bootstrap) {
+    std::shared_ptr<ccl::BootstrapStore> bootstrap, int nranks) {
+  if (nranks == 0) nranks = world_size;
   const ccl::Capabilities& caps = capabilities();
   if (caps.init_rank() && (threads == 1 || caps.concurrent_init())) {
-    return backend->CommInitRank(world_size, id, rank, config, bootstrap);
+    return backend->CommInitRank(nranks, id, rank, config, bootstrap);
   }
   // One thread makes every rank of this process (cnclInitComms-style).
   const int first_rank = rank - thread_rank;
@@ -167,7 +168,7 @@ ccl::Communicator RankContext::NewCommunicatorOnePerThread(
           ranks.push_back(first_rank + t);
           devices.push_back(backend->info().device_type == kDLCPU ? 0 : first_device + t);
         }
-        return backend->CommInitRanks(world_size, id, ranks, devices, config, bootstrap);
+        return backend->CommInitRanks(nranks, id, ranks, devices, config, bootstrap);
       },
       options.item_timeout);
 }

@@ -1,6 +1,6 @@
 // The recovery items: comm_shrink and comm_revoke, judged where the plugin
-// declares them. The last rank plays the lost one: it made the communicator
-// with the others, then takes no part; the survivors shrink without it.
+// declares them. One rank plays the lost one: it made the communicator with
+// the others, then takes no part; the survivors shrink without it.
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -69,22 +69,32 @@ std::string BroadcastCheck(RankContext& context, const ccl::Communicator& comm, 
   comm.Broadcast(buffer.AsTensor(dtype, count), buffer.AsTensor(dtype, count), root,
                  context.stream);
   context.stream.Synchronize();
-  return Judge({Collective::kBroadcast, dtype, std::nullopt, count, true},
+  return Judge({Collective::kBroadcast, dtype, std::nullopt, count, true}, place.world_size,
                ExpectBroadcast(dtype, place.world_size, root, count),
                Download(buffer, dtype, 0, static_cast<size_t>(count)));
 }
 
-// What a survivor must find on the communicator shrunk without the last
-// rank: its old rank (only a higher rank left) of world_size - 1, and
-// collectives that see exactly the survivors. "" when right.
-std::string CheckShrunk(RankContext& context, const ccl::Communicator& shrunk) {
+// What a survivor must find on the communicator shrunk without `dropped`:
+// its old rank less one when it was above `dropped`, of world_size - 1;
+// members, by their own word through the new communicator, who are exactly
+// the survivors in rank order; collectives that see exactly them. "" when
+// right.
+std::string CheckShrunk(RankContext& context, const ccl::Communicator& shrunk, int dropped) {
   const int survivors = context.world_size - 1;
-  if (shrunk.world_size() != survivors || shrunk.rank() != context.rank) {
+  const int expected_rank = context.rank - (context.rank > dropped ? 1 : 0);
+  if (shrunk.world_size() != survivors || shrunk.rank() != expected_rank) {
     return "the shrunk communicator has this rank as " + std::to_string(shrunk.rank()) + " of " +
-           std::to_string(shrunk.world_size()) + ", expected " + std::to_string(context.rank) +
+           std::to_string(shrunk.world_size()) + ", expected " + std::to_string(expected_rank) +
            " of " + std::to_string(survivors);
   }
-  const Position place{context.rank, survivors};
+  std::vector<int> members;
+  for (int rank = 0; rank < context.world_size; ++rank) {
+    if (rank != dropped) members.push_back(rank);
+  }
+  const Position place{expected_rank, survivors};
+  if (std::string wrong = CheckMembers(context, shrunk, place, members); !wrong.empty()) {
+    return "the shrunk communicator: " + wrong;
+  }
   if (std::string wrong = SumCheck(context, shrunk, place, 17); !wrong.empty()) {
     return "all_reduce on the shrunk communicator: " + wrong;
   }
@@ -97,24 +107,27 @@ std::string CheckShrunk(RankContext& context, const ccl::Communicator& shrunk) {
 
 }  // namespace
 
-Outcome ShrinkDropsLastRank(RankContext& context) {
+// With 3 ranks or more a middle rank is dropped, so that the survivors
+// above it must be renumbered; with 2, rank 0.
+Outcome ShrinkDropsOneRank(RankContext& context) {
   ccl::Communicator comm = context.NewCommunicator(context.item_key);
   Watched watched(*context.watch, comm);
-  const int last = context.world_size - 1;
-  if (context.rank == last) return StandAside(context, comm, /*abort=*/false);
+  const int dropped = context.world_size >= 3 ? 1 : 0;
+  if (context.rank == dropped) return StandAside(context, comm, /*abort=*/false);
   std::string wrong;
   {
     SurvivorDone done(context);
-    const int excluded[] = {last};
+    const int excluded[] = {dropped};
     ccl::Communicator shrunk = comm.Shrink(excluded);
     Watched watched_shrunk(*context.watch, shrunk);
-    wrong = CheckShrunk(context, shrunk);
+    wrong = CheckShrunk(context, shrunk, dropped);
     shrunk.Destroy();
   }
   comm.Destroy();
   if (!wrong.empty()) return Fail(wrong);
-  return Pass(std::to_string(last) + " of " + std::to_string(context.world_size) +
-              " ranks: all_reduce and broadcast on the shrunk communicator");
+  return Pass(std::to_string(context.world_size - 1) + " of " + std::to_string(context.world_size) +
+              " ranks (rank " + std::to_string(dropped) +
+              " dropped): members, all_reduce and broadcast on the shrunk communicator");
 }
 
 // The survivors have a receive from the last rank outstanding on another
@@ -163,7 +176,7 @@ Outcome ShrinkAbortsOutstanding(RankContext& context) {
     pending.join();
     pending_ms = MillisecondsSince(start);
     Watched watched_shrunk(*context.watch, shrunk);
-    wrong = CheckShrunk(context, shrunk);
+    wrong = CheckShrunk(context, shrunk, last);
     shrunk.Destroy();
   }
   if (context.capabilities().abort()) {

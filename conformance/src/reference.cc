@@ -1,6 +1,7 @@
 #include "infini/conformance/reference.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -25,6 +26,9 @@ constexpr NarrowFloat kHalf{5, 10, false};
 constexpr NarrowFloat kBfloat16{8, 7, false};
 constexpr NarrowFloat kE4M3{4, 3, true};
 constexpr NarrowFloat kE5M2{5, 2, false};
+
+// The seed of every input: fixed, so that a failure reproduces.
+constexpr uint64_t kInputSeed = 0x1f2e3d4c5b6a7988ULL;
 
 uint32_t EncodeNarrow(NarrowFloat format, double value) {
   const uint32_t sign = (std::signbit(value) ? 1u : 0u)
@@ -108,8 +112,6 @@ bool Is(DLDataType dtype, int code, int bits) {
   throw std::invalid_argument("host reference: no encoding for dtype " + ccl::DataTypeName(dtype));
 }
 
-bool IsNarrow(DLDataType dtype) { return dtype.bits == 8; }  // int8, uint8, fp8, bool
-
 // Moved data: distinct per rank and element, within the range `dtype`
 // holds exactly, negative too where the type is signed.
 double MovedValue(DLDataType dtype, int rank, int64_t index) {
@@ -141,13 +143,23 @@ double MovedValue(DLDataType dtype, int rank, int64_t index) {
 // Bool inputs for every purpose: a mix of true and false over ranks.
 double BoolValue(int rank, int64_t index) { return (rank + index) % 3 == 0 ? 1.0 : 0.0; }
 
-double SumValue(DLDataType dtype, int rank, int64_t index) {
-  // 8-bit and fp8: 0 or ±1, so sums over up to 8 ranks are exact in e5m2
-  // and sums over up to 127 ranks fit int8. Others: −3..3.
-  const double magnitude =
-      IsNarrow(dtype) ? static_cast<double>((rank + index) % 2) : (rank + 1 + index % 5) % 4;
-  const bool negate = IsSigned(dtype) && (rank + 2 * index) % 3 == 0;
-  return negate ? -magnitude : magnitude;
+// A well-mixed 64-bit hash of (rank, index): inputs differ between ranks
+// and elements in no pattern a plugin could get right by accident.
+uint64_t Mix(int rank, int64_t index, uint64_t salt) {
+  uint64_t x = kInputSeed ^ salt ^ (static_cast<uint64_t>(rank) * 0x9e3779b97f4a7c15ULL) ^
+               (static_cast<uint64_t>(index) * 0xbf58476d1ce4e5b9ULL);
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 29;
+  return x;
+}
+
+// An integer in [-bound, bound] (signed types) or [0, bound] from the hash.
+double Spread(DLDataType dtype, uint64_t hash, int64_t bound) {
+  if (bound <= 0) return 0;
+  if (!IsSigned(dtype)) return static_cast<double>(hash % static_cast<uint64_t>(bound + 1));
+  return static_cast<double>(static_cast<int64_t>(hash % static_cast<uint64_t>(2 * bound + 1)) -
+                             bound);
 }
 
 double ProdValue(DLDataType dtype, int rank, int world_size, int64_t index) {
@@ -156,11 +168,6 @@ double ProdValue(DLDataType dtype, int rank, int world_size, int64_t index) {
   if (position == 0) return 2;
   if (position == 1 && IsSigned(dtype)) return -1;
   return 1;
-}
-
-double MinMaxValue(DLDataType dtype, int rank, int64_t index) {
-  const int64_t spread = (int64_t{rank} * 7 + (index % 11) * 3) % 11;
-  return static_cast<double>(IsSigned(dtype) ? spread - 5 : spread);
 }
 
 double Combine(DLDataType dtype, ReduceOp op, double accumulated, double value) {
@@ -264,8 +271,10 @@ double DecodeElement(DLDataType dtype, const void* element) {
   if (Is(dtype, kDLBfloat, 16)) return DecodeNarrow(kBfloat16, Load<uint16_t>(element));
   if (Is(dtype, INFINI_CCL_DL_FLOAT8_E4M3FN, 8)) return DecodeNarrow(kE4M3, Load<uint8_t>(element));
   if (Is(dtype, INFINI_CCL_DL_FLOAT8_E5M2, 8)) return DecodeNarrow(kE5M2, Load<uint8_t>(element));
-  // Any non-zero byte is true, as C++ and DLPack read a bool.
-  if (Is(dtype, INFINI_CCL_DL_BOOL, 8)) return Load<uint8_t>(element) != 0 ? 1 : 0;
+  // A bool is the byte 0 or 1 (as C++ and PyTorch store one); any other byte
+  // decodes as itself, so a result or an unwritten sentinel never passes
+  // for true.
+  if (Is(dtype, INFINI_CCL_DL_BOOL, 8)) return Load<uint8_t>(element);
   if (Is(dtype, kDLInt, 8)) return Load<int8_t>(element);
   if (Is(dtype, kDLUInt, 8)) return Load<uint8_t>(element);
   if (Is(dtype, kDLInt, 16)) return Load<int16_t>(element);
@@ -277,9 +286,52 @@ double DecodeElement(DLDataType dtype, const void* element) {
   Unknown(dtype);
 }
 
+namespace {
+
+// Whole buffers of the common wide types without the per-element dispatch
+// (a large case moves millions of elements); false for the other types.
+template <typename T>
+void EncodeAs(std::span<const double> values, unsigned char* bytes) {
+  for (size_t index = 0; index < values.size(); ++index) {
+    Store(static_cast<T>(values[index]), bytes + index * sizeof(T));
+  }
+}
+template <typename T>
+void DecodeAs(const unsigned char* bytes, std::vector<double>& values) {
+  for (size_t index = 0; index < values.size(); ++index) {
+    values[index] = static_cast<double>(Load<T>(bytes + index * sizeof(T)));
+  }
+}
+
+bool EncodeFast(DLDataType dtype, std::span<const double> values, unsigned char* bytes) {
+  if (Is(dtype, kDLFloat, 32)) return EncodeAs<float>(values, bytes), true;
+  if (Is(dtype, kDLFloat, 64)) return EncodeAs<double>(values, bytes), true;
+  if (Is(dtype, kDLInt, 32)) return EncodeAs<int32_t>(values, bytes), true;
+  if (Is(dtype, kDLInt, 64)) return EncodeAs<int64_t>(values, bytes), true;
+  return false;
+}
+
+bool DecodeFast(DLDataType dtype, const unsigned char* bytes, std::vector<double>& values) {
+  if (Is(dtype, kDLFloat, 32)) return DecodeAs<float>(bytes, values), true;
+  if (Is(dtype, kDLFloat, 64)) return DecodeAs<double>(bytes, values), true;
+  if (Is(dtype, kDLInt, 32)) return DecodeAs<int32_t>(bytes, values), true;
+  if (Is(dtype, kDLInt, 64)) return DecodeAs<int64_t>(bytes, values), true;
+  if (Is(dtype, kDLBfloat, 16)) {  // the top half of a float32
+    for (size_t index = 0; index < values.size(); ++index) {
+      const uint32_t bits = static_cast<uint32_t>(Load<uint16_t>(bytes + index * 2)) << 16;
+      values[index] = static_cast<double>(std::bit_cast<float>(bits));
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<unsigned char> Encode(DLDataType dtype, std::span<const double> values) {
   const size_t width = ccl::ElementBytes(dtype);
   std::vector<unsigned char> bytes(values.size() * width);
+  if (EncodeFast(dtype, values, bytes.data())) return bytes;
   for (size_t index = 0; index < values.size(); ++index) {
     EncodeElement(dtype, values[index], bytes.data() + index * width);
   }
@@ -290,6 +342,7 @@ std::vector<double> Decode(DLDataType dtype, const void* data, size_t count) {
   const size_t width = ccl::ElementBytes(dtype);
   const auto* bytes = static_cast<const unsigned char*>(data);
   std::vector<double> values(count);
+  if (DecodeFast(dtype, bytes, values)) return values;
   for (size_t index = 0; index < count; ++index) {
     values[index] = DecodeElement(dtype, bytes + index * width);
   }
@@ -302,28 +355,57 @@ double RoundTo(DLDataType dtype, double value) {
   return DecodeElement(dtype, element);
 }
 
-double InputValue(DLDataType dtype, Purpose purpose, int rank, int world_size, int64_t index) {
-  if (!purpose) return MovedValue(dtype, rank, index);
-  if (IsBool(dtype)) return BoolValue(rank, index);
-  switch (*purpose) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAvg:
-      return SumValue(dtype, rank, index);
-    case ReduceOp::kProd:
-      return ProdValue(dtype, rank, world_size, index);
-    case ReduceOp::kMax:
-    case ReduceOp::kMin:
-      return MinMaxValue(dtype, rank, index);
+namespace {
+
+// How the inputs of one (type, purpose, world size) are made, decided once
+// for a whole buffer.
+class InputRule {
+ public:
+  InputRule(DLDataType dtype, Purpose purpose, int world_size)
+      : dtype_(dtype), purpose_(purpose), world_size_(world_size) {
+    if (!purpose || IsBool(dtype)) return;
+    if (*purpose == ReduceOp::kSum || *purpose == ReduceOp::kAvg) {
+      bound_ = ExactIntegerLimit(dtype) / std::max(world_size, 1);
+    } else if (*purpose == ReduceOp::kMax || *purpose == ReduceOp::kMin) {
+      bound_ = std::min<int64_t>(ExactIntegerLimit(dtype), int64_t{1} << 20);
+    }
   }
-  return 0;
+
+  double Value(int rank, int64_t index) const {
+    if (!purpose_) return MovedValue(dtype_, rank, index);
+    if (IsBool(dtype_)) return BoolValue(rank, index);
+    switch (*purpose_) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg:
+        return Spread(dtype_, Mix(rank, index, 1), bound_);
+      case ReduceOp::kProd:
+        return ProdValue(dtype_, rank, world_size_, index);
+      case ReduceOp::kMax:
+      case ReduceOp::kMin:
+        return Spread(dtype_, Mix(rank, index, 2), bound_);
+    }
+    return 0;
+  }
+
+ private:
+  DLDataType dtype_;
+  Purpose purpose_;
+  int world_size_;
+  int64_t bound_ = 0;
+};
+
+}  // namespace
+
+double InputValue(DLDataType dtype, Purpose purpose, int rank, int world_size, int64_t index) {
+  return InputRule(dtype, purpose, world_size).Value(rank, index);
 }
 
 std::vector<double> InputValues(DLDataType dtype, Purpose purpose, int rank, int world_size,
                                 int64_t first_index, int64_t count) {
+  const InputRule rule(dtype, purpose, world_size);
   std::vector<double> values(static_cast<size_t>(std::max<int64_t>(count, 0)));
   for (size_t offset = 0; offset < values.size(); ++offset) {
-    values[offset] =
-        InputValue(dtype, purpose, rank, world_size, first_index + static_cast<int64_t>(offset));
+    values[offset] = rule.Value(rank, first_index + static_cast<int64_t>(offset));
   }
   return values;
 }
@@ -332,38 +414,44 @@ bool HasReference(DLDataType dtype, ReduceOp op) {
   return !(IsBool(dtype) && op == ReduceOp::kAvg);
 }
 
-double ReducedValue(DLDataType dtype, ReduceOp op, int world_size, int64_t index) {
+namespace {
+
+// `op` over every rank's inputs [first, first + count), as ReducedValue.
+std::vector<double> ReducedValues(DLDataType dtype, ReduceOp op, int world_size, int64_t first,
+                                  int64_t count) {
   if (!HasReference(dtype, op)) {
     throw std::invalid_argument("host reference: " + std::string(ccl::ReduceOpName(op)) +
                                 " is not defined on " + ccl::DataTypeName(dtype));
   }
-  double result = InputValue(dtype, op, 0, world_size, index);
+  std::vector<double> result = InputValues(dtype, op, 0, world_size, first, count);
   for (int rank = 1; rank < world_size; ++rank) {
-    result = Combine(dtype, op, result, InputValue(dtype, op, rank, world_size, index));
+    const std::vector<double> theirs = InputValues(dtype, op, rank, world_size, first, count);
+    for (size_t index = 0; index < result.size(); ++index) {
+      result[index] = Combine(dtype, op, result[index], theirs[index]);
+    }
   }
-  if (op == ReduceOp::kAvg) {
-    result /= world_size;
-    if (!IsFloatingPoint(dtype)) result = std::trunc(result);
+  if (op != ReduceOp::kAvg) return result;  // exact by the inputs' choice
+  for (double& value : result) {
+    value /= world_size;
+    if (!IsFloatingPoint(dtype)) value = std::trunc(value);
+    value = RoundTo(dtype, value);
   }
-  return RoundTo(dtype, result);
+  return result;
+}
+
+}  // namespace
+
+double ReducedValue(DLDataType dtype, ReduceOp op, int world_size, int64_t index) {
+  return ReducedValues(dtype, op, world_size, index, 1)[0];
 }
 
 std::vector<double> ExpectAllReduce(DLDataType dtype, ReduceOp op, int world_size, int64_t count) {
-  std::vector<double> expected(static_cast<size_t>(count));
-  for (int64_t index = 0; index < count; ++index) {
-    expected[static_cast<size_t>(index)] = ReducedValue(dtype, op, world_size, index);
-  }
-  return expected;
+  return ReducedValues(dtype, op, world_size, 0, count);
 }
 
 std::vector<double> ExpectReduceScatter(DLDataType dtype, ReduceOp op, int world_size, int rank,
                                         int64_t recv_count) {
-  std::vector<double> expected(static_cast<size_t>(recv_count));
-  for (int64_t index = 0; index < recv_count; ++index) {
-    expected[static_cast<size_t>(index)] =
-        ReducedValue(dtype, op, world_size, rank * recv_count + index);
-  }
-  return expected;
+  return ReducedValues(dtype, op, world_size, rank * recv_count, recv_count);
 }
 
 std::vector<double> ExpectBroadcast(DLDataType dtype, int world_size, int root, int64_t count) {
@@ -500,27 +588,69 @@ std::vector<double> ExpectAllGatherV(DLDataType dtype, const VariableLayout& lay
 std::vector<double> ExpectReduceScatterV(DLDataType dtype, ReduceOp op,
                                          const VariableLayout& layout, int rank) {
   const size_t first = layout.ShareDisplacements()[static_cast<size_t>(rank)];
-  std::vector<double> expected(layout.ShareCount(rank));
-  for (size_t index = 0; index < expected.size(); ++index) {
-    expected[index] =
-        ReducedValue(dtype, op, layout.world_size(), static_cast<int64_t>(first + index));
+  return ReducedValues(dtype, op, layout.world_size(), static_cast<int64_t>(first),
+                       static_cast<int64_t>(layout.ShareCount(rank)));
+}
+
+int64_t ExactIntegerLimit(DLDataType dtype) {
+  if (IsBool(dtype)) return 1;
+  if (IsFloatingPoint(dtype)) {
+    // Every integer up to 2^(mantissa bits + 1) is exact.
+    return int64_t{1} << (MantissaBits(dtype) + 1);
   }
-  return expected;
+  // Values are computed in double: 2^53 at most. Unsigned types keep their
+  // largest value free for the sentinel; signed types their smallest.
+  const int bits = std::min<int>(dtype.bits, 54);
+  const int64_t largest =
+      IsSigned(dtype) ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 2;
+  return std::min<int64_t>(largest, int64_t{1} << 53);
 }
 
-double Tolerance(DLDataType dtype, Purpose purpose) {
-  if (!purpose || !IsFloatingPoint(dtype)) return 0;
-  if (Is(dtype, kDLFloat, 64)) return 1e-12;
-  if (Is(dtype, kDLFloat, 32)) return 1e-5;
-  if (Is(dtype, kDLFloat, 16)) return 2e-3;
-  if (Is(dtype, kDLBfloat, 16)) return 2e-2;
-  if (Is(dtype, INFINI_CCL_DL_FLOAT8_E4M3FN, 8)) return 0.13;
-  return 0.26;  // e5m2: two mantissa bits
+int MantissaBits(DLDataType dtype) {
+  if (Is(dtype, kDLFloat, 64)) return 52;
+  if (Is(dtype, kDLFloat, 32)) return 23;
+  if (Is(dtype, kDLFloat, 16)) return kHalf.mantissa_bits;
+  if (Is(dtype, kDLBfloat, 16)) return kBfloat16.mantissa_bits;
+  if (Is(dtype, INFINI_CCL_DL_FLOAT8_E4M3FN, 8)) return kE4M3.mantissa_bits;
+  if (Is(dtype, INFINI_CCL_DL_FLOAT8_E5M2, 8)) return kE5M2.mantissa_bits;
+  return 0;
 }
 
-bool CloseEnough(DLDataType dtype, Purpose purpose, double got, double want) {
+std::vector<unsigned char> SentinelElement(DLDataType dtype) {
+  const size_t width = ccl::ElementBytes(dtype);
+  // Floating point: all ones is a NaN in every format. Unsigned: the largest
+  // value, which no input or result reaches. Signed: the smallest (inputs
+  // are symmetric, so it is never reached either). Bool: 0xff, not a bool.
+  std::vector<unsigned char> element(width, 0xff);
+  if (dtype.code == kDLInt) {
+    std::fill(element.begin(), element.end(), 0x00);
+    element.back() = 0x80;  // little-endian: the sign bit of the top byte
+  }
+  return element;
+}
+
+double Tolerance(DLDataType dtype, Purpose purpose, int world_size) {
+  if (!purpose || !IsFloatingPoint(dtype) || *purpose != ReduceOp::kAvg) return 0;
+  // Average: a backend may divide the exact sum (one rounding) or, as NCCL
+  // does, multiply each input by 1/n first and then add (n roundings of
+  // values up to the inputs' bound). Allow n + 2 units of roundoff of the
+  // inputs' magnitude.
+  const double unit_roundoff = std::ldexp(1.0, -(MantissaBits(dtype) + 1));
+  const double bound = static_cast<double>(ExactIntegerLimit(dtype) / std::max(world_size, 1));
+  return (world_size + 2) * unit_roundoff * std::max(1.0, bound);
+}
+
+std::string ToleranceText(DLDataType dtype, Purpose purpose, int world_size) {
+  const double tolerance = Tolerance(dtype, purpose, world_size);
+  if (tolerance == 0) return "exact";
+  char text[48];
+  std::snprintf(text, sizeof(text), "within %.3g", tolerance);
+  return text;
+}
+
+bool CloseEnough(DLDataType dtype, Purpose purpose, int world_size, double got, double want) {
   if (got == want) return true;
-  return std::fabs(got - want) <= Tolerance(dtype, purpose) * std::max(1.0, std::fabs(want));
+  return std::fabs(got - want) <= Tolerance(dtype, purpose, world_size);
 }
 
 std::string Comparison::Describe() const {
@@ -538,13 +668,13 @@ std::string Comparison::Describe() const {
   return text;
 }
 
-Comparison Compare(DLDataType dtype, Purpose purpose, std::span<const double> expected,
-                   std::span<const double> actual) {
+Comparison Compare(DLDataType dtype, Purpose purpose, int world_size,
+                   std::span<const double> expected, std::span<const double> actual) {
   Comparison result;
   const size_t common = std::min(expected.size(), actual.size());
   result.compared = static_cast<int64_t>(expected.size());
   for (size_t index = 0; index < common; ++index) {
-    if (CloseEnough(dtype, purpose, actual[index], expected[index])) continue;
+    if (CloseEnough(dtype, purpose, world_size, actual[index], expected[index])) continue;
     if (result.wrong++ == 0) {
       result.first_wrong_index = static_cast<int64_t>(index);
       result.first_got = actual[index];

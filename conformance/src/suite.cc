@@ -70,30 +70,36 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
   const std::vector<Collective> movements = {
       Collective::kBroadcast, Collective::kAllGather,  Collective::kSend,   Collective::kAllToAll,
       Collective::kAllToAllV, Collective::kAllGatherV, Collective::kGather, Collective::kScatter};
-  // Reductions first, each with every operator (ccl::IsReduction says which
-  // take one), then data movement; in this order on every rank.
-  auto add_collective = [&](Collective collective) {
-    if (!capabilities.Implements(collective)) {
-      // An optional entry the plugin leaves NULL: one row, not one per type.
-      add(std::string(ccl::CollectiveName(collective)), false, [](RankContext&) {
-        return Unsupported("not implemented (an optional entry the plugin leaves NULL)");
-      });
-      return;
-    }
-    for (DLDataType dtype : AllDataTypes()) {
-      if (!ccl::IsReduction(collective)) {
-        items.push_back(
-            internal::CollectiveItem(collective, dtype, std::nullopt, capabilities, world_size));
-        continue;
-      }
-      for (ReduceOp op : AllReduceOps()) {
-        if (!HasReference(dtype, op)) continue;  // average of bools means nothing
-        items.push_back(internal::CollectiveItem(collective, dtype, op, capabilities, world_size));
+  // For one type: reductions, each with every operator (ccl::IsReduction
+  // says which take one), then data movement; in this order on every rank.
+  auto add_collectives_of = [&](DLDataType dtype) {
+    for (const auto* group : {&reductions, &movements}) {
+      for (Collective collective : *group) {
+        if (!capabilities.Implements(collective)) {
+          // An optional entry the plugin leaves NULL: one row, not one per type.
+          if (!ccl::operator==(dtype, ccl::dtype::kFloat32)) continue;
+          add(std::string(ccl::CollectiveName(collective)), false, [](RankContext&) {
+            return Unsupported("not implemented (an optional entry the plugin leaves NULL)");
+          });
+          continue;
+        }
+        if (!ccl::IsReduction(collective)) {
+          items.push_back(
+              internal::CollectiveItem(collective, dtype, std::nullopt, capabilities, world_size));
+          continue;
+        }
+        for (ReduceOp op : AllReduceOps()) {
+          if (!HasReference(dtype, op)) continue;  // average of bools means nothing
+          items.push_back(
+              internal::CollectiveItem(collective, dtype, op, capabilities, world_size));
+        }
       }
     }
   };
-  for (Collective collective : reductions) add_collective(collective);
-  for (Collective collective : movements) add_collective(collective);
+  // float32 (every port must serve it) first, then the behaviour of
+  // communicators, then every other type: a port's first runs, and
+  // --fail_fast, meet what matters most first.
+  add_collectives_of(ccl::dtype::kFloat32);
 
   add("barrier", true, internal::BarrierOrders);
   add("group/two_all_reduce", capabilities.group(),
@@ -107,8 +113,8 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
       declared_or(
           capabilities.register_windows(), "comm_window_register is NULL",
           [](RankContext& context) { return internal::RegisteredAllReduce(context, true); }));
-  add("split/even_odd", capabilities.split(),
-      declared_or(capabilities.split(), "comm_split is NULL", internal::SplitHalves));
+  add("split/permuted_keys", capabilities.split(),
+      declared_or(capabilities.split(), "comm_split is NULL", internal::SplitPermutedKeys));
   add("init/multi_device", capabilities.multi_device_init(),
       declared_or(capabilities.multi_device_init(), "comm_init_ranks is NULL",
                   internal::MultiDeviceInit));
@@ -125,21 +131,34 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
                       ? "INFINI_CCL_FEATURE_ABORT_UNBLOCKS not declared"
                       : "needs 2 ranks",
                   internal::AbortUnblocks));
-  // The last rank plays the lost one: shrinking needs a survivor besides it.
+  // One rank plays the lost one: shrinking needs a survivor besides it.
   const auto recovery_why = [&](bool declared, const char* entry) {
     return !declared ? std::string(entry) + " is NULL" : std::string("needs 2 ranks");
   };
-  add("shrink/drop_last_rank", false,
+  add("shrink/drop_one_rank", false,
       declared_or(capabilities.shrink() && world_size > 1,
                   recovery_why(capabilities.shrink(), "comm_shrink"),
-                  internal::ShrinkDropsLastRank));
+                  internal::ShrinkDropsOneRank));
   add("shrink/abort_outstanding", false,
       declared_or(capabilities.shrink() && world_size > 1,
                   recovery_why(capabilities.shrink(), "comm_shrink"),
                   internal::ShrinkAbortsOutstanding));
+  add("failure/peer_killed", false, [](RankContext& context) {
+    // A lost peer's pending call may only end by abort.
+    if (!context.capabilities().abort()) return Unsupported("comm_abort is NULL");
+    // The killed process needs a device of its own.
+    const bool host = context.backend->info().device_type == kDLCPU;
+    if (!host && context.backend->DeviceCount() <= context.world_size) {
+      return Unsupported("needs a device no rank uses, for the process it kills");
+    }
+    return internal::PeerKilled(context);
+  });
   add("revoke/unblocks_recv", false,
       declared_or(capabilities.revoke() && world_size > 1,
                   recovery_why(capabilities.revoke(), "comm_revoke"), internal::RevokeUnblocks));
+  for (DLDataType dtype : AllDataTypes()) {
+    if (!ccl::operator==(dtype, ccl::dtype::kFloat32)) add_collectives_of(dtype);
+  }
   if (capabilities.one_rank_per_process() && threads_per_process > 1) {
     RefuseLayout(items,
                  "the plugin allows one rank per process "

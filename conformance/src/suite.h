@@ -30,9 +30,23 @@ struct Outcome {
 };
 
 struct SuiteOptions {
-  std::vector<int64_t> counts;  // 0, 1, odd, large
+  // Every type at these counts (0, 1, odd, prime, not a multiple of any
+  // vector width); at the count past `large_bytes` every type, or (quick)
+  // float32 and bfloat16 alone; float32
+  // also at `largest_float32_count` (past every eager/rendezvous or
+  // chunking threshold a vendor may have).
+  std::vector<int64_t> counts;
+  int64_t large_bytes = 1 << 20;
+  bool large_for_every_type = true;
+  // Rooted collectives are judged at every root up to this count, at the
+  // last rank above it (large messages cost).
+  int64_t every_root_up_to = 1031;
+  int64_t largest_float32_count = 0;
   std::chrono::milliseconds item_timeout{60'000};
 };
+
+// The element counts a collective on `dtype` is judged at.
+std::vector<int64_t> CountsFor(const SuiteOptions& options, DLDataType dtype);
 
 // The rank threads of one process meeting: a barrier, and one thread making
 // communicators for all (multi-device init).
@@ -126,10 +140,12 @@ struct RankContext {
   // as the plugin prefers (concurrent comm_init_rank, or one
   // comm_init_ranks), with the run's store lent as bootstrap.
   ccl::Communicator NewCommunicator(const std::string& key, const ccl::CommConfig& config = {});
-  // Only ever called through NewCommunicator.
+  // NewCommunicator's second half, for an id already shared; `nranks`
+  // (default: world_size) counts ranks outside the suite too.
   ccl::Communicator NewCommunicatorOnePerThread(const std::string& key, const ccl::UniqueId& id,
                                                 const ccl::CommConfig& config,
-                                                std::shared_ptr<ccl::BootstrapStore> bootstrap);
+                                                std::shared_ptr<ccl::BootstrapStore> bootstrap,
+                                                int nranks = 0);
 };
 
 struct Item {

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "flag_definitions.h"
+#include "infini/common/launch_env.h"
 #include "infini/common/usage.h"
 #include "infini/launch/options.h"
 #include "option_checks.h"
@@ -537,6 +538,14 @@ bool ParseFlagValues(const FlagValues& flag, const SplitCommandLine& split,
 
   options->ccl_backend = flag["ccl_backend"];
   CheckBackendName(options->ccl_backend);
+  // Inherited by the ranks and by the ccl_info this launcher asks.
+  if (const std::string& device = flag["device_backend"]; !device.empty()) {
+    if (device.find_first_of(" \t\n=") != std::string::npos) {
+      throw UsageError(Quoted("device_backend", device) +
+                       ": expected a device backend's name (nccl) or a plugin path");
+    }
+    setenv(env::kDeviceBackend, device.c_str(), 1);
+  }
 
   ParseRendezvous(flag, options);
   options->max_restarts =

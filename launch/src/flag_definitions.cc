@@ -62,6 +62,10 @@ constexpr FlagDefinition kFlags[] = {
     {"ccl_backend", false, "",
      "Collective backend exported to the ranks as INFINI_CCL_BACKEND (default: "
      "$INFINI_CCL_BACKEND, else 'auto'). Example: --ccl_backend=nccl"},
+    {"device_backend", false, "",
+     "Stage the host backend's collectives through this device backend's buffers and streams "
+     "(INFINI_CCL_DEVICE_BACKEND): several ranks may share a device. Example: "
+     "--ccl_backend=gloo --device_backend=nccl"},
     {"max_restarts", false, "0",
      "Restart every rank of every node up to this many times after a failure "
      "(TORCHELASTIC_RESTART_COUNT counts them). Example: --max_restarts=3"},

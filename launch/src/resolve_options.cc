@@ -156,19 +156,44 @@ void ResolveDeviceIsolation(LaunchOptions* options) {
   }
 }
 
-// An accelerator backend without a device fails in every rank with the same
-// line: the launcher says it once, before any rank starts.
-void CheckBackendSeesADevice(const LaunchOptions& options) {
-  if (options.dry_run || options.ccl_backend == "gloo" || options.ccl_backend == "auto") return;
-  if (VisibleDeviceCount(ExecutableDirectory(), options.ccl_backend) != 0) return;
-  const std::string variable =
-      BackendVisibilityVariable(ExecutableDirectory(), options.ccl_backend);
-  const char* visible = variable.empty() ? nullptr : getenv(variable.c_str());
-  throw LaunchError("--ccl_backend=" + OneLine(options.ccl_backend) +
-                    ": the backend sees no device on this machine (ccl_info --device_count: 0" +
-                    (visible ? "; " + variable + "='" + OneLine(visible) + "'" : "") +
-                    "): expected at least one; run where its devices are, or use "
-                    "--ccl_backend=gloo for CPUs");
+// NCCL refuses two ranks on one GPU, in every rank; say it once, before
+// starting any, with the staged alternative. `devices`: ccl_info's count.
+void RefuseSharedNcclDevices(const LaunchOptions& options, int devices) {
+  const char* device_backend = getenv(env::kDeviceBackend);
+  const char* sharing = getenv("INFINI_CCL_ALLOW_DEVICE_SHARING");
+  if (options.ccl_backend != "nccl" || (device_backend && *device_backend) ||
+      options.isolate_devices || (sharing && *sharing && *sharing != '0')) {
+    return;
+  }
+  if (devices < 1 || devices >= options.processes_per_node) return;
+  throw UsageError("--ccl_backend=nccl --nproc_per_node=" +
+                   std::to_string(options.processes_per_node) + ": NCCL needs one GPU per rank, " +
+                   std::to_string(devices) + " visible; to run several ranks on one GPU, use " +
+                   "--ccl_backend=gloo --device_backend=nccl (host-staged collectives)");
+}
+
+// A device backend with no device here, or NCCL with fewer GPUs than ranks,
+// fails in every rank with the same line: the launcher says it once, before
+// starting any. One ccl_info call; a one-rank launch pays none (its one rank
+// says it once anyway, and a CUDA start-up is not spent twice).
+void CheckDevicesBeforeStarting(const LaunchOptions& options) {
+  if (options.dry_run || options.processes_per_node < 2 || options.ccl_backend == "gloo" ||
+      options.ccl_backend == "auto") {
+    return;
+  }
+  const int devices = VisibleDeviceCount(ExecutableDirectory(), options.ccl_backend);
+  if (devices < 0) return;  // ccl_info cannot say: the ranks will
+  if (devices == 0) {
+    const std::string variable =
+        BackendVisibilityVariable(ExecutableDirectory(), options.ccl_backend);
+    const char* visible = variable.empty() ? nullptr : getenv(variable.c_str());
+    throw LaunchError("--ccl_backend=" + OneLine(options.ccl_backend) +
+                      ": the backend sees no device on this machine (ccl_info --device_count: 0" +
+                      (visible ? "; " + variable + "='" + OneLine(visible) + "'" : "") +
+                      "): expected at least one; run where its devices are, or use "
+                      "--ccl_backend=gloo for CPUs");
+  }
+  RefuseSharedNcclDevices(options, devices);
 }
 
 }  // namespace
@@ -196,7 +221,7 @@ void ResolveLaunchOptions(LaunchOptions* options) {
         options->processes_per_node_spec, ExecutableDirectory(), options->ccl_backend);
     CheckAgainstProcessCount(*options);
   }
-  CheckBackendSeesADevice(*options);
+  CheckDevicesBeforeStarting(*options);
   ResolveRunToken(options);
   ResolveDeviceIsolation(options);
   if (options->WantsLogFiles() && options->log_dir.empty()) {

@@ -1,6 +1,7 @@
 #include "infini/parallel/context.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -19,6 +20,8 @@
 #include "infini/rendezvous/tcp_store.h"
 #include "loss_watcher.h"
 #include "run_store.h"
+#include "watchdog.h"
+#include "work_state.h"
 
 namespace infini::parallel {
 namespace {
@@ -27,6 +30,14 @@ namespace {
 // peer is reported by the watchdog, which names the operation.
 constexpr std::chrono::seconds kStoreTimeoutMargin{30};
 constexpr std::chrono::milliseconds kLossWatcherStoreTimeout{5000};
+
+// The backend as asked: the flag's value, else INFINI_CCL_BACKEND's, else auto.
+std::string BackendSpecText(const std::string& spec) {
+  if (!spec.empty()) return OneLine(spec);
+  const char* from_environment = std::getenv(env::kBackend);
+  return from_environment != nullptr && *from_environment != '\0' ? OneLine(from_environment)
+                                                                  : "auto";
+}
 
 // One hosted store per port for the whole process: thread ranks share it, and
 // it lives until the process ends (other processes may still be reading).
@@ -139,25 +150,47 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   SetLogIdentity(rank);
   if (!settings.log_dir.empty()) EnableRankLogFile(rank, settings.log_dir);
 
-  context->backend_ = ccl::Backend::Load(options.backend);
-  const auto& backend = context->backend_;
-  if (options.threads_per_process > 1 && backend->capabilities().one_rank_per_process()) {
-    throw ParallelConfigError(
-        "--nthread_per_process=" + std::to_string(options.threads_per_process) + ": backend '" +
-        backend->info().name +
-        "' allows one rank per process (its plugin declares "
-        "INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS); expected 1, with one process per rank "
-        "(infini_run --nproc_per_node)");
+  // The plugin's entries called here (its process-wide init, the device
+  // count, set_device) run before any group exists: a vendor library that
+  // never returns from one ends the process in one line, as a group's init
+  // does, instead of hanging it.
+  auto loading = std::make_shared<internal::WorkState>();
+  loading->op = internal::kLoadOp;
+  loading->global_rank = rank.global_rank();
+  loading->lane_rank = rank.launch_global_rank();
+  loading->timeout = settings.timeout;
+  loading->description = "loading backend '" + BackendSpecText(options.backend) +
+                         "' (global rank " + std::to_string(rank.global_rank()) + ")";
+  loading->diagnose = [] {
+    return std::string("its plugin's init, get_device_count or set_device entry never returned");
+  };
+  internal::Watchdog::Instance().AddWork(loading);
+  try {
+    context->backend_ = ccl::Backend::Load(options.backend);
+    const auto& backend = context->backend_;
+    if (options.threads_per_process > 1 && backend->capabilities().one_rank_per_process()) {
+      throw ParallelConfigError(
+          "--nthread_per_process=" + std::to_string(options.threads_per_process) + ": backend '" +
+          backend->info().name +
+          "' allows one rank per process (its plugin declares "
+          "INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS); expected 1, with one process per rank "
+          "(infini_run --nproc_per_node)");
+    }
+    const DLDeviceType device_type = backend->info().device_type;
+    const int visible = backend->DeviceCount();
+    context->device_index_ = SelectDeviceIndex(
+        rank, device_type, visible,
+        {.allow_sharing = settings.allow_device_sharing,
+         .isolated = settings.devices_isolated,
+         .visible_devices_variable = VisibleDevicesVariable(environment, backend->info())});
+    context->shares_device_ = SharesDevice(rank, device_type, visible, settings.devices_isolated);
+    backend->SetDevice(context->device_index_);
+  } catch (...) {
+    loading->Failed(std::current_exception());
+    throw;
   }
-  const DLDeviceType device_type = backend->info().device_type;
-  const int visible = backend->DeviceCount();
-  context->device_index_ = SelectDeviceIndex(
-      rank, device_type, visible,
-      {.allow_sharing = settings.allow_device_sharing,
-       .isolated = settings.devices_isolated,
-       .visible_devices_variable = VisibleDevicesVariable(environment, backend->info())});
-  context->shares_device_ = SharesDevice(rank, device_type, visible, settings.devices_isolated);
-  backend->SetDevice(context->device_index_);
+  loading->Complete();
+  const auto& backend = context->backend_;
 
   internal::RunStoreEndpoint endpoint = internal::OpenRunStore(environment, topology, settings);
   const std::string& host = endpoint.host;

@@ -347,7 +347,11 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
       Fail(Quoted(environment, "INFINI_CCL_DEBUG") + ": expected OFF, INFO or DETAIL");
     }
   }
-  settings.allow_device_sharing = ReadFlag(environment, "INFINI_CCL_ALLOW_DEVICE_SHARING");
+  // A staged backend (INFINI_CCL_DEVICE_BACKEND) makes no device communicator,
+  // so its ranks may always share a device.
+  const auto device_backend = Get(environment, env::kDeviceBackend);
+  settings.allow_device_sharing = ReadFlag(environment, "INFINI_CCL_ALLOW_DEVICE_SHARING") ||
+                                  (device_backend && !device_backend->empty());
   settings.devices_isolated = ReadFlag(environment, env::kDevicesIsolated);
   if (auto log_dir = Get(environment, "INFINI_CCL_LOG_DIR")) settings.log_dir = *log_dir;
   if (auto mode = Get(environment, env::kOnFailure)) {

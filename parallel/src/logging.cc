@@ -1,10 +1,12 @@
 #include "infini/parallel/logging.h"
 
+#include <errno.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "infini/common/launch_env.h"
 
@@ -41,9 +43,30 @@ std::string RunOfThisProcess() {
   return run + ".attempt" + (attempt && *attempt ? attempt : "0") + ".";
 }
 
+// Set when glog was initialized here rather than by the program.
+bool g_initialized_here = false;
+
+// A program that never initialized glog would get glog's "Logging before
+// InitGoogleLogging() is written to STDERR" on every rank's first line:
+// initialize it for the program, logging to stderr as glog does before
+// initialization (no files in /tmp).
+void InitializeGlogOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (google::IsGoogleLoggingInitialized()) return;
+    // glibc's short name of the program (argv[0]'s last part); glog keeps
+    // the pointer, which lives as long as the process.
+    const char* program = program_invocation_short_name;
+    FLAGS_logtostderr = true;
+    google::InitGoogleLogging(program != nullptr && *program != '\0' ? program : "infini_parallel");
+    g_initialized_here = true;
+  });
+}
+
 }  // namespace
 
 void SetLogIdentity(const Rank& rank) {
+  InitializeGlogOnce();
   ThreadIdentity& identity = Identity();
   identity.set = true;
   identity.main_rank = rank.IsMainRank();
@@ -58,7 +81,9 @@ bool IsMainRankThread() { return Identity().main_rank; }
 void EnableRankLogFile(const Rank& rank, const std::string& log_dir) {
   static std::once_flag once;
   std::call_once(once, [&] {
-    if (!google::IsGoogleLoggingInitialized()) google::InitGoogleLogging("infini_parallel");
+    InitializeGlogOnce();
+    // Files now, as glog writes them once initialized by the program.
+    if (g_initialized_here) FLAGS_logtostderr = false;
     const std::string base = log_dir + "/proc" + std::to_string(rank.global_proc_rank()) + ".";
     const std::string run = RunOfThisProcess();
     for (google::LogSeverity severity :

@@ -188,10 +188,12 @@ void Watchdog::Loop() {
         stuck_notice_given_ = true;
         std::fprintf(
             stderr,
-            "infini_ccl watchdog (pid %d): %s still waits for the other ranks after "
-            "%lld s; the run ends at INFINI_CCL_TIMEOUT_S=%lld s unless it completes "
-            "(infini_run --dump_stacks shows where every rank is)\n",
+            "infini_ccl watchdog (pid %d): %s still %s after %lld s; the run ends at "
+            "INFINI_CCL_TIMEOUT_S=%lld s unless it completes (infini_run --dump_stacks shows "
+            "where every rank is)\n",
             static_cast<int>(getpid()), work.Describe().c_str(),
+            // A step outside any group (loading the backend) waits for no rank.
+            work.description.empty() ? "waits for the other ranks" : "has not returned",
             static_cast<long long>(
                 std::chrono::duration_cast<std::chrono::seconds>(now - work.start).count()),
             static_cast<long long>(

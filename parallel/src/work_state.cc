@@ -82,6 +82,7 @@ void WorkState::MakeStreamWait(const ccl::Stream& stream) {
 }
 
 std::string WorkState::Describe() const {
+  if (!description.empty()) return description;
   return std::string(op) + " #" + std::to_string(sequence) + " on group '" + group + "' (" +
          std::to_string(bytes) + " bytes, global rank " + std::to_string(global_rank) + ")";
 }

@@ -24,6 +24,7 @@ class WatchedGroup;
 // Operations of parallel/ that are not one of ccl's collectives.
 inline constexpr std::string_view kInitOp = "init";           // a group's communicator being made
 inline constexpr std::string_view kSendRecvOp = "send_recv";  // a send and a recv in one group
+inline constexpr std::string_view kLoadOp = "load";  // the backend loaded and its device chosen
 
 // One operation: registered before the backend is called (host backends
 // block inside the call), completed by an event on the communication stream.
@@ -37,6 +38,9 @@ struct WorkState {
   int lane_rank = 0;  // the trace's lane: the launch rank, which a recovery keeps
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::chrono::milliseconds timeout{0};
+  // What the watchdog says of a step outside any group (loading the
+  // backend), instead of "op #sequence on group".
+  std::string description;
   // The group whose communicator runs it (nullptr: none yet, e.g. init).
   WatchedGroup* owner = nullptr;
   // Its entry in the flight recorder (0: not recorded), set before AddWork.

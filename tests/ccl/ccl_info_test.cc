@@ -121,6 +121,33 @@ TEST(CclInfo, AutoPicksTheFirstInstalledAcceleratorThatSeesADevice) {
   EXPECT_NE(result.output.find("backend:      gloo"), std::string::npos) << result.output;
 }
 
+TEST(CclInfo, SaysWhetherThePluginAllowsOneRankPerProcess) {
+  const Result result = RunCclInfo("--capabilities --ccl_backend=" INFINI_CCL_TEST_PLUGIN_DIR
+                                   "/libinfini_ccl_mock.so");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("              one_rank_per_process=no\n"), std::string::npos)
+      << result.output;
+}
+
+#ifdef TEMPLATE_PLUGIN_PATH
+// The untouched template: what was loaded, then every entry that is left,
+// in the template's own words, not only the first one met.
+TEST(CclInfo, AnUnfilledTemplateSaysWhatItLoadedAndWhatIsLeft) {
+  const Result result = RunCclInfo("--ccl_backend=" TEMPLATE_PLUGIN_PATH);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  for (const char* expected :
+       {"backend:      template\n", "version:      template 0 (no vendor library yet)\n",
+        "devices:      unknown (get_device_count failed)\n", "left to implement:\n",
+        "  template get_device_count failed: infiniCclUnsupported: template: implement "
+        "get_device_count",
+        "  template get_device failed: infiniCclUnsupported: template: implement get_device",
+        "  supports() declares no type for all_reduce, broadcast, reduce, all_gather, "
+        "reduce_scatter, send, recv (docs/porting.md step 4)"}) {
+    EXPECT_NE(result.output.find(expected), std::string::npos) << expected << "\n" << result.output;
+  }
+}
+#endif
+
 TEST(CclInfo, MissingBackendIsOneLineAndExitOne) {
   const Result result = RunCclInfo("--ccl_backend=nosuchvendor");
   EXPECT_EQ(result.exit_code, 1);

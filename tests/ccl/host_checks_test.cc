@@ -223,6 +223,35 @@ TEST(HostChecks, AGroupedInitWhoseCommunicatorIsDroppedEarlyIsFreedAtGroupEnd) {
   EXPECT_NO_THROW(backend->GroupEnd());
 }
 
+// A framework written for NCCL wraps its inits in GroupStart/GroupEnd; on a
+// plugin without group entries the host keeps the group: the init waits for
+// GroupEnd, a collective runs at once, and only point-to-point is refused.
+TEST(HostChecks, APluginWithoutGroupEntriesStillGroups) {
+  const auto backend = Backend::Load(PluginPath("mock_no_group"));
+  ASSERT_FALSE(backend->capabilities().group());
+  backend->GroupStart();
+  Communicator comm = backend->CommInitRank(1, backend->GetUniqueId(), 0);
+  EXPECT_FALSE(comm.valid()) << "made before the group ended";
+  backend->GroupEnd();
+  ASSERT_TRUE(comm.valid());
+  float value = 1;
+  backend->GroupStart();
+  EXPECT_NO_THROW(
+      comm.AllReduce(&value, &value, 1, infini::ccl::dtype::kFloat32, infini::ccl::ReduceOp::kSum));
+  try {
+    comm.Send(&value, 1, infini::ccl::dtype::kFloat32, 0);
+    ADD_FAILURE() << "a Send inside a host-kept group was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), infiniCclUnsupported);
+    const std::string text = error.what();
+    EXPECT_NE(text.find("Send inside GroupStart/GroupEnd: backend 'mock' has no group entries"),
+              std::string::npos)
+        << text;
+  }
+  backend->GroupEnd();
+  EXPECT_NO_THROW(comm.Send(&value, 1, infini::ccl::dtype::kFloat32, 0));
+}
+
 TEST(HostChecks, GroupEndWithoutGroupStartIsAUsageError) {
   const auto backend = Backend::Load(PluginPath("mock"));
   try {

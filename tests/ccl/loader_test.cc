@@ -161,6 +161,24 @@ TEST(PluginLoader, WindowRegisterWithoutWindowDeregisterIsRefused) {
       << text;
 }
 
+// A feature the host acts on needs its entry: refused at load, naming both,
+// not at the first abort of a hung communicator.
+TEST(PluginLoader, DeclaredFeatureWithoutItsEntryIsRefused) {
+  const std::string text = LoadErrorText(PluginPath("mock_abort_unblocks_without_abort"));
+  EXPECT_NE(text.find("declares INFINI_CCL_FEATURE_ABORT_UNBLOCKS but leaves its entry "
+                      "'comm_abort' empty"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+}
+
+TEST(PluginLoader, ConcurrentInitWithOneRankPerProcessIsRefused) {
+  const std::string text = LoadErrorText(PluginPath("mock_concurrent_one_rank"));
+  EXPECT_NE(text.find("declares both INFINI_CCL_FEATURE_CONCURRENT_INIT"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS"), std::string::npos) << text;
+}
+
 TEST(PluginLoader, EmptyRequiredEntryIsNamed) {
   std::string text = LoadErrorText(PluginPath("mock_null_all_reduce"));
   EXPECT_NE(text.find("leaves the required entry 'all_reduce' of its ABI version 2 table empty"),

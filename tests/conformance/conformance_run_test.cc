@@ -19,63 +19,15 @@
 #include <utility>
 #include <vector>
 
+#include "conformance_runner.h"
+
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// Runs `command` through the shell, bounded so a hang fails the test.
-RunResult RunCommand(const std::string& command) {
-  RunResult result;
-  FILE* pipe = popen(("timeout 120 " + command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  size_t got = 0;
-  while ((got = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.output.append(buffer.data(), got);
-  }
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
-RunResult Conformance(const std::string& backend, const std::string& launcher_flags,
-                      const std::string& suite_flags, const std::string& environment = "") {
-  return RunCommand("env " + environment + " " + INFINI_RUN_PATH + " --ccl_backend=" + backend +
-                    " " + launcher_flags + " -- " + CCL_CONFORMANCE_PATH + " --quick " +
-                    suite_flags);
-}
-
-struct Row {
-  std::string name, verdict, detail;
-};
-
-// The table rows global rank 0 printed ("[rank0]:name  verdict  detail").
-std::vector<Row> Rows(const std::string& output) {
-  std::vector<Row> rows;
-  std::istringstream lines(output);
-  bool in_table = false;
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("[rank0]:", 0) != 0) continue;
-    line = line.substr(8);
-    if (line.rfind("ITEM ", 0) == 0) {
-      in_table = true;
-      continue;
-    }
-    if (!in_table || line.rfind("summary:", 0) == 0) {
-      in_table = false;
-      continue;
-    }
-    std::istringstream fields(line);
-    Row row;
-    fields >> row.name >> row.verdict;
-    std::getline(fields, row.detail);
-    rows.push_back(row);
-  }
-  return rows;
-}
+using infini::conformance_test::Conformance;
+using infini::conformance_test::Row;
+using infini::conformance_test::Rows;
+using infini::conformance_test::RunCommand;
+using infini::conformance_test::RunResult;
 
 std::set<std::string> Named(const std::vector<Row>& rows, const std::string& verdict) {
   std::set<std::string> names;
@@ -111,8 +63,8 @@ void ExpectGlooPasses(const std::string& launcher_flags, const std::string& suit
   // The entries gloo has are judged, not skipped.
   for (const char* name :
        {"all_reduce/float32/sum", "reduce_scatter/bfloat16/max", "all_to_all_v/int64",
-        "send_recv_ring/float16", "split/even_odd", "abort/unblocks_recv", "barrier",
-        "shrink/drop_last_rank", "shrink/abort_outstanding", "revoke/unblocks_recv"}) {
+        "send_recv_ring/float16", "split/permuted_keys", "abort/unblocks_recv", "barrier",
+        "shrink/drop_one_rank", "shrink/abort_outstanding", "revoke/unblocks_recv"}) {
     const Row* row = Find(rows, name);
     ASSERT_NE(row, nullptr) << name << "\n" << run.output;
     EXPECT_EQ(row->verdict, "pass") << name;
@@ -235,12 +187,12 @@ TEST(ConformanceRun, ShrinkPassesOnGlooAndKvtestInThreeProcesses) {
     const RunResult run = Conformance(backend, "--nproc_per_node=3", "--filter=shrink/");
     EXPECT_EQ(run.exit_code, 0) << run.output;
     const std::vector<Row> rows = Rows(run.output);
-    for (const char* name : {"shrink/drop_last_rank", "shrink/abort_outstanding"}) {
+    for (const char* name : {"shrink/drop_one_rank", "shrink/abort_outstanding"}) {
       const Row* row = Find(rows, name);
       ASSERT_NE(row, nullptr) << name << "\n" << run.output;
       EXPECT_EQ(row->verdict, "pass") << backend << " " << name << row->detail;
     }
-    EXPECT_NE(Find(rows, "shrink/drop_last_rank")->detail.find("2 of 3 ranks"), std::string::npos)
+    EXPECT_NE(Find(rows, "shrink/drop_one_rank")->detail.find("2 of 3 ranks"), std::string::npos)
         << run.output;
   }
 }
@@ -254,7 +206,7 @@ TEST(ConformanceRun, ShrinkDeclaredButWrongIsAFail) {
                                     "KVTEST_FAULT=wrong_shrink_size");
   EXPECT_EQ(run.exit_code, 1) << run.output;
   const std::vector<Row> rows = Rows(run.output);
-  for (const char* name : {"shrink/drop_last_rank", "shrink/abort_outstanding"}) {
+  for (const char* name : {"shrink/drop_one_rank", "shrink/abort_outstanding"}) {
     const Row* row = Find(rows, name);
     ASSERT_NE(row, nullptr) << name << "\n" << run.output;
     EXPECT_EQ(row->verdict, "FAIL") << name;
@@ -308,7 +260,7 @@ TEST(ConformanceRun, RegistrationIsJudgedWhereDeclared) {
 TEST(ConformanceRun, ShrinkAndRevokeUndeclaredAreUnsupported) {
   const RunResult run = Conformance("template", "--nproc_per_node=2", "--filter=/");
   const std::vector<Row> rows = Rows(run.output);
-  for (const auto& [name, entry] : {std::pair{"shrink/drop_last_rank", "comm_shrink is NULL"},
+  for (const auto& [name, entry] : {std::pair{"shrink/drop_one_rank", "comm_shrink is NULL"},
                                     std::pair{"revoke/unblocks_recv", "comm_revoke is NULL"}}) {
     const Row* row = Find(rows, name);
     ASSERT_NE(row, nullptr) << name << "\n" << run.output;
@@ -366,7 +318,7 @@ TEST(ConformanceRun, GlooSplitPassesInFourProcesses) {
   const RunResult run =
       Conformance("gloo", "--nproc_per_node=4", "--filter=split/ --item_timeout_s=30");
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const Row* split = Find(Rows(run.output), "split/even_odd");
+  const Row* split = Find(Rows(run.output), "split/permuted_keys");
   ASSERT_NE(split, nullptr) << run.output;
   EXPECT_EQ(split->verdict, "pass");
 }

@@ -134,19 +134,75 @@ TEST(Reference, VariableCountsDifferBetweenRanks) {
 }
 
 TEST(Reference, ComparisonNamesTheFirstWrongElement) {
-  const Comparison result = Compare(ccl::dtype::kInt32, ReduceOp::kSum,
+  const Comparison result = Compare(ccl::dtype::kInt32, ReduceOp::kSum, 2,
                                     std::vector<double>{1, 2, 3}, std::vector<double>{1, 5, 4});
   EXPECT_FALSE(result.ok());
   EXPECT_EQ(result.wrong, 2);
   EXPECT_EQ(result.Describe(), "element 1 of 3 is 5, expected 2 (2 wrong)");
 }
 
-TEST(Reference, ReducedFloatsGetTheirTypesToleranceAndMovedDataNone) {
+TEST(Reference, EveryResultButAFloatAverageIsComparedExactly) {
   const std::vector<double> want{100};
-  EXPECT_TRUE(Compare(ccl::dtype::kFloat16, ReduceOp::kSum, want, std::vector<double>{100.1}).ok());
-  EXPECT_FALSE(Compare(ccl::dtype::kFloat16, std::nullopt, want, std::vector<double>{100.1}).ok());
-  EXPECT_FALSE(Compare(ccl::dtype::kFloat32, ReduceOp::kSum, want, std::vector<double>{NAN}).ok());
-  EXPECT_FALSE(Compare(ccl::dtype::kFloat32, ReduceOp::kSum, want, std::vector<double>{}).ok());
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kMin}) {
+    EXPECT_EQ(Tolerance(ccl::dtype::kBFloat16, op, 4), 0);
+    // One bfloat16 unit in the last place above 100 is 100.5.
+    EXPECT_FALSE(Compare(ccl::dtype::kBFloat16, op, 4, want, std::vector<double>{100.5}).ok());
+    // A float32 sum off by a few parts in a thousand.
+    EXPECT_FALSE(Compare(ccl::dtype::kFloat32, op, 4, want, std::vector<double>{100.3}).ok());
+  }
+  EXPECT_GT(Tolerance(ccl::dtype::kFloat32, ReduceOp::kAvg, 4), 0);
+  EXPECT_EQ(Tolerance(ccl::dtype::kInt32, ReduceOp::kAvg, 4), 0);
+  EXPECT_EQ(ToleranceText(ccl::dtype::kFloat32, ReduceOp::kSum, 4), "exact");
+  EXPECT_FALSE(
+      Compare(ccl::dtype::kFloat16, std::nullopt, 4, want, std::vector<double>{100.1}).ok());
+  EXPECT_FALSE(
+      Compare(ccl::dtype::kFloat32, ReduceOp::kAvg, 4, want, std::vector<double>{NAN}).ok());
+  EXPECT_FALSE(Compare(ccl::dtype::kFloat32, ReduceOp::kSum, 4, want, std::vector<double>{}).ok());
+}
+
+// A backend that accumulates float32 in bfloat16, or rounds a sum, must be
+// off: the sums use magnitudes a narrower type cannot hold.
+TEST(Reference, SumInputsFillTheTypesExactRange) {
+  for (int world : {1, 2, 8}) {
+    bool needs_full_precision = false;
+    for (int64_t index = 0; index < 64; ++index) {
+      for (int rank = 0; rank < world; ++rank) {
+        const double value = InputValue(ccl::dtype::kFloat32, ReduceOp::kSum, rank, world, index);
+        needs_full_precision |= RoundTo(ccl::dtype::kBFloat16, value) != value;
+      }
+      const double sum = ReducedValue(ccl::dtype::kFloat32, ReduceOp::kSum, world, index);
+      EXPECT_LE(std::fabs(sum), std::ldexp(1.0, 24)) << "world " << world;
+    }
+    EXPECT_TRUE(needs_full_precision) << "world " << world;
+  }
+}
+
+TEST(Reference, ABoolIsTheByteZeroOrOne) {
+  const unsigned char bytes[] = {0, 1, 0x5a};
+  EXPECT_EQ(Decode(kBool, bytes, 3), (std::vector<double>{0, 1, 0x5a}));
+}
+
+// An output left as it was before the call never passes.
+TEST(Reference, TheSentinelIsNeverAnInputNorAResult) {
+  for (DLDataType dtype : AllDataTypes()) {
+    const std::vector<unsigned char> sentinel = SentinelElement(dtype);
+    ASSERT_EQ(sentinel.size(), ccl::ElementBytes(dtype));
+    const double value = DecodeElement(dtype, sentinel.data());
+    for (int world : {1, 3, 8}) {
+      for (int64_t index = 0; index < 300; ++index) {
+        for (int rank = 0; rank < world; ++rank) {
+          EXPECT_FALSE(CloseEnough(dtype, std::nullopt, world,
+                                   InputValue(dtype, std::nullopt, rank, world, index), value))
+              << ccl::DataTypeName(dtype);
+        }
+        for (ReduceOp op : AllReduceOps()) {
+          if (!HasReference(dtype, op)) continue;
+          EXPECT_FALSE(CloseEnough(dtype, op, world, ReducedValue(dtype, op, world, index), value))
+              << ccl::DataTypeName(dtype) << " " << ccl::ReduceOpName(op);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -92,6 +92,21 @@ TEST(Gpt2Program, RankThreadsThatCannotBeMadeAreOneLineNotAnAbort) {
 #endif
 }
 
+#ifdef KVTEST_ONE_PLUGIN_PATH
+// A thread layout on a backend that allows one rank per process is refused
+// for the whole process: one line, not one per rank thread.
+TEST(Gpt2Program, AOneRankPerProcessRefusalIsOneLineWhateverTheThreads) {
+  const Result result = RunCommand(kGpt2 + " --ccl_backend=" + KVTEST_ONE_PLUGIN_PATH +
+                                   " --nthread_per_process=4 --steps=1" + kSmallModel);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  EXPECT_NE(result.output.find("--nthread_per_process=4: backend 'kvtest' allows one rank per "
+                               "process"),
+            std::string::npos)
+      << result.output;
+}
+#endif
+
 // A value holding a newline is echoed escaped: the error stays one line that
 // names the flag and shows the value as "\n". (The shell keeps a newline
 // inside single quotes.)

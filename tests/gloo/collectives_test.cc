@@ -50,7 +50,7 @@ void CheckAllReduce(ccl::Communicator& comm, DLDataType dtype, ReduceOp op, size
   DeviceBuffer recv(comm.backend(), send.bytes());
   const DeviceBuffer& result = in_place ? send : recv;
   comm.AllReduce(send.AsTensor(dtype, n), result.AsTensor(dtype, n), op);
-  ExpectMatches(dtype, op, reference::ExpectAllReduce(dtype, op, world, n),
+  ExpectMatches(dtype, op, world, reference::ExpectAllReduce(dtype, op, world, n),
                 Download(result, dtype, count), what);
 }
 
@@ -68,12 +68,12 @@ void CheckReduce(ccl::Communicator& comm, DLDataType dtype, ReduceOp op, size_t 
   const DeviceBuffer& result = in_place ? send : recv;
   comm.Reduce(send.AsTensor(dtype, n), result.AsTensor(dtype, n), op, root);
   if (comm.rank() == root) {
-    ExpectMatches(dtype, op, reference::ExpectAllReduce(dtype, op, world, n),
+    ExpectMatches(dtype, op, world, reference::ExpectAllReduce(dtype, op, world, n),
                   Download(result, dtype, count), what);
   } else {
     // A non-root's recvbuff is not written (NCCL: it is ignored).
-    ExpectMatches(dtype, std::nullopt, in_place ? input : sentinel, Download(result, dtype, count),
-                  what + " (non-root buffer must be untouched)");
+    ExpectMatches(dtype, std::nullopt, world, in_place ? input : sentinel,
+                  Download(result, dtype, count), what + " (non-root buffer must be untouched)");
   }
 }
 
@@ -93,8 +93,8 @@ void CheckReduceScatter(ccl::Communicator& comm, DLDataType dtype, ReduceOp op, 
   comm.ReduceScatter(send.AsTensor(dtype, total), result, op);
   const std::vector<double> output =
       in_place ? Download(send, dtype, count, comm.rank() * count) : Download(recv, dtype, count);
-  ExpectMatches(dtype, op, reference::ExpectReduceScatter(dtype, op, world, comm.rank(), n), output,
-                what);
+  ExpectMatches(dtype, op, world, reference::ExpectReduceScatter(dtype, op, world, comm.rank(), n),
+                output, what);
 }
 
 void CheckBroadcast(ccl::Communicator& comm, DLDataType dtype, size_t count, bool in_place) {
@@ -107,7 +107,7 @@ void CheckBroadcast(ccl::Communicator& comm, DLDataType dtype, size_t count, boo
   DeviceBuffer recv(comm.backend(), send.bytes());
   const DeviceBuffer& result = in_place ? send : recv;
   comm.Broadcast(send.AsTensor(dtype, n), result.AsTensor(dtype, n), root);
-  ExpectMatches(dtype, std::nullopt, reference::ExpectBroadcast(dtype, world, root, n),
+  ExpectMatches(dtype, std::nullopt, world, reference::ExpectBroadcast(dtype, world, root, n),
                 Download(result, dtype, count), what);
 }
 
@@ -128,7 +128,7 @@ void CheckAllGather(ccl::Communicator& comm, DLDataType dtype, size_t count, boo
   const ccl::FlatTensor source =
       in_place ? recv.AsTensor(dtype, n, comm.rank() * n) : send.AsTensor(dtype, n);
   comm.AllGather(source, recv.AsTensor(dtype, total));
-  ExpectMatches(dtype, std::nullopt, reference::ExpectAllGather(dtype, world, n),
+  ExpectMatches(dtype, std::nullopt, world, reference::ExpectAllGather(dtype, world, n),
                 Download(recv, dtype, static_cast<size_t>(total)), what);
 }
 
@@ -141,7 +141,7 @@ void CheckAllToAll(ccl::Communicator& comm, DLDataType dtype, size_t count) {
       comm, dtype, reference::InputValues(dtype, std::nullopt, comm.rank(), world, 0, total));
   DeviceBuffer recv(comm.backend(), send.bytes());
   comm.AllToAll(send.AsTensor(dtype, total), recv.AsTensor(dtype, total));
-  ExpectMatches(dtype, std::nullopt, reference::ExpectAllToAll(dtype, world, comm.rank(), n),
+  ExpectMatches(dtype, std::nullopt, world, reference::ExpectAllToAll(dtype, world, comm.rank(), n),
                 Download(recv, dtype, static_cast<size_t>(total)), what);
 }
 

@@ -59,15 +59,15 @@ void MoveEveryWay(ccl::Communicator& comm, DLDataType dtype) {
   DeviceBuffer out(comm.backend(), static_cast<size_t>(total) * width);
 
   comm.Broadcast(mine.data(), out.data(), n, dtype, root);
-  ExpectMatches(dtype, std::nullopt, reference::ExpectBroadcast(dtype, world, root, n),
+  ExpectMatches(dtype, std::nullopt, world, reference::ExpectBroadcast(dtype, world, root, n),
                 Download(out, dtype, n), What("broadcast", dtype, comm));
 
   comm.AllGather(mine.data(), out.data(), n, dtype);
-  ExpectMatches(dtype, std::nullopt, reference::ExpectAllGather(dtype, world, n),
+  ExpectMatches(dtype, std::nullopt, world, reference::ExpectAllGather(dtype, world, n),
                 Download(out, dtype, total), What("all_gather", dtype, comm));
 
   comm.AllToAll(mine.data(), out.data(), n, dtype);
-  ExpectMatches(dtype, std::nullopt, reference::ExpectAllToAll(dtype, world, rank, n),
+  ExpectMatches(dtype, std::nullopt, world, reference::ExpectAllToAll(dtype, world, rank, n),
                 Download(out, dtype, total), What("all_to_all", dtype, comm));
 
   const int right = (rank + 1) % world, left = (rank + world - 1) % world;
@@ -75,17 +75,17 @@ void MoveEveryWay(ccl::Communicator& comm, DLDataType dtype) {
   comm.Send(mine.data(), n, dtype, right);
   comm.Recv(out.data(), n, dtype, left);
   comm.backend()->GroupEnd();
-  ExpectMatches(dtype, std::nullopt, reference::ExpectReceived(dtype, world, left, n),
+  ExpectMatches(dtype, std::nullopt, world, reference::ExpectReceived(dtype, world, left, n),
                 Download(out, dtype, n), What("send/recv", dtype, comm));
 
   comm.Gather(mine.AsTensor(dtype, n), out.AsTensor(dtype, total), root);
   if (rank == root) {
-    ExpectMatches(dtype, std::nullopt, reference::ExpectAllGather(dtype, world, n),
+    ExpectMatches(dtype, std::nullopt, world, reference::ExpectAllGather(dtype, world, n),
                   Download(out, dtype, total), What("gather", dtype, comm));
   }
 
   comm.Scatter(mine.AsTensor(dtype, total), out.AsTensor(dtype, n), root);
-  ExpectMatches(dtype, std::nullopt, reference::ExpectScatter(dtype, world, root, rank, n),
+  ExpectMatches(dtype, std::nullopt, world, reference::ExpectScatter(dtype, world, root, rank, n),
                 Download(out, dtype, n), What("scatter", dtype, comm));
 }
 

@@ -29,9 +29,11 @@ std::vector<double> Download(const ccl::DeviceBuffer& buffer, DLDataType dtype, 
   return reference::Decode(dtype, bytes.data(), count);
 }
 
-void ExpectMatches(DLDataType dtype, reference::Purpose purpose, std::span<const double> expected,
-                   std::span<const double> actual, const std::string& what) {
-  const reference::Comparison comparison = reference::Compare(dtype, purpose, expected, actual);
+void ExpectMatches(DLDataType dtype, reference::Purpose purpose, int world_size,
+                   std::span<const double> expected, std::span<const double> actual,
+                   const std::string& what) {
+  const reference::Comparison comparison =
+      reference::Compare(dtype, purpose, world_size, expected, actual);
   if (!comparison.ok()) ADD_FAILURE() << what << ": " << comparison.Describe();
 }
 

@@ -32,7 +32,8 @@ std::vector<double> Download(const ccl::DeviceBuffer& buffer, DLDataType dtype, 
 // Adds a gtest failure naming `what` and the first wrong element unless
 // `actual` matches `expected` within the reference's tolerance for `purpose`
 // (bit-exact for moved data).
-void ExpectMatches(DLDataType dtype, reference::Purpose purpose, std::span<const double> expected,
-                   std::span<const double> actual, const std::string& what);
+void ExpectMatches(DLDataType dtype, reference::Purpose purpose, int world_size,
+                   std::span<const double> expected, std::span<const double> actual,
+                   const std::string& what);
 
 }  // namespace infini::gloo_test

@@ -42,9 +42,23 @@ if grep -E 'libglog|libgflags|libinfini_ccl' <<< "$needed"; then
   fail "the plugin links a library of InfiniCCL's or its dependencies"
 fi
 
-# The template loads and stops at its first unwritten entry, in its own
+# The template loads, says what it is and lists what is left, in its own
 # words (docs/porting.md, step 1): the text comes from inside the plugin.
 output=$("$work/prefix/bin/ccl_info" --ccl_backend="$plugin" 2>&1 || true)
 echo "$output"
 grep -qF 'template: implement get_device_count' <<< "$output" ||
   fail "ccl_info did not load $plugin"
+grep -qF 'left to implement:' <<< "$output" || fail "ccl_info listed nothing left to implement"
+
+# Installed beside libinfini_ccl.so with an RPATH of $ORIGIN (a vendor
+# library beside it, or in a linked directory, is found without
+# LD_LIBRARY_PATH), and found there by name.
+quietly "$work/plugin-install.log" cmake --install "$work/plugin/build" --prefix "$work/prefix"
+installed=$work/prefix/lib/libinfini_ccl_template.so
+[[ -f "$installed" ]] || fail "no $installed"
+runpath=$(readelf -d "$installed" | grep -E 'RUNPATH|RPATH' || true)
+echo "$runpath"
+grep -qF '[$ORIGIN' <<< "$runpath" || fail "the installed plugin has no \$ORIGIN RPATH"
+output=$("$work/prefix/bin/ccl_info" --ccl_backend=template 2>&1 || true)
+grep -qF "library:      $installed" <<< "$output" ||
+  fail "ccl_info --ccl_backend=template did not find $installed: $output"

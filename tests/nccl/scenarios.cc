@@ -190,7 +190,7 @@ void Check(const Case& c, RankContext& context, const Buffers& buffers) {
     double expected = 0;
     if (!Expected(c, rank, world, index, &expected)) return;
     const double actual = reference::DecodeElement(c.dtype, output.data() + index * width);
-    if (!reference::CloseEnough(c.dtype, purpose, actual, expected)) {
+    if (!reference::CloseEnough(c.dtype, purpose, world, actual, expected)) {
       context.Expect(false, what + ": element " + std::to_string(index) + " is " +
                                 std::to_string(actual) + ", expected " + std::to_string(expected));
       return;
@@ -286,8 +286,9 @@ void GroupedCollectivesMatchHostReference(RankContext& context) {
                            const std::vector<double>& expected) {
     std::vector<unsigned char> host(buffer.bytes());
     buffer.CopyToHost(host.data(), host.size());
-    const reference::Comparison comparison = reference::Compare(
-        dtype, std::nullopt, expected, reference::Decode(dtype, host.data(), expected.size()));
+    const reference::Comparison comparison =
+        reference::Compare(dtype, std::nullopt, world, expected,
+                           reference::Decode(dtype, host.data(), expected.size()));
     context.Expect(comparison.ok(), what + ": " + comparison.Describe());
   };
   exactly("grouped all_reduce", f32, reduce_out,
@@ -327,9 +328,10 @@ void Exchange(RankContext& context, DLDataType dtype, size_t count, int to, int 
   context.Wait(what);
   std::vector<unsigned char> received(count * width);
   if (!received.empty()) in.CopyToHost(received.data(), received.size());
-  const reference::Comparison comparison = reference::Compare(
-      dtype, std::nullopt, reference::ExpectReceived(dtype, context.world_size, from, n),
-      reference::Decode(dtype, received.data(), count));
+  const reference::Comparison comparison =
+      reference::Compare(dtype, std::nullopt, context.world_size,
+                         reference::ExpectReceived(dtype, context.world_size, from, n),
+                         reference::Decode(dtype, received.data(), count));
   context.Expect(comparison.ok(),
                  what + " from rank " + std::to_string(from) + ": " + comparison.Describe());
 }
@@ -566,7 +568,7 @@ bool ExpectBlock(RankContext& context, const std::string& what, DLDataType dtype
   const size_t width = ElementBytes(dtype);
   for (size_t index = 0; index < count; ++index) {
     const double actual = reference::DecodeElement(dtype, bytes.data() + (offset + index) * width);
-    if (!reference::CloseEnough(dtype, purpose, actual, expected(index))) {
+    if (!reference::CloseEnough(dtype, purpose, context.world_size, actual, expected(index))) {
       context.Expect(false, what + ": element " + std::to_string(index) + " of the block at " +
                                 std::to_string(offset) + " is " + std::to_string(actual) +
                                 ", expected " + std::to_string(expected(index)));

@@ -574,6 +574,25 @@ TEST(ParallelLaunchTest, InitThatHangsInTheBackendEndsAtTheTimeoutNamingTheBacke
                               "'kvtest' did not finish making the communicator")))
       << outcome.output;
 }
+
+// A plugin whose process-wide init entry never returns: before this, every
+// rank hung forever, since the entry runs while loading, before any group
+// exists; now the watchdog bounds the load like any other step.
+TEST(ParallelLaunchTest, APluginInitThatNeverReturnsEndsAtTheTimeoutInOneLine) {
+  const int timeout_s = 2;
+  const Outcome outcome = RunProgram(
+      {kBinDir + "/parallel_check", std::string("--ccl_backend=") + KVTEST_PLUGIN_PATH},
+      {{"INFINI_CCL_TIMEOUT_S", std::to_string(timeout_s)}, {"KVTEST_FAULT", "hang_load"}},
+      std::chrono::seconds(60));
+  EXPECT_FALSE(outcome.timed_out) << outcome.output;
+  EXPECT_EQ(outcome.exit_code, 124) << outcome.output;
+  EXPECT_LT(outcome.seconds, timeout_s + 10.0) << outcome.output;
+  EXPECT_THAT(outcome.output,
+              HasSubstr(std::string("loading backend '") + KVTEST_PLUGIN_PATH +
+                        "' (global rank 0) did not complete within INFINI_CCL_TIMEOUT_S=2 s (its "
+                        "plugin's init, get_device_count or set_device entry never returned)"))
+      << outcome.output;
+}
 #endif
 
 // Rank 1 of 3 is stopped (SIGSTOP) between two all_reduces: ranks 0 and 2

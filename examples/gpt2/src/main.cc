@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,9 +78,13 @@ int main(int argc, char** argv) {
   // the exit code, and every failing rank says why on one line.
   std::mutex failure_mutex;
   int exit_code = 0;
+  // A refusal of the whole process (a thread layout the backend does not
+  // allow) reaches every thread alike: said once, not once per thread.
+  std::set<std::string> said;
   const auto run_rank = [&](int thread_rank) {
     std::string where = "gpt2";
     int code = 0;
+    std::string line;
     try {
       std::unique_ptr<DataParallelGroup> group =
           DataParallelGroup::Create(options.ccl_backend, thread_rank, options.nthread_per_process);
@@ -87,13 +92,14 @@ int main(int argc, char** argv) {
       infini::examples::gpt2::Train(options, *group, std::cout);
       return;
     } catch (const infini::examples::gpt2::UsageError& error) {
-      std::fprintf(stderr, "%s: %s\n", where.c_str(), infini::OneLine(error.what()).c_str());
+      line = where + ": " + infini::OneLine(error.what());
       code = 2;
     } catch (const std::exception& error) {
-      std::fprintf(stderr, "%s: %s\n", where.c_str(), infini::OneLine(error.what()).c_str());
+      line = where + ": " + infini::OneLine(error.what());
       code = 1;
     }
     const std::lock_guard<std::mutex> lock(failure_mutex);
+    if (said.insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
     if (exit_code == 0) exit_code = code;
   };
   if (options.nthread_per_process == 1) {

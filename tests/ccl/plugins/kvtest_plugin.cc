@@ -24,7 +24,11 @@
 // on communicators made several to a process: wrong in one layout only), "hang_init"
 // (comm_init_ranks never returns, and cannot be aborted: there is no handle yet),
 // "wrong_shrink_size" (comm_shrink's communicator claims the parent's size),
-// "broken_register" (comm_register fails).
+// "broken_register" (comm_register fails), "hang_load" (the process-wide init
+// entry never returns), "recv_any_source" (a receive takes the lowest peer's
+// message that is there, whichever peer it asked for),
+// "shrink_rotates_ranks" (comm_shrink's survivors are numbered in the wrong
+// order).
 //
 // KVTEST_REGISTRATION_LOG=FILE appends a line per registration event, for
 // tests that count who registers what: "<pid> register <comm> <id> <bytes>",
@@ -443,6 +447,7 @@ infiniCclResult_t NeedBootstrap(const char* entry) {
 // ---- Process-wide setup ---------------------------------------------------------
 
 infiniCclResult_t Init(const infiniCclPluginInit_t* init) {
+  while (Fault("hang_load")) std::this_thread::sleep_for(std::chrono::seconds(1));
   for (size_t i = 0; i < init->option_count; ++i) {
     const std::string key = init->option_keys[i], value = init->option_values[i];
     if (key != "poll_ms") {
@@ -629,9 +634,12 @@ infiniCclResult_t CommShrink(infiniCclComm_t handle, const int32_t* excluded_ran
     below += excluded_ranks[index] < comm.rank;
     list += std::to_string(excluded_ranks[index]) + ".";
   }
+  int new_rank = comm.rank - below;
+  // "shrink_rotates_ranks": the right size, the survivors in the wrong order.
+  if (Fault("shrink_rotates_ranks")) new_rank = (new_rank + 1) % (comm.nranks - excluded_count);
   Comm* child = NewComm(comm.bootstrap,
                         comm.prefix + "shrink" + std::to_string(comm.shrinks++) + "/x" + list + "/",
-                        comm.rank - below, comm.nranks - excluded_count, comm.device,
+                        new_rank, comm.nranks - excluded_count, comm.device,
                         config != nullptr ? TimeoutOf(config) : comm.timeout_ms);
   const infiniCclResult_t result = Join(*child);
   if (result != infiniCclSuccess) {
@@ -840,6 +848,25 @@ std::string P2pKey(int from, int to, uint64_t number) {
   return "p2p/" + std::to_string(from) + "-" + std::to_string(to) + "/" + std::to_string(number);
 }
 
+// The lowest rank whose next message to this rank is in the store, or
+// `asked` when none is yet (recv_any_source).
+int FirstWaitingPeer(const Comm& comm, int asked) {
+  for (int peer = 0; peer < comm.nranks; ++peer) {
+    if (peer == comm.rank) continue;
+    const std::string key =
+        comm.prefix + P2pKey(peer, comm.rank, comm.received[static_cast<size_t>(peer)]);
+    size_t bytes = 0;
+    unsigned char probe = 0;
+    int found = 0;
+    if (comm.bootstrap.try_get(comm.bootstrap.context, key.c_str(), &probe, 0, &bytes, &found) ==
+            infiniCclSuccess &&
+        found != 0) {
+      return peer;
+    }
+  }
+  return asked;
+}
+
 // Sends never block (a store set), so rings need no group.
 infiniCclResult_t Send(const void* sendbuff, size_t count, DLDataType datatype, int peer,
                        infiniCclComm_t handle, infiniCclStream_t) {
@@ -853,6 +880,9 @@ infiniCclResult_t Recv(void* recvbuff, size_t count, DLDataType datatype, int pe
                        infiniCclComm_t handle, infiniCclStream_t) {
   Comm& comm = *CommOf(handle);
   CommUse use(&comm);
+  // "recv_any_source": takes the first peer's message that is there, as a
+  // library that matches receives by arrival would.
+  if (Fault("recv_any_source")) peer = FirstWaitingPeer(comm, peer);
   const std::string key = P2pKey(peer, comm.rank, comm.received[static_cast<size_t>(peer)]++);
   const size_t bytes = count * WidthOf(datatype);
   std::vector<unsigned char> message(bytes);

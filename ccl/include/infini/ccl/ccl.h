@@ -478,9 +478,11 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // (ncclCommInitAll).
   std::vector<Communicator> CommInitAll(std::span<const int> devices,
                                         const CommConfig& config = {}) const;
-  // ncclGroupStart/End. Throw Error(infiniCclUnsupported) when the plugin
-  // has no group entries (Capabilities::group()). They nest; the outermost
-  // GroupEnd also makes the communicators of the CommInitRank calls inside.
+  // ncclGroupStart/End. They nest; the outermost GroupEnd also makes the
+  // communicators of the CommInitRank calls inside. On a plugin without
+  // group entries (Capabilities::group() false) the host keeps the group:
+  // collectives inside run as they are called, and Send/Recv inside throw
+  // Error(infiniCclUnsupported) (only the plugin can make them wait).
   void GroupStart() const;
   void GroupEnd() const;
 

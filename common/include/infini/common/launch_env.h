@@ -26,6 +26,9 @@ inline constexpr const char* kOnFailureShrink = "shrink";
 // the number of its join notice (infini/common/loss_notice.h). Such a rank
 // is not in the world until the survivors admit it.
 inline constexpr const char* kJoining = "INFINI_JOINING";
+// infini_run --device_backend: the plugin whose device buffers, streams and
+// events a host backend's collectives are staged through (ccl/'s staged backend).
+inline constexpr const char* kDeviceBackend = "INFINI_CCL_DEVICE_BACKEND";
 
 // torchrun's (torch.distributed.run) variables, with its meanings.
 namespace torchrun {

@@ -8,16 +8,19 @@
 //   using namespace infini::conformance;
 //   auto send = Encode(dtype, InputValues(dtype, ReduceOp::kSum, rank, world, 0, count));
 //   ... all_reduce ...
-//   Comparison result = Compare(dtype, ReduceOp::kSum, ExpectAllReduce(dtype, kSum, world,
-//                               count), Decode(dtype, recv.data(), count));
+//   Comparison result = Compare(dtype, ReduceOp::kSum, world, ExpectAllReduce(dtype, kSum,
+//                               world, count), Decode(dtype, recv.data(), count));
 //   if (!result.ok()) std::cerr << result.Describe();  // "element 17 of 1024 is 3, expected 4"
 //
-// Inputs are small integers chosen per type and operator so that results are
-// exact where the type allows (sums of 8-bit and fp8 inputs stay within
-// their exact range for up to 8 ranks, products are ±2), and moved data is
-// distinct per rank and element so a misplaced block shows. An `op` of
-// nullopt means data that is only moved (broadcast, gathers, all-to-all,
-// send/recv): compared bit-exactly.
+// Inputs are integers hashed from (rank, element, a fixed seed), chosen per
+// type, operator and world size so that every result except a floating-point
+// average is exact, and compared exactly: sums use the largest magnitudes
+// whose sum over every rank stays exact in the type (a backend that
+// accumulates in a narrower type is off), min/max spread over the type's
+// exact integers (one unit in the last place off is wrong), products are ±2.
+// Moved data is distinct per rank and element so a misplaced block shows. An
+// `op` of nullopt means data that is only moved (broadcast, gathers,
+// all-to-all, send/recv): compared bit-exactly.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -46,9 +49,19 @@ std::vector<ReduceOp> AllReduceOps();
 bool IsFloatingPoint(DLDataType dtype);  // float16/32/64, bfloat16, fp8
 bool IsSigned(DLDataType dtype);         // signed ints and floating point
 bool IsBool(DLDataType dtype);
+// Explicit mantissa bits of a floating-point type (0 for the others).
+int MantissaBits(DLDataType dtype);
+// The largest M such that every integer in [-M, M] (signed) or [0, M]
+// (unsigned) is exact in `dtype` and never equals its sentinel.
+int64_t ExactIntegerLimit(DLDataType dtype);
+// One element that no input and no right result ever is (a NaN, an
+// unsigned type's largest value, a signed type's smallest, 0xff for bool):
+// what outputs and guard regions are filled with before a call.
+std::vector<unsigned char> SentinelElement(DLDataType dtype);
 
 // Host encoding of one element (round to nearest even for narrow floats;
-// integers wrap as C++ conversions do; bool is 0 or 1). Throws
+// integers wrap as C++ conversions do; bool is 0 or 1, and decodes any
+// other byte as its value, so it never passes for a bool). Throws
 // std::invalid_argument for a type outside AllDataTypes().
 void EncodeElement(DLDataType dtype, double value, void* element);
 double DecodeElement(DLDataType dtype, const void* element);
@@ -133,10 +146,13 @@ std::vector<double> ExpectReduceScatterV(DLDataType dtype, ReduceOp op,
 
 // ---- Comparison ---------------------------------------------------------------
 
-// Largest allowed |got − want| / max(1, |want|): 0 for moved data, integers
-// and bool; the type's rounding for reduced floating point.
-double Tolerance(DLDataType dtype, Purpose purpose);
-bool CloseEnough(DLDataType dtype, Purpose purpose, double got, double want);
+// Largest allowed |got − want| over `world_size` ranks: 0 (exact) for moved
+// data, integers, bool and every floating-point operator but average, whose
+// result is not representable; there, n + 2 roundings of the inputs'
+// magnitude. ToleranceText says it for a report ("exact", "within 0.5").
+double Tolerance(DLDataType dtype, Purpose purpose, int world_size);
+std::string ToleranceText(DLDataType dtype, Purpose purpose, int world_size);
+bool CloseEnough(DLDataType dtype, Purpose purpose, int world_size, double got, double want);
 
 struct Comparison {
   int64_t compared = 0;
@@ -150,7 +166,7 @@ struct Comparison {
   // "element 17 of 1024 is 3, expected 4 (5 wrong)", or "" when ok.
   std::string Describe() const;
 };
-Comparison Compare(DLDataType dtype, Purpose purpose, std::span<const double> expected,
-                   std::span<const double> actual);
+Comparison Compare(DLDataType dtype, Purpose purpose, int world_size,
+                   std::span<const double> expected, std::span<const double> actual);
 
 }  // namespace infini::conformance

@@ -1,0 +1,353 @@
+// The staged backend's table: the device plugin's runtime entries as they
+// are, the transport's identity and capabilities, and communicators that
+// pair a transport communicator with a stream, events and host buffers on
+// the device. The collectives are in staged_collectives.cc.
+#include "staged_backend.h"
+
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "infini/ccl/error.h"
+#include "infini/ccl/plugin_table.h"
+#include "infini/common/launch_env.h"
+#include "staged_comm.h"
+
+namespace infini::ccl::internal {
+namespace staged {
+namespace {
+
+const infiniCclPlugin_t* g_transport = nullptr;
+const infiniCclPlugin_t* g_device = nullptr;
+std::string g_name;
+std::string g_version;
+infiniCclPlugin_t g_table{};
+thread_local std::string t_last_error;
+
+infiniCclResult_t GetVersion(const char** version) {
+  if (version == nullptr) return Fail(infiniCclInvalidArgument, "get_version: version is NULL");
+  *version = g_version.c_str();
+  return infiniCclSuccess;
+}
+
+const char* GetLastError() { return t_last_error.c_str(); }
+
+const char* GetErrorString(infiniCclResult_t result) {
+  return Transport().get_error_string(result);
+}
+
+int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_t op) {
+  return Transport().supports(collective, dtype, op);
+}
+
+infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* unique_id, int rank,
+                               const infiniCclConfig_t* config,
+                               const infiniCclBootstrap_t* bootstrap) {
+  if (comm == nullptr) return Fail(infiniCclInvalidArgument, "comm_init_rank: comm is NULL");
+  *comm = nullptr;
+  infiniCclComm_t transport = nullptr;
+  const infiniCclResult_t result =
+      Transport().comm_init_rank(&transport, nranks, unique_id, rank, config, bootstrap);
+  if (result != infiniCclSuccess) return FromPlugin(Transport(), result, "comm_init_rank");
+  StagedComm* made = nullptr;
+  if (const infiniCclResult_t staged = MakeStagedComm(transport, &made);
+      staged != infiniCclSuccess) {
+    const std::string why = t_last_error;
+    Transport().comm_destroy(transport);
+    return Fail(staged, why);
+  }
+  *comm = Handle(made);
+  return infiniCclSuccess;
+}
+
+// A transport communicator made from another one (split, shrink), staged
+// like its parent; *out is NULL when the transport made none (split with color < 0).
+infiniCclResult_t Wrap(infiniCclResult_t result, infiniCclComm_t transport, infiniCclComm_t* out,
+                       const char* call) {
+  *out = nullptr;
+  if (result != infiniCclSuccess) return FromPlugin(Transport(), result, call);
+  if (transport == nullptr) return infiniCclSuccess;
+  StagedComm* made = nullptr;
+  if (const infiniCclResult_t staged = MakeStagedComm(transport, &made);
+      staged != infiniCclSuccess) {
+    const std::string why = t_last_error;
+    Transport().comm_destroy(transport);
+    return Fail(staged, why);
+  }
+  *out = Handle(made);
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclComm_t* newcomm,
+                            const infiniCclConfig_t* config) {
+  if (newcomm == nullptr) return Fail(infiniCclInvalidArgument, "comm_split: newcomm is NULL");
+  infiniCclComm_t child = nullptr;
+  const infiniCclResult_t result =
+      Transport().comm_split(Of(comm)->transport, color, key, &child, config);
+  return Wrap(result, child, newcomm, "comm_split");
+}
+
+infiniCclResult_t CommShrink(infiniCclComm_t comm, const int32_t* excluded, int32_t count,
+                             const infiniCclConfig_t* config, int32_t flags,
+                             infiniCclComm_t* new_comm) {
+  if (new_comm == nullptr) return Fail(infiniCclInvalidArgument, "comm_shrink: new_comm is NULL");
+  infiniCclComm_t child = nullptr;
+  const infiniCclResult_t result =
+      Transport().comm_shrink(Of(comm)->transport, excluded, count, config, flags, &child);
+  return Wrap(result, child, new_comm, "comm_shrink");
+}
+
+infiniCclResult_t CommRevoke(infiniCclComm_t comm) {
+  return FromPlugin(Transport(), Transport().comm_revoke(Of(comm)->transport), "comm_revoke");
+}
+
+infiniCclResult_t CommDestroy(infiniCclComm_t comm) { return FreeStagedComm(Of(comm), false); }
+infiniCclResult_t CommAbort(infiniCclComm_t comm) { return FreeStagedComm(Of(comm), true); }
+
+infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* error,
+                                    const char** message) {
+  return FromPlugin(Transport(),
+                    Transport().comm_get_async_error(Of(comm)->transport, error, message),
+                    "comm_get_async_error");
+}
+
+infiniCclResult_t CommCount(infiniCclComm_t comm, int* nranks) {
+  return FromPlugin(Transport(), Transport().comm_count(Of(comm)->transport, nranks), "comm_count");
+}
+
+infiniCclResult_t CommUserRank(infiniCclComm_t comm, int* rank) {
+  return FromPlugin(Transport(), Transport().comm_user_rank(Of(comm)->transport, rank),
+                    "comm_user_rank");
+}
+
+// Only what every staged collective needs from the transport.
+void RequireTransport(const infiniCclPlugin_t& transport) {
+  if (transport.device_type != kDLCPU) {
+    throw LoadError(std::string("INFINI_CCL_DEVICE_BACKEND: the transport backend '") +
+                    transport.name +
+                    "' keeps its buffers on a device, expected a host backend (gloo) for "
+                    "--ccl_backend when --device_backend is set");
+  }
+  if (transport.comm_init_rank == nullptr) {
+    throw LoadError(std::string("INFINI_CCL_DEVICE_BACKEND: the transport backend '") +
+                    transport.name + "' has no comm_init_rank, which staging needs");
+  }
+}
+
+void Fill(infiniCclPlugin_t& table, const infiniCclPlugin_t& transport,
+          const infiniCclPlugin_t& device) {
+  table = infiniCclPlugin_t{};
+  table.struct_size = sizeof(table);
+  table.abi_version = INFINI_CCL_PLUGIN_ABI_VERSION;
+  table.name = g_name.c_str();
+  table.get_version = &GetVersion;
+  table.get_error_string = &GetErrorString;
+  table.get_last_error = &GetLastError;
+  // Ranks may share a device: staging never makes a device communicator.
+  // Calls are host-blocking, so never non-blocking.
+  table.features = (transport.features &
+                    (INFINI_CCL_FEATURE_CONCURRENT_INIT | INFINI_CCL_FEATURE_ABORT_UNBLOCKS |
+                     INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS)) |
+                   INFINI_CCL_FEATURE_DEVICE_SHARING;
+  table.supports = &Supports;
+  table.device_type = device.device_type;
+  table.device_vendor = device.device_vendor;
+  table.device_kind = device.device_kind;
+  table.visible_devices_env = device.visible_devices_env;
+  table.get_device_count = device.get_device_count;
+  table.set_device = device.set_device;
+  table.get_device = device.get_device;
+  table.mem_alloc = device.mem_alloc;
+  table.mem_free = device.mem_free;
+  table.memcpy_async = device.memcpy_async;
+  table.memset_async = device.memset_async;
+  table.stream_create = device.stream_create;
+  table.stream_destroy = device.stream_destroy;
+  table.stream_synchronize = device.stream_synchronize;
+  table.stream_wait_event = device.stream_wait_event;
+  table.event_create = device.event_create;
+  table.event_destroy = device.event_destroy;
+  table.event_record = device.event_record;
+  table.event_query = device.event_query;
+  table.event_synchronize = device.event_synchronize;
+  table.event_elapsed_ms = device.event_elapsed_ms;
+  table.unique_id_bytes = transport.unique_id_bytes;
+  table.get_unique_id = transport.get_unique_id;
+  table.comm_init_rank = &CommInitRank;
+  table.comm_split = transport.comm_split != nullptr ? &CommSplit : nullptr;
+  table.comm_destroy = &CommDestroy;
+  table.comm_abort = transport.comm_abort != nullptr ? &CommAbort : nullptr;
+  table.comm_get_async_error = &CommGetAsyncError;
+  table.comm_count = &CommCount;
+  table.comm_user_rank = &CommUserRank;
+  if (transport.group_start != nullptr && transport.group_end != nullptr) {
+    table.group_start = &GroupStart;
+    table.group_end = &GroupEnd;
+  }
+  table.all_reduce = &AllReduce;
+  table.broadcast = &Broadcast;
+  table.reduce = &Reduce;
+  table.all_gather = &AllGather;
+  table.reduce_scatter = &ReduceScatter;
+  table.send = &Send;
+  table.recv = &Recv;
+  table.all_to_all = transport.all_to_all != nullptr ? &AllToAll : nullptr;
+  table.barrier = transport.barrier != nullptr ? &Barrier : nullptr;
+  table.all_to_all_v = transport.all_to_all_v != nullptr ? &AllToAllV : nullptr;
+  table.all_gather_v = transport.all_gather_v != nullptr ? &AllGatherV : nullptr;
+  table.reduce_scatter_v = transport.reduce_scatter_v != nullptr ? &ReduceScatterV : nullptr;
+  table.gather = transport.gather != nullptr ? &Gather : nullptr;
+  table.scatter = transport.scatter != nullptr ? &Scatter : nullptr;
+  // No stream capture: a host collective cannot be recorded into a graph,
+  // so the host refuses capture naming the backend. No registration: the
+  // device library's communicator is never made.
+  if (transport.comm_shrink != nullptr && transport.comm_revoke != nullptr) {
+    table.comm_shrink = &CommShrink;
+    table.comm_revoke = &CommRevoke;
+  }
+}
+
+}  // namespace
+
+const infiniCclPlugin_t& Transport() { return *g_transport; }
+const infiniCclPlugin_t& Device() { return *g_device; }
+
+infiniCclResult_t Fail(infiniCclResult_t result, std::string message) {
+  t_last_error = std::move(message);
+  return result;
+}
+
+infiniCclResult_t FromPlugin(const infiniCclPlugin_t& plugin, infiniCclResult_t result,
+                             const char* call) {
+  if (result == infiniCclSuccess || result == infiniCclInProgress) return result;
+  const char* why = plugin.get_last_error();
+  return Fail(result, std::string(plugin.name) + " " + call + ": " +
+                          (why != nullptr && *why != '\0' ? why : "failed"));
+}
+
+char* HostBuffer::Reserve(size_t bytes) {
+  if (bytes > bytes_) {
+    data_.reset();
+    bytes_ = 0;
+    data_.reset(new (std::nothrow) char[bytes]);
+    if (data_ == nullptr) return nullptr;
+    bytes_ = bytes;
+  }
+  return data_.get();
+}
+
+infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, StagedComm** made) {
+  auto comm = std::make_unique<StagedComm>();
+  comm->transport = transport;
+  const infiniCclPlugin_t& device = Device();
+  infiniCclResult_t result = device.get_device(&comm->device);
+  if (result == infiniCclSuccess) result = device.stream_create(&comm->stream);
+  for (infiniCclEvent_t* event :
+       {&comm->ready, &comm->done, &comm->chunk_copied[0], &comm->chunk_copied[1]}) {
+    if (result == infiniCclSuccess) result = device.event_create(event);
+  }
+  if (result != infiniCclSuccess) {
+    const infiniCclResult_t failed = FromPlugin(device, result, "staging setup");
+    const std::string why = t_last_error;
+    for (infiniCclEvent_t event :
+         {comm->ready, comm->done, comm->chunk_copied[0], comm->chunk_copied[1]}) {
+      if (event != nullptr) device.event_destroy(event);
+    }
+    if (comm->stream != nullptr) device.stream_destroy(comm->stream);
+    return Fail(failed, why);
+  }
+  *made = comm.release();
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort) {
+  if (comm == nullptr) return infiniCclSuccess;
+  const infiniCclPlugin_t& device = Device();
+  infiniCclResult_t result = infiniCclSuccess;
+  if (abort) {
+    // Unblocks a call of another thread, which then gives the staging area up.
+    result = FromPlugin(Transport(), Transport().comm_abort(comm->transport), "comm_abort");
+  }
+  {
+    std::lock_guard<std::mutex> lock(comm->calls);
+    // The last copies back may still read the host buffers.
+    const infiniCclResult_t synced = device.stream_synchronize(comm->stream);
+    if (!abort && synced != infiniCclSuccess) result = FromPlugin(device, synced, "comm_destroy");
+    for (infiniCclEvent_t event :
+         {comm->ready, comm->done, comm->chunk_copied[0], comm->chunk_copied[1]}) {
+      device.event_destroy(event);
+    }
+    device.stream_destroy(comm->stream);
+  }
+  if (!abort) {
+    const infiniCclResult_t destroyed = Transport().comm_destroy(comm->transport);
+    if (result == infiniCclSuccess) result = FromPlugin(Transport(), destroyed, "comm_destroy");
+  }
+  delete comm;
+  return result;
+}
+
+}  // namespace staged
+
+std::string StagedName(const infiniCclPlugin_t& transport, const infiniCclPlugin_t& device) {
+  return std::string(transport.name) + "+" + device.name;
+}
+
+const infiniCclPlugin_t* ComposeStaged(const infiniCclPlugin_t* transport,
+                                       const infiniCclPlugin_t* device) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (staged::g_transport != nullptr) {
+    if (staged::g_transport == transport && staged::g_device == device) return &staged::g_table;
+    throw LoadError("a staged backend " + StagedName(*staged::g_transport, *staged::g_device) +
+                    " is loaded already; a process stages through one device backend, asked "
+                    "for " +
+                    StagedName(*transport, *device));
+  }
+  staged::RequireTransport(*transport);
+  const char* transport_version = nullptr;
+  const char* device_version = nullptr;
+  transport->get_version(&transport_version);
+  device->get_version(&device_version);
+  staged::g_version = std::string(transport_version != nullptr ? transport_version : "unknown") +
+                      ", staged through " + device->name + " (" +
+                      (device_version != nullptr ? device_version : "unknown") + ")";
+  staged::g_name = StagedName(*transport, *device);
+  staged::Fill(staged::g_table, *transport, *device);
+  staged::g_transport = transport;
+  staged::g_device = device;
+  return &staged::g_table;
+}
+
+void CheckDeviceBackendSpec(std::string_view spec) {
+  bool name = !spec.empty();
+  for (char c : spec) {
+    name = name && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
+  }
+  if (!name && spec.find('/') == std::string_view::npos) {
+    throw LoadError(std::string(env::kDeviceBackend) + "='" + std::string(spec) +
+                    "' (--device_backend): expected a device backend's name (nccl, or another "
+                    "plugin's) or a path to its plugin library");
+  }
+}
+
+std::shared_ptr<const Backend> MakeStagedBackend(const Backend& transport, const Backend& device) {
+  if (device.info().device_type == kDLCPU) {
+    throw LoadError(std::string(env::kDeviceBackend) + "='" + device.info().name +
+                    "' (--device_backend): a host backend, expected one whose buffers live on a "
+                    "device (nccl, or another accelerator plugin)");
+  }
+  const infiniCclPlugin_t* table = ComposeStaged(&PluginTable(transport), &PluginTable(device));
+  BackendInfo info = device.info();
+  info.name = table->name;
+  info.library_path = transport.info().library_path + " + " + device.info().library_path;
+  info.abi_version = INFINI_CCL_PLUGIN_ABI_VERSION;
+  info.unique_id_bytes = table->unique_id_bytes;
+  const char* version = nullptr;
+  table->get_version(&version);
+  info.version = version;
+  return std::make_shared<const Backend>(table, std::move(info));
+}
+
+}  // namespace infini::ccl::internal

@@ -1,0 +1,97 @@
+// The staged backend's communicator and what its entries share
+// (staged_backend.cc: table and communicators; staged_collectives.cc: the
+// collectives).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "infini/ccl/plugin_abi.h"
+
+namespace infini::ccl::internal::staged {
+
+// The composed pair; set once by ComposeStaged.
+const infiniCclPlugin_t& Transport();
+const infiniCclPlugin_t& Device();
+
+// The staged entries' last error on this thread (get_last_error).
+infiniCclResult_t Fail(infiniCclResult_t result, std::string message);
+// `result` of a call into `plugin`, its text kept as ours when it failed.
+infiniCclResult_t FromPlugin(const infiniCclPlugin_t& plugin, infiniCclResult_t result,
+                             const char* call);
+
+// Host memory that grows and is never shrunk: a communicator's staging area.
+class HostBuffer {
+ public:
+  char* Reserve(size_t bytes);  // contents are not kept
+  size_t capacity() const { return bytes_; }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  size_t bytes_ = 0;
+};
+
+struct StagedComm {
+  infiniCclComm_t transport = nullptr;
+  int device = 0;
+  // Its own stream on `device`: the copies run there, ordered after the
+  // caller's stream by `ready` and before it again by `done`.
+  infiniCclStream_t stream = nullptr;
+  infiniCclEvent_t ready = nullptr;
+  infiniCclEvent_t done = nullptr;
+  infiniCclEvent_t chunk_copied[2] = {nullptr, nullptr};
+  HostBuffer send, recv;
+  // One call at a time uses the staging area.
+  std::mutex calls;
+};
+
+// A communicator of `transport` staged on the calling thread's current
+// device of Device(); on failure destroys nothing it did not make.
+infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, StagedComm** made);
+// Waits for the copies in flight, then frees the device objects and the
+// transport communicator (with comm_destroy, or comm_abort when `abort`).
+infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort);
+
+inline StagedComm* Of(infiniCclComm_t comm) { return reinterpret_cast<StagedComm*>(comm); }
+inline infiniCclComm_t Handle(StagedComm* comm) { return reinterpret_cast<infiniCclComm_t>(comm); }
+
+// The collectives (staged_collectives.cc), with the ABI's signatures.
+infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
+                            infiniCclRedOp_t op, infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t Broadcast(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
+                            int root, infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t Reduce(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
+                         infiniCclRedOp_t op, int root, infiniCclComm_t comm,
+                         infiniCclStream_t stream);
+infiniCclResult_t AllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                            DLDataType dtype, infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t ReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                DLDataType dtype, infiniCclRedOp_t op, infiniCclComm_t comm,
+                                infiniCclStream_t stream);
+infiniCclResult_t Send(const void* sendbuff, size_t count, DLDataType dtype, int peer,
+                       infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t Recv(void* recvbuff, size_t count, DLDataType dtype, int peer,
+                       infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t AllToAll(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
+                           infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t Barrier(infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t AllToAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                            void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                            DLDataType dtype, infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t AllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
+                             const size_t* recvcounts, const size_t* rdispls, DLDataType dtype,
+                             infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t ReduceScatterV(const void* sendbuff, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuff, size_t recvcount,
+                                 DLDataType dtype, infiniCclRedOp_t op, infiniCclComm_t comm,
+                                 infiniCclStream_t stream);
+infiniCclResult_t Gather(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
+                         int root, infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t Scatter(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
+                          int root, infiniCclComm_t comm, infiniCclStream_t stream);
+infiniCclResult_t GroupStart();
+infiniCclResult_t GroupEnd();
+
+}  // namespace infini::ccl::internal::staged

@@ -1,0 +1,108 @@
+// The conformance suite's own tests: plugins that lie in one way each (the
+// liar over gloo, INFINI_CCL_LIE; kvtest, KVTEST_FAULT) must each get a FAIL
+// from `ccl_conformance --quick` in every layout where the lie can show,
+// and the real gloo plugin passes everything (conformance_run_test.cc). A
+// hole found later in the suite becomes a new row here.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "conformance_runner.h"
+
+namespace {
+
+using infini::conformance_test::Conformance;
+using infini::conformance_test::Row;
+using infini::conformance_test::Rows;
+using infini::conformance_test::RunResult;
+
+struct Mutant {
+  const char* plugin;  // a path
+  const char* environment;
+  const char* lie;   // what it does, for the failure message
+  int fewest_ranks;  // the smallest world in which the lie can show
+};
+
+struct Layout {
+  int processes;
+  int threads;
+};
+
+// What each mutant does is said in liar_plugin.cc and kvtest_plugin.cc.
+const Mutant kMutants[] = {
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=all_gather_reversed", "all_gather blocks reversed", 2},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=avg_as_sum", "average computed as sum", 2},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=unwritten_output", "output never written", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=in_place_ignored", "in-place all_reduce does nothing", 2},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=odd_count_short", "odd counts lose their last element", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=large_message_corrupt", "wrong above 1 MiB", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=broadcast_root_zero", "root 0 broadcasts the last's", 2},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=reduce_off_by_one_at_root_zero", "reduce wrong at root 0",
+     1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=bf16_max_ulp", "bfloat16 max one ulp off", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=fp32_sum_in_bf16", "float32 sums in bfloat16 precision", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=write_past_end", "writes past the output's end", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=send_modified", "changes an out-of-place send buffer", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=early_event", "events say done before the data", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=abort_hides_error", "an aborted recv reports success", 2},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=async_error_silent", "async error always 'no error'", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=split_ignores_key", "comm_split ignores the key", 3},
+    {KVTEST_PLUGIN_PATH, "KVTEST_FAULT=recv_any_source", "recv takes any peer's message", 3},
+    {KVTEST_PLUGIN_PATH, "KVTEST_FAULT=shrink_rotates_ranks", "shrink numbers survivors wrong", 3},
+};
+
+const Layout kLayouts[] = {{2, 1}, {1, 2}, {2, 2}, {4, 1}};
+
+std::string LayoutName(const Layout& layout) {
+  return std::to_string(layout.processes) + "x" + std::to_string(layout.threads);
+}
+
+class MutantTest : public testing::TestWithParam<Mutant> {};
+
+TEST_P(MutantTest, FailsInEveryLayoutWhereItsLieCanShow) {
+  const Mutant& mutant = GetParam();
+  int judged = 0;
+  for (const Layout& layout : kLayouts) {
+    if (layout.processes * layout.threads < mutant.fewest_ranks) continue;
+    ++judged;
+    const RunResult run = Conformance(
+        mutant.plugin, "--nproc_per_node=" + std::to_string(layout.processes),
+        "--fail_fast --nthread_per_process=" + std::to_string(layout.threads), mutant.environment);
+    std::string caught_by;
+    for (const Row& row : Rows(run.output)) {
+      if (row.verdict == "FAIL") caught_by = row.name + ":" + row.detail;
+    }
+    EXPECT_EQ(run.exit_code, 1) << mutant.lie << " in " << LayoutName(layout) << "\n" << run.output;
+    EXPECT_FALSE(caught_by.empty())
+        << mutant.lie << " (" << mutant.environment << ") passed in " << LayoutName(layout) << "\n"
+        << run.output;
+    // Which item caught it, for the record (ctest --verbose shows it).
+    std::printf("%s in %s: caught by %s\n", mutant.environment, LayoutName(layout).c_str(),
+                caught_by.c_str());
+  }
+  EXPECT_GT(judged, 0);
+}
+
+std::string MutantName(const testing::TestParamInfo<Mutant>& info) {
+  std::string name = info.param.environment;
+  name = name.substr(name.find('=') + 1);
+  for (char& c : name) {
+    if (c == '_') c = 'X';  // gtest names take letters and digits only
+  }
+  std::string camel;
+  bool upper = true;
+  for (char c : name) {
+    if (c == 'X') {
+      upper = true;
+      continue;
+    }
+    camel += upper ? static_cast<char>(std::toupper(c)) : c;
+    upper = false;
+  }
+  return camel;
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, MutantTest, testing::ValuesIn(kMutants), MutantName);
+
+}  // namespace

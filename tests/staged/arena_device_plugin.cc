@@ -1,0 +1,392 @@
+// A device-runtime-only test plugin ("arena"): the device for staged
+// communicators in CI, where no GPU is. Its "device" memory is a private
+// arena that the caller cannot reach: a buffer's address is a
+// non-canonical pointer (dereferencing it faults), so only memcpy_async and
+// memset_async move its bytes. Its streams are queues that run only when
+// something waits on them (stream_synchronize, event_synchronize,
+// event_query, or a stream waiting on an event), so a copy that was
+// enqueued but not waited for has not happened: a caller that reads a host
+// buffer without ordering sees the old bytes. Its communicator entries
+// refuse: it is a --device_backend, never a --ccl_backend.
+//
+// ARENA_DEVICE_COUNT (default 1) devices share one arena of
+// ARENA_BYTES (default 1 GiB, reserved lazily).
+#include <sys/mman.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "infini/ccl/plugin_abi.h"
+
+namespace {
+
+constexpr uintptr_t kBase = uintptr_t{0x4000} << 48;  // non-canonical: never host memory
+
+thread_local std::string t_error;
+thread_local int t_device = 0;
+std::recursive_mutex g_mutex;  // one lock for the arena, streams and events
+
+infiniCclResult_t Fail(infiniCclResult_t result, std::string message) {
+  t_error = "arena: " + std::move(message);
+  return result;
+}
+
+size_t EnvSize(const char* name, size_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  return static_cast<size_t>(std::strtoull(text, nullptr, 10));
+}
+
+struct Arena {
+  char* memory = nullptr;
+  size_t bytes = 0;
+  std::map<size_t, size_t> used;  // offset -> bytes
+};
+
+Arena& GetArena() {
+  static Arena arena = [] {
+    Arena made;
+    made.bytes = EnvSize("ARENA_BYTES", size_t{1} << 30);
+    void* mapped = mmap(nullptr, made.bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    made.memory = mapped == MAP_FAILED ? nullptr : static_cast<char*>(mapped);
+    return made;
+  }();
+  return arena;
+}
+
+bool IsDevice(const void* pointer) {
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  return address >= kBase && address < kBase + GetArena().bytes;
+}
+
+// The arena bytes behind a device range, or NULL when it is not all inside
+// one allocation.
+char* Resolve(const void* pointer, size_t bytes) {
+  if (!IsDevice(pointer)) return nullptr;
+  const size_t offset = reinterpret_cast<uintptr_t>(pointer) - kBase;
+  Arena& arena = GetArena();
+  auto block = arena.used.upper_bound(offset);
+  if (block == arena.used.begin()) return nullptr;
+  --block;
+  if (offset + bytes > block->first + block->second) return nullptr;
+  return arena.memory + offset;
+}
+
+struct Stream {
+  std::deque<std::function<void()>> pending;
+  uint64_t enqueued = 0, executed = 0;
+};
+
+Stream g_default_stream;
+
+Stream* Of(infiniCclStream_t stream) {
+  return stream == nullptr ? &g_default_stream : reinterpret_cast<Stream*>(stream);
+}
+
+// Runs `stream`'s work up to its `upto`-th call.
+void Drain(Stream* stream, uint64_t upto) {
+  while (stream->executed < upto && !stream->pending.empty()) {
+    std::function<void()> work = std::move(stream->pending.front());
+    stream->pending.pop_front();
+    ++stream->executed;
+    work();
+  }
+}
+
+void Enqueue(Stream* stream, std::function<void()> work) {
+  stream->pending.push_back(std::move(work));
+  ++stream->enqueued;
+}
+
+struct Event {
+  Stream* stream = nullptr;  // NULL: never recorded
+  uint64_t point = 0;
+  bool reached = false;
+  std::chrono::steady_clock::time_point at;
+};
+
+infiniCclResult_t GetVersion(const char** version) {
+  *version = "arena test device 1";
+  return infiniCclSuccess;
+}
+const char* GetErrorString(infiniCclResult_t) { return "arena test device error"; }
+const char* GetLastError() { return t_error.c_str(); }
+int Supports(infiniCclCollective_t, DLDataType, infiniCclRedOp_t) { return 0; }
+
+int DeviceCount() { return static_cast<int>(EnvSize("ARENA_DEVICE_COUNT", 1)); }
+
+infiniCclResult_t GetDeviceCount(int* count) {
+  *count = DeviceCount();
+  return infiniCclSuccess;
+}
+infiniCclResult_t SetDevice(int device) {
+  if (device < 0 || device >= DeviceCount()) {
+    return Fail(infiniCclInvalidArgument, "set_device: device " + std::to_string(device) +
+                                              " is not in [0, " + std::to_string(DeviceCount()) +
+                                              ")");
+  }
+  t_device = device;
+  return infiniCclSuccess;
+}
+infiniCclResult_t GetDevice(int* device) {
+  *device = t_device;
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t MemAlloc(void** pointer, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  *pointer = nullptr;
+  if (bytes == 0) return infiniCclSuccess;
+  Arena& arena = GetArena();
+  if (arena.memory == nullptr) return Fail(infiniCclSystemError, "mem_alloc: no arena");
+  const size_t rounded = (bytes + 255) / 256 * 256;
+  size_t offset = 256;  // 0 stays unused, so no buffer sits at the base
+  for (const auto& [start, size] : arena.used) {
+    if (start >= offset + rounded) break;
+    offset = std::max(offset, (start + size + 255) / 256 * 256);
+  }
+  if (offset + rounded > arena.bytes) {
+    return Fail(infiniCclSystemError, "mem_alloc: " + std::to_string(bytes) +
+                                          " bytes do not fit the arena (ARENA_BYTES=" +
+                                          std::to_string(arena.bytes) + ")");
+  }
+  arena.used[offset] = rounded;
+  *pointer = reinterpret_cast<void*>(kBase + offset);
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t MemFree(void* pointer) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  if (pointer == nullptr) return infiniCclSuccess;
+  if (!IsDevice(pointer) ||
+      GetArena().used.erase(reinterpret_cast<uintptr_t>(pointer) - kBase) == 0) {
+    return Fail(infiniCclInvalidArgument, "mem_free: not an arena allocation");
+  }
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
+                              infiniCclStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  const bool device_src =
+      kind == infiniCclMemcpyDeviceToHost || kind == infiniCclMemcpyDeviceToDevice;
+  const bool device_dst =
+      kind == infiniCclMemcpyHostToDevice || kind == infiniCclMemcpyDeviceToDevice;
+  // Each side must be what `kind` says: a host pointer named as device
+  // memory (or the reverse) is the caller's bug, refused here.
+  if (bytes > 0 && (IsDevice(src) != device_src || IsDevice(dst) != device_dst ||
+                    (device_src && Resolve(src, bytes) == nullptr) ||
+                    (device_dst && Resolve(dst, bytes) == nullptr))) {
+    return Fail(infiniCclInvalidArgument,
+                "memcpy_async: kind " + std::to_string(kind) +
+                    " does not match the pointers, or a device range leaves its allocation");
+  }
+  Enqueue(Of(stream), [=] {
+    char* to = device_dst ? Resolve(dst, bytes) : static_cast<char*>(dst);
+    const char* from = device_src ? Resolve(src, bytes) : static_cast<const char*>(src);
+    if (to != nullptr && from != nullptr && bytes > 0) std::memmove(to, from, bytes);
+  });
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t MemsetAsync(void* pointer, int value, size_t bytes, infiniCclStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  if (bytes > 0 && Resolve(pointer, bytes) == nullptr) {
+    return Fail(infiniCclInvalidArgument, "memset_async: not an arena range");
+  }
+  Enqueue(Of(stream), [=] {
+    if (char* to = Resolve(pointer, bytes); to != nullptr) std::memset(to, value, bytes);
+  });
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t StreamCreate(infiniCclStream_t* stream) {
+  *stream = reinterpret_cast<infiniCclStream_t>(new Stream);
+  return infiniCclSuccess;
+}
+infiniCclResult_t StreamSynchronize(infiniCclStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  Drain(Of(stream), Of(stream)->enqueued);
+  return infiniCclSuccess;
+}
+infiniCclResult_t StreamDestroy(infiniCclStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  // Drained and kept: a stream that waits on one of its events may still
+  // name it (a test plugin's streams are few).
+  return StreamSynchronize(stream);
+}
+
+infiniCclResult_t EventCreate(infiniCclEvent_t* event) {
+  *event = reinterpret_cast<infiniCclEvent_t>(new Event);
+  return infiniCclSuccess;
+}
+Event* Of(infiniCclEvent_t event) { return reinterpret_cast<Event*>(event); }
+
+infiniCclResult_t EventRecord(infiniCclEvent_t handle, infiniCclStream_t stream) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  Event* event = Of(handle);
+  Stream* on = Of(stream);
+  event->stream = on;
+  event->reached = false;
+  Enqueue(on, [event] {
+    event->reached = true;
+    event->at = std::chrono::steady_clock::now();
+  });
+  event->point = on->enqueued;
+  return infiniCclSuccess;
+}
+infiniCclResult_t EventSynchronize(infiniCclEvent_t handle) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  Event* event = Of(handle);
+  if (event->stream != nullptr) Drain(event->stream, event->point);
+  return infiniCclSuccess;
+}
+infiniCclResult_t EventQuery(infiniCclEvent_t handle, int* done) {
+  EventSynchronize(handle);
+  *done = 1;
+  return infiniCclSuccess;
+}
+infiniCclResult_t EventDestroy(infiniCclEvent_t handle) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  EventSynchronize(handle);  // its record is queued work that names it
+  delete Of(handle);
+  return infiniCclSuccess;
+}
+infiniCclResult_t StreamWaitEvent(infiniCclStream_t stream, infiniCclEvent_t handle) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  const Event* event = Of(handle);
+  if (event->stream == nullptr) return infiniCclSuccess;  // never recorded: nothing to wait for
+  Stream* other = event->stream;
+  const uint64_t point = event->point;
+  Enqueue(Of(stream), [other, point] { Drain(other, point); });
+  return infiniCclSuccess;
+}
+infiniCclResult_t EventElapsedMs(infiniCclEvent_t start, infiniCclEvent_t end, float* ms) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  if (!Of(start)->reached || !Of(end)->reached) {
+    return Fail(infiniCclInvalidUsage, "event_elapsed_ms: an event has not completed");
+  }
+  *ms = std::chrono::duration<float, std::milli>(Of(end)->at - Of(start)->at).count();
+  return infiniCclSuccess;
+}
+
+constexpr const char* kNoComms =
+    "a device-runtime-only test plugin: it makes no communicators (use it as --device_backend)";
+
+infiniCclResult_t GetUniqueId(void*, const infiniCclBootstrap_t*) {
+  return Fail(infiniCclUnsupported, std::string("get_unique_id: ") + kNoComms);
+}
+infiniCclResult_t CommInitRank(infiniCclComm_t*, int, const void*, int, const infiniCclConfig_t*,
+                               const infiniCclBootstrap_t*) {
+  return Fail(infiniCclUnsupported, std::string("comm_init_rank: ") + kNoComms);
+}
+infiniCclResult_t Refuse() { return Fail(infiniCclUnsupported, kNoComms); }
+infiniCclResult_t CommDestroy(infiniCclComm_t) { return Refuse(); }
+infiniCclResult_t CommAsyncError(infiniCclComm_t, infiniCclResult_t*, const char**) {
+  return Refuse();
+}
+infiniCclResult_t CommInt(infiniCclComm_t, int*) { return Refuse(); }
+infiniCclResult_t Collective(const void*, void*, size_t, DLDataType, infiniCclRedOp_t,
+                             infiniCclComm_t, infiniCclStream_t) {
+  return Refuse();
+}
+infiniCclResult_t Rooted(const void*, void*, size_t, DLDataType, int, infiniCclComm_t,
+                         infiniCclStream_t) {
+  return Refuse();
+}
+infiniCclResult_t RootedReduce(const void*, void*, size_t, DLDataType, infiniCclRedOp_t, int,
+                               infiniCclComm_t, infiniCclStream_t) {
+  return Refuse();
+}
+infiniCclResult_t Gathering(const void*, void*, size_t, DLDataType, infiniCclComm_t,
+                            infiniCclStream_t) {
+  return Refuse();
+}
+infiniCclResult_t SendEntry(const void*, size_t, DLDataType, int, infiniCclComm_t,
+                            infiniCclStream_t) {
+  return Refuse();
+}
+infiniCclResult_t RecvEntry(void*, size_t, DLDataType, int, infiniCclComm_t, infiniCclStream_t) {
+  return Refuse();
+}
+
+}  // namespace
+
+INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
+    .struct_size = sizeof(infiniCclPlugin_v2_t),
+    .abi_version = INFINI_CCL_PLUGIN_ABI_VERSION_V2,
+    .name = "arena",
+    .get_version = GetVersion,
+    .get_error_string = GetErrorString,
+    .get_last_error = GetLastError,
+    .features = 0,
+    .supports = Supports,
+    .device_type = kDLExtDev,
+    .device_vendor = "test",
+    .device_kind = "arena",
+    .visible_devices_env = nullptr,
+    .get_device_count = GetDeviceCount,
+    .set_device = SetDevice,
+    .get_device = GetDevice,
+    .mem_alloc = MemAlloc,
+    .mem_free = MemFree,
+    .memcpy_async = MemcpyAsync,
+    .memset_async = MemsetAsync,
+    .stream_create = StreamCreate,
+    .stream_destroy = StreamDestroy,
+    .stream_synchronize = StreamSynchronize,
+    .stream_wait_event = StreamWaitEvent,
+    .event_create = EventCreate,
+    .event_destroy = EventDestroy,
+    .event_record = EventRecord,
+    .event_query = EventQuery,
+    .event_synchronize = EventSynchronize,
+    .event_elapsed_ms = EventElapsedMs,
+    .unique_id_bytes = 8,
+    .get_unique_id = GetUniqueId,
+    .comm_init_rank = CommInitRank,
+    .comm_init_ranks = nullptr,
+    .comm_split = nullptr,
+    .comm_destroy = CommDestroy,
+    .comm_abort = nullptr,
+    .comm_get_async_error = CommAsyncError,
+    .comm_count = CommInt,
+    .comm_user_rank = CommInt,
+    .group_start = nullptr,
+    .group_end = nullptr,
+    .all_reduce = Collective,
+    .broadcast = Rooted,
+    .reduce = RootedReduce,
+    .all_gather = Gathering,
+    .reduce_scatter = Collective,
+    .send = SendEntry,
+    .recv = RecvEntry,
+    .all_to_all = nullptr,
+    .barrier = nullptr,
+    .all_to_all_v = nullptr,
+    .all_gather_v = nullptr,
+    .reduce_scatter_v = nullptr,
+    .gather = nullptr,
+    .scatter = nullptr,
+    .stream_begin_capture = nullptr,
+    .stream_end_capture = nullptr,
+    .graph_launch = nullptr,
+    .graph_destroy = nullptr,
+    .init = nullptr,
+    .comm_shrink = nullptr,
+    .comm_revoke = nullptr,
+    .comm_register = nullptr,
+    .comm_deregister = nullptr,
+    .comm_window_register = nullptr,
+    .comm_window_deregister = nullptr,
+    .get_link_bandwidth = nullptr,
+};
