@@ -1,6 +1,7 @@
-// infini_run's command line, parsed: argv -> LaunchOptions with every check
-// that needs nothing beyond argv (no process, file or environment), so it
-// is fuzzed as it is (fuzz/launch_cli_fuzz.cc). What needs the machine (the
+// infini_run's command line, parsed: argv (and torchrun's PET_<FLAG>
+// defaults, when an environment is passed) -> LaunchOptions with every check
+// that needs no process or file, so it is fuzzed as it is
+// (fuzz/launch_cli_fuzz.cc). What needs the machine (the
 // process count of gpu/cpu/auto, the program's path, the run's secret and
 // id, device isolation) is resolve_options.cc's.
 #include <charconv>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "flag_definitions.h"
 #include "infini/common/launch_env.h"
@@ -21,38 +23,6 @@
 
 namespace infini::launch {
 namespace {
-
-// torchrun's one-letter spellings.
-std::string LongName(const std::string& name) {
-  if (name == "r") return "redirects";
-  if (name == "t") return "tee";
-  if (name == "m") return "module";
-  return name;
-}
-
-const FlagDefinition* FindFlag(const std::string& name) {
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
-// The value of every flag after argv: its default unless given.
-class FlagValues {
- public:
-  FlagValues() {
-    for (const FlagDefinition& flag : LaunchFlags()) values_[flag.name] = flag.default_value;
-  }
-  void Set(const std::string& name, const std::string& value) { values_[name] = value; }
-  const std::string& operator[](const std::string& name) const { return values_.at(name); }
-  bool Bool(const std::string& name) const {
-    const std::string& value = values_.at(name);
-    return value == "true" || value == "1";
-  }
-
- private:
-  std::map<std::string, std::string> values_;
-};
 
 std::string Quoted(const std::string& flag, const std::string& value) {
   return flags::QuotedFlag(flag, value);
@@ -178,6 +148,15 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
     size_t equals = body.find('=');
     std::string name = LongName(body.substr(0, equals));
     for (char& c : name) c = c == '-' ? '_' : c;
+    // torchrun's attached short options: -r3, -t0:3 (argparse also reads
+    // -r=3); a mistyped long name (-rdvz_id) stays unknown.
+    if (argument[1] != '-' && body.size() > 1 && (body[0] == 'r' || body[0] == 't') &&
+        FindFlag(name) == nullptr &&
+        body.find_first_not_of("0123456789:,", body[1] == '=' ? 2 : 1) == std::string::npos) {
+      name = LongName(body.substr(0, 1));
+      body = name + "=" + body.substr(body[1] == '=' ? 2 : 1);
+      equals = name.size();
+    }
     if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
       split.help = true;
       continue;
@@ -200,8 +179,10 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
       value = argv[++index];
     }
     if (flag == nullptr) {
+      const std::string guess = NearestFlagName(name);
       throw UsageError(
           flags::UnknownFlagMessage("infini_run", argument.substr(0, argument.find('='))) +
+          (guess.empty() ? "" : "; did you mean --" + guess + "?") +
           "; the program's own flags go after the program, or after --");
     }
     if (flag->is_bool && value != "true" && value != "false" && value != "1" && value != "0") {
@@ -212,6 +193,8 @@ SplitCommandLine SplitArguments(int argc, char** argv) {
   for (; index < argc; ++index) split.program_argv.push_back(argv[index]);
   return split;
 }
+
+bool ParseFlagValues(const FlagValues& flag, const SplitCommandLine& split, LaunchOptions* options);
 
 // torchrun's c10d settings are accepted; ours are honoured; others refused.
 // The token file is read by the resolver.
@@ -308,6 +291,7 @@ void ParseRendezvous(const FlagValues& flag, LaunchOptions* options) {
     ParseEndpoint("rdzv_endpoint", endpoint, 29400, &options->rendezvous_host,
                   &options->rendezvous_port);
   } else if (!master_addr.empty() || !master_port.empty()) {
+    options->rendezvous_flags = "--master_addr/--master_port";
     options->rendezvous_host = master_addr.empty() ? "127.0.0.1" : master_addr;
     options->rendezvous_port =
         master_port.empty() ? 29500
@@ -424,6 +408,11 @@ bool LaunchOptions::ShowsOnConsole(int local_rank) const {
   return false;
 }
 
+bool LaunchOptions::WantsLogFiles() const {
+  return redirects.default_code != 0 || tee.default_code != 0 ||
+         !redirects.code_by_local_rank.empty() || !tee.code_by_local_rank.empty();
+}
+
 std::vector<std::string> SplitList(const std::string& text, char separator) {
   std::vector<std::string> parts;
   std::stringstream stream(text);
@@ -467,11 +456,23 @@ void CheckAgainstProcessCount(const LaunchOptions& options) {
   }
 }
 
-bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
+bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options,
+                            char* const* environment) {
   SplitCommandLine split = SplitArguments(argc, argv);
   if (split.help) return false;
-  FlagValues flag;
+  FlagValues flag(environment);
   for (const auto& [name, value] : split.flag_values) flag.Set(name, value);
+  try {
+    return ParseFlagValues(flag, split, options);
+  } catch (const UsageError& error) {
+    throw UsageError(flag.NameSources(error.what()));
+  }
+}
+
+namespace {
+
+bool ParseFlagValues(const FlagValues& flag, const SplitCommandLine& split,
+                     LaunchOptions* options) {
   options->program_argv = split.program_argv;
   for (const auto& [name, value] : split.flag_values) {
     if (name != "dump_stacks") continue;
@@ -512,12 +513,15 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
 
   if (!flag["node_rank"].empty()) {
     if (options->elastic()) {
-      throw UsageError(Quoted("node_rank", flag["node_rank"]) + " with --nnodes=" + nnodes +
-                       ": an elastic run assigns node ranks each round; drop --node_rank");
+      // torchrun accepts it and lets each round number the nodes.
+      options->notes.push_back("--node_rank=" + OneLine(flag["node_rank"]) +
+                               " is ignored with --nnodes=" + nnodes +
+                               ": each round numbers the nodes (as torchrun)");
+    } else {
+      options->node_rank = ParseIntFlag(
+          "node_rank", flag["node_rank"], 0, options->nnodes - 1,
+          "a node rank in [0, " + std::to_string(options->nnodes) + ") (below --nnodes)");
     }
-    options->node_rank = ParseIntFlag(
-        "node_rank", flag["node_rank"], 0, options->nnodes - 1,
-        "a node rank in [0, " + std::to_string(options->nnodes) + ") (below --nnodes)");
   } else if (!options->multi_node()) {
     options->node_rank = 0;
   }
@@ -573,5 +577,7 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options) {
   }
   return true;
 }
+
+}  // namespace
 
 }  // namespace infini::launch

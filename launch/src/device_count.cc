@@ -103,6 +103,20 @@ int BackendDeviceCount(const std::string& bin_dir, const std::string& ccl_backen
   return static_cast<int>(count);
 }
 
+int VisibleDeviceCount(const std::string& bin_dir, const std::string& ccl_backend) {
+  const std::string ccl_info = bin_dir + "/ccl_info";
+  if (access(ccl_info.c_str(), X_OK) != 0) return -1;
+  try {
+    const std::string output =
+        RunAndCapture({ccl_info, "--ccl_backend=" + ccl_backend, "--device_count"});
+    char* end = nullptr;
+    const long count = std::strtol(output.c_str(), &end, 10);
+    return end != output.c_str() && count >= 0 ? static_cast<int>(count) : -1;
+  } catch (const LaunchError&) {
+    return -1;
+  }
+}
+
 std::string BackendVisibilityVariable(const std::string& bin_dir, const std::string& ccl_backend) {
   std::string ccl_info = bin_dir + "/ccl_info";
   if (access(ccl_info.c_str(), X_OK) != 0) return "";

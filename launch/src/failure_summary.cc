@@ -6,12 +6,14 @@
 #include <optional>
 #include <sstream>
 
+#include "infini/launch/signal_watcher.h"
+
 namespace infini::launch {
 namespace {
 
 std::string RankName(const RankExit& rank) {
   return "rank " + std::to_string(rank.global_rank) + " (local rank " +
-         std::to_string(rank.local_rank) + ", pid " + std::to_string(rank.pid) + ")";
+         std::to_string(rank.local_rank) + ", " + rank.PidText() + ")";
 }
 
 // What a rank's watchdog found through the flight recorder (parallel/):
@@ -165,6 +167,35 @@ std::string FormatFailureSummary(const AttemptResult& result, const SummaryConte
     text << lead << "  logs: " << context.log_dir_of_attempt << "/rank_<N>/{stdout,stderr}.log\n";
   }
   return text.str();
+}
+
+int RankExit::ExitStatus() const {
+  if (stalled_by_signal) return 128 + stalled_by_signal;
+  if (spawn_failed && exited) return exit_code == 0 ? 1 : exit_code;
+  if (spawn_failed) return 127;
+  return exited ? exit_code : 128 + signal_number;
+}
+
+std::string RankExit::PidText() const {
+  std::string text = "pid " + std::to_string(pid);
+  if (namespace_pid > 0 && namespace_pid != pid) {
+    text += ", getpid() " + std::to_string(namespace_pid) + " in its PID namespace";
+  }
+  return text;
+}
+
+std::string RankExit::Describe() const {
+  if (spawn_failed) return detail;
+  if (stalled_by_signal) {
+    char name[32];
+    return std::string("stopped by ") + SignalName(stalled_by_signal, name) +
+           " and not continued in time (exit status " + std::to_string(128 + stalled_by_signal) +
+           ")";
+  }
+  if (exited) return "exit code " + std::to_string(exit_code);
+  char name[32];
+  return std::string("killed by ") + SignalName(signal_number, name) + " (exit status " +
+         std::to_string(128 + signal_number) + ")";
 }
 
 }  // namespace infini::launch

@@ -2,6 +2,11 @@
 // of them. The parser (command_line.cc) reads its defaults from here.
 #include "flag_definitions.h"
 
+#include <algorithm>
+#include <cctype>
+#include <string_view>
+#include <vector>
+
 #include "infini/common/usage.h"
 #include "infini/launch/options.h"
 
@@ -140,7 +145,9 @@ constexpr char kDescription[] =
     "Starts and supervises the ranks of a distributed program (a drop-in for torchrun).\n"
     "\n"
     "Every flag is also spelled with dashes (--nproc-per-node=8). `--` ends the flags; "
-    "without it\nthe first word that is not a flag starts the program.\n"
+    "without it\nthe first word that is not a flag starts the program. As torchrun, "
+    "PET_<FLAG> in the environment\n(PET_NNODES, PET_NPROC_PER_NODE, PET_MASTER_ADDR, "
+    "as Kubeflow sets them) is a flag's default.\n"
     "\n"
     "Examples:\n"
     "  infini_run --ccl_backend=nccl --nproc_per_node=8 ./gpt2 --batch_size 4\n"
@@ -157,6 +164,94 @@ constexpr char kEpilogue[] =
 }  // namespace
 
 std::span<const FlagDefinition> LaunchFlags() { return kFlags; }
+
+const FlagDefinition* FindFlag(const std::string& name) {
+  for (const FlagDefinition& flag : LaunchFlags()) {
+    if (name == flag.name) return &flag;
+  }
+  return nullptr;
+}
+
+std::string LongName(const std::string& name) {
+  if (name == "r") return "redirects";
+  if (name == "t") return "tee";
+  if (name == "m") return "module";
+  return name;
+}
+
+std::string EnvironmentNameOf(const FlagDefinition& flag) {
+  std::string variable = "PET_";
+  for (const char* c = flag.name; *c; ++c) {
+    variable += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+  }
+  return variable;
+}
+
+FlagValues::FlagValues(char* const* environment) {
+  for (const FlagDefinition& flag : LaunchFlags()) {
+    values_[flag.name] = flag.default_value;
+    if (!environment || std::string_view(flag.name) == "dump_stacks") continue;
+    const std::string variable = EnvironmentNameOf(flag);
+    const std::string prefix = variable + "=";
+    for (char* const* entry = environment; *entry; ++entry) {
+      if (std::string_view(*entry).substr(0, prefix.size()) != prefix) continue;
+      std::string value = *entry + prefix.size();
+      if (flag.is_bool && value != "0" && value != "1" && value != "true" && value != "false") {
+        throw UsageError(variable + "='" + OneLine(value) +
+                         "': expected 0 or 1 (the default of --" + flag.name + ")");
+      }
+      values_[flag.name] = value;
+      from_environment_[flag.name] = variable;
+    }
+  }
+}
+
+void FlagValues::Set(const std::string& name, const std::string& value) {
+  values_[name] = value;
+  from_environment_.erase(name);
+}
+
+std::string FlagValues::NameSources(const std::string& message) const {
+  std::string named = message;
+  for (const auto& [name, variable] : from_environment_) {
+    if (message.find("--" + name) != std::string::npos) {
+      named += " (--" + name + " came from " + variable + ")";
+    }
+  }
+  return named;
+}
+
+std::string NearestFlagName(const std::string& name) {
+  // Levenshtein distance, one row at a time.
+  auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t above = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+        diagonal = above;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;  // farther: no guess
+  std::vector<std::string> prefixed;
+  for (const FlagDefinition& flag : LaunchFlags()) {
+    const std::string candidate = flag.name;
+    if (name.size() >= 3 && candidate.rfind(name, 0) == 0) prefixed.push_back(candidate);
+    const size_t d = distance(name, candidate);
+    if (d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  if (best.empty() && prefixed.size() == 1) return prefixed.front();
+  return best;
+}
 
 std::string LaunchUsage() {
   std::vector<flags::FlagHelp> shown;

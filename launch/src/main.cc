@@ -22,6 +22,7 @@
 #include "infini/launch/net_util.h"
 #include "infini/launch/node_rendezvous.h"
 #include "infini/launch/options.h"
+#include "infini/launch/pid_namespace.h"
 #include "infini/launch/signal_watcher.h"
 #include "infini/launch/supervisor.h"
 #include "infini/launch/trace_merge.h"
@@ -163,6 +164,12 @@ class Launcher {
   explicit Launcher(const LaunchOptions& options) : options_(options) {
     if (!options_.log_dir.empty()) {
       logs_ = std::make_unique<RunLogFolder>(options_.log_dir, options_.run_id);
+      // --tee/--redirects alone write to a default folder the user never named.
+      if (options_.WantsLogFiles()) {
+        Say("each rank's output is written to " + logs_->RunPath() +
+            "/attempt_K/rank_N/{stdout,stderr}.log (--tee/--redirects; --log_dir chooses the "
+            "folder)");
+      }
     }
   }
 
@@ -292,8 +299,8 @@ class Launcher {
 
   static std::string FailureMessage(const RankExit& rank) {
     // The stuck rank travels with the failure, for its node to read its stacks.
-    return "rank " + std::to_string(rank.global_rank) + " (pid " + std::to_string(rank.pid) +
-           " on " + HostName() + ") failed: " + rank.Describe() +
+    return "rank " + std::to_string(rank.global_rank) + " (" + rank.PidText() + " on " +
+           HostName() + ") failed: " + rank.Describe() +
            (rank.stuck_rank_named >= 0 ? StuckRankNote(rank.stuck_rank_named) : "");
   }
 
@@ -331,12 +338,14 @@ class Launcher {
         return outcome;
       }
       case AttemptOutcome::kRankFailed:
-        for (const std::string& line : Lines(FormatFailureSummary(result, context))) {
-          Console::Get().WriteLine(Console::kStderr, line + "\n");
-        }
+        // Elastic: a rank broken by a lost node is the membership change,
+        // which MeetAgain says in one line; no failure summary for it.
         if (FailureWasAMembershipChange()) {
           membership_changed_ = true;
           return std::nullopt;
+        }
+        for (const std::string& line : Lines(FormatFailureSummary(result, context))) {
+          Console::Get().WriteLine(Console::kStderr, line + "\n");
         }
         if (options_.elastic()) {
           node_->PublishFailure(attempt, CanRestart(), result.first_failure.ExitStatus(),
@@ -488,7 +497,7 @@ int RunLauncher(const LaunchOptions& options) {
 int Main(int argc, char** argv) {
   LaunchOptions options;
   try {
-    if (!ParseLaunchCommandLine(argc, argv, &options)) {
+    if (!ParseLaunchCommandLine(argc, argv, &options, environ)) {
       fputs(LaunchUsage().c_str(), stdout);
       return 0;
     }
@@ -500,6 +509,7 @@ int Main(int argc, char** argv) {
         return kLauncherErrorExitCode;  // no such run: not a mistake in the command line
       }
     }
+    for (const std::string& note : options.notes) Say(note);
     ResolveLaunchOptions(&options);
     if (options.dry_run) return PrintDryRun(options);
     PrepareTraceFolder(options.trace_dir);
@@ -511,6 +521,7 @@ int Main(int argc, char** argv) {
     return kUsageExitCode;
   }
   SignalWatcher::Install();
+  RememberInheritedChildren();  // before any rank: they are the user's
   MakeLauncherASubreaper();
   RaiseOpenFileLimit();
   return RunLauncher(options);

@@ -362,8 +362,11 @@ bool NodeRendezvous::WaitAllNodesReady(int attempt) {
   const auto deadline = started + options_.rendezvous_timeout;
   bool reported_missing = false;
   int missing_node = -1;  // found lost while joining: to publish
+  // Whom it waits for, after 5 s and every 30 s, as a joining node does.
+  auto next_report = started + std::chrono::seconds(5);
   while (true) {
     if (MembershipChanged()) return false;
+    std::string waiting_line;
     {
       std::lock_guard lock(link_->mutex);
       if (link_->failure) {
@@ -385,7 +388,17 @@ bool NodeRendezvous::WaitAllNodesReady(int attempt) {
         throw LaunchError("timed out after " + Seconds(options_.rendezvous_timeout) + " " + doing +
                           " (--rdzv_timeout); missing node(s) " + link_->missing_ready);
       }
+      if (Clock::now() >= next_report && !link_->missing_ready.empty()) {
+        const auto seconds = [](Clock::duration d) {
+          return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+        };
+        waiting_line = doing + " for " + seconds(Clock::now() - started) + " s: missing node(s) " +
+                       link_->missing_ready + "; gives up in " + seconds(deadline - Clock::now()) +
+                       " s (--rdzv_timeout " + Seconds(options_.rendezvous_timeout) + ")";
+        next_report = Clock::now() + std::chrono::seconds(30);
+      }
     }
+    if (!waiting_line.empty()) Say(waiting_line);
     if (missing_node >= 0) {
       const std::string reopen_key = RoundKey(world_.round, "reopen");
       const std::string message =

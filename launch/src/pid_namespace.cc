@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "infini/launch/proc_files.h"
+#include "infini/launch/supervisor.h"
 
 namespace infini::launch {
 namespace {
@@ -43,6 +45,19 @@ namespace {
   _exit(0);
 }
 
+// Children the launcher had before it started any: `infini_run > >(tee log)`
+// makes bash fork the tee, then exec infini_run, whose child the tee becomes.
+// They are the user's: never signalled, reaped or waited for.
+std::vector<pid_t>& InheritedChildren() {
+  static std::vector<pid_t> pids;
+  return pids;
+}
+
+bool IsInherited(pid_t pid) {
+  const std::vector<pid_t>& inherited = InheritedChildren();
+  return std::find(inherited.begin(), inherited.end(), pid) != inherited.end();
+}
+
 std::vector<pid_t> ChildrenOf(pid_t parent, pid_t except) {
   std::vector<pid_t> children;
   DIR* proc = opendir("/proc");
@@ -50,7 +65,9 @@ std::vector<pid_t> ChildrenOf(pid_t parent, pid_t except) {
   while (dirent* entry = readdir(proc)) {
     char* end = nullptr;
     long pid = std::strtol(entry->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0 || pid == except) continue;
+    if (*end != '\0' || pid <= 0 || pid == except || IsInherited(static_cast<pid_t>(pid))) {
+      continue;
+    }
     if (ParentOf(static_cast<pid_t>(pid)) == parent) children.push_back(static_cast<pid_t>(pid));
   }
   closedir(proc);
@@ -112,6 +129,10 @@ void MountProcForNamespace() {
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return;
   mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
 }
+
+void MakeLauncherASubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+void RememberInheritedChildren() { InheritedChildren() = ChildrenOf(getpid(), -1); }
 
 void KillAdoptedProcesses(pid_t except) {
   const pid_t self = getpid();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 namespace infini::launch {
 namespace {
@@ -88,6 +89,16 @@ pid_t ParentOf(pid_t pid) {
     parent = parent * 10 + (*c - '0');
   }
   return static_cast<pid_t>(parent);
+}
+
+pid_t InnermostPidOf(pid_t pid) {
+  const std::string status = ReadProcFile(pid, "status");
+  const size_t line = status.find("\nNSpid:");
+  if (line == std::string::npos) return status.empty() ? -1 : pid;
+  const size_t end = status.find('\n', line + 1);
+  const std::string fields = status.substr(line + 7, end - line - 7);
+  const size_t last = fields.find_last_of(" \t");
+  return static_cast<pid_t>(std::atol(fields.c_str() + (last == std::string::npos ? 0 : last + 1)));
 }
 
 }  // namespace infini::launch

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <sstream>
@@ -158,10 +159,35 @@ int ClaimNodeRank(RendezvousHandler& handler, const LaunchOptions& options, bool
 }
 
 // The round's members once it closed (waiting for it to close first).
+// An open round says whom it has and whom it waits for after 5 s and every
+// 30 s, as a joining node does (a round may wait up to join_timeout).
+void SayWhomTheRoundWaitsFor(Store& store, const LaunchOptions& options, int round, int arrived,
+                             bool minimum_reached, Clock::duration waited) {
+  std::string who;
+  for (int index = 0; index < arrived; ++index) {
+    const std::string arrival = store.Get(RoundKey(round, "arrival/" + std::to_string(index)));
+    who += (index ? ", " : "") + arrival.substr(0, arrival.find('\n'));
+  }
+  const std::string waits =
+      minimum_reached
+          ? "for more nodes up to " + std::to_string(options.nnodes) +
+                " until last_call_timeout (" + Seconds(options.last_call_timeout) +
+                ") after MIN arrived"
+          : "for " + std::to_string(options.min_nnodes - arrived) + " more node(s) to reach " +
+                std::to_string(options.min_nnodes) + " (gives up at join_timeout, " +
+                Seconds(options.rendezvous_timeout) + ")";
+  fprintf(stderr,
+          "infini_run: round %d is open for %lld s: %d of --nnodes=%s arrived (%s); waiting %s\n",
+          round,
+          static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(waited).count()),
+          arrived, options.NnodesText().c_str(), OneLine(who).c_str(), waits.c_str());
+}
+
 int WaitForRoundToClose(Store& store, const LaunchOptions& options, int round,
                         const std::function<bool()>& stopped) {
   const std::string closed = RoundKey(round, "closed");
   const auto started = Clock::now();
+  auto next_report = started + std::chrono::seconds(5);
   std::optional<Clock::time_point> minimum_reached;
   while (true) {
     if (store.Check({closed})) return std::stoi(store.Get(closed));
@@ -182,6 +208,11 @@ int WaitForRoundToClose(Store& store, const LaunchOptions& options, int round,
                         " nodes (--nnodes=" + options.NnodesText() + ") in round " +
                         std::to_string(round) + ": " + std::to_string(arrived) +
                         " arrived (--rdzv_conf=join_timeout)");
+    }
+    if (now >= next_report) {
+      SayWhomTheRoundWaitsFor(store, options, round, arrived, minimum_reached.has_value(),
+                              now - started);
+      next_report = now + std::chrono::seconds(30);
     }
     std::this_thread::sleep_for(kRoundPollStep);
   }

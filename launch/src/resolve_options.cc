@@ -157,20 +157,13 @@ void ResolveDeviceIsolation(LaunchOptions* options) {
 }
 
 // NCCL refuses two ranks on one GPU, in every rank; say it once, before
-// starting any, with the staged alternative.
-void RefuseSharedNcclDevices(const LaunchOptions& options) {
+// starting any, with the staged alternative. `devices`: ccl_info's count.
+void RefuseSharedNcclDevices(const LaunchOptions& options, int devices) {
   const char* device_backend = getenv(env::kDeviceBackend);
   const char* sharing = getenv("INFINI_CCL_ALLOW_DEVICE_SHARING");
-  if (options.ccl_backend != "nccl" || options.processes_per_node < 2 ||
-      (device_backend && *device_backend) || options.isolate_devices || options.dry_run ||
-      (sharing && *sharing && *sharing != '0')) {
+  if (options.ccl_backend != "nccl" || (device_backend && *device_backend) ||
+      options.isolate_devices || (sharing && *sharing && *sharing != '0')) {
     return;
-  }
-  int devices = 0;
-  try {
-    devices = BackendDeviceCount(ExecutableDirectory(), options.ccl_backend);
-  } catch (const LaunchError&) {
-    return;  // the ranks say why they cannot count devices
   }
   if (devices < 1 || devices >= options.processes_per_node) return;
   throw UsageError("--ccl_backend=nccl --nproc_per_node=" +
@@ -179,9 +172,28 @@ void RefuseSharedNcclDevices(const LaunchOptions& options) {
                    "--ccl_backend=gloo --device_backend=nccl (host-staged collectives)");
 }
 
-bool WantsLogFiles(const LaunchOptions& options) {
-  return options.redirects.default_code != 0 || options.tee.default_code != 0 ||
-         !options.redirects.code_by_local_rank.empty() || !options.tee.code_by_local_rank.empty();
+// A device backend with no device here, or NCCL with fewer GPUs than ranks,
+// fails in every rank with the same line: the launcher says it once, before
+// starting any. One ccl_info call; a one-rank launch pays none (its one rank
+// says it once anyway, and a CUDA start-up is not spent twice).
+void CheckDevicesBeforeStarting(const LaunchOptions& options) {
+  if (options.dry_run || options.processes_per_node < 2 || options.ccl_backend == "gloo" ||
+      options.ccl_backend == "auto") {
+    return;
+  }
+  const int devices = VisibleDeviceCount(ExecutableDirectory(), options.ccl_backend);
+  if (devices < 0) return;  // ccl_info cannot say: the ranks will
+  if (devices == 0) {
+    const std::string variable =
+        BackendVisibilityVariable(ExecutableDirectory(), options.ccl_backend);
+    const char* visible = variable.empty() ? nullptr : getenv(variable.c_str());
+    throw LaunchError("--ccl_backend=" + OneLine(options.ccl_backend) +
+                      ": the backend sees no device on this machine (ccl_info --device_count: 0" +
+                      (visible ? "; " + variable + "='" + OneLine(visible) + "'" : "") +
+                      "): expected at least one; run where its devices are, or use "
+                      "--ccl_backend=gloo for CPUs");
+  }
+  RefuseSharedNcclDevices(options, devices);
 }
 
 }  // namespace
@@ -209,10 +221,10 @@ void ResolveLaunchOptions(LaunchOptions* options) {
         options->processes_per_node_spec, ExecutableDirectory(), options->ccl_backend);
     CheckAgainstProcessCount(*options);
   }
-  RefuseSharedNcclDevices(*options);
+  CheckDevicesBeforeStarting(*options);
   ResolveRunToken(options);
   ResolveDeviceIsolation(options);
-  if (WantsLogFiles(*options) && options->log_dir.empty()) {
+  if (options->WantsLogFiles() && options->log_dir.empty()) {
     // Never a shared temporary folder: another user could plant symlinks
     // there or read the logs.
     options->log_dir = PrivateDefaultLogDir();

@@ -20,6 +20,7 @@
 #include "infini/launch/file_limit.h"
 #include "infini/launch/options.h"
 #include "infini/launch/pid_namespace.h"
+#include "infini/launch/proc_files.h"
 #include "infini/launch/rank_watcher.h"
 #include "infini/launch/signal_watcher.h"
 
@@ -138,6 +139,7 @@ void ForkAndExec(Child* child, Prepared* prepared, pid_t launcher_pid, bool in_n
   // Also here, so the group exists before the launcher may signal it.
   if (pid > 0) setpgid(pid, pid);
   Started(child, prepared, pid > 0 ? pid : -fork_error);
+  if (pid > 0 && in_namespace) child->exit.namespace_pid = InnermostPidOf(pid);
 }
 
 void Spawn(Child* child, pid_t launcher_pid, bool in_namespace) {
@@ -348,19 +350,25 @@ class AttemptSupervisor {
       watcher_->TakeStatuses(&relayed);
       for (auto [pid, status] : relayed) OnStatus(pid, status);
     }
+    // Only what this attempt started (never waitpid(-1): inherited children
+    // are the user's); KillAdoptedProcesses reaps adopted orphans at the end.
+    std::vector<pid_t> started;
+    for (const Child& child : children_) started.push_back(child.running ? child.pid : -1);
+    if (keeper_) started.push_back(keeper_->pid());
+    if (watcher_) started.push_back(watcher_->pid());
     int status = 0;
-    pid_t pid;
-    while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0) {
-      // Pids that are not ranks are orphans we adopted as subreaper (also
-      // ranks of a watcher that died: they die with it).
-      const bool ended = !WIFSTOPPED(status) && !WIFCONTINUED(status);
-      if (keeper_ && pid == keeper_->pid() && ended) keeper_->MarkReaped();
-      if (watcher_ && pid == watcher_->pid()) {
-        if (ended) watcher_->MarkReaped();
-        // Stopped, it would relay nothing: the run would never end.
-        if (WIFSTOPPED(status)) kill(pid, SIGCONT);
+    for (pid_t pid : started) {
+      while (pid > 0 && waitpid(pid, &status, WNOHANG | WUNTRACED | WCONTINUED) == pid) {
+        const bool ended = !WIFSTOPPED(status) && !WIFCONTINUED(status);
+        if (keeper_ && pid == keeper_->pid() && ended) keeper_->MarkReaped();
+        if (watcher_ && pid == watcher_->pid()) {
+          if (ended) watcher_->MarkReaped();
+          // Stopped, it would relay nothing: the run would never end.
+          if (WIFSTOPPED(status)) kill(pid, SIGCONT);
+        }
+        OnStatus(pid, status);
+        if (ended) break;
       }
-      OnStatus(pid, status);
     }
   }
 
@@ -567,32 +575,9 @@ class AttemptSupervisor {
 
 }  // namespace
 
-int RankExit::ExitStatus() const {
-  if (stalled_by_signal) return 128 + stalled_by_signal;
-  if (spawn_failed && exited) return exit_code == 0 ? 1 : exit_code;
-  if (spawn_failed) return 127;
-  return exited ? exit_code : 128 + signal_number;
-}
-
-std::string RankExit::Describe() const {
-  if (spawn_failed) return detail;
-  if (stalled_by_signal) {
-    char name[32];
-    return std::string("stopped by ") + SignalName(stalled_by_signal, name) +
-           " and not continued in time (exit status " + std::to_string(128 + stalled_by_signal) +
-           ")";
-  }
-  if (exited) return "exit code " + std::to_string(exit_code);
-  char name[32];
-  return std::string("killed by ") + SignalName(signal_number, name) + " (exit status " +
-         std::to_string(128 + signal_number) + ")";
-}
-
 AttemptResult RunAttempt(const std::vector<RankSpec>& ranks, const SupervisorOptions& options) {
   AttemptSupervisor supervisor(ranks, options);
   return supervisor.Run();
 }
-
-void MakeLauncherASubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 }  // namespace infini::launch

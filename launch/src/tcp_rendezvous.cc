@@ -43,12 +43,12 @@ std::string ClockTime(std::chrono::system_clock::time_point when) {
 ConnectProgress JoinWaitReporter(const LaunchOptions& options) {
   ConnectProgress progress;
   const milliseconds timeout = options.rendezvous_timeout;
-  progress.report = [timeout](const ConnectWait& wait) {
+  const std::string flags = options.rendezvous_flags;
+  progress.report = [timeout, flags](const ConnectWait& wait) {
     fprintf(stderr,
-            "infini_run: waiting for node 0's rendezvous store at %s (--rdzv_endpoint or "
-            "--master_addr/--master_port) since %s, %lld s ago (last try: %s); gives up at %s, "
-            "in %lld s (--rdzv_timeout %s)\n",
-            wait.endpoint.c_str(), ClockTime(wait.since).c_str(),
+            "infini_run: waiting for node 0's rendezvous store at %s (%s) since %s, %lld s ago "
+            "(last try: %s); gives up at %s, in %lld s (--rdzv_timeout %s)\n",
+            wait.endpoint.c_str(), flags.c_str(), ClockTime(wait.since).c_str(),
             static_cast<long long>((wait.waited.count() + 500) / 1000),
             OneLine(wait.last_failure).c_str(),
             ClockTime(wait.since + wait.waited + wait.left).c_str(),
@@ -183,8 +183,8 @@ class TcpRendezvous final : public RendezvousHandler {
     try {
       server_ = TcpStoreServer::Start(server_options);
     } catch (const StoreError& error) {
-      throw LaunchError("node 0 cannot host the rendezvous store at " + endpoint_ +
-                        " (--rdzv_endpoint): " + error.what());
+      throw LaunchError("node 0 cannot host the rendezvous store at " + endpoint_ + " (" +
+                        options_.rendezvous_flags + "): " + error.what());
     }
     store_ = TcpStoreClient::Connect(options_.rendezvous_host, server_->port(),
                                      options_.rendezvous_timeout, options_.run_token);
@@ -200,13 +200,13 @@ class TcpRendezvous final : public RendezvousHandler {
                                        options_.rendezvous_timeout, options_.run_token,
                                        JoinWaitReporter(options_));
     } catch (const StoreHandshakeError& error) {
-      throw LaunchError("the rendezvous endpoint " + endpoint_ +
-                        " (--rdzv_endpoint) answered but is not this run's store: " + error.what());
+      throw LaunchError("the rendezvous endpoint " + endpoint_ + " (" + options_.rendezvous_flags +
+                        ") answered but is not this run's store: " + error.what());
     } catch (const StoreError& error) {
       throw LaunchError("cannot reach the rendezvous endpoint " + endpoint_ + " within " +
-                        Seconds(options_.rendezvous_timeout) +
-                        " (--rdzv_endpoint, --rdzv_timeout); is node 0's infini_run running? (" +
-                        error.what() + ")");
+                        Seconds(options_.rendezvous_timeout) + " (" + options_.rendezvous_flags +
+                        ", --rdzv_timeout); is node 0's infini_run running? (" + error.what() +
+                        ")");
     }
     // Node 0 answers at once when alive: a stalled node 0 is noticed within
     // the heartbeat timeout.

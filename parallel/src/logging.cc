@@ -3,8 +3,12 @@
 #include <errno.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdlib>
 #include <mutex>
 #include <string>
+
+#include "infini/common/launch_env.h"
 
 namespace infini::parallel {
 namespace {
@@ -21,6 +25,22 @@ ThreadIdentity& Identity() {
     identity.prefix = "[pid " + std::to_string(getpid()) + "] ";
   }
   return identity;
+}
+
+// glog names a file BASE + YYYYMMDD-HHMMSS.PID. Ranks in infini_run's PID
+// namespace have the same small pids in every run, so two runs started in
+// one second with one INFINI_CCL_LOG_DIR would claim the same names (glog:
+// "COULD NOT CREATE LOGFILE ... File exists", the logs lost): the run id
+// and attempt make them the run's own. "" outside a launcher.
+std::string RunOfThisProcess() {
+  const char* run_id = std::getenv(env::kRunId);
+  if (run_id == nullptr || *run_id == '\0') return "";
+  std::string run;
+  for (const char* c = run_id; *c && run.size() < 128; ++c) {
+    run += std::isalnum(static_cast<unsigned char>(*c)) || *c == '-' || *c == '.' ? *c : '_';
+  }
+  const char* attempt = std::getenv(env::kRestartCount);
+  return run + ".attempt" + (attempt && *attempt ? attempt : "0") + ".";
 }
 
 // Set when glog was initialized here rather than by the program.
@@ -65,10 +85,11 @@ void EnableRankLogFile(const Rank& rank, const std::string& log_dir) {
     // Files now, as glog writes them once initialized by the program.
     if (g_initialized_here) FLAGS_logtostderr = false;
     const std::string base = log_dir + "/proc" + std::to_string(rank.global_proc_rank()) + ".";
+    const std::string run = RunOfThisProcess();
     for (google::LogSeverity severity :
          {google::GLOG_INFO, google::GLOG_WARNING, google::GLOG_ERROR, google::GLOG_FATAL}) {
       google::SetLogDestination(severity,
-                                (base + google::GetLogSeverityName(severity) + ".").c_str());
+                                (base + google::GetLogSeverityName(severity) + "." + run).c_str());
     }
   });
 }

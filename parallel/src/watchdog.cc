@@ -24,6 +24,10 @@ constexpr std::chrono::seconds kAbortGrace{5};
 constexpr std::chrono::seconds kReportMargin{7};
 // How long an overdue work's diagnosis may take (a few store reads).
 constexpr std::chrono::seconds kDiagnoseWindow{3};
+// A work still pending this long is said once per process, long before its
+// timeout (10 minutes by default) ends the run: as infini_run's waiting
+// lines, so that a hang is not silence. Half the timeout when that is less.
+constexpr std::chrono::seconds kStuckNoticeAfter{30};
 
 // The store may be unreachable: the report runs on its own thread, which
 // is left behind (the process ends right after) when it takes too long.
@@ -177,6 +181,24 @@ void Watchdog::Loop() {
         Fire(work.Describe() + " did not complete within INFINI_CCL_TIMEOUT_S=" +
                  std::to_string(seconds.count()) + " s (" + why + ")",
              work.owner);
+      }
+      const auto notice_after =
+          std::min<std::chrono::steady_clock::duration>(kStuckNoticeAfter, work.timeout / 2);
+      if (!stuck_notice_given_ && now - work.start > notice_after) {
+        stuck_notice_given_ = true;
+        std::fprintf(
+            stderr,
+            "infini_ccl watchdog (pid %d): %s still %s after %lld s; the run ends at "
+            "INFINI_CCL_TIMEOUT_S=%lld s unless it completes (infini_run --dump_stacks shows "
+            "where every rank is)\n",
+            static_cast<int>(getpid()), work.Describe().c_str(),
+            // A step outside any group (loading the backend) waits for no rank.
+            work.description.empty() ? "waits for the other ranks" : "has not returned",
+            static_cast<long long>(
+                std::chrono::duration_cast<std::chrono::seconds>(now - work.start).count()),
+            static_cast<long long>(
+                std::chrono::duration_cast<std::chrono::seconds>(work.timeout).count()));
+        std::fflush(stderr);
       }
       if (work.owner != nullptr) busy.insert(work.owner);
       ++i;

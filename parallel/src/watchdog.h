@@ -64,6 +64,7 @@ class Watchdog {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  bool stuck_notice_given_ = false;  // once per process
   std::vector<std::shared_ptr<WorkState>> works_;
   std::vector<WatchedGroup*> groups_;
   std::thread thread_;

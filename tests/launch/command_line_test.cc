@@ -16,6 +16,7 @@ using infini::launch::LaunchOptions;
 using infini::launch::ParseLaunchCommandLine;
 using infini::launch::UsageError;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 LaunchOptions Parse(std::vector<std::string> arguments) {
   arguments.insert(arguments.begin(), "infini_run");
@@ -96,10 +97,81 @@ TEST(LaunchCommandLine, NnodesMinMaxMakesAnElasticRun) {
             "--nnodes='3:2': expected MIN:MAX with MIN <= MAX");
   EXPECT_EQ(Refusal({"--nnodes=0:2", "prog"}),
             "--nnodes='0:2': expected MIN:MAX, each a number of nodes in 1..1048576");
-  EXPECT_EQ(
-      Refusal({"--nnodes=1:4", "--node_rank=1", "--rdzv_endpoint=h:1", "--rdzv_id=job", "prog"}),
-      "--node_rank='1' with --nnodes=1:4: an elastic run assigns node ranks each round; "
-      "drop --node_rank");
+  // torchrun accepts --node_rank on an elastic run and ignores it: one note.
+  const LaunchOptions ranked =
+      Parse({"--nnodes=1:4", "--node_rank=1", "--rdzv_endpoint=h:1", "--rdzv_id=job", "prog"});
+  EXPECT_EQ(ranked.node_rank, -1);
+  EXPECT_EQ(ranked.notes, (std::vector<std::string>{
+                              "--node_rank=1 is ignored with --nnodes=1:4: each round numbers "
+                              "the nodes (as torchrun)"}));
+}
+
+// argparse reads torchrun's -r3 and -t3 as -r 3 and -t 3.
+TEST(LaunchCommandLine, AttachedShortOptionsAreTorchrunsSpelling) {
+  const LaunchOptions options = Parse({"-r3", "-t2", "--nproc_per_node=2", "prog"});
+  EXPECT_EQ(options.redirects.CodeFor(1), 3);
+  EXPECT_EQ(options.tee.CodeFor(0), 2);
+  EXPECT_EQ(Parse({"-r=1", "prog"}).redirects.CodeFor(0), 1);
+  EXPECT_EQ(Parse({"-r0:3", "--nproc_per_node=2", "prog"}).redirects.CodeFor(0), 3);
+  EXPECT_TRUE(Parse({"-run_path", "prog"}).python_run_path) << "a long name is not -r";
+  EXPECT_THAT(Refusal({"-rdvz_id=x", "prog"}), HasSubstr("did you mean --rdzv_id?"));
+  EXPECT_EQ(Refusal({"-r9", "prog"}),
+            "--redirects='9': expected 0 (none), 1 (stdout), 2 (stderr), 3 (both), or "
+            "LOCAL_RANK:CODE,... (e.g. 0:3,1:2)");
+}
+
+TEST(LaunchCommandLine, AMistypedFlagGetsTheNearestName) {
+  EXPECT_EQ(Refusal({"--nproc_per_nod=2", "prog"}),
+            "unknown flag '--nproc_per_nod' (see infini_run --help); did you mean "
+            "--nproc_per_node?; the program's own flags go after the program, or after --");
+  EXPECT_THAT(Refusal({"--nproc-per-mode=2", "prog"}), HasSubstr("did you mean --nproc_per_node?"));
+  EXPECT_THAT(Refusal({"--rdzv_endpiont=h:1", "prog"}), HasSubstr("did you mean --rdzv_endpoint?"));
+  EXPECT_THAT(Refusal({"--max_restart=2", "prog"}), HasSubstr("did you mean --max_restarts?"));
+  EXPECT_THAT(Refusal({"--zzzzzz", "prog"}), Not(HasSubstr("did you mean")));
+}
+
+// torchrun reads PET_<FLAG> as each flag's default; Kubeflow's PyTorchJob and
+// TrainJob hand it its arguments so. A flag on the command line wins.
+TEST(LaunchCommandLine, PetVariablesAreEveryFlagsDefault) {
+  std::vector<std::string> environment_entries = {
+      "PET_NNODES=2",          "PET_NPROC_PER_NODE=4",
+      "PET_NODE_RANK=1",       "PET_MASTER_ADDR=10.1.2.3",
+      "PET_MASTER_PORT=23456", "PET_RDZV_CONF=heartbeat_timeout=7",
+      "PET_STANDALONE=0",      "PATH=/bin"};
+  std::vector<char*> environment;
+  for (std::string& entry : environment_entries) environment.push_back(entry.data());
+  environment.push_back(nullptr);
+  auto parse = [&](std::vector<std::string> arguments) {
+    arguments.insert(arguments.begin(), "infini_run");
+    std::vector<char*> argv;
+    for (std::string& argument : arguments) argv.push_back(argument.data());
+    argv.push_back(nullptr);
+    LaunchOptions options;
+    ParseLaunchCommandLine(static_cast<int>(arguments.size()), argv.data(), &options,
+                           environment.data());
+    return options;
+  };
+  const LaunchOptions options = parse({"prog"});
+  EXPECT_EQ(options.nnodes, 2);
+  EXPECT_EQ(options.processes_per_node, 4);
+  EXPECT_EQ(options.node_rank, 1);
+  EXPECT_EQ(options.rendezvous_host, "10.1.2.3");
+  EXPECT_EQ(options.rendezvous_port, 23456);
+  EXPECT_EQ(options.run_id, "static-10.1.2.3-23456");
+  EXPECT_EQ(options.heartbeat_timeout, std::chrono::seconds(7));
+  EXPECT_EQ(parse({"--nproc_per_node=2", "prog"}).processes_per_node, 2);
+  environment_entries[1] = "PET_NPROC_PER_NODE=many";
+  environment[1] = environment_entries[1].data();
+  try {
+    parse({"prog"});
+    ADD_FAILURE() << "PET_NPROC_PER_NODE=many accepted";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              "--nproc_per_node='many': expected a number in 1..65536, or auto, gpu or cpu "
+              "(--nproc_per_node came from PET_NPROC_PER_NODE)");
+  }
+  // Without an environment (the fuzzer's case) nothing is read.
+  EXPECT_EQ(Parse({"prog"}).nnodes, 1);
 }
 
 TEST(LaunchCommandLine, EachBadValueIsOneRefusalNamingTheFlag) {

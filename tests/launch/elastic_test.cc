@@ -7,7 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -48,6 +50,12 @@ std::vector<std::string> ElasticNode(int port, const std::string& run_id, const 
 }
 
 bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+std::string HostNameForTest() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
 
 // Starts node 0 (the first launcher binds the endpoint and hosts the store),
 // then the others.
@@ -249,6 +257,76 @@ TEST(ElasticLauncher, NodeZerosLossEndsARunOnItsTcpStoreInOneLine) {
   }
   EXPECT_TRUE(AllRecordedProcessesGone(dir.path()));
   EXPECT_TRUE(NoProcessLeft());
+}
+
+// A survivor's rank broken by a lost node (here: it fails after node 2's
+// launcher stalls, before the heartbeat names the loss) is the membership
+// change: one line and a new round, no failure summary (issue 34).
+TEST(ElasticLauncher, ASurvivorPrintsNoFailureSummaryForAMembershipChange) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(3, [&] {
+    return ElasticNode(port, "no-summary", "2:3", dir,
+                       {"--sleep_ms=60000", "--sleep_attempts=1", "--fail_rank=1",
+                        "--fail_attempts=1", "--fail_after_ms=1000"});
+  });
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 3));
+  // Node ranks follow arrival: the node of rank 2 stalls (not killed: its
+  // closed connection would name the loss at once), rank 1's fails.
+  size_t stalled = 0;
+  for (int tries = 0; stalled == 0 && tries < 100; ++tries) {
+    for (size_t node : {1u, 2u}) {
+      if (FindRankPid(nodes[node]->pid(), 2, milliseconds(1)) > 0) stalled = node;
+    }
+  }
+  ASSERT_NE(stalled, 0u) << "rank 2 not found";
+  const size_t failing = 3 - stalled;
+  kill(nodes[stalled]->pid(), SIGSTOP);
+  LauncherResult survivors[] = {nodes[0]->Wait(seconds(30)), nodes[failing]->Wait(seconds(30))};
+  kill(nodes[stalled]->pid(), SIGKILL);
+  nodes[stalled]->Wait();
+  EXPECT_THAT(survivors[1].err, HasSubstr("rank 1 failing on purpose"));
+  for (const LauncherResult& result : survivors) {
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    EXPECT_THAT(result.err, HasSubstr("meeting the other nodes again in round 1"));
+    EXPECT_THAT(result.err, ::testing::Not(HasSubstr("failure summary"))) << result.err;
+  }
+  ExpectWorld(dir, 1, 1, 2);
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+// torchrun accepts --node_rank on an elastic run and ignores it.
+TEST(ElasticLauncher, NodeRankIsAcceptedAndIgnoredWithOneLine) {
+  TempDir dir;
+  const int port = FreePort();
+  auto arguments = ElasticNode(port, "node-rank", "1:2", dir, {});
+  arguments.insert(arguments.begin(), "--node_rank=1");
+  const LauncherResult result = RunLauncher(arguments);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(CountOccurrences(result.err,
+                             "infini_run: --node_rank=1 is ignored with --nnodes=1:2: each round "
+                             "numbers the nodes (as torchrun)\n"),
+            1u)
+      << result.err;
+  ExpectWorld(dir, 0, 0, 1);
+}
+
+// A launcher in an open round says whom it has and what it waits for, after
+// 5 s and every 30 s, instead of silence until join_timeout.
+TEST(ElasticLauncher, AnOpenRoundSaysWhomItWaitsFor) {
+  TempDir dir;
+  const int port = FreePort();
+  auto arguments = ElasticNode(port, "open-round", "2:3", dir, {});
+  *std::find(arguments.begin(), arguments.end(), "--rdzv_timeout=20") = "--rdzv_timeout=6";
+  LauncherProcess node(arguments);
+  const LauncherResult result = node.Wait(seconds(20));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err,
+              HasSubstr("infini_run: round 0 is open for 5 s: 1 of --nnodes=2:3 arrived (" +
+                        HostNameForTest() + ":" + std::to_string(node.pid())));
+  EXPECT_THAT(result.err, HasSubstr("); waiting for 1 more node(s) to reach 2 (gives up at "
+                                    "join_timeout, 6 s)"));
+  EXPECT_EQ(CountOccurrences(result.err, "is open for"), 1u) << result.err;
 }
 
 }  // namespace

@@ -531,7 +531,7 @@ TEST(MultiNodeLauncher, AJoiningNodeSaysWhatItWaitsForUntilItGivesUp) {
   ASSERT_EQ(lines.size(), 2u) << result.err;
   EXPECT_THAT(lines[0],
               AllOf(HasSubstr("infini_run: waiting for node 0's rendezvous store at 127.0.0.1:" +
-                              std::to_string(port) + " (--rdzv_endpoint or "),
+                              std::to_string(port) + " (--rdzv_endpoint) since "),
                     AnyOf(HasSubstr(", 5 s ago (last try: "), HasSubstr(", 6 s ago (last try: ")),
                     HasSubstr(" (last try: Connection refused); gives up at "),
                     HasSubstr(" s (--rdzv_timeout 7 s)")));

@@ -12,6 +12,11 @@ int CpuCount();
 // the device count it prints. Throws LaunchError saying what failed.
 int BackendDeviceCount(const std::string& bin_dir, const std::string& ccl_backend);
 
+// Runs `<bin_dir>/ccl_info --ccl_backend=<backend> --device_count`: the
+// devices the backend sees here (a host backend has its one); -1 when
+// ccl_info is missing or fails (the ranks will say why).
+int VisibleDeviceCount(const std::string& bin_dir, const std::string& ccl_backend);
+
 // Runs `<bin_dir>/ccl_info --ccl_backend=<backend> --visibility_variable`:
 // the variable that limits the devices a process sees (CUDA_VISIBLE_DEVICES),
 // or empty for a host backend or when ccl_info cannot say.

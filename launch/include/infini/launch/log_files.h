@@ -22,6 +22,7 @@ class RunLogFolder {
   RunLogFolder(const RunLogFolder&) = delete;
   RunLogFolder& operator=(const RunLogFolder&) = delete;
 
+  const std::string& RunPath() const { return run_path_; }  // LOG_DIR/RUN_ID
   std::string AttemptPath(int attempt) const;
   // Makes attempt_K/rank_N, refusing one that exists (another run with the
   // same run id wrote there), and creates its two files. Throws LaunchError.

@@ -61,6 +61,9 @@ struct LaunchOptions {
   // Where the launchers meet. Port 0 (single node only): a free port.
   std::string rendezvous_host = "127.0.0.1";
   uint16_t rendezvous_port = 0;
+  // The flags that named them, for messages: the user may never have
+  // written --rdzv_endpoint (torch.distributed.launch's --master_addr form).
+  std::string rendezvous_flags = "--rdzv_endpoint";
   // --rdzv_backend=etcd: the launchers meet through these etcd members
   // (host:port each) instead of a store on node 0.
   bool rendezvous_on_etcd = false;
@@ -126,6 +129,8 @@ struct LaunchOptions {
   bool python_module = false;    // --module (-m)
   bool python_run_path = false;  // --run_path
   bool no_python = false;        // --no_python
+  // Lines said once at start (e.g. a flag accepted and ignored, as torchrun).
+  std::vector<std::string> notes;
 
   bool multi_node() const { return nnodes > 1; }
   // --nnodes=MIN:MAX with MIN < MAX: node ranks and the world are agreed
@@ -137,6 +142,8 @@ struct LaunchOptions {
                      : std::to_string(nnodes);
   }
   bool ShowsOnConsole(int local_rank) const;
+  // --tee or --redirects sends some stream to the log files.
+  bool WantsLogFiles() const;
 };
 
 // Values echoed in messages are escaped with infini::OneLine
@@ -144,10 +151,13 @@ struct LaunchOptions {
 using ::infini::OneLine;
 
 // Parses infini_run's command line (both spellings of every flag, `--` or the
-// first non-flag word starts the program) from argv alone: no process,
-// file or environment is read. Throws UsageError. Returns false when --help
-// was asked for (print LaunchUsage()).
-bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options);
+// first non-flag word starts the program) from argv and, when given,
+// `environment` (NAME=value entries, null-terminated: main passes environ),
+// of which only torchrun's PET_<FLAG> defaults are read; no process or file.
+// Throws UsageError. Returns false when --help was asked for (print
+// LaunchUsage()).
+bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options,
+                            char* const* environment = nullptr);
 
 // infini_run's --help text (infini/common/usage.h's format).
 std::string LaunchUsage();

@@ -45,8 +45,14 @@ class PidNamespaceKeeper {
 // getpid() and /proc/<pid> agree for the program. Best effort.
 void MountProcForNamespace();
 
+// Notes the children this process has now, before it starts any: a shell's
+// process substitution that became infini_run's child when the shell exec'd
+// it (`infini_run > >(tee log)`). KillAdoptedProcesses leaves them alone.
+void RememberInheritedChildren();
+
 // Ends every process that was re-parented to this launcher (a child
-// subreaper adopts orphaned descendants), other than `except`, and reaps them.
+// subreaper adopts orphaned descendants), other than `except` and the
+// inherited children, and reaps them.
 void KillAdoptedProcesses(pid_t except);
 
 }  // namespace infini::launch

@@ -23,4 +23,9 @@ std::string ReadProcFile(pid_t pid, const char* name);
 // so a child forked or cloned from a threaded launcher may call it.
 pid_t ParentOf(pid_t pid);
 
+// PID's own pid in the innermost PID namespace it lives in (the last field
+// of /proc/PID/status's NSpid line: what its getpid() returns); -1 when PID
+// is gone, PID itself when it lives in ours.
+pid_t InnermostPidOf(pid_t pid);
+
 }  // namespace infini::launch

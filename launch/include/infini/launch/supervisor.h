@@ -35,6 +35,9 @@ struct RankExit {
   int local_rank = 0;
   int global_rank = 0;
   pid_t pid = -1;
+  // What its getpid() says when it runs in the ranks' PID namespace (and
+  // what it prints); -1 otherwise. Summaries name both.
+  pid_t namespace_pid = -1;
   bool spawn_failed = false;  // fork or exec failed; `detail` says why
   bool exited = false;        // else killed by `signal_number`
   int exit_code = 0;
@@ -50,6 +53,8 @@ struct RankExit {
   bool failed() const { return spawn_failed || !exited || exit_code != 0; }
   // Exit code this failure maps to: the code, or 128 + signal.
   int ExitStatus() const;
+  // "pid 20883", or "pid 20883, getpid() 3 in its PID namespace".
+  std::string PidText() const;
   // "exit code 3", "signal SIGSEGV", "exec failed: ...".
   std::string Describe() const;
 };

@@ -5,8 +5,9 @@
 //
 // Context::Create sets the calling thread's identity. With
 // INFINI_CCL_LOG_DIR=<dir>, each process also writes its glog files as
-// <dir>/proc<global process rank>.* (thread ranks of one process share the
-// file; the prefix tells them apart).
+// <dir>/proc<global process rank>.<SEVERITY>.<run id>.attempt<K>.* under
+// infini_run (thread ranks of one process share the file; the prefix tells
+// them apart).
 #pragma once
 
 #include <glog/logging.h>
