@@ -121,10 +121,10 @@ TEST_P(GlooFrameworkCalls, NullBuffersOffTheRootAreAccepted) {
         const ccl::FlatTensor nothing_total(nullptr, f32, total, comm.device());
 
         comm.Broadcast(is_root ? input.data() : nullptr, out.data(), n, f32, root);
-        ExpectMatches(f32, std::nullopt, reference::ExpectBroadcast(f32, world, root, n),
+        ExpectMatches(f32, std::nullopt, world, reference::ExpectBroadcast(f32, world, root, n),
                       Download(out, f32, n), What("raw broadcast, NULL send off root", f32, comm));
         comm.Broadcast(is_root ? input.AsTensor(f32, n) : nothing_n, out.AsTensor(f32, n), root);
-        ExpectMatches(f32, std::nullopt, reference::ExpectBroadcast(f32, world, root, n),
+        ExpectMatches(f32, std::nullopt, world, reference::ExpectBroadcast(f32, world, root, n),
                       Download(out, f32, n), What("broadcast, NULL send off root", f32, comm));
 
         for (int form = 0; form < 2; ++form) {
@@ -144,12 +144,12 @@ TEST_P(GlooFrameworkCalls, NullBuffersOffTheRootAreAccepted) {
         comm.Gather(input.AsTensor(f32, n), is_root ? out.AsTensor(f32, total) : nothing_total,
                     root);
         if (is_root) {
-          ExpectMatches(f32, std::nullopt, reference::ExpectAllGather(f32, world, n),
+          ExpectMatches(f32, std::nullopt, world, reference::ExpectAllGather(f32, world, n),
                         Download(out, f32, total), What("gather, NULL recv off root", f32, comm));
         }
         comm.Scatter(is_root ? input.AsTensor(f32, total) : nothing_total, out.AsTensor(f32, n),
                      root);
-        ExpectMatches(f32, std::nullopt, reference::ExpectScatter(f32, world, root, rank, n),
+        ExpectMatches(f32, std::nullopt, world, reference::ExpectScatter(f32, world, root, rank, n),
                       Download(out, f32, n), What("scatter, NULL send off root", f32, comm));
       },
       TestConfig());
@@ -169,14 +169,14 @@ TEST_P(GlooFrameworkCalls, RawPointerReductionsInPlaceMatchTheReference) {
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax}) {
           DeviceBuffer data = Upload(comm, i32, reference::InputValues(i32, op, rank, world, 0, n));
           comm.AllReduce(data.data(), data.data(), n, i32, op);
-          ExpectMatches(i32, op, reference::ExpectAllReduce(i32, op, world, n),
+          ExpectMatches(i32, op, world, reference::ExpectAllReduce(i32, op, world, n),
                         Download(data, i32, n), What("raw all_reduce in place", i32, comm));
 
           DeviceBuffer blocks =
               Upload(comm, i32, reference::InputValues(i32, op, rank, world, 0, total));
           int32_t* own = static_cast<int32_t*>(blocks.data()) + rank * n;
           comm.ReduceScatter(blocks.data(), own, n, i32, op);
-          ExpectMatches(i32, op, reference::ExpectReduceScatter(i32, op, world, rank, n),
+          ExpectMatches(i32, op, world, reference::ExpectReduceScatter(i32, op, world, rank, n),
                         Download(blocks, i32, n, rank * n),
                         What("raw reduce_scatter in place", i32, comm));
         }
@@ -185,7 +185,7 @@ TEST_P(GlooFrameworkCalls, RawPointerReductionsInPlaceMatchTheReference) {
         DeviceBuffer gathered(comm.backend(), bytes.size() * world);
         gathered.CopyFromHost(bytes.data(), bytes.size(), rank * bytes.size());
         comm.AllGather(static_cast<int32_t*>(gathered.data()) + rank * n, gathered.data(), n, i32);
-        ExpectMatches(i32, std::nullopt, reference::ExpectAllGather(i32, world, n),
+        ExpectMatches(i32, std::nullopt, world, reference::ExpectAllGather(i32, world, n),
                       Download(gathered, i32, total), What("raw all_gather in place", i32, comm));
       },
       TestConfig());
