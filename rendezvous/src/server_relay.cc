@@ -45,20 +45,30 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
   for (const std::string& key : request.keys) {
     if (IsUpstreamKey(key)) upstream_keys.push_back(key);
   }
+  const auto local_keys_exist = [&] {
+    return std::all_of(request.keys.begin(), request.keys.end(), [this](const std::string& key) {
+      return IsUpstreamKey(key) || table_.Contains(key);
+    });
+  };
   switch (request.type) {
     case MessageType::kGet:
     case MessageType::kWait: {
       if (upstream_keys.empty()) return false;
+      if (request.number <= 0) {
+        // A 0 ms Get or Wait (a try_get) asks upstream once, as a direct one
+        // asks the table once: the table holds no upstream key and would
+        // answer kTimeout for one that exists.
+        if (!local_keys_exist()) return false;  // the table answers kTimeout
+        request.keys = std::move(upstream_keys);
+        break;
+      }
       connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
       if (connection->waiting) WatchUpstream(upstream_keys);
       return true;
     }
     case MessageType::kCheck: {
       if (upstream_keys.empty()) return false;
-      const bool local_keys_exist = std::all_of(
-          request.keys.begin(), request.keys.end(),
-          [this](const std::string& key) { return IsUpstreamKey(key) || table_.Contains(key); });
-      if (!local_keys_exist) return false;  // the table answers false
+      if (!local_keys_exist()) return false;  // the table answers false
       request.keys = std::move(upstream_keys);
       break;
     }

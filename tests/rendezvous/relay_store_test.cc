@@ -121,6 +121,28 @@ TEST(RelayStoreTest, WaitsInShortSlicesShareOneWatch) {
   EXPECT_EQ(rank->Get("run/slow"), "there");
 }
 
+// A 0 ms Get or Wait (a plugin's try_get) asks the upstream once and answers
+// what it says, as a direct one does (before: kTimeout for a key that exists
+// upstream).
+TEST(RelayStoreTest, ZeroMillisecondGetAndWaitAnswerWhatTheUpstreamHolds) {
+  auto upstream = StartLocalServer();
+  auto relay = StartRelayOf(upstream->port());
+  auto rank = ConnectTo(*relay);
+  ConnectTo(*upstream)->Set("run/there", "value");
+  rank->set_timeout(milliseconds(0));
+  EXPECT_EQ(rank->Get("run/there"), "value");
+  EXPECT_THROW(rank->Get("run/absent"), StoreTimeoutError);
+  rank->Wait({"run/there"}, milliseconds(0));
+  EXPECT_THROW(rank->Wait({"run/there", "run/absent"}, milliseconds(0)), StoreTimeoutError);
+  // A node-local key is the relay's own: missing, the wait times out there.
+  EXPECT_THROW(rank->Wait({"run/there", "run/node-local/x"}, milliseconds(0)), StoreTimeoutError);
+  rank->set_timeout(milliseconds(5000));
+  rank->Set("run/node-local/x", "");
+  rank->Wait({"run/there", "run/node-local/x"}, milliseconds(0));
+  EXPECT_EQ(relay->num_waiters(), 0u);
+  EXPECT_EQ(upstream->num_waiters(), 0u);
+}
+
 TEST(RelayStoreTest, TimeoutsAndUpstreamLossReachTheClient) {
   auto upstream = StartLocalServer();
   auto relay = StartRelayOf(upstream->port());
