@@ -83,14 +83,19 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
   return true;
 }
 
-// Every watch lasts kLongestWatch, however short its first waiter's timeout:
-// ranks that wait in short slices (a bootstrap that checks for an abort
-// between them) ride on one watch instead of making one each; a watch that
-// outlives its waiters ends with its upstream Get, and is not made again.
+// A watch lasts as long as the longest waiter on its key when it is made
+// (at most kLongestWatch), never longer: waits with short timeouts on many
+// keys leave no upstream waiters behind them. A waiter that came while it
+// stood and waits longer is watched again when it ends (kWatchTimeout).
 void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
-    if (!table_.HasWaitersOn(key) || !watched_.insert(key).second) continue;
-    relay_->Watch(key, kLongestWatch);
+    if (watched_.contains(key)) continue;
+    const Milliseconds latest = table_.LatestDeadlineOn(key);
+    if (latest < 0) continue;
+    const Milliseconds left = std::clamp<Milliseconds>(
+        latest - Now(), 1, static_cast<Milliseconds>(kLongestWatch.count()));
+    watched_.insert(key);
+    relay_->Watch(key, std::chrono::milliseconds(left));
   }
 }
 

@@ -104,21 +104,57 @@ TEST(RelayStoreTest, ManyWaitersOnOneKeyMakeOneUpstreamWatch) {
 }
 
 // A rank that waits in short slices (as a plugin's bootstrap does, to check
-// for an abort between them) rides on one watch: before, each slice made one.
-TEST(RelayStoreTest, WaitsInShortSlicesShareOneWatch) {
+// for an abort between them) makes a watch a slice (and one more when a watch
+// ends while the next slice waits), each lasting its slice: none is left
+// upstream once the slices stop (before, every watch lasted 30 s whatever its
+// waiter's timeout).
+TEST(RelayStoreTest, WaitsInShortSlicesLeaveNoWatchBehind) {
   auto upstream = StartLocalServer();
   auto relay = StartRelayOf(upstream->port());
   auto rank = ConnectTo(*relay);
   for (int slice = 0; slice < 5; ++slice) {
     EXPECT_THROW(rank->Wait({"run/slow"}, milliseconds(20)), StoreTimeoutError);
   }
-  ASSERT_TRUE(Eventually([&] { return relay->relay_counts().watches >= 1; }));
-  EXPECT_EQ(relay->relay_counts().watches, 1u);
-  // The watch still stands and delivers the key. (A Get that comes after
-  // it has delivered is a new watch: the relay keeps no copy of upstream
-  // keys, so the count is not asserted past here.)
+  EXPECT_LE(relay->relay_counts().watches, 10u);
+  EXPECT_TRUE(Eventually([&] { return upstream->num_waiters() == 0; }, milliseconds(1000)));
   ConnectTo(*upstream)->Set("run/slow", "there");
   EXPECT_EQ(rank->Get("run/slow"), "there");
+}
+
+// Waits with a 1 ms timeout on 65,536 distinct absent keys through a relay
+// leave no upstream waiters behind them (before: 65,536 watches of 30 s each,
+// and more of them fill node 0's waiter budget), and a wait of another
+// client is answered meanwhile.
+TEST(RelayStoreTest, ShortWaitsOnManyAbsentKeysLeaveNoUpstreamWaiters) {
+  auto upstream = StartLocalServer();
+  auto relay = StartRelayOf(upstream->port());
+  constexpr int kThreads = 64;
+  constexpr int kWaitsPerThread = 65536 / kThreads;
+  std::atomic<int> timed_out{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto rank = ConnectTo(*relay);
+      for (int i = 0; i < kWaitsPerThread; ++i) {
+        try {
+          rank->Wait({"run/absent/" + std::to_string(t) + "/" + std::to_string(i)},
+                     milliseconds(1));
+        } catch (const StoreTimeoutError&) {
+          ++timed_out;
+        }
+      }
+    });
+  }
+  auto other = ConnectTo(*relay);
+  ConnectTo(*upstream)->Set("run/present", "yes");
+  other->Wait({"run/present"}, milliseconds(5000));
+  EXPECT_EQ(other->Get("run/present"), "yes");
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(timed_out.load(), 65536);
+  // Each watch lasted its waiter's millisecond (and a round trip).
+  EXPECT_TRUE(Eventually([&] { return upstream->num_waiters() == 0; }, milliseconds(1000)))
+      << upstream->num_waiters() << " upstream waiters are left";
+  other->Wait({"run/present"}, milliseconds(1000));
 }
 
 // A 0 ms Get or Wait (a plugin's try_get) asks the upstream once and answers
