@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "key_value_table.h"
 #include "request_codec.h"
@@ -296,19 +297,24 @@ void TcpStoreServerImpl::Send(Connection* connection, wire::EncodedReply reply) 
   if (connection->closing) return;
   auto* write = new WriteRequest;
   write->reply = std::move(reply);
-  uv_buf_t buffers[2];
-  buffers[0] =
-      uv_buf_init(write->reply.head.data(), static_cast<unsigned>(write->reply.head.size()));
-  unsigned count = 1;
-  if (write->reply.value) {
-    // libuv only reads from this buffer; the value is shared, not copied.
-    buffers[1] = uv_buf_init(const_cast<char*>(write->reply.value->data()),
-                             static_cast<unsigned>(write->reply.value->size()));
-    count = 2;
+  // libuv only reads from these buffers; values are shared, not copied.
+  std::vector<uv_buf_t> buffers;
+  const auto add = [&buffers](const std::string& bytes) {
+    if (!bytes.empty()) {
+      buffers.push_back(
+          uv_buf_init(const_cast<char*>(bytes.data()), static_cast<unsigned>(bytes.size())));
+    }
+  };
+  add(write->reply.head);
+  if (write->reply.value) add(*write->reply.value);
+  for (const wire::ReplyPiece& piece : write->reply.more) {
+    add(piece.bytes);
+    if (piece.value) add(*piece.value);
   }
   const size_t bytes = write->reply.size();
-  write->charge = write->reply.head.size();
-  if (uv_write(&write->request, Stream(connection), buffers, count, OnWritten) != 0) {
+  write->charge = write->reply.own_bytes();
+  if (uv_write(&write->request, Stream(connection), buffers.data(),
+               static_cast<unsigned>(buffers.size()), OnWritten) != 0) {
     delete write;
     Close(connection);
     return;
@@ -344,7 +350,8 @@ void TcpStoreServerImpl::Refuse(Connection* connection, const std::string& reaso
   if (!connection->hello.ready()) {
     num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
   }
-  Send(connection, wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}});
+  Send(connection,
+       wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}, {}});
   if (connection->closing) return;
   connection->refusing = true;
   connection->queued = false;

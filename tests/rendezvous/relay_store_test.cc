@@ -278,10 +278,10 @@ class HandPlayedUpstream {
     if (value) reply.value = std::make_shared<const std::string>(*value);
     wire::BatchReplyWriter writer;
     writer.Add(tag, reply);
-    return Send(writer.Finish(batches_done));
+    return Send(writer.FinishCopied(batches_done));
   }
   // Tells one batch handled, answering nothing (its requests wait).
-  bool Acknowledge() { return Send(wire::BatchReplyWriter().Finish(1)); }
+  bool Acknowledge() { return Send(wire::BatchReplyWriter().FinishCopied(1)); }
 
   // Whether the listener has a connection waiting (a second one from the relay).
   bool AnotherConnectionWaits() {
