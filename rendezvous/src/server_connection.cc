@@ -48,9 +48,10 @@ struct ShutdownRequest {
 
 // ---- reading ----
 
-// Input a connection past its hello may hold now.
+// Input a connection past its hello may hold now. A forwarded request's
+// charge is the relay's queue's, not room for the connection's next one.
 size_t TcpStoreServerImpl::InputAllowance(const Connection* connection) {
-  return kUnchargedInputBytes + connection->admitted_bytes;
+  return kUnchargedInputBytes + (connection->forwarded ? 0 : connection->admitted_bytes);
 }
 
 void TcpStoreServerImpl::OnAllocate(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* buffer) {
@@ -137,7 +138,9 @@ void TcpStoreServerImpl::Serve(Connection* connection) {
     }
     if (ready) {
       HandleRequest(connection, body);
-      ReleaseAdmission(connection);
+      // A request forwarded upstream stays charged until the relay wrote it
+      // (UpstreamResult::kTaken): ranks wait for room, the relay never grows.
+      if (!connection->forwarded) ReleaseAdmission(connection);
     } else {
       HandleHello(connection, body);
     }

@@ -112,9 +112,18 @@ void TcpStoreServerImpl::TakeUpstreamResults() {
         const auto found = connections_.find(result.client);
         if (found == connections_.end() || found->second->closing) break;
         Connection* connection = found->second;
+        ReleaseAdmission(connection);  // when it failed before it was taken
         connection->waiting = connection->forwarded = false;
         Send(connection, wire::EncodeReply(result.reply));
         MarkReady(connection);
+        break;
+      }
+      case UpstreamResult::Kind::kTaken: {
+        // Its bytes left the relay: the budget has room for the next rank's.
+        const auto found = connections_.find(result.client);
+        if (found != connections_.end() && !found->second->closing) {
+          ReleaseAdmission(found->second);
+        }
         break;
       }
       case UpstreamResult::Kind::kWatched: {

@@ -97,6 +97,7 @@ struct UpstreamRelay::State {
   ~State() {
     if (wake_fd >= 0) ::close(wake_fd);
   }
+  bool Idle() const { return queued.empty(); }
   void Signal() const {
     const uint64_t one = 1;
     if (::write(wake_fd, &one, sizeof(one)) < 0) {
@@ -122,7 +123,7 @@ class UpstreamLink {
       {
         std::lock_guard lock(state_->mutex);
         if (state_->stopping) return;
-        if (!connection_ && !state_->queued.empty()) {
+        if (!connection_ && !state_->Idle()) {
           connect = true;
         } else if (connection_ && batches_in_flight_ == 0 && output_.empty()) {
           batch = TakeBatch();
@@ -207,6 +208,11 @@ class UpstreamLink {
     std::vector<UpstreamResult> refused;
     for (UpstreamRelay::Job& job : batch) {
       const std::string body = wire::EncodeRequest(job.request);
+      if (!job.watch) {
+        // Its bytes are in the frame now; the job keeps what its reply needs.
+        std::string().swap(job.request.value);
+        std::string().swap(job.request.expected);
+      }
       if (body.size() + wire::kBatchEntryOverheadBytes + 5 > max_message_bytes_) {
         refused.push_back(
             Result(job, ErrorReply("the request has " + std::to_string(body.size()) +
@@ -216,6 +222,7 @@ class UpstreamLink {
       }
       const uint64_t tag = ++last_tag_;
       writer.Add(tag, body);
+      if (!job.watch) output_clients_.push_back(job.client);
       const auto deadline =
           now + (job.watch ? std::chrono::milliseconds(job.request.number) + kReplyGrace
                            : kForwardDeadline);
@@ -282,8 +289,18 @@ class UpstreamLink {
       }
       output_sent_ += static_cast<size_t>(sent);
     }
-    output_.clear();
+    std::string().swap(output_);
     output_sent_ = 0;
+    if (!output_clients_.empty()) {
+      std::lock_guard lock(state_->mutex);
+      for (const ClientId client : std::exchange(output_clients_, {})) {
+        UpstreamResult taken;
+        taken.kind = UpstreamResult::Kind::kTaken;
+        taken.client = client;
+        Deliver(std::move(taken));
+      }
+      Wake();
+    }
     return true;
   }
 
@@ -381,8 +398,9 @@ class UpstreamLink {
   void Disconnect() {
     connection_.reset();
     input_.Clear();
-    output_.clear();
+    std::string().swap(output_);
     output_sent_ = 0;
+    output_clients_.clear();  // their failure answers release them
     batches_in_flight_ = 0;
   }
 
@@ -434,7 +452,8 @@ class UpstreamLink {
   size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
   size_t max_requests_ = 1;
   wire::FrameParser input_;
-  std::string output_;  // the batch being written
+  std::string output_;                    // the batch being written
+  std::vector<ClientId> output_clients_;  // whose forwarded requests it carries
   size_t output_sent_ = 0;
   std::unordered_map<uint64_t, Pending> pending_;  // by tag: sent, not yet answered
   size_t batches_in_flight_ = 0;                   // sent, not yet told handled
@@ -481,9 +500,10 @@ void UpstreamRelay::Watch(const std::string& key, std::chrono::milliseconds time
 void UpstreamRelay::Submit(Job job) {
   std::lock_guard lock(state_->mutex);
   if (state_->stopping) return;
+  const bool idle = state_->Idle();
   state_->queued.push_back(std::move(job));
   // One wake-up per burst: the thread takes everything queued when it runs.
-  if (state_->queued.size() == 1) state_->Signal();
+  if (idle) state_->Signal();
 }
 
 std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
