@@ -89,7 +89,8 @@ struct UpstreamRelay::State {
   int wake_fd = -1;  // eventfd: new work, or Stop
 
   mutable std::mutex mutex;
-  std::deque<Job> queued;  // not yet sent
+  std::deque<Job> queued_small;  // not yet sent: at most kSmallRequestBytes
+  std::deque<Job> queued_large;  // not yet sent: the others
   std::deque<UpstreamResult> results;
   bool stopping = false;
   RelayCounts counts;
@@ -97,7 +98,7 @@ struct UpstreamRelay::State {
   ~State() {
     if (wake_fd >= 0) ::close(wake_fd);
   }
-  bool Idle() const { return queued.empty(); }
+  bool Idle() const { return queued_small.empty() && queued_large.empty(); }
   void Signal() const {
     const uint64_t one = 1;
     if (::write(wake_fd, &one, sizeof(one)) < 0) {
@@ -149,22 +150,31 @@ class UpstreamLink {
   std::vector<UpstreamRelay::Job> TakeBatch() {
     std::vector<UpstreamRelay::Job> batch;
     size_t bytes = 1 + 4;
-    while (!state_->queued.empty() && batch.size() < max_requests_) {
-      UpstreamRelay::Job& job = state_->queued.front();
-      const size_t job_bytes = RequestBytes(job.request) + wire::kBatchEntryOverheadBytes;
-      if (!batch.empty() && bytes + job_bytes > max_message_bytes_) break;
-      bytes += job_bytes;
-      RelayCounts& counts = state_->counts;
-      ++counts.requests;
-      if (job.watch) ++counts.watches;
-      if (!job.watch && IsWrite(job.request.type)) ++counts.writes;
-      if (state_->observe) {
-        state_->observe(job.watch ? "watch" : RequestName(job.request.type),
-                        job.request.keys.empty() ? std::string() : job.request.keys.front());
+    size_t large_bytes = 0;
+    const auto take = [&](std::deque<UpstreamRelay::Job>& queue, bool large) {
+      while (!queue.empty() && batch.size() < max_requests_) {
+        UpstreamRelay::Job& job = queue.front();
+        const size_t job_bytes = RequestBytes(job.request) + wire::kBatchEntryOverheadBytes;
+        if (!batch.empty() && bytes + job_bytes > max_message_bytes_) return;
+        // Large requests share a batch up to kLargeBytesPerBatch; one larger
+        // travels alone, so that small ones never wait for it twice.
+        if (large && !batch.empty() && large_bytes + job_bytes > kLargeBytesPerBatch) return;
+        bytes += job_bytes;
+        if (large) large_bytes += job_bytes;
+        RelayCounts& counts = state_->counts;
+        ++counts.requests;
+        if (job.watch) ++counts.watches;
+        if (!job.watch && IsWrite(job.request.type)) ++counts.writes;
+        if (state_->observe) {
+          state_->observe(job.watch ? "watch" : RequestName(job.request.type),
+                          job.request.keys.empty() ? std::string() : job.request.keys.front());
+        }
+        batch.push_back(std::move(job));
+        queue.pop_front();
       }
-      batch.push_back(std::move(job));
-      state_->queued.pop_front();
-    }
+    };
+    take(state_->queued_small, /*large=*/false);
+    take(state_->queued_large, /*large=*/true);
     return batch;
   }
 
@@ -196,8 +206,8 @@ class UpstreamLink {
     }
     // Whatever waited for this connection fails, as a call on a lost store
     // does; work that comes later tries again.
-    for (UpstreamRelay::Job& job : std::exchange(state_->queued, {})) {
-      Deliver(Failed(job, failure));
+    for (auto* queue : {&state_->queued_small, &state_->queued_large}) {
+      for (UpstreamRelay::Job& job : std::exchange(*queue, {})) Deliver(Failed(job, failure));
     }
     Wake();
   }
@@ -481,7 +491,8 @@ void UpstreamRelay::Stop() {
   std::lock_guard lock(state_->mutex);
   state_->stopping = true;
   state_->wake = nullptr;
-  state_->queued.clear();
+  state_->queued_small.clear();
+  state_->queued_large.clear();
   state_->Signal();
 }
 
@@ -501,7 +512,8 @@ void UpstreamRelay::Submit(Job job) {
   std::lock_guard lock(state_->mutex);
   if (state_->stopping) return;
   const bool idle = state_->Idle();
-  state_->queued.push_back(std::move(job));
+  (RequestBytes(job.request) <= kSmallRequestBytes ? state_->queued_small : state_->queued_large)
+      .push_back(std::move(job));
   // One wake-up per burst: the thread takes everything queued when it runs.
   if (idle) state_->Signal();
 }
@@ -514,7 +526,7 @@ std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
 RelayCounts UpstreamRelay::counts() const {
   std::lock_guard lock(state_->mutex);
   RelayCounts counts = state_->counts;
-  counts.queued = state_->queued.size();
+  counts.queued = state_->queued_small.size() + state_->queued_large.size();
   return counts;
 }
 

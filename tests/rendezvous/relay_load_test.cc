@@ -1,9 +1,9 @@
 // A relay under legal load, the relay and its upstream each in a child
 // process (their memory is their own): 40 ranks setting a large value each
-// through one relay keep it within its budget (a request stays charged until it was
-// written upstream, and ranks wait for room), and a small request through it
-// meanwhile waits for at most the one batch in flight, never for every large
-// value queued. Prints its figures ("[ figures ]") for docs/rendezvous.md.
+// through one relay keep it within its budget (a request stays charged until
+// it was written upstream, and ranks wait for room). The latency of small
+// requests meanwhile is printed with the figures ("[ figures ]") for
+// docs/rendezvous.md.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -111,6 +111,9 @@ TEST(RelayLoadTest, ManyLargeSetsStayWithinTheBudgetAndSmallRequestsPassThem) {
   // frame made of them) and a constant (before: every rank's value at once).
   const long bound_kib = static_cast<long>((kBudget + 2 * kLargestMessage) >> 10) + (32 << 10);
   EXPECT_LT(peak_kib - start_kib, bound_kib) << "the relay grew past its budget";
+  // The small requests' latency is printed, not asserted: at this size a
+  // loaded machine's scheduling dominates it. Their order is asserted by
+  // RelayStoreTest.ASmallRequestLeavesAheadOfLargeOnesQueuedBeforeIt.
   std::printf(
       "[ figures ] %d ranks each setting %zu MiB through one relay: all stored in %lld ms; relay "
       "RSS %ld MiB at start, peak %ld MiB (budget %zu MiB); %d small Gets and Adds meanwhile, "
