@@ -25,9 +25,8 @@ namespace {
 using wire::FrameWriter;
 using wire::MessageType;
 
-// Replies queued for one connection above which it is neither read nor served
-// until its client catches up; while the budget is spent, the bound is lower.
-constexpr size_t kMaxUnsentBytesPerConnection = size_t{4} << 20;
+// While the budget is spent, a connection's replies queued above this (not
+// max_unsent_bytes_per_connection) pause it.
 constexpr size_t kMaxUnsentBytesOverBudget = size_t{64} << 10;
 // Input a connection past its hello may hold without admission: small
 // requests, and the start of the next one. Not charged (bounded per
@@ -110,7 +109,9 @@ void TcpStoreServerImpl::CountInput(Connection* connection) {
 bool TcpStoreServerImpl::CanServe(const Connection* connection) const {
   return !connection->closing && !connection->refusing && !connection->waiting &&
          connection->unsent_bytes <=
-             (OverBudget() ? kMaxUnsentBytesOverBudget : kMaxUnsentBytesPerConnection);
+             (OverBudget()
+                  ? std::min(kMaxUnsentBytesOverBudget, options_.max_unsent_bytes_per_connection)
+                  : options_.max_unsent_bytes_per_connection);
 }
 
 void TcpStoreServerImpl::MarkReady(Connection* connection) {

@@ -84,7 +84,7 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
 }
 
 // A watch lasts as long as the longest waiter on its key when it is made
-// (at most kLongestWatch), never longer: waits with short timeouts on many
+// (at most RelayUpstream::longest_watch), never longer: waits with short timeouts on many
 // keys leave no upstream waiters behind them. A waiter that came while it
 // stood and waits longer is watched again when it ends (kWatchTimeout).
 void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys) {
@@ -93,7 +93,7 @@ void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys) {
     const Milliseconds latest = table_.LatestDeadlineOn(key);
     if (latest < 0) continue;
     const Milliseconds left = std::clamp<Milliseconds>(
-        latest - Now(), 1, static_cast<Milliseconds>(kLongestWatch.count()));
+        latest - Now(), 1, static_cast<Milliseconds>(options_.upstream->longest_watch.count()));
     watched_.insert(key);
     relay_->Watch(key, std::chrono::milliseconds(left));
   }

@@ -89,7 +89,7 @@ struct UpstreamRelay::State {
   int wake_fd = -1;  // eventfd: new work, or Stop
 
   mutable std::mutex mutex;
-  std::deque<Job> queued_small;  // not yet sent: at most kSmallRequestBytes
+  std::deque<Job> queued_small;  // not yet sent: at most upstream.small_request_bytes
   std::deque<Job> queued_large;  // not yet sent: the others
   std::deque<UpstreamResult> results;
   bool stopping = false;
@@ -156,9 +156,12 @@ class UpstreamLink {
         UpstreamRelay::Job& job = queue.front();
         const size_t job_bytes = RequestBytes(job.request) + wire::kBatchEntryOverheadBytes;
         if (!batch.empty() && bytes + job_bytes > max_message_bytes_) return;
-        // Large requests share a batch up to kLargeBytesPerBatch; one larger
-        // travels alone, so that small ones never wait for it twice.
-        if (large && !batch.empty() && large_bytes + job_bytes > kLargeBytesPerBatch) return;
+        // Large requests share a batch up to large_bytes_per_frame; one
+        // larger travels alone, so that small ones never wait for it twice.
+        if (large && !batch.empty() &&
+            large_bytes + job_bytes > state_->upstream.large_bytes_per_frame) {
+          return;
+        }
         bytes += job_bytes;
         if (large) large_bytes += job_bytes;
         RelayCounts& counts = state_->counts;
@@ -504,7 +507,7 @@ void UpstreamRelay::Watch(const std::string& key, std::chrono::milliseconds time
   wire::Request request;
   request.type = MessageType::kGet;
   request.keys = {key};
-  request.number = std::min(timeout, kLongestWatch).count();
+  request.number = std::min(timeout, state_->upstream.longest_watch).count();
   Submit({.watch = true, .client = 0, .request = std::move(request)});
 }
 
@@ -512,7 +515,8 @@ void UpstreamRelay::Submit(Job job) {
   std::lock_guard lock(state_->mutex);
   if (state_->stopping) return;
   const bool idle = state_->Idle();
-  (RequestBytes(job.request) <= kSmallRequestBytes ? state_->queued_small : state_->queued_large)
+  (RequestBytes(job.request) <= state_->upstream.small_request_bytes ? state_->queued_small
+                                                                     : state_->queued_large)
       .push_back(std::move(job));
   // One wake-up per burst: the thread takes everything queued when it runs.
   if (idle) state_->Signal();

@@ -20,8 +20,9 @@
 // one frame per round trip.
 //
 // Fair shares: small requests (watches, heartbeats, counters: at most
-// kSmallRequestBytes) leave first, and a batch carries large ones of at most
-// kLargeBytesPerBatch together, or one larger alone, so a small request waits
+// RelayUpstream::small_request_bytes) leave first, and a batch carries large
+// ones of at most RelayUpstream::large_bytes_per_frame together, or one
+// larger alone, so a small request waits
 // for at most the one batch in flight ahead of it, never for every large
 // value queued. A forwarded request's bytes are the relay's until they were written
 // upstream whole (kTaken): the server keeps them charged to its budget until
@@ -48,12 +49,6 @@
 #include "request_codec.h"
 
 namespace infini::rendezvous::store_server {
-
-// How long one upstream Get of a watch lasts (server_relay.cc: every watch):
-// a key still waited for is watched again after it.
-inline constexpr std::chrono::milliseconds kLongestWatch{std::chrono::seconds(30)};
-inline constexpr size_t kSmallRequestBytes = size_t{64} << 10;
-inline constexpr size_t kLargeBytesPerBatch = size_t{4} << 20;
 
 struct UpstreamResult {
   enum class Kind {

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -155,6 +156,37 @@ TEST(RelayStoreTest, ShortWaitsOnManyAbsentKeysLeaveNoUpstreamWaiters) {
   EXPECT_TRUE(Eventually([&] { return upstream->num_waiters() == 0; }, milliseconds(1000)))
       << upstream->num_waiters() << " upstream waiters are left";
   other->Wait({"run/present"}, milliseconds(1000));
+}
+
+// The watch's bound is an option (RelayUpstream::longest_watch): a waiter
+// longer than it is watched in watches of at most that long, one at a time,
+// and still gets the key; a bound of 0 is refused by name.
+TEST(RelayStoreTest, TheLongestWatchIsAnOption) {
+  auto upstream = StartLocalServer();
+  TcpStoreServerOptions options;
+  options.upstream = RelayUpstream{.host = "127.0.0.1",
+                                   .port = upstream->port(),
+                                   .token = "",
+                                   .connect_timeout = std::chrono::seconds(2),
+                                   .longest_watch = milliseconds(50)};
+  auto relay = TcpStoreServer::Start(options);
+  std::thread waiter([&] { EXPECT_EQ(ConnectTo(*relay)->Get("run/late"), "here"); });
+  EXPECT_TRUE(Eventually([&] { return relay->relay_counts().watches >= 3; }));
+  EXPECT_LE(upstream->num_waiters(), 1u);
+  ConnectTo(*upstream)->Set("run/late", "here");
+  waiter.join();
+
+  options.upstream->longest_watch = milliseconds(0);
+  try {
+    TcpStoreServer::Start(options);
+    ADD_FAILURE() << "a longest_watch of 0 was taken";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("upstream.longest_watch"), std::string::npos)
+        << error.what();
+  }
+  TcpStoreServerOptions unsent;
+  unsent.max_unsent_bytes_per_connection = 0;
+  EXPECT_THROW(TcpStoreServer::Start(unsent), std::invalid_argument);
 }
 
 // A 0 ms Get or Wait (a plugin's try_get) asks the upstream once and answers
