@@ -376,6 +376,7 @@ void TcpStoreServerImpl::OnSweep(uv_timer_t* timer) {
     if (hello_late || idle || refusal_stuck) {
       expired.push_back(connection);
     } else if (connection->admitted_bytes > 0 && !connection->refusing &&
+               !connection->forwarded &&  // whole, charged until the relay wrote it upstream
                connection->input.buffered_bytes() < connection->admitted_bytes &&
                quiet >= stalled_ms) {
       stalled.push_back(connection);

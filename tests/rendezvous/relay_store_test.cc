@@ -436,5 +436,35 @@ TEST(RelayStoreTest, ASmallRequestLeavesAheadOfLargeOnesQueuedBeforeIt) {
   for (std::thread& rank : ranks) rank.join();
 }
 
+// A request that waits in the relay to go upstream stays charged to the
+// relay's budget, but it arrived whole: it is not refused as a stalled one
+// however long it waits (here past a 100 ms stalled_request_timeout behind a
+// batch that the upstream does not answer yet).
+TEST(RelayStoreTest, ARequestWaitingToGoUpstreamIsNotTakenForAStalledOne) {
+  HandPlayedUpstream upstream;
+  TcpStoreServerOptions options;
+  options.stalled_request_timeout = milliseconds(100);
+  options.upstream = RelayUpstream{.host = "127.0.0.1",
+                                   .port = upstream.port(),
+                                   .token = "",
+                                   .connect_timeout = std::chrono::seconds(2)};
+  auto relay = TcpStoreServer::Start(options);
+  std::thread first([&] { ConnectTo(*relay)->Set("run/first", "1"); });
+  ASSERT_TRUE(upstream.AcceptAndGreet());
+  std::vector<wire::TaggedRequest> batch = upstream.ReadBatch();
+  ASSERT_EQ(batch.size(), 1u);
+  const std::string large(size_t{700} << 10, 'v');  // admitted: above 4 KiB
+  std::thread second([&] { EXPECT_NO_THROW(ConnectTo(*relay)->Set("run/large", large)); });
+  ASSERT_TRUE(Eventually([&] { return relay->relay_counts().queued == 1; }));
+  // Time passes past the stall timeout (several sweeps); nothing to wait for.
+  std::this_thread::sleep_for(milliseconds(400));
+  ASSERT_TRUE(upstream.Answer(batch[0].tag, 1));
+  first.join();
+  batch = upstream.ReadBatch();
+  ASSERT_EQ(batch.size(), 1u);
+  ASSERT_TRUE(upstream.Answer(batch[0].tag, 1));
+  second.join();
+}
+
 }  // namespace
 }  // namespace infini::rendezvous
