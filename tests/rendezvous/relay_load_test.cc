@@ -33,10 +33,17 @@ using wire::FrameWriter;
 using wire::MessageType;
 
 // The defaults' geometry (64 MiB messages, a 256 MiB budget, 60 MiB values)
-// at a tenth of the size, to stay fast: the bound is the same shape.
+// at a tenth of the size, to stay fast: the bound is the same shape (a
+// fortieth under a sanitizer, which bounds nothing: see below).
+#ifndef INFINI_STORE_TEST_SANITIZED
 constexpr size_t kLargestMessage = size_t{8} << 20;
 constexpr size_t kBudget = size_t{32} << 20;
 constexpr size_t kLargeValue = size_t{6} << 20;
+#else
+constexpr size_t kLargestMessage = size_t{2} << 20;
+constexpr size_t kBudget = size_t{8} << 20;
+constexpr size_t kLargeValue = size_t{3} << 19;
+#endif
 constexpr int kRanks = 40;
 
 TcpStoreServerOptions Options() {
@@ -110,7 +117,11 @@ TEST(RelayLoadTest, ManyLargeSetsStayWithinTheBudgetAndSmallRequestsPassThem) {
   // The budget, the one batch being written (the request's bytes and the
   // frame made of them) and a constant (before: every rank's value at once).
   const long bound_kib = static_cast<long>((kBudget + 2 * kLargestMessage) >> 10) + (32 << 10);
+#ifndef INFINI_STORE_TEST_SANITIZED
   EXPECT_LT(peak_kib - start_kib, bound_kib) << "the relay grew past its budget";
+#else
+  (void)bound_kib;  // shadow memory and quarantine: no bound
+#endif
   // The small requests' latency is printed, not asserted: at this size a
   // loaded machine's scheduling dominates it. Their order is asserted by
   // RelayStoreTest.ASmallRequestLeavesAheadOfLargeOnesQueuedBeforeIt.

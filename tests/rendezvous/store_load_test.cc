@@ -30,15 +30,8 @@
 #include "store_test_util.h"
 #include "wire_protocol.h"
 
-// Sanitized builds (CI runs these tests under ASan and TSan) use the same
-// geometry at a tenth of the size.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define INFINI_STORE_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define INFINI_STORE_TEST_SANITIZED 1
-#endif
-#endif
+// Sanitized builds (INFINI_STORE_TEST_SANITIZED, store_test_util.h) use the
+// same geometry at a tenth of the size.
 
 namespace infini::rendezvous {
 namespace {
