@@ -305,6 +305,16 @@ void KeyValueTable::FailWaitersOn(const std::string& key, const std::string& err
   }
 }
 
+Milliseconds KeyValueTable::LatestDeadlineOn(const std::string& key) const {
+  const auto found = waiters_by_key_.find(key);
+  if (found == waiters_by_key_.end()) return -1;
+  Milliseconds latest = -1;
+  for (const WaitEntry& entry : found->second) {
+    latest = std::max(latest, waiters_.at(entry.client).deadline);
+  }
+  return latest;
+}
+
 void KeyValueTable::Forget(ClientId client) {
   Unpark(client);
   std::erase_if(outbox_,

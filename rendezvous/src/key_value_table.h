@@ -86,6 +86,9 @@ class KeyValueTable {
   // whether anyone waits on `key`, and answering every such waiter an error.
   bool HasWaitersOn(const std::string& key) const { return waiters_by_key_.contains(key); }
   void FailWaitersOn(const std::string& key, const std::string& error);
+  // The latest deadline of the waiters on `key`, or -1 when none waits: how
+  // long a relay's upstream watch of it is still needed.
+  Milliseconds LatestDeadlineOn(const std::string& key) const;
   bool Contains(const std::string& key) const { return data_.contains(key); }
 
   // Takes the answers made so far, oldest first.

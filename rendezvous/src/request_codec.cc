@@ -201,39 +201,78 @@ std::string DecodeBatch(std::string_view body, const RequestLimits& limits,
   return "";
 }
 
+namespace {
+
+void AppendLittleEndian(std::string* bytes, uint64_t value, int width) {
+  for (int i = 0; i < width; ++i) bytes->push_back(static_cast<char>(value >> (8 * i)));
+}
+
+}  // namespace
+
+// Header, type and count: placeholders until Finish.
+BatchWriter::BatchWriter() : frame_(kFrameHeaderBytes + 1 + 4, '\0') {}
+
 void BatchWriter::Add(uint64_t tag, std::string_view request_body) {
-  std::string entry = FrameWriter(MessageType::kBatch).U64(tag).Str(request_body).Finish();
-  // The entry is what follows the scratch frame's header and type byte.
-  entries_.append(entry, kFrameHeaderBytes + 1);
+  AppendLittleEndian(&frame_, tag, 8);
+  AppendLittleEndian(&frame_, request_body.size(), 4);
+  frame_.append(request_body);
   ++count_;
 }
 
 std::string BatchWriter::Finish() {
-  std::string frame = FrameWriter(MessageType::kBatch).U32(count_).Finish(entries_.size());
-  frame += entries_;
-  entries_.clear();
+  std::string header;
+  AppendLittleEndian(&header, body_bytes(), 4);
+  header.push_back(static_cast<char>(MessageType::kBatch));
+  AppendLittleEndian(&header, count_, 4);
+  frame_.replace(0, header.size(), header);
   count_ = 0;
-  return frame;
+  return std::move(frame_);
 }
 
 void BatchReplyWriter::Add(uint64_t tag, const Reply& reply) {
-  const EncodedReply encoded = EncodeReply(reply);
+  EncodedReply encoded = EncodeReply(reply);
   const size_t body_bytes = encoded.size() - kFrameHeaderBytes;
   FrameWriter entry(MessageType::kBatchReply);
   entry.U64(tag).U32(static_cast<uint32_t>(body_bytes));
-  entries_.append(entry.Finish(), kFrameHeaderBytes + 1);
-  entries_.append(encoded.head, kFrameHeaderBytes);
-  if (encoded.value) entries_ += *encoded.value;
+  if (entries_.empty() || entries_.back().value) entries_.emplace_back();
+  ReplyPiece& last = entries_.back();
+  last.bytes.append(entry.Finish(), kFrameHeaderBytes + 1);
+  last.bytes.append(encoded.head, kFrameHeaderBytes);
+  last.value = std::move(encoded.value);
+  entry_bytes_ += 8 + 4 + body_bytes;
   ++count_;
 }
 
-std::string BatchReplyWriter::Finish(uint32_t batches_done) {
-  std::string frame =
-      FrameWriter(MessageType::kBatchReply).U32(batches_done).U32(count_).Finish(entries_.size());
-  frame += entries_;
-  entries_.clear();
+EncodedReply BatchReplyWriter::Finish(uint32_t batches_done) {
+  EncodedReply frame;
+  frame.head =
+      FrameWriter(MessageType::kBatchReply).U32(batches_done).U32(count_).Finish(entry_bytes_);
+  frame.more = std::exchange(entries_, {});
+  entry_bytes_ = 0;
   count_ = 0;
   return frame;
+}
+
+std::string BatchReplyWriter::FinishCopied(uint32_t batches_done) {
+  const EncodedReply frame = Finish(batches_done);
+  std::string bytes = frame.head;
+  for (const ReplyPiece& piece : frame.more) {
+    bytes += piece.bytes;
+    if (piece.value) bytes += *piece.value;
+  }
+  return bytes;
+}
+
+size_t EncodedReply::size() const {
+  size_t bytes = own_bytes() + (value ? value->size() : 0);
+  for (const ReplyPiece& piece : more) bytes += piece.value ? piece.value->size() : 0;
+  return bytes;
+}
+
+size_t EncodedReply::own_bytes() const {
+  size_t bytes = head.size();
+  for (const ReplyPiece& piece : more) bytes += piece.bytes.size();
+  return bytes;
 }
 
 std::string DecodeReply(std::string_view body, Reply* reply) {

@@ -92,15 +92,18 @@ std::string DecodeBatch(std::string_view body, const RequestLimits& limits,
 // Builds a kBatch frame from request bodies (EncodeRequest's).
 class BatchWriter {
  public:
+  BatchWriter();
   void Add(uint64_t tag, std::string_view request_body);
   size_t count() const { return count_; }
   // The frame's body bytes so far (what max_message_bytes bounds).
-  size_t body_bytes() const { return 1 + 4 + entries_.size(); }
+  size_t body_bytes() const { return frame_.size() - kFrameHeaderBytes; }
   // The whole frame, header included; the writer is spent.
   std::string Finish();
 
  private:
-  std::string entries_;
+  // The frame itself, its length and count filled in by Finish: a request's
+  // bytes are copied once, however large.
+  std::string frame_;
   uint32_t count_ = 0;
 };
 
@@ -112,29 +115,43 @@ struct Reply {
   std::string error;                         // kError
 };
 
+// Bytes, then a value shared with the table (when set).
+struct ReplyPiece {
+  std::string bytes;
+  std::shared_ptr<const std::string> value;
+};
+
 // A reply as bytes: `head` (frame header, type, fields, and the length of the
-// value) followed by the bytes of `value` when it is set.
+// value) followed by the bytes of `value` when it is set, then `more` (a
+// kBatchReply's entries after its header: its values are shared as well, so a
+// batch of Gets of one large value never copies it per reply).
 struct EncodedReply {
   std::string head;
   std::shared_ptr<const std::string> value;
-  size_t size() const { return head.size() + (value ? value->size() : 0); }
+  std::vector<ReplyPiece> more;
+  size_t size() const;
+  // Its bytes less the shared values: what the server charges to its budget.
+  size_t own_bytes() const;
 };
 EncodedReply EncodeReply(const Reply& reply);
 
-// Builds a kBatchReply frame: (tag, reply) entries; values are copied in.
+// Builds a kBatchReply frame: (tag, reply) entries; values are shared.
 class BatchReplyWriter {
  public:
   void Add(uint64_t tag, const Reply& reply);
   size_t count() const { return count_; }
-  size_t body_bytes() const { return 1 + 4 + 4 + entries_.size(); }
+  size_t body_bytes() const { return 1 + 4 + 4 + entry_bytes_; }
   bool empty() const { return count_ == 0; }
   // The whole frame, header included, telling the client that `batches_done`
   // more of its kBatch frames have been handled; the writer starts again
   // empty.
-  std::string Finish(uint32_t batches_done = 0);
+  EncodedReply Finish(uint32_t batches_done = 0);
+  // The same as one string (values copied): for tests and fuzzers.
+  std::string FinishCopied(uint32_t batches_done = 0);
 
  private:
-  std::string entries_;
+  std::vector<ReplyPiece> entries_;
+  size_t entry_bytes_ = 0;
   uint32_t count_ = 0;
 };
 

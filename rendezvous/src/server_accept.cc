@@ -198,7 +198,7 @@ void TcpStoreServerImpl::HandleHello(Connection* connection, std::string_view bo
     return;
   }
   if (connection->hello.ready()) EnableKeepalive(connection);
-  Send(connection, wire::EncodedReply{std::move(step.reply), {}});
+  Send(connection, wire::EncodedReply{std::move(step.reply), {}, {}});
 }
 
 }  // namespace infini::rendezvous::store_server

@@ -55,9 +55,7 @@ bool TcpStoreServerImpl::RouteBatchReply(Completion& completion) {
   if (!connection->batch_replies.empty() &&
       connection->batch_replies.body_bytes() + reply_bytes > options_.max_message_bytes) {
     // Within what the client accepts (max_message_bytes and a little).
-    Send(connection,
-         wire::EncodedReply{
-             connection->batch_replies.Finish(std::exchange(connection->batches_done, 0)), {}});
+    Send(connection, connection->batch_replies.Finish(std::exchange(connection->batches_done, 0)));
     if (connection->closing) return true;
   }
   OweBatchReply(connection);
@@ -72,9 +70,7 @@ void TcpStoreServerImpl::SendBatchReplies() {
     Connection* connection = found->second;
     connection->batch_reply_owed = false;
     if (connection->batch_replies.empty() && connection->batches_done == 0) continue;
-    Send(connection,
-         wire::EncodedReply{
-             connection->batch_replies.Finish(std::exchange(connection->batches_done, 0)), {}});
+    Send(connection, connection->batch_replies.Finish(std::exchange(connection->batches_done, 0)));
   }
 }
 

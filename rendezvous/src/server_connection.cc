@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "key_value_table.h"
 #include "request_codec.h"
@@ -24,9 +25,8 @@ namespace {
 using wire::FrameWriter;
 using wire::MessageType;
 
-// Replies queued for one connection above which it is neither read nor served
-// until its client catches up; while the budget is spent, the bound is lower.
-constexpr size_t kMaxUnsentBytesPerConnection = size_t{4} << 20;
+// While the budget is spent, a connection's replies queued above this (not
+// max_unsent_bytes_per_connection) pause it.
 constexpr size_t kMaxUnsentBytesOverBudget = size_t{64} << 10;
 // Input a connection past its hello may hold without admission: small
 // requests, and the start of the next one. Not charged (bounded per
@@ -47,9 +47,10 @@ struct ShutdownRequest {
 
 // ---- reading ----
 
-// Input a connection past its hello may hold now.
+// Input a connection past its hello may hold now. A forwarded request's
+// charge is the relay's queue's, not room for the connection's next one.
 size_t TcpStoreServerImpl::InputAllowance(const Connection* connection) {
-  return kUnchargedInputBytes + connection->admitted_bytes;
+  return kUnchargedInputBytes + (connection->forwarded ? 0 : connection->admitted_bytes);
 }
 
 void TcpStoreServerImpl::OnAllocate(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* buffer) {
@@ -108,7 +109,9 @@ void TcpStoreServerImpl::CountInput(Connection* connection) {
 bool TcpStoreServerImpl::CanServe(const Connection* connection) const {
   return !connection->closing && !connection->refusing && !connection->waiting &&
          connection->unsent_bytes <=
-             (OverBudget() ? kMaxUnsentBytesOverBudget : kMaxUnsentBytesPerConnection);
+             (OverBudget()
+                  ? std::min(kMaxUnsentBytesOverBudget, options_.max_unsent_bytes_per_connection)
+                  : options_.max_unsent_bytes_per_connection);
 }
 
 void TcpStoreServerImpl::MarkReady(Connection* connection) {
@@ -136,7 +139,9 @@ void TcpStoreServerImpl::Serve(Connection* connection) {
     }
     if (ready) {
       HandleRequest(connection, body);
-      ReleaseAdmission(connection);
+      // A request forwarded upstream stays charged until the relay wrote it
+      // (UpstreamResult::kTaken): ranks wait for room, the relay never grows.
+      if (!connection->forwarded) ReleaseAdmission(connection);
     } else {
       HandleHello(connection, body);
     }
@@ -296,19 +301,24 @@ void TcpStoreServerImpl::Send(Connection* connection, wire::EncodedReply reply) 
   if (connection->closing) return;
   auto* write = new WriteRequest;
   write->reply = std::move(reply);
-  uv_buf_t buffers[2];
-  buffers[0] =
-      uv_buf_init(write->reply.head.data(), static_cast<unsigned>(write->reply.head.size()));
-  unsigned count = 1;
-  if (write->reply.value) {
-    // libuv only reads from this buffer; the value is shared, not copied.
-    buffers[1] = uv_buf_init(const_cast<char*>(write->reply.value->data()),
-                             static_cast<unsigned>(write->reply.value->size()));
-    count = 2;
+  // libuv only reads from these buffers; values are shared, not copied.
+  std::vector<uv_buf_t> buffers;
+  const auto add = [&buffers](const std::string& bytes) {
+    if (!bytes.empty()) {
+      buffers.push_back(
+          uv_buf_init(const_cast<char*>(bytes.data()), static_cast<unsigned>(bytes.size())));
+    }
+  };
+  add(write->reply.head);
+  if (write->reply.value) add(*write->reply.value);
+  for (const wire::ReplyPiece& piece : write->reply.more) {
+    add(piece.bytes);
+    if (piece.value) add(*piece.value);
   }
   const size_t bytes = write->reply.size();
-  write->charge = write->reply.head.size();
-  if (uv_write(&write->request, Stream(connection), buffers, count, OnWritten) != 0) {
+  write->charge = write->reply.own_bytes();
+  if (uv_write(&write->request, Stream(connection), buffers.data(),
+               static_cast<unsigned>(buffers.size()), OnWritten) != 0) {
     delete write;
     Close(connection);
     return;
@@ -344,7 +354,8 @@ void TcpStoreServerImpl::Refuse(Connection* connection, const std::string& reaso
   if (!connection->hello.ready()) {
     num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
   }
-  Send(connection, wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}});
+  Send(connection,
+       wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}, {}});
   if (connection->closing) return;
   connection->refusing = true;
   connection->queued = false;

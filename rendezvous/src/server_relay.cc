@@ -45,20 +45,30 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
   for (const std::string& key : request.keys) {
     if (IsUpstreamKey(key)) upstream_keys.push_back(key);
   }
+  const auto local_keys_exist = [&] {
+    return std::all_of(request.keys.begin(), request.keys.end(), [this](const std::string& key) {
+      return IsUpstreamKey(key) || table_.Contains(key);
+    });
+  };
   switch (request.type) {
     case MessageType::kGet:
     case MessageType::kWait: {
       if (upstream_keys.empty()) return false;
+      if (request.number <= 0) {
+        // A 0 ms Get or Wait (a try_get) asks upstream once, as a direct one
+        // asks the table once: the table holds no upstream key and would
+        // answer kTimeout for one that exists.
+        if (!local_keys_exist()) return false;  // the table answers kTimeout
+        request.keys = std::move(upstream_keys);
+        break;
+      }
       connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
       if (connection->waiting) WatchUpstream(upstream_keys);
       return true;
     }
     case MessageType::kCheck: {
       if (upstream_keys.empty()) return false;
-      const bool local_keys_exist = std::all_of(
-          request.keys.begin(), request.keys.end(),
-          [this](const std::string& key) { return IsUpstreamKey(key) || table_.Contains(key); });
-      if (!local_keys_exist) return false;  // the table answers false
+      if (!local_keys_exist()) return false;  // the table answers false
       request.keys = std::move(upstream_keys);
       break;
     }
@@ -73,14 +83,19 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
   return true;
 }
 
-// Every watch lasts kLongestWatch, however short its first waiter's timeout:
-// ranks that wait in short slices (a bootstrap that checks for an abort
-// between them) ride on one watch instead of making one each; a watch that
-// outlives its waiters ends with its upstream Get, and is not made again.
+// A watch lasts as long as the longest waiter on its key when it is made
+// (at most RelayUpstream::longest_watch), never longer: waits with short timeouts on many
+// keys leave no upstream waiters behind them. A waiter that came while it
+// stood and waits longer is watched again when it ends (kWatchTimeout).
 void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
-    if (!table_.HasWaitersOn(key) || !watched_.insert(key).second) continue;
-    relay_->Watch(key, kLongestWatch);
+    if (watched_.contains(key)) continue;
+    const Milliseconds latest = table_.LatestDeadlineOn(key);
+    if (latest < 0) continue;
+    const Milliseconds left = std::clamp<Milliseconds>(
+        latest - Now(), 1, static_cast<Milliseconds>(options_.upstream->longest_watch.count()));
+    watched_.insert(key);
+    relay_->Watch(key, std::chrono::milliseconds(left));
   }
 }
 
@@ -97,9 +112,18 @@ void TcpStoreServerImpl::TakeUpstreamResults() {
         const auto found = connections_.find(result.client);
         if (found == connections_.end() || found->second->closing) break;
         Connection* connection = found->second;
+        ReleaseAdmission(connection);  // when it failed before it was taken
         connection->waiting = connection->forwarded = false;
         Send(connection, wire::EncodeReply(result.reply));
         MarkReady(connection);
+        break;
+      }
+      case UpstreamResult::Kind::kTaken: {
+        // Its bytes left the relay: the budget has room for the next rank's.
+        const auto found = connections_.find(result.client);
+        if (found != connections_.end() && !found->second->closing) {
+          ReleaseAdmission(found->second);
+        }
         break;
       }
       case UpstreamResult::Kind::kWatched: {

@@ -102,6 +102,12 @@ void CheckOptions(const TcpStoreServerOptions& options) {
            ": expected at least max_message_bytes (" + std::to_string(options.max_message_bytes) +
            ")");
   }
+  if (options.max_unsent_bytes_per_connection == 0) {
+    refuse("max_unsent_bytes_per_connection=0: expected at least 1");
+  }
+  if (options.upstream && options.upstream->longest_watch.count() <= 0) {
+    refuse("upstream.longest_watch: expected a positive duration");
+  }
   if (options.max_unauthenticated_connections == 0) {
     refuse("max_unauthenticated_connections=0: expected at least 1");
   }
@@ -370,6 +376,7 @@ void TcpStoreServerImpl::OnSweep(uv_timer_t* timer) {
     if (hello_late || idle || refusal_stuck) {
       expired.push_back(connection);
     } else if (connection->admitted_bytes > 0 && !connection->refusing &&
+               !connection->forwarded &&  // whole, charged until the relay wrote it upstream
                connection->input.buffered_bytes() < connection->admitted_bytes &&
                quiet >= stalled_ms) {
       stalled.push_back(connection);

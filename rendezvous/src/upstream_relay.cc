@@ -89,7 +89,8 @@ struct UpstreamRelay::State {
   int wake_fd = -1;  // eventfd: new work, or Stop
 
   mutable std::mutex mutex;
-  std::deque<Job> queued;  // not yet sent
+  std::deque<Job> queued_small;  // not yet sent: at most upstream.small_request_bytes
+  std::deque<Job> queued_large;  // not yet sent: the others
   std::deque<UpstreamResult> results;
   bool stopping = false;
   RelayCounts counts;
@@ -97,6 +98,7 @@ struct UpstreamRelay::State {
   ~State() {
     if (wake_fd >= 0) ::close(wake_fd);
   }
+  bool Idle() const { return queued_small.empty() && queued_large.empty(); }
   void Signal() const {
     const uint64_t one = 1;
     if (::write(wake_fd, &one, sizeof(one)) < 0) {
@@ -122,7 +124,7 @@ class UpstreamLink {
       {
         std::lock_guard lock(state_->mutex);
         if (state_->stopping) return;
-        if (!connection_ && !state_->queued.empty()) {
+        if (!connection_ && !state_->Idle()) {
           connect = true;
         } else if (connection_ && batches_in_flight_ == 0 && output_.empty()) {
           batch = TakeBatch();
@@ -148,22 +150,34 @@ class UpstreamLink {
   std::vector<UpstreamRelay::Job> TakeBatch() {
     std::vector<UpstreamRelay::Job> batch;
     size_t bytes = 1 + 4;
-    while (!state_->queued.empty() && batch.size() < max_requests_) {
-      UpstreamRelay::Job& job = state_->queued.front();
-      const size_t job_bytes = RequestBytes(job.request) + wire::kBatchEntryOverheadBytes;
-      if (!batch.empty() && bytes + job_bytes > max_message_bytes_) break;
-      bytes += job_bytes;
-      RelayCounts& counts = state_->counts;
-      ++counts.requests;
-      if (job.watch) ++counts.watches;
-      if (!job.watch && IsWrite(job.request.type)) ++counts.writes;
-      if (state_->observe) {
-        state_->observe(job.watch ? "watch" : RequestName(job.request.type),
-                        job.request.keys.empty() ? std::string() : job.request.keys.front());
+    size_t large_bytes = 0;
+    const auto take = [&](std::deque<UpstreamRelay::Job>& queue, bool large) {
+      while (!queue.empty() && batch.size() < max_requests_) {
+        UpstreamRelay::Job& job = queue.front();
+        const size_t job_bytes = RequestBytes(job.request) + wire::kBatchEntryOverheadBytes;
+        if (!batch.empty() && bytes + job_bytes > max_message_bytes_) return;
+        // Large requests share a batch up to large_bytes_per_frame; one
+        // larger travels alone, so that small ones never wait for it twice.
+        if (large && !batch.empty() &&
+            large_bytes + job_bytes > state_->upstream.large_bytes_per_frame) {
+          return;
+        }
+        bytes += job_bytes;
+        if (large) large_bytes += job_bytes;
+        RelayCounts& counts = state_->counts;
+        ++counts.requests;
+        if (job.watch) ++counts.watches;
+        if (!job.watch && IsWrite(job.request.type)) ++counts.writes;
+        if (state_->observe) {
+          state_->observe(job.watch ? "watch" : RequestName(job.request.type),
+                          job.request.keys.empty() ? std::string() : job.request.keys.front());
+        }
+        batch.push_back(std::move(job));
+        queue.pop_front();
       }
-      batch.push_back(std::move(job));
-      state_->queued.pop_front();
-    }
+    };
+    take(state_->queued_small, /*large=*/false);
+    take(state_->queued_large, /*large=*/true);
     return batch;
   }
 
@@ -195,8 +209,8 @@ class UpstreamLink {
     }
     // Whatever waited for this connection fails, as a call on a lost store
     // does; work that comes later tries again.
-    for (UpstreamRelay::Job& job : std::exchange(state_->queued, {})) {
-      Deliver(Failed(job, failure));
+    for (auto* queue : {&state_->queued_small, &state_->queued_large}) {
+      for (UpstreamRelay::Job& job : std::exchange(*queue, {})) Deliver(Failed(job, failure));
     }
     Wake();
   }
@@ -207,6 +221,11 @@ class UpstreamLink {
     std::vector<UpstreamResult> refused;
     for (UpstreamRelay::Job& job : batch) {
       const std::string body = wire::EncodeRequest(job.request);
+      if (!job.watch) {
+        // Its bytes are in the frame now; the job keeps what its reply needs.
+        std::string().swap(job.request.value);
+        std::string().swap(job.request.expected);
+      }
       if (body.size() + wire::kBatchEntryOverheadBytes + 5 > max_message_bytes_) {
         refused.push_back(
             Result(job, ErrorReply("the request has " + std::to_string(body.size()) +
@@ -216,6 +235,7 @@ class UpstreamLink {
       }
       const uint64_t tag = ++last_tag_;
       writer.Add(tag, body);
+      if (!job.watch) output_clients_.push_back(job.client);
       const auto deadline =
           now + (job.watch ? std::chrono::milliseconds(job.request.number) + kReplyGrace
                            : kForwardDeadline);
@@ -282,8 +302,18 @@ class UpstreamLink {
       }
       output_sent_ += static_cast<size_t>(sent);
     }
-    output_.clear();
+    std::string().swap(output_);
     output_sent_ = 0;
+    if (!output_clients_.empty()) {
+      std::lock_guard lock(state_->mutex);
+      for (const ClientId client : std::exchange(output_clients_, {})) {
+        UpstreamResult taken;
+        taken.kind = UpstreamResult::Kind::kTaken;
+        taken.client = client;
+        Deliver(std::move(taken));
+      }
+      Wake();
+    }
     return true;
   }
 
@@ -381,8 +411,9 @@ class UpstreamLink {
   void Disconnect() {
     connection_.reset();
     input_.Clear();
-    output_.clear();
+    std::string().swap(output_);
     output_sent_ = 0;
+    output_clients_.clear();  // their failure answers release them
     batches_in_flight_ = 0;
   }
 
@@ -434,7 +465,8 @@ class UpstreamLink {
   size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
   size_t max_requests_ = 1;
   wire::FrameParser input_;
-  std::string output_;  // the batch being written
+  std::string output_;                    // the batch being written
+  std::vector<ClientId> output_clients_;  // whose forwarded requests it carries
   size_t output_sent_ = 0;
   std::unordered_map<uint64_t, Pending> pending_;  // by tag: sent, not yet answered
   size_t batches_in_flight_ = 0;                   // sent, not yet told handled
@@ -462,7 +494,8 @@ void UpstreamRelay::Stop() {
   std::lock_guard lock(state_->mutex);
   state_->stopping = true;
   state_->wake = nullptr;
-  state_->queued.clear();
+  state_->queued_small.clear();
+  state_->queued_large.clear();
   state_->Signal();
 }
 
@@ -474,16 +507,19 @@ void UpstreamRelay::Watch(const std::string& key, std::chrono::milliseconds time
   wire::Request request;
   request.type = MessageType::kGet;
   request.keys = {key};
-  request.number = std::min(timeout, kLongestWatch).count();
+  request.number = std::min(timeout, state_->upstream.longest_watch).count();
   Submit({.watch = true, .client = 0, .request = std::move(request)});
 }
 
 void UpstreamRelay::Submit(Job job) {
   std::lock_guard lock(state_->mutex);
   if (state_->stopping) return;
-  state_->queued.push_back(std::move(job));
+  const bool idle = state_->Idle();
+  (RequestBytes(job.request) <= state_->upstream.small_request_bytes ? state_->queued_small
+                                                                     : state_->queued_large)
+      .push_back(std::move(job));
   // One wake-up per burst: the thread takes everything queued when it runs.
-  if (state_->queued.size() == 1) state_->Signal();
+  if (idle) state_->Signal();
 }
 
 std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
@@ -494,7 +530,7 @@ std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
 RelayCounts UpstreamRelay::counts() const {
   std::lock_guard lock(state_->mutex);
   RelayCounts counts = state_->counts;
-  counts.queued = state_->queued.size();
+  counts.queued = state_->queued_small.size() + state_->queued_large.size();
   return counts;
 }
 

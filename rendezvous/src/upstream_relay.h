@@ -19,6 +19,15 @@
 // whenever it can. So an idle relay adds no latency, and a busy one sends
 // one frame per round trip.
 //
+// Fair shares: small requests (watches, heartbeats, counters: at most
+// RelayUpstream::small_request_bytes) leave first, and a batch carries large
+// ones of at most RelayUpstream::large_bytes_per_frame together, or one
+// larger alone, so a small request waits
+// for at most the one batch in flight ahead of it, never for every large
+// value queued. A forwarded request's bytes are the relay's until they were written
+// upstream whole (kTaken): the server keeps them charged to its budget until
+// then, so ranks wait for room instead of the relay growing.
+//
 // The thread connects on the first work and again after the connection
 // failed; a failure answers every request in flight (and, when connecting
 // failed, every one queued) with the error, as a lost connection did to the
@@ -41,13 +50,10 @@
 
 namespace infini::rendezvous::store_server {
 
-// How long one upstream Get of a watch lasts (server_relay.cc: every watch):
-// a key still waited for is watched again after it.
-inline constexpr std::chrono::milliseconds kLongestWatch{std::chrono::seconds(30)};
-
 struct UpstreamResult {
   enum class Kind {
     kReply,         // `client`'s forwarded request: `reply`
+    kTaken,         // `client`'s forwarded request was written upstream whole
     kWatched,       // `key` holds `value` upstream
     kWatchTimeout,  // `key` did not appear upstream within the watch
     kWatchFailed,   // the upstream failed: `reply` is the error

@@ -229,7 +229,7 @@ TEST(BatchCodecTest, ABatchReplyCarriesEachReplyWithItsTag) {
   writer.Add(6, MakeReply(MessageType::kBool, 1));
   std::vector<TaggedReply> replies;
   uint32_t batches_done = 0;
-  ASSERT_EQ(DecodeBatchReply(Body(writer.Finish(2)), &batches_done, &replies), "");
+  ASSERT_EQ(DecodeBatchReply(Body(writer.FinishCopied(2)), &batches_done, &replies), "");
   EXPECT_EQ(batches_done, 2u);
   EXPECT_TRUE(writer.empty());
   ASSERT_EQ(replies.size(), 4u);
@@ -248,7 +248,7 @@ TEST(BatchCodecTest, ABatchReplyCarriesEachReplyWithItsTag) {
                              &batches_done, &replies),
             "");
   // A batch handled with nothing to answer yet is told in an empty frame.
-  ASSERT_EQ(DecodeBatchReply(Body(writer.Finish(1)), &batches_done, &replies), "");
+  ASSERT_EQ(DecodeBatchReply(Body(writer.FinishCopied(1)), &batches_done, &replies), "");
   EXPECT_EQ(batches_done, 1u);
   EXPECT_TRUE(replies.empty());
 }

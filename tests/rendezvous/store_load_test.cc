@@ -26,18 +26,12 @@
 
 #include "infini/rendezvous/tcp_store.h"
 #include "raw_store_socket.h"
+#include "store_process.h"
 #include "store_test_util.h"
 #include "wire_protocol.h"
 
-// Sanitized builds (CI runs these tests under ASan and TSan) use the same
-// geometry at a tenth of the size.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define INFINI_STORE_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define INFINI_STORE_TEST_SANITIZED 1
-#endif
-#endif
+// Sanitized builds (INFINI_STORE_TEST_SANITIZED, store_test_util.h) use the
+// same geometry at a tenth of the size.
 
 namespace infini::rendezvous {
 namespace {
@@ -46,7 +40,10 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 using testing::ElapsedSince;
 using testing::Eventually;
+using testing::OwnMemoryKib;
 using testing::RawStoreSocket;
+using testing::SendUpTo;
+using testing::StoreProcess;
 using wire::FrameWriter;
 using wire::MessageType;
 
@@ -82,114 +79,6 @@ std::unique_ptr<TcpStoreClient> Connect(uint16_t port, milliseconds timeout = se
   client->set_timeout(timeout);
   return client;
 }
-
-// A "Vm...:" figure of this process, in KiB (VmRSS: resident now, VmHWM: its peak).
-long OwnMemoryKib(const std::string& field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind(field, 0) == 0) return std::strtol(line.c_str() + field.size(), nullptr, 10);
-  }
-  return -1;
-}
-
-// Sends up to `count` bytes of `bytes` without blocking for longer than
-// `patience` at a time (the server may stop reading); returns how many went.
-size_t SendUpTo(int fd, const char* bytes, size_t count, milliseconds patience) {
-  size_t sent = 0;
-  while (sent < count) {
-    pollfd descriptor{.fd = fd, .events = POLLOUT, .revents = 0};
-    if (::poll(&descriptor, 1, static_cast<int>(patience.count())) <= 0) break;
-    const ssize_t went = ::send(fd, bytes + sent, count - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (went < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      break;
-    }
-    sent += static_cast<size_t>(went);
-  }
-  return sent;
-}
-
-// A store in a child process (forked while this process has one thread), so
-// that its memory and descriptors are its own. Status() asks it for its
-// counters and its resident memory.
-class StoreProcess {
- public:
-  explicit StoreProcess(const TcpStoreServerOptions& options, size_t open_file_limit = 0) {
-    int to_child[2];
-    int from_child[2];
-    EXPECT_EQ(::pipe(to_child), 0);
-    EXPECT_EQ(::pipe(from_child), 0);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::close(to_child[1]);
-      ::close(from_child[0]);
-      Serve(options, open_file_limit, to_child[0], from_child[1]);
-      ::_exit(0);
-    }
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    to_child_ = to_child[1];
-    from_child_ = from_child[0];
-    const std::map<std::string, long> started = Status();
-    port_ = static_cast<uint16_t>(started.count("port") ? started.at("port") : 0);
-  }
-  ~StoreProcess() {
-    ::close(to_child_);
-    ::close(from_child_);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-  }
-
-  uint16_t port() const { return port_; }
-
-  // port, connections, keys, waiters, shed, charged, stored, rss_kib, hwm_kib.
-  std::map<std::string, long> Status() {
-    const char command = 's';
-    std::map<std::string, long> fields;
-    if (::write(to_child_, &command, 1) != 1) return fields;
-    std::string line;
-    char byte;
-    while (::read(from_child_, &byte, 1) == 1 && byte != '\n') line += byte;
-    std::istringstream words(line);
-    std::string word;
-    while (words >> word) {
-      const size_t equals = word.find('=');
-      if (equals != std::string::npos)
-        fields[word.substr(0, equals)] = std::stol(word.substr(equals + 1));
-    }
-    return fields;
-  }
-
- private:
-  static void Serve(const TcpStoreServerOptions& options, size_t open_file_limit, int commands,
-                    int answers) {
-    if (open_file_limit > 0) {
-      rlimit limit{};
-      getrlimit(RLIMIT_NOFILE, &limit);
-      limit.rlim_cur = open_file_limit;
-      setrlimit(RLIMIT_NOFILE, &limit);
-    }
-    auto server = TcpStoreServer::Start(options);
-    char command;
-    while (::read(commands, &command, 1) == 1) {
-      char line[512];
-      const int length = std::snprintf(
-          line, sizeof(line),
-          "port=%u connections=%zu keys=%zu waiters=%zu shed=%zu charged=%zu "
-          "stored=%zu rss_kib=%ld hwm_kib=%ld\n",
-          server->port(), server->num_connections(), server->num_keys(), server->num_waiters(),
-          server->num_shed_connections(), server->charged_bytes(), server->stored_bytes(),
-          OwnMemoryKib("VmRSS:"), OwnMemoryKib("VmHWM:"));
-      if (::write(answers, line, static_cast<size_t>(length)) != length) break;
-    }
-  }
-
-  pid_t pid_ = -1;
-  int to_child_ = -1;
-  int from_child_ = -1;
-  uint16_t port_ = 0;
-};
 
 // ---- largest values at once ----
 

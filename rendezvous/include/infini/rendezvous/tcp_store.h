@@ -27,6 +27,18 @@ struct RelayUpstream {
   // the relay (a launcher's heartbeat) learns it as soon as its own
   // connection would have told it.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+  // The longest upstream watch (one upstream Get of a key that clients wait
+  // on): a watch lasts as long as the longest waiter on its key when it is
+  // made, at most this, and is made again while anyone still waits. It
+  // bounds how long node 0 holds a waiter for this relay after its own
+  // waiters went.
+  std::chrono::milliseconds longest_watch{std::chrono::seconds(30)};
+  // Upstream requests of at most this many bytes (watches, heartbeats,
+  // counters) leave ahead of larger ones queued before them.
+  size_t small_request_bytes = size_t{64} << 10;
+  // Larger requests share one upstream frame up to this many bytes (one
+  // larger travels alone): what a small request may wait behind.
+  size_t large_bytes_per_frame = size_t{4} << 20;
 };
 
 struct TcpStoreServerOptions {
@@ -62,6 +74,11 @@ struct TcpStoreServerOptions {
   // A Set, Add or CompareSet beyond it is refused with an error naming this;
   // the connection stays usable. At least max_message_bytes.
   size_t max_stored_bytes = size_t{1} << 30;
+  // Replies (their values included, although shared with the table) queued
+  // for one connection above which it is neither read nor served until its
+  // client reads (64 KiB while the budget is spent): a client that does not
+  // read its replies holds up only itself.
+  size_t max_unsent_bytes_per_connection = size_t{4} << 20;
   // Connections that have not completed their hello, unless their hello
   // carries the run token's ticket (our clients' do): at most this many in
   // all and from one peer address. A new one beyond either cap closes the
