@@ -296,11 +296,27 @@ TEST(TraceMerge, FaultEventsArePointsAndSpansWithTheirFactsInArgs) {
   EXPECT_EQ((*events["timeout"])["args"].members.count("op"), 0u);
 }
 
-TEST(TraceMerge, CutLineReadsAsNoObject) {
-  EXPECT_TRUE(ParseFlatJson("{\"kind\":\"op\",\"cat\":\"cc").empty());
-  const auto fields = ParseFlatJson("{\"kind\":\"op\",\"group\":\"a\\\"b\",\"seq\":-3}");
-  EXPECT_EQ(fields.at("group"), "a\"b");
-  EXPECT_EQ(fields.at("seq"), "-3");
+// A line cut by a kill is counted unreadable; the lines around it, escapes
+// and negative numbers included, read as written.
+TEST(TraceMerge, CutLineIsCountedAndTheOthersRead) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/rank3.jsonl")
+      << "{\"kind\":\"rank\",\"rank\":3,\"node\":1,\"local_rank\":1,\"pid\":7,"
+         "\"host\":\"h\\u00e9\\n\"}\n"
+         "{\"kind\":\"op\",\"cat\":\"ccl\",\"name\":\"all_reduce\",\"group\":\"a\\\"b\","
+         "\"seq\":-3,\"begin_ns\":1,\"end_ns\":2}\n"
+         "{\"kind\":\"op\",\"cat\":\"cc\n";
+  const std::vector<RankTraceFile> ranks = ReadRankTraces(dir.path());
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].rank, 3);
+  EXPECT_EQ(ranks[0].node, 1);
+  EXPECT_EQ(ranks[0].pid, 7);
+  EXPECT_EQ(ranks[0].host, "h\xc3\xa9\n");
+  ASSERT_EQ(ranks[0].ops.size(), 1u);
+  EXPECT_EQ(ranks[0].ops[0].group, "a\"b");
+  EXPECT_EQ(ranks[0].ops[0].seq, -3);
+  EXPECT_EQ(ranks[0].unreadable_lines, 1);
+  EXPECT_FALSE(ranks[0].ended);
 }
 
 }  // namespace
