@@ -244,6 +244,26 @@ TEST(TraceMerge, RankKilledMidTraceIsMergedAndNamedInOneLine) {
   EXPECT_EQ(trace["otherData"]["incomplete_ranks"].items[0].number, 1);
 }
 
+// A group or host name that is not UTF-8 (a user's label, a host name in
+// another encoding) still leaves trace.json JSON: the bytes become U+FFFD,
+// and names with quotes and control characters come back as written.
+TEST(TraceMerge, NamesThatAreNotUtf8OrNeedEscapesKeepTheFileJson) {
+  TempDir dir;
+  std::vector<RankTraceFile> ranks = {HandMadeRank(0, true, {1000000})};
+  ranks[0].host = "h\xff";
+  ranks[0].ops[0].group = "g\xc3(\"q\"\t";
+  const MergedTrace merged = MergeTraces(dir.path(), ranks);
+  const Json trace = ReadJsonFile(merged.path);
+  ASSERT_EQ(trace.kind, Json::kObject) << ReadFile(merged.path);
+  bool found = false;
+  for (const Json& event : trace["traceEvents"].items) {
+    if (event["ph"].text != "X") continue;
+    EXPECT_EQ(event["args"]["group"].text, "g\xef\xbf\xbd(\"q\"\t");
+    found = true;
+  }
+  EXPECT_TRUE(found) << ReadFile(merged.path);
+}
+
 TEST(TraceMerge, SummaryNamesTheRankThatArrivesLastWithAlignedClocks) {
   // Rank 1 enters 1 ms after rank 0 by its own clock, which runs 2 ms
   // behind the store's host: 3 ms late, every time.
