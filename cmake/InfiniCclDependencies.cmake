@@ -3,6 +3,9 @@ find_package(Threads REQUIRED)
 find_package(dlpack REQUIRED)
 find_package(gflags REQUIRED)
 find_package(glog REQUIRED)
+# JSON (nlohmann-json3-dev): header-only, linked privately where JSON is
+# read or written, so the installed package does not depend on it.
+find_package(nlohmann_json 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv)
 

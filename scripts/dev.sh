@@ -20,6 +20,7 @@ jobs=${JOBS:-$(nproc)}
 packages=(build-essential cmake ninja-build pkg-config git
           libdlpack-dev libgflags-dev libgoogle-glog-dev libgtest-dev libgmock-dev
           libbenchmark-dev libgloo-dev libuv1-dev libssl-dev libcurl4-openssl-dev python3
+          nlohmann-json3-dev  # JSON: etcd replies, traces, ccl_bench -J, conformance --json
           gdb)  # infini_run reads the stuck rank's stacks with it (docs/launcher.md)
 # Not installed here (no build, demo or test needs it): python3-matplotlib,
 # for scripts/trace_png.py's pictures of a trace.

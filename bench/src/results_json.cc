@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "infini/common/json_quoted.h"
 #include "infini/common/one_line.h"
 
 extern char** environ;
@@ -31,22 +32,7 @@ class JsonWriter {
     Separate();
     Quote(value);
   }
-  void Quote(std::string_view value) {
-    text_ += '"';
-    for (char c : value) {
-      if (c == '"' || c == '\\') {
-        text_ += '\\';
-        text_ += c;
-      } else if (static_cast<unsigned char>(c) < 0x20) {
-        char escaped[8];
-        std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
-        text_ += escaped;
-      } else {
-        text_ += c;
-      }
-    }
-    text_ += '"';
-  }
+  void Quote(std::string_view value) { text_ += JsonQuoted(value); }
   // nccl-tests' jsonBool writes a string.
   void Bool(bool value) { String(value ? "true" : "false"); }
   void Int(int64_t value) {

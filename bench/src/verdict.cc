@@ -3,10 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "infini/common/one_line.h"
-#include "json_reader.h"
 
 namespace infini::bench {
 
@@ -126,43 +127,50 @@ Expectations Expectations::Load(const std::string& path) {
   if (!file) throw UsageError("--expect='" + OneLine(path) + "': cannot read the file");
   std::ostringstream text;
   text << file.rdbuf();
-  Json document;
+  nlohmann::json document;
   try {
-    document = ParseJson(text.str());
-  } catch (const std::exception& error) {
+    document = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& error) {
     throw UsageError("--expect='" + OneLine(path) + "': not JSON (" + OneLine(error.what()) + ")");
   }
-  const Json* results = document.Find("results");
-  if (results == nullptr || results->type != Json::Type::kArray || results->items.empty()) {
+  const auto results = document.is_object() ? document.find("results") : document.end();
+  if (results == document.end() || !results->is_array() || results->empty()) {
     throw UsageError("--expect='" + OneLine(path) +
                      "': expected a -J file of ccl_bench or nccl-tests (no results in it)");
   }
+  // A member of a result: its text, its number, or none.
+  const auto text_of = [](const nlohmann::json& result, const char* key) {
+    const auto found = result.find(key);
+    return found != result.end() && found->is_string() ? found->get<std::string>() : std::string();
+  };
+  const auto number_of = [](const nlohmann::json& object,
+                            const char* key) -> std::optional<double> {
+    const auto found = object.find(key);
+    if (found == object.end() || !found->is_number()) return std::nullopt;
+    return found->get<double>();
+  };
   Expectations expectations;
-  for (const Json& result : results->items) {
-    const Json* name = result.Find("experiment_name");
-    if (name == nullptr || name->string.empty()) expectations.by_name_ = false;
+  for (const nlohmann::json& result : *results) {
+    if (!result.is_object() || text_of(result, "experiment_name").empty()) {
+      expectations.by_name_ = false;
+    }
   }
-  for (const Json& result : results->items) {
+  for (const nlohmann::json& result : *results) {
+    if (!result.is_object()) continue;
     for (const char* placement : {"out_of_place", "in_place"}) {
-      const Json* times = result.Find(placement);
-      if (times == nullptr || times->type != Json::Type::kObject) continue;
-      const Json* time = times->Find("time");
-      if (time == nullptr) time = times->Find("cpu_time");
-      if (time == nullptr || time->type != Json::Type::kNumber) continue;
+      const auto times = result.find(placement);
+      if (times == result.end() || !times->is_object()) continue;
+      const std::optional<double> time =
+          number_of(*times, times->contains("time") ? "time" : "cpu_time");
+      if (!time) continue;
       TableRow row;
-      const auto text_of = [&](const char* key) {
-        const Json* value = result.Find(key);
-        return value == nullptr ? std::string() : value->string;
-      };
-      const Json* size = result.Find("size");
-      row.bytes = size == nullptr ? 0 : std::llround(size->number);
-      row.type = text_of("type");
-      row.redop = text_of("redop");
+      row.bytes = std::llround(number_of(result, "size").value_or(0));
+      row.type = text_of(result, "type");
+      row.redop = text_of(result, "redop");
       row.in_place = std::string_view(placement) == "in_place";
-      row.name = text_of("experiment_name");
-      const Json* group = result.Find("group");
-      row.group = group == nullptr ? -1 : static_cast<int>(std::llround(group->number));
-      expectations.time_us_[expectations.KeyOf(row)] = time->number;
+      row.name = text_of(result, "experiment_name");
+      row.group = static_cast<int>(std::llround(number_of(result, "group").value_or(-1)));
+      expectations.time_us_[expectations.KeyOf(row)] = *time;
     }
   }
   return expectations;

@@ -1,13 +1,13 @@
 // trace::Facts: a fault event's members as JSON text (trace_format.h's
 // "facts"), built only while tracing is on.
 #include "infini/ccl/trace.h"
-#include "infini/common/trace_format.h"
+#include "infini/common/json_quoted.h"
 
 namespace infini::ccl::trace {
 
 void Facts::Name(std::string_view name) {
   if (!members_.empty()) members_ += ',';
-  members_ += trace_format::JsonQuoted(name) + ":";
+  members_ += JsonQuoted(name) + ":";
 }
 
 Facts& Facts::Add(std::string_view name, int64_t value) {
@@ -18,7 +18,7 @@ Facts& Facts::Add(std::string_view name, int64_t value) {
 
 Facts& Facts::Add(std::string_view name, std::string_view text) {
   Name(name);
-  members_ += trace_format::JsonQuoted(text);
+  members_ += JsonQuoted(text);
   return *this;
 }
 

@@ -3,7 +3,7 @@
 #include <iterator>
 
 #include "infini/ccl/bus_bandwidth.h"
-#include "infini/common/trace_format.h"
+#include "infini/common/json_quoted.h"
 
 namespace infini::ccl::internal {
 namespace {
@@ -42,7 +42,6 @@ void TraceMetrics::Add(const TraceEvent& event) {
 }
 
 std::string TraceMetrics::ToJson(int global_rank, uint64_t dropped_events) const {
-  using trace_format::JsonQuoted;
   std::string text = "{\"rank\":" + std::to_string(global_rank) + ",\"entries\":[";
   Totals all;
   bool first = true;

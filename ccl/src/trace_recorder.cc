@@ -26,6 +26,7 @@
 
 #include "infini/ccl/ccl.h"
 #include "infini/ccl/dtype.h"
+#include "infini/common/json_quoted.h"
 #include "infini/common/launch_env.h"
 #include "infini/common/trace_format.h"
 #include "trace_metrics.h"
@@ -43,8 +44,6 @@ std::atomic<bool> g_enabled{[] {
 
 namespace internal {
 namespace {
-
-using trace_format::JsonQuoted;
 
 // Events a rank's ring holds (INFINI_CCL_TRACE_RING_EVENTS): at ~100 bytes
 // each, 3 MiB per rank; drained every kFlushInterval.

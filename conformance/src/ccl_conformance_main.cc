@@ -24,6 +24,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -86,23 +87,6 @@ struct Report {
   std::string running;  // the item in progress
 };
 
-std::string Escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char code[8];
-      std::snprintf(code, sizeof(code), "\\u%04x", c);
-      out += code;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::map<Verdict, int> Tally(const std::vector<Row>& rows) {
   std::map<Verdict, int> tally;
   for (const Row& row : rows) ++tally[row.outcome.verdict];
@@ -137,19 +121,24 @@ void WriteJson(const Report& report, const std::string& path, const std::string&
   std::ofstream file(path);
   if (!file) throw UsageError("--json='" + path + "': cannot open it for writing");
   std::map<Verdict, int> tally = Tally(report.rows);
-  file << "{\n  \"backend\": \"" << Escape(backend) << "\",\n  \"world_size\": " << world_size
-       << ",\n  \"processes\": " << processes << ",\n  \"threads_per_process\": " << threads
-       << ",\n  \"summary\": {\"pass\": " << tally[Verdict::kPass]
-       << ", \"unsupported\": " << tally[Verdict::kUnsupported]
-       << ", \"missing\": " << tally[Verdict::kMissing] << ", \"fail\": " << tally[Verdict::kFail]
-       << "},\n  \"items\": [\n";
-  for (size_t index = 0; index < report.rows.size(); ++index) {
-    const Row& row = report.rows[index];
-    file << "    {\"name\": \"" << Escape(row.name) << "\", \"verdict\": \""
-         << VerdictName(row.outcome.verdict) << "\", \"detail\": \"" << Escape(row.outcome.detail)
-         << "\"}" << (index + 1 < report.rows.size() ? "," : "") << "\n";
+  // Ordered: the keys in the order a reader of the file expects them.
+  nlohmann::ordered_json items = nlohmann::ordered_json::array();
+  for (const Row& row : report.rows) {
+    items.push_back({{"name", row.name},
+                     {"verdict", VerdictName(row.outcome.verdict)},
+                     {"detail", row.outcome.detail}});
   }
-  file << "  ]\n}\n";
+  const nlohmann::ordered_json document = {{"backend", backend},
+                                           {"world_size", world_size},
+                                           {"processes", processes},
+                                           {"threads_per_process", threads},
+                                           {"summary",
+                                            {{"pass", tally[Verdict::kPass]},
+                                             {"unsupported", tally[Verdict::kUnsupported]},
+                                             {"missing", tally[Verdict::kMissing]},
+                                             {"fail", tally[Verdict::kFail]}}},
+                                           {"items", std::move(items)}};
+  file << document.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
 }
 
 // ---- Verdicts over ranks ----------------------------------------------------------

@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "infini/common/one_line.h"
 #include "infini/common/trace_format.h"
@@ -61,16 +63,34 @@ std::vector<std::string> FolderEntries(const std::string& folder) {
   return names;
 }
 
-int64_t Int(const std::map<std::string, std::string>& fields, const char* name,
-            int64_t fallback = 0) {
+// A member of a trace line's object. Integers are written as numbers; one
+// written as a string still reads, anything else is `fallback`.
+int64_t Int(const nlohmann::json& fields, const char* name, int64_t fallback = 0) {
   const auto found = fields.find(name);
-  if (found == fields.end() || found->second.empty()) return fallback;
-  return std::strtoll(found->second.c_str(), nullptr, 10);
+  if (found == fields.end()) return fallback;
+  if (found->is_number_integer()) return found->get<int64_t>();
+  if (found->is_number()) return static_cast<int64_t>(found->get<double>());
+  if (found->is_string() && !found->get_ref<const std::string&>().empty()) {
+    return std::strtoll(found->get_ref<const std::string&>().c_str(), nullptr, 10);
+  }
+  return fallback;
 }
 
-std::string Text(const std::map<std::string, std::string>& fields, const char* name) {
+std::string Text(const nlohmann::json& fields, const char* name) {
   const auto found = fields.find(name);
-  return found == fields.end() ? std::string() : found->second;
+  return found != fields.end() && found->is_string() ? found->get<std::string>() : std::string();
+}
+
+double Real(const nlohmann::json& fields, const char* name) {
+  const auto found = fields.find(name);
+  return found != fields.end() && found->is_number() ? found->get<double>() : 0.0;
+}
+
+// A file's text as one JSON object; an empty object when it is not one (a
+// line cut by a kill, a file from something else).
+nlohmann::json ParseObject(const std::string& text) {
+  nlohmann::json parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_object() ? parsed : nlohmann::json::object();
 }
 
 }  // namespace
@@ -141,64 +161,6 @@ void ClockAnswerer::Loop(const std::string& host, uint16_t port, const std::stri
   }
 }
 
-std::map<std::string, std::string> ParseFlatJson(const std::string& line) {
-  std::map<std::string, std::string> fields;
-  size_t at = line.find('{');
-  if (at == std::string::npos) return {};
-  const auto skip_space = [&] {
-    while (at < line.size() && (line[at] == ' ' || line[at] == '\t')) ++at;
-  };
-  const auto read_string = [&](std::string* out) {
-    if (at >= line.size() || line[at] != '"') return false;
-    for (++at; at < line.size(); ++at) {
-      const char c = line[at];
-      if (c == '"') {
-        ++at;
-        return true;
-      }
-      if (c != '\\') {
-        *out += c;
-        continue;
-      }
-      if (++at >= line.size()) return false;
-      const char escaped = line[at];
-      if (escaped == 'u' && at + 4 < line.size()) {
-        *out += static_cast<char>(std::strtol(line.substr(at + 1, 4).c_str(), nullptr, 16));
-        at += 4;
-      } else {
-        *out += escaped == 'n' ? '\n' : escaped == 't' ? '\t' : escaped;
-      }
-    }
-    return false;
-  };
-  ++at;
-  while (true) {
-    skip_space();
-    if (at < line.size() && line[at] == '}') return fields;
-    std::string name, value;
-    if (!read_string(&name)) return {};
-    skip_space();
-    if (at >= line.size() || line[at++] != ':') return {};
-    skip_space();
-    if (at < line.size() && line[at] == '"') {
-      if (!read_string(&value)) return {};
-    } else {
-      const size_t end = line.find_first_of(",}", at);
-      if (end == std::string::npos) return {};
-      value = line.substr(at, end - at);
-      at = end;
-    }
-    fields[name] = value;
-    skip_space();
-    if (at < line.size() && line[at] == ',') {
-      ++at;
-      continue;
-    }
-    if (at < line.size() && line[at] == '}') return fields;
-    return {};
-  }
-}
-
 std::vector<RankTraceFile> ReadRankTraces(const std::string& trace_dir) {
   std::vector<RankTraceFile> ranks;
   for (const std::string& name : FolderEntries(trace_dir)) {
@@ -211,7 +173,7 @@ std::vector<RankTraceFile> ReadRankTraces(const std::string& trace_dir) {
     rank.rank = static_cast<int>(std::strtol(name.c_str() + 4, nullptr, 10));
     for (std::string line; std::getline(file, line);) {
       if (line.empty()) continue;
-      const auto fields = ParseFlatJson(line);
+      const nlohmann::json fields = ParseObject(line);
       const std::string kind = Text(fields, "kind");
       if (kind == "op") {
         TraceOp op;
@@ -268,11 +230,13 @@ std::vector<MetricsEntry> ReadMetrics(const std::string& trace_dir, int* ranks_w
     ++*ranks_with_metrics;
     const int rank = static_cast<int>(std::strtol(name.c_str() + 12, nullptr, 10));
     std::ifstream file(trace_dir + "/" + name);
-    // One entry a line: {"group":...}
-    for (std::string line; std::getline(file, line);) {
-      if (line.rfind("{\"group\"", 0) != 0) continue;
-      const auto fields = ParseFlatJson(line.substr(0, line.rfind('}') + 1));
-      if (fields.empty()) continue;
+    std::stringstream text;
+    text << file.rdbuf();
+    const nlohmann::json document = ParseObject(text.str());
+    const auto found = document.find("entries");
+    if (found == document.end() || !found->is_array()) continue;
+    for (const nlohmann::json& fields : *found) {
+      if (!fields.is_object()) continue;
       MetricsEntry entry;
       entry.rank = rank;
       entry.group = Text(fields, "group");
@@ -281,7 +245,7 @@ std::vector<MetricsEntry> ReadMetrics(const std::string& trace_dir, int* ranks_w
       entry.calls = Int(fields, "calls");
       entry.bytes = Int(fields, "bytes");
       entry.time_ns = Int(fields, "time_ns");
-      entry.bus_factor = std::strtod(Text(fields, "bus_factor").c_str(), nullptr);
+      entry.bus_factor = Real(fields, "bus_factor");
       entries.push_back(std::move(entry));
     }
   }

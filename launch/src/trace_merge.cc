@@ -5,17 +5,17 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
 #include <utility>
 
+#include "infini/common/json_quoted.h"
 #include "infini/common/trace_format.h"
 #include "infini/launch/console.h"
 
 namespace infini::launch {
 namespace {
-
-using trace_format::JsonQuoted;
 
 std::string Microseconds(int64_t ns) {
   char text[32];
@@ -39,7 +39,7 @@ bool IsGroupCollective(const TraceOp& op) {
 // A fault event's facts as the rank wrote them: one JSON object, spliced
 // into args (anything else, a line cut short, is left out).
 bool IsFactsObject(const std::string& facts) {
-  return facts.size() >= 2 && facts.front() == '{' && facts.back() == '}';
+  return nlohmann::json::parse(facts, nullptr, /*allow_exceptions=*/false).is_object();
 }
 
 std::string Bytes(int64_t bytes) {

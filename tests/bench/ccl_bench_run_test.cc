@@ -268,18 +268,18 @@ TEST(CclBenchRun, NcclTestsCommandLineWritesItsJsonWithTailLatencies) {
     violations += line + "\n";
   }
   EXPECT_EQ(violations, "") << text;
-  const Json* results = document.Find("results");
-  ASSERT_NE(results, nullptr) << text;
-  ASSERT_EQ(results->items.size(), 2u) << text;
-  for (const Json& result : results->items) {
-    EXPECT_EQ(result.Find("out_of_place")->Find("nwrong")->number, 0) << text;
-    const Json* tails = result.Find("out_of_place_per_iter");
-    ASSERT_NE(tails, nullptr) << text;
-    EXPECT_EQ(tails->Find("times_us")->items.size(), 4u) << text;  // -n 4
-    EXPECT_LE(tails->Find("min_us")->number, tails->Find("p50_us")->number) << text;
-    EXPECT_LE(tails->Find("p99_us")->number, tails->Find("max_us")->number) << text;
+  ASSERT_TRUE(document.contains("results")) << text;
+  const Json& results = document.at("results");
+  ASSERT_EQ(results.size(), 2u) << text;
+  for (const Json& result : results) {
+    EXPECT_EQ(result.at("out_of_place").at("nwrong"), 0) << text;
+    ASSERT_TRUE(result.contains("out_of_place_per_iter")) << text;
+    const Json& tails = result.at("out_of_place_per_iter");
+    EXPECT_EQ(tails.at("times_us").size(), 4u) << text;  // -n 4
+    EXPECT_LE(tails.at("min_us").get<double>(), tails.at("p50_us").get<double>()) << text;
+    EXPECT_LE(tails.at("p99_us").get<double>(), tails.at("max_us").get<double>()) << text;
   }
-  EXPECT_EQ(document.Find("config")->Find("iterations")->number, 4) << text;
+  EXPECT_EQ(document.at("config").at("iterations"), 4) << text;
   std::filesystem::remove_all(folder);
 }
 
@@ -335,10 +335,9 @@ TEST(CclBenchRun, SplitGroupsGetARowEachInTheTableAndTheJson) {
   }
   const Json document =
       infini::bench::testing::ParseJson(infini::bench::testing::ReadFile(json.string()));
-  const Json* results = document.Find("results");
-  ASSERT_NE(results, nullptr);
-  ASSERT_EQ(results->items.size(), 2u);
-  EXPECT_EQ(results->items[1].Find("group")->number, 1);
+  ASSERT_TRUE(document.contains("results"));
+  ASSERT_EQ(document.at("results").size(), 2u);
+  EXPECT_EQ(document.at("results").at(1).at("group"), 1);
   EXPECT_EQ(LinesContaining(run.output, "--check passed").size(), 1u) << run.output;
   std::filesystem::remove_all(folder);
 }

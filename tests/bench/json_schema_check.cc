@@ -1,29 +1,15 @@
 #include "json_schema_check.h"
 
-#include <cmath>
 #include <fstream>
 #include <sstream>
-#include <stdexcept>
 
 namespace infini::bench::testing {
 namespace {
 
 std::string TypeName(const Json& value) {
-  switch (value.type) {
-    case Json::Type::kNull:
-      return "null";
-    case Json::Type::kBoolean:
-      return "boolean";
-    case Json::Type::kNumber:
-      return value.integral ? "integer" : "number";
-    case Json::Type::kString:
-      return "string";
-    case Json::Type::kArray:
-      return "array";
-    case Json::Type::kObject:
-      return "object";
-  }
-  return "?";
+  if (value.is_number_integer()) return "integer";
+  if (value.is_number()) return "number";
+  return value.type_name();  // null, boolean, string, array, object
 }
 
 bool HasType(const Json& value, const std::string& type) {
@@ -31,25 +17,35 @@ bool HasType(const Json& value, const std::string& type) {
   return actual == type || (type == "number" && actual == "integer");
 }
 
+// A member of `object`; null when absent or when `object` is no object.
+const Json* Member(const Json& object, const std::string& name) {
+  if (!object.is_object()) return nullptr;
+  const auto found = object.find(name);
+  return found == object.end() ? nullptr : &*found;
+}
+
 void Check(const Json& root, const Json& schema, const Json& value, const std::string& path,
            std::vector<std::string>* violations) {
   // "$ref": "#/definitions/NAME", the only form the schema uses.
-  if (const Json* ref = schema.Find("$ref")) {
+  if (const Json* ref = Member(schema, "$ref")) {
     const std::string prefix = "#/definitions/";
-    const Json* definitions = root.Find("definitions");
-    const Json* target = definitions == nullptr || ref->string.rfind(prefix, 0) != 0
+    const std::string name = ref->is_string() ? ref->get<std::string>() : "";
+    const Json* definitions = Member(root, "definitions");
+    const Json* target = definitions == nullptr || name.rfind(prefix, 0) != 0
                              ? nullptr
-                             : definitions->Find(ref->string.substr(prefix.size()));
+                             : Member(*definitions, name.substr(prefix.size()));
     if (target == nullptr) {
-      violations->push_back(path + ": the schema's $ref " + ref->string + " is not defined");
+      violations->push_back(path + ": the schema's $ref " + name + " is not defined");
       return;
     }
     return Check(root, *target, value, path, violations);
   }
-  if (const Json* type = schema.Find("type")) {
+  if (const Json* type = Member(schema, "type")) {
     std::vector<std::string> allowed;
-    if (type->type == Json::Type::kString) allowed.push_back(type->string);
-    for (const Json& item : type->items) allowed.push_back(item.string);
+    if (type->is_string()) allowed.push_back(type->get<std::string>());
+    if (type->is_array()) {
+      for (const Json& item : *type) allowed.push_back(item.get<std::string>());
+    }
     bool fits = false;
     std::string names;
     for (const std::string& name : allowed) {
@@ -61,39 +57,35 @@ void Check(const Json& root, const Json& schema, const Json& value, const std::s
       return;
     }
   }
-  if (const Json* choices = schema.Find("enum")) {
+  if (const Json* choices = Member(schema, "enum")) {
     bool fits = false;
-    for (const Json& choice : choices->items) {
-      fits = fits || (choice.type == value.type && choice.string == value.string &&
-                      choice.number == value.number && choice.boolean == value.boolean);
-    }
+    for (const Json& choice : *choices) fits = fits || choice == value;
     if (!fits) violations->push_back(path + ": not one of the enum's values");
   }
-  if (const Json* minimum = schema.Find("minimum");
-      minimum != nullptr && value.type == Json::Type::kNumber && value.number < minimum->number) {
+  if (const Json* minimum = Member(schema, "minimum");
+      minimum != nullptr && value.is_number() && value.get<double>() < minimum->get<double>()) {
     violations->push_back(path + ": below the minimum");
   }
-  if (value.type == Json::Type::kObject) {
-    if (const Json* required = schema.Find("required")) {
-      for (const Json& name : required->items) {
-        if (value.Find(name.string) == nullptr) {
-          violations->push_back(path + ": no \"" + name.string + "\"");
+  if (value.is_object()) {
+    if (const Json* required = Member(schema, "required")) {
+      for (const Json& name : *required) {
+        if (!value.contains(name.get<std::string>())) {
+          violations->push_back(path + ": no \"" + name.get<std::string>() + "\"");
         }
       }
     }
-    if (const Json* properties = schema.Find("properties")) {
-      for (const auto& [name, property] : properties->members) {
-        if (const Json* member = value.Find(name)) {
+    if (const Json* properties = Member(schema, "properties")) {
+      for (const auto& [name, property] : properties->items()) {
+        if (const Json* member = Member(value, name)) {
           Check(root, property, *member, path + "." + name, violations);
         }
       }
     }
   }
-  if (value.type == Json::Type::kArray) {
-    if (const Json* items = schema.Find("items")) {
-      for (size_t index = 0; index < value.items.size(); ++index) {
-        Check(root, *items, value.items[index], path + "[" + std::to_string(index) + "]",
-              violations);
+  if (value.is_array()) {
+    if (const Json* items = Member(schema, "items")) {
+      for (size_t index = 0; index < value.size(); ++index) {
+        Check(root, *items, value[index], path + "[" + std::to_string(index) + "]", violations);
       }
     }
   }

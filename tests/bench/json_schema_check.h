@@ -3,15 +3,16 @@
 // required, properties, items, enum, minimum, $ref to its definitions.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "json_reader.h"
-
 namespace infini::bench::testing {
 
-using bench::Json;
-using bench::ParseJson;
+using Json = nlohmann::json;
+
+// `text` parsed; throws nlohmann::json::parse_error when it is not JSON.
+inline Json ParseJson(const std::string& text) { return Json::parse(text); }
 
 // Every way `document` breaks `schema`, one line each with the JSON path
 // ("$.results[0].root: expected string, got number"); empty when it fits.

@@ -62,8 +62,8 @@ TEST(NcclTestsJson, NcclTestsOwnOutputFitsTheSchema) {
 
 TEST(NcclTestsJson, TheCheckerCatchesAMissingKeyAndAWrongType) {
   Json sample = ParseJson(ReadFile(BENCH_TEST_DATA_DIR "/nccl_tests_sample.json"));
-  sample.members.erase("results");
-  sample.members["config"].members["ngpus"] = ParseJson("\"one\"");
+  sample.erase("results");
+  sample["config"]["ngpus"] = "one";
   const std::string violations = Lines(SchemaViolations(Schema(), sample));
   EXPECT_NE(violations.find("$: no \"results\""), std::string::npos) << violations;
   EXPECT_NE(violations.find("$.config.ngpus: expected integer, got string"), std::string::npos)
@@ -73,23 +73,23 @@ TEST(NcclTestsJson, TheCheckerCatchesAMissingKeyAndAWrongType) {
 TEST(NcclTestsJson, OursFitsNcclTestsSchemaWithItsKeysAndNesting) {
   const Json ours = ParseJson(FormatNcclTestsJson(TwoRowRun()));
   EXPECT_EQ(Lines(SchemaViolations(Schema(), ours)), "");
-  ASSERT_EQ(ours.Find("results")->items.size(), 2u);
-  const Json& first = ours.Find("results")->items[0];
-  EXPECT_EQ(first.Find("root")->string, "    -1");  // nccl-tests' "%6i"
-  EXPECT_EQ(first.Find("in_place")->type, Json::Type::kNull);
-  EXPECT_EQ(first.Find("out_of_place")->Find("time")->number, 12.5);
-  const Json* tails = first.Find("out_of_place_per_iter");
-  ASSERT_NE(tails, nullptr);
-  EXPECT_EQ(tails->Find("p50_us")->number, 12);
-  EXPECT_EQ(tails->Find("max_us")->number, 15.5);
-  EXPECT_EQ(tails->Find("times_us")->items.size(), 3u);
-  const Json& second = ours.Find("results")->items[1];
-  EXPECT_EQ(second.Find("out_of_place")->type, Json::Type::kNull);
-  EXPECT_NE(second.Find("in_place")->Find("cpu_time"), nullptr) << "-C names the time cpu_time";
-  EXPECT_EQ(second.Find("in_place")->Find("nwrong")->type, Json::Type::kNull);
-  EXPECT_EQ(second.Find("in_place_per_iter"), nullptr) << "not measured: no key";
-  EXPECT_EQ(ours.Find("out_of_bounds")->Find("okay")->string, "true");
-  EXPECT_EQ(ours.Find("env")->items[1].string, "NAME=\"quoted\"\n");
+  ASSERT_EQ(ours.at("results").size(), 2u);
+  const Json& first = ours.at("results").at(0);
+  EXPECT_EQ(first.at("root"), "    -1");  // nccl-tests' "%6i"
+  EXPECT_TRUE(first.at("in_place").is_null());
+  EXPECT_EQ(first.at("out_of_place").at("time"), 12.5);
+  ASSERT_TRUE(first.contains("out_of_place_per_iter"));
+  const Json& tails = first.at("out_of_place_per_iter");
+  EXPECT_EQ(tails.at("p50_us"), 12);
+  EXPECT_EQ(tails.at("max_us"), 15.5);
+  EXPECT_EQ(tails.at("times_us").size(), 3u);
+  const Json& second = ours.at("results").at(1);
+  EXPECT_TRUE(second.at("out_of_place").is_null());
+  EXPECT_TRUE(second.at("in_place").contains("cpu_time")) << "-C names the time cpu_time";
+  EXPECT_TRUE(second.at("in_place").at("nwrong").is_null());
+  EXPECT_FALSE(second.contains("in_place_per_iter")) << "not measured: no key";
+  EXPECT_EQ(ours.at("out_of_bounds").at("okay"), "true");
+  EXPECT_EQ(ours.at("env").at(1), "NAME=\"quoted\"\n");
 }
 
 TEST(NcclTestsJson, EnvironmentLeavesOutTokens) {

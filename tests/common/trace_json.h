@@ -1,15 +1,13 @@
-// A small JSON reader for the tests of the communication trace
-// (docs/tracing.md): enough to prove trace.json is JSON and to walk it.
+// For the tests of the communication trace (docs/tracing.md): trace.json
+// read by nlohmann/json (proving it is JSON) into a tree that is easy to
+// walk in assertions (a missing member reads as null).
 #pragma once
 
 #include <gtest/gtest.h>
 
-#include <cctype>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -28,85 +26,34 @@ struct Json {
   }
 };
 
-class JsonReader {
- public:
-  explicit JsonReader(const std::string& text) : text_(text) {}
-  // False (and `error` set) on anything but one whole JSON value.
-  bool Read(Json* value, std::string* error) {
-    const bool ok = Value(value) && (Space(), at_ == text_.size());
-    if (!ok) *error = "not JSON near byte " + std::to_string(at_);
-    return ok;
+// `value` (parsed by nlohmann/json) in the shape these tests walk.
+inline Json FromParsed(const nlohmann::json& value) {
+  Json out;
+  if (value.is_object()) {
+    out.kind = Json::kObject;
+    for (const auto& [name, member] : value.items()) out.members[name] = FromParsed(member);
+  } else if (value.is_array()) {
+    out.kind = Json::kArray;
+    for (const nlohmann::json& item : value) out.items.push_back(FromParsed(item));
+  } else if (value.is_string()) {
+    out.kind = Json::kString;
+    out.text = value.get<std::string>();
+  } else if (value.is_boolean()) {
+    out.kind = Json::kBool;
+    out.number = value.get<bool>() ? 1 : 0;
+  } else if (value.is_number()) {
+    out.kind = Json::kNumber;
+    out.number = value.get<double>();
   }
+  return out;
+}
 
- private:
-  void Space() {
-    while (at_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[at_]))) ++at_;
-  }
-  bool Take(char c) {
-    Space();
-    if (at_ < text_.size() && text_[at_] == c) return ++at_, true;
-    return false;
-  }
-  bool String(std::string* out) {
-    if (!Take('"')) return false;
-    for (; at_ < text_.size(); ++at_) {
-      if (text_[at_] == '"') return ++at_, true;
-      if (text_[at_] == '\\') ++at_;
-      if (at_ < text_.size()) *out += text_[at_];
-    }
-    return false;
-  }
-  bool Value(Json* value) {
-    Space();
-    if (at_ >= text_.size()) return false;
-    const char c = text_[at_];
-    if (c == '{') {
-      ++at_;
-      value->kind = Json::kObject;
-      if (Take('}')) return true;
-      do {
-        std::string name;
-        if (!String(&name) || !Take(':') || !Value(&value->members[name])) return false;
-      } while (Take(','));
-      return Take('}');
-    }
-    if (c == '[') {
-      ++at_;
-      value->kind = Json::kArray;
-      if (Take(']')) return true;
-      do {
-        if (!Value(&value->items.emplace_back())) return false;
-      } while (Take(','));
-      return Take(']');
-    }
-    if (c == '"') return value->kind = Json::kString, String(&value->text);
-    for (const char* word : {"true", "false", "null"}) {
-      if (text_.compare(at_, std::strlen(word), word) == 0) {
-        at_ += std::strlen(word);
-        value->kind = word[0] == 'n' ? Json::kNull : Json::kBool;
-        return true;
-      }
-    }
-    char* end = nullptr;
-    value->number = std::strtod(text_.c_str() + at_, &end);
-    if (end == text_.c_str() + at_) return false;
-    value->kind = Json::kNumber;
-    at_ = static_cast<size_t>(end - text_.c_str());
-    return true;
-  }
-  const std::string& text_;
-  size_t at_ = 0;
-};
-
+// The file as one JSON value; a test failure naming the file when it is not.
 inline Json ReadJsonFile(const std::string& path) {
   std::ifstream file(path);
-  std::stringstream contents;
-  contents << file.rdbuf();
-  const std::string text = contents.str();
-  Json value;
-  std::string error;
-  EXPECT_TRUE(JsonReader(text).Read(&value, &error)) << path << ": " << error;
-  return value;
+  const nlohmann::json parsed = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  EXPECT_FALSE(parsed.is_discarded()) << path << ": not JSON";
+  return parsed.is_discarded() ? Json() : FromParsed(parsed);
 }
 
 // A span of trace.json, in µs from the first event.

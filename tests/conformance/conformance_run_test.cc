@@ -11,7 +11,9 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -83,10 +85,29 @@ TEST(ConformanceRun, GlooPassesInTwoProcessesOfTwoThreads) {
 }
 
 TEST(ConformanceRun, TemplateReportsEveryItemAndNamesWhatToImplement) {
-  const RunResult run = Conformance("template", "--nproc_per_node=2", "");
+  const std::string json =
+      ::testing::TempDir() + "conformance_template_" + std::to_string(getpid()) + ".json";
+  const RunResult run = Conformance("template", "--nproc_per_node=2", "--json=" + json);
   EXPECT_EQ(run.exit_code, 1) << run.output;  // items missing; no crash, no hang
   const std::vector<Row> rows = Rows(run.output);
   ExpectEveryRowJudged(rows, run.output);
+  // --json: the table's rows, in order, with the summary's counts.
+  std::ifstream file(json);
+  const nlohmann::json report = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  std::remove(json.c_str());
+  ASSERT_TRUE(report.is_object()) << json << " is not one JSON object";
+  EXPECT_EQ(report.at("backend"), "template");
+  EXPECT_EQ(report.at("world_size"), 2);
+  EXPECT_EQ(report.at("processes"), 2);
+  EXPECT_EQ(report.at("threads_per_process"), 1);
+  EXPECT_EQ(report.at("summary").at("missing"), Named(rows, "missing").size());
+  EXPECT_EQ(report.at("summary").at("pass"), 0);
+  ASSERT_EQ(report.at("items").size(), rows.size());
+  for (size_t index = 0; index < rows.size(); ++index) {
+    const nlohmann::json& item = report.at("items").at(index);
+    EXPECT_EQ(item.at("name"), rows[index].name);
+    EXPECT_EQ(item.at("verdict"), rows[index].verdict);
+  }
   EXPECT_TRUE(Named(rows, "pass").empty()) << run.output;
   EXPECT_TRUE(Named(rows, "FAIL").empty()) << run.output;
   EXPECT_EQ(Named(rows, "missing").count("init/world"), 1u) << run.output;

@@ -244,6 +244,26 @@ TEST(TraceMerge, RankKilledMidTraceIsMergedAndNamedInOneLine) {
   EXPECT_EQ(trace["otherData"]["incomplete_ranks"].items[0].number, 1);
 }
 
+// A group or host name that is not UTF-8 (a user's label, a host name in
+// another encoding) still leaves trace.json JSON: the bytes become U+FFFD,
+// and names with quotes and control characters come back as written.
+TEST(TraceMerge, NamesThatAreNotUtf8OrNeedEscapesKeepTheFileJson) {
+  TempDir dir;
+  std::vector<RankTraceFile> ranks = {HandMadeRank(0, true, {1000000})};
+  ranks[0].host = "h\xff";
+  ranks[0].ops[0].group = "g\xc3(\"q\"\t";
+  const MergedTrace merged = MergeTraces(dir.path(), ranks);
+  const Json trace = ReadJsonFile(merged.path);
+  ASSERT_EQ(trace.kind, Json::kObject) << ReadFile(merged.path);
+  bool found = false;
+  for (const Json& event : trace["traceEvents"].items) {
+    if (event["ph"].text != "X") continue;
+    EXPECT_EQ(event["args"]["group"].text, "g\xef\xbf\xbd(\"q\"\t");
+    found = true;
+  }
+  EXPECT_TRUE(found) << ReadFile(merged.path);
+}
+
 TEST(TraceMerge, SummaryNamesTheRankThatArrivesLastWithAlignedClocks) {
   // Rank 1 enters 1 ms after rank 0 by its own clock, which runs 2 ms
   // behind the store's host: 3 ms late, every time.
@@ -296,11 +316,27 @@ TEST(TraceMerge, FaultEventsArePointsAndSpansWithTheirFactsInArgs) {
   EXPECT_EQ((*events["timeout"])["args"].members.count("op"), 0u);
 }
 
-TEST(TraceMerge, CutLineReadsAsNoObject) {
-  EXPECT_TRUE(ParseFlatJson("{\"kind\":\"op\",\"cat\":\"cc").empty());
-  const auto fields = ParseFlatJson("{\"kind\":\"op\",\"group\":\"a\\\"b\",\"seq\":-3}");
-  EXPECT_EQ(fields.at("group"), "a\"b");
-  EXPECT_EQ(fields.at("seq"), "-3");
+// A line cut by a kill is counted unreadable; the lines around it, escapes
+// and negative numbers included, read as written.
+TEST(TraceMerge, CutLineIsCountedAndTheOthersRead) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/rank3.jsonl")
+      << "{\"kind\":\"rank\",\"rank\":3,\"node\":1,\"local_rank\":1,\"pid\":7,"
+         "\"host\":\"h\\u00e9\\n\"}\n"
+         "{\"kind\":\"op\",\"cat\":\"ccl\",\"name\":\"all_reduce\",\"group\":\"a\\\"b\","
+         "\"seq\":-3,\"begin_ns\":1,\"end_ns\":2}\n"
+         "{\"kind\":\"op\",\"cat\":\"cc\n";
+  const std::vector<RankTraceFile> ranks = ReadRankTraces(dir.path());
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].rank, 3);
+  EXPECT_EQ(ranks[0].node, 1);
+  EXPECT_EQ(ranks[0].pid, 7);
+  EXPECT_EQ(ranks[0].host, "h\xc3\xa9\n");
+  ASSERT_EQ(ranks[0].ops.size(), 1u);
+  EXPECT_EQ(ranks[0].ops[0].group, "a\"b");
+  EXPECT_EQ(ranks[0].ops[0].seq, -3);
+  EXPECT_EQ(ranks[0].unreadable_lines, 1);
+  EXPECT_FALSE(ranks[0].ended);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ size_t AppendToString(char* data, size_t size, size_t count, void* out) {
 // The state of one streaming reply: bytes not yet a whole message.
 struct StreamState {
   std::string pending;
-  const std::function<bool(const JsonValue&)>* on_message;
+  const std::function<bool(const Json&)>* on_message;
   const std::function<bool()>* keep_going;
   std::chrono::steady_clock::time_point deadline;
   TrafficCounters* counters;
@@ -44,14 +44,16 @@ size_t ConsumeStream(char* data, size_t size, size_t count, void* opaque) {
     std::string message = state->pending.substr(0, end);
     state->pending.erase(0, end + 1);
     if (message.find_first_not_of(" \r\t") == std::string::npos) continue;
+    Json parsed;
     try {
-      if (!(*state->on_message)(JsonValue::Parse(message))) {
-        state->ended_by_message = true;
-        return 0;  // aborts the transfer
-      }
-    } catch (const JsonError& error) {
+      parsed = Json::parse(message);
+    } catch (const Json::parse_error& error) {
       state->malformed = error.what();
       return 0;
+    }
+    if (!(*state->on_message)(parsed)) {
+      state->ended_by_message = true;
+      return 0;  // aborts the transfer
     }
   }
   return size * count;
@@ -161,7 +163,7 @@ void EtcdHttp::Interrupt() {
 
 void EtcdHttp::NextMember() { current_ = (current_ + 1) % endpoints_.size(); }
 
-JsonValue EtcdHttp::Call(const std::string& path, const std::string& body) {
+Json EtcdHttp::Call(const std::string& path, const std::string& body) {
   CURL* curl = static_cast<CURL*>(curl_);
   std::string last_error;
   for (size_t tried = 0; tried < endpoints_.size(); ++tried) {
@@ -182,16 +184,17 @@ JsonValue EtcdHttp::Call(const std::string& path, const std::string& body) {
     }
     long status = 0;
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-    JsonValue parsed;
+    Json parsed;
     try {
-      parsed = JsonValue::Parse(reply);
-    } catch (const JsonError& error) {
+      parsed = Json::parse(reply);
+    } catch (const Json::parse_error& error) {
       throw StoreError("etcd at " + endpoints_[current_] + " sent a reply that is not JSON (" +
                        error.what() + ")");
     }
     if (status != 200) {
-      const std::string message =
-          parsed["message"].text().empty() ? parsed["error"].text() : parsed["message"].text();
+      const std::string message = Text(At(parsed, "/message")).empty()
+                                      ? Text(At(parsed, "/error"))
+                                      : Text(At(parsed, "/message"));
       if (status == 503) {  // this member lost its quorum or leader: try another
         last_error = endpoints_[current_] + ": " + message;
         NextMember();
@@ -207,7 +210,7 @@ JsonValue EtcdHttp::Call(const std::string& path, const std::string& body) {
 }
 
 bool EtcdHttp::Stream(const std::string& path, const std::string& body,
-                      const std::function<bool(const JsonValue&)>& on_message,
+                      const std::function<bool(const Json&)>& on_message,
                       const std::function<bool()>& keep_going,
                       std::chrono::steady_clock::time_point deadline) {
   CURL* curl = static_cast<CURL*>(curl_);

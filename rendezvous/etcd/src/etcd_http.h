@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "json_value.h"
+#include "etcd_json.h"
 
 namespace infini::rendezvous::etcd {
 
@@ -35,7 +35,7 @@ class EtcdHttp {
   // POSTs `body` to `path` (e.g. "/v3/kv/range") and parses the reply.
   // Throws StoreError: no member answered (naming them all), or the member
   // refused the request (its message).
-  JsonValue Call(const std::string& path, const std::string& body);
+  Json Call(const std::string& path, const std::string& body);
 
   // A streaming call (watch): every JSON message of the reply goes to
   // `on_message` until it returns false, `keep_going` returns false (polled
@@ -44,7 +44,7 @@ class EtcdHttp {
   // StoreError when the member is lost (the caller resumes on the next one
   // with NextMember).
   bool Stream(const std::string& path, const std::string& body,
-              const std::function<bool(const JsonValue&)>& on_message,
+              const std::function<bool(const Json&)>& on_message,
               const std::function<bool()>& keep_going,
               std::chrono::steady_clock::time_point deadline);
   void NextMember();

@@ -8,16 +8,20 @@
 #include <thread>
 
 #include "etcd_http.h"
+#include "infini/common/json_quoted.h"
 #include "infini/common/one_line.h"
 
 namespace infini::rendezvous {
 
+using etcd::At;
 using etcd::Base64Decode;
 using etcd::Base64Encode;
+using etcd::Bool;
 using etcd::EtcdHttp;
-using etcd::JsonQuote;
-using etcd::JsonValue;
+using etcd::Int;
+using etcd::Json;
 using etcd::PrefixRangeEnd;
+using etcd::Text;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -28,7 +32,7 @@ constexpr int kMaxCasRounds = 10000;
 constexpr std::chrono::milliseconds kWatchRetryPause{200};
 
 std::string Field(const std::string& name, const std::string& value) {
-  return JsonQuote(name) + ":" + JsonQuote(value);
+  return JsonQuoted(name) + ":" + JsonQuoted(value);
 }
 
 // The start of the range of keys under `prefix` ("\0" for every key: etcd
@@ -38,9 +42,9 @@ std::string RangeStart(const std::string& prefix) {
 }
 
 // The first key-value of a range reply, if any.
-const JsonValue* FirstKv(const JsonValue& range_reply) {
-  const auto& kvs = range_reply["kvs"].items();
-  return kvs.empty() ? nullptr : &kvs.front();
+const Json* FirstKv(const Json& range_reply) {
+  const Json& kvs = At(range_reply, "/kvs");
+  return kvs.is_array() && !kvs.empty() ? &kvs.front() : nullptr;
 }
 
 }  // namespace
@@ -111,7 +115,7 @@ struct EtcdStore::State {
     return connection;
   }
 
-  JsonValue Call(const std::string& path, const std::string& body) {
+  Json Call(const std::string& path, const std::string& body) {
     std::lock_guard lock(call_mutex);
     return http->Call(path, body);
   }
@@ -139,8 +143,8 @@ struct EtcdStore::State {
     const std::string body = "{" + Field("ID", std::to_string(lease_id)) + "}";
     while (PauseUnlessStopping(interval)) {
       try {
-        const JsonValue reply = connection->Call("/v3/lease/keepalive", body);
-        if (reply["result"]["TTL"].AsInt() <= 0) {
+        const Json reply = connection->Call("/v3/lease/keepalive", body);
+        if (Int(At(reply, "/result/TTL")) <= 0) {
           lease_alive = false;  // expired while this process stalled
           return;
         }
@@ -157,9 +161,9 @@ struct EtcdStore::State {
     StreamRegistration registration(this, connection.get());
     const std::string body = "{\"create_request\":{" + KeyField(key) + "," +
                              Field("start_revision", std::to_string(revision + 1)) + "}}";
-    auto put_seen = [](const JsonValue& message) {
-      for (const JsonValue& event : message["result"]["events"].items()) {
-        if (event["type"].text() != "DELETE") return false;  // stop: it is there
+    auto put_seen = [](const Json& message) {
+      for (const Json& event : At(message, "/result/events")) {
+        if (Text(At(event, "/type")) != "DELETE") return false;  // stop: it is there
       }
       return true;
     };
@@ -178,13 +182,13 @@ struct EtcdStore::State {
     auto connection = NewHttp();
     StreamRegistration registration(this, connection.get());
     int64_t next_revision = start_revision;
-    auto deliver = [&](const JsonValue& message) {
-      for (const JsonValue& event : message["result"]["events"].items()) {
+    auto deliver = [&](const Json& message) {
+      for (const Json& event : At(message, "/result/events")) {
         EtcdEvent change;
-        change.deleted = event["type"].text() == "DELETE";
-        change.key = Base64Decode(event["kv"]["key"].text()).substr(options.key_prefix.size());
-        change.value = Base64Decode(event["kv"]["value"].text());
-        change.revision = event["kv"]["mod_revision"].AsInt();
+        change.deleted = Text(At(event, "/type")) == "DELETE";
+        change.key = Base64Decode(Text(At(event, "/kv/key"))).substr(options.key_prefix.size());
+        change.value = Base64Decode(Text(At(event, "/kv/value")));
+        change.revision = Int(At(event, "/kv/mod_revision"));
         next_revision = std::max(next_revision, change.revision + 1);
         on_event(change);
       }
@@ -212,10 +216,10 @@ std::unique_ptr<EtcdStore> EtcdStore::Connect(const EtcdStoreOptions& options) {
   state->options = options;
   state->http = state->NewHttp();
   if (!options.user.empty()) {
-    const JsonValue reply =
+    const Json reply =
         state->Call("/v3/auth/authenticate", "{" + Field("name", options.user) + "," +
                                                  Field("password", options.password) + "}");
-    state->auth_token = reply["token"].text();
+    state->auth_token = Text(At(reply, "/token"));
     state->http->set_auth_token(state->auth_token);
   }
   // One read under the prefix: a cluster that refuses this client (its
@@ -225,10 +229,11 @@ std::unique_ptr<EtcdStore> EtcdStore::Connect(const EtcdStoreOptions& options) {
                                   ",\"count_only\":true}");
   if (options.lease_ttl.count() > 0) {
     const int64_t seconds = std::max<int64_t>(1, (options.lease_ttl.count() + 999) / 1000);
-    const JsonValue reply =
+    const Json reply =
         state->Call("/v3/lease/grant", "{" + Field("TTL", std::to_string(seconds)) + "}");
-    state->lease_id = reply["ID"].AsInt();
-    if (state->lease_id == 0) throw StoreError("etcd granted no lease: " + reply["error"].text());
+    state->lease_id = Int(At(reply, "/ID"));
+    if (state->lease_id == 0)
+      throw StoreError("etcd granted no lease: " + Text(At(reply, "/error")));
     state->keeper = std::thread([raw = state.get()] { raw->KeepLeaseAlive(); });
   }
   return std::unique_ptr<EtcdStore>(new EtcdStore(std::move(state)));
@@ -245,8 +250,8 @@ void EtcdStore::Set(const std::string& key, const std::string& value) {
 std::string EtcdStore::Get(const std::string& key) {
   // One request when the key is there; a watch only when it is not yet.
   for (int round = 0; round < 2; ++round) {
-    const JsonValue reply = state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + "}");
-    if (const JsonValue* kv = FirstKv(reply)) return Base64Decode((*kv)["value"].text());
+    const Json reply = state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + "}");
+    if (const Json* kv = FirstKv(reply)) return Base64Decode(Text(At(*kv, "/value")));
     if (round == 0) Wait({key}, timeout_);
   }
   throw StoreError("etcd key '" + OneLine(key) + "' was deleted while it was read");
@@ -256,19 +261,20 @@ int64_t EtcdStore::Add(const std::string& key, int64_t delta) {
   // Read, then write only if nobody wrote in between (a transaction on the
   // key's revision); retried when another client won the race.
   for (int round = 0; round < kMaxCasRounds; ++round) {
-    const JsonValue reply = state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + "}");
-    const JsonValue* kv = FirstKv(reply);
-    int64_t value = kv ? std::strtoll(Base64Decode((*kv)["value"].text()).c_str(), nullptr, 10) : 0;
+    const Json reply = state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + "}");
+    const Json* kv = FirstKv(reply);
+    int64_t value =
+        kv ? std::strtoll(Base64Decode(Text(At(*kv, "/value"))).c_str(), nullptr, 10) : 0;
     value += delta;
     const std::string compare =
         kv ? "{" + state_->KeyField(key) + ",\"target\":\"MOD\",\"result\":\"EQUAL\"," +
-                 Field("mod_revision", (*kv)["mod_revision"].text()) + "}"
+                 Field("mod_revision", Text(At(*kv, "/mod_revision"))) + "}"
            : "{" + state_->KeyField(key) +
                  ",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}";
-    const JsonValue txn =
+    const Json txn =
         state_->Call("/v3/kv/txn", "{\"compare\":[" + compare + "],\"success\":[{\"requestPut\":" +
                                        state_->PutBody(key, std::to_string(value)) + "}]}");
-    if (txn["succeeded"].AsBool()) return value;
+    if (Bool(At(txn, "/succeeded"))) return value;
   }
   throw StoreError("etcd key '" + OneLine(key) + "': lost " + std::to_string(kMaxCasRounds) +
                    " races to update it");
@@ -277,9 +283,9 @@ int64_t EtcdStore::Add(const std::string& key, int64_t delta) {
 int64_t EtcdStore::CountUp(const std::string& key) {
   std::string body = state_->PutBody(key, "");
   body.insert(body.size() - 1, ",\"prev_kv\":true");
-  const JsonValue reply = state_->Call("/v3/kv/put", body);
+  const Json reply = state_->Call("/v3/kv/put", body);
   // No prev_kv (or no version in it): the key was created by this put.
-  return reply["prev_kv"]["version"].AsInt(0) + 1;
+  return Int(At(reply, "/prev_kv/version"), 0) + 1;
 }
 
 std::string EtcdStore::CompareSet(const std::string& key, const std::string& expected,
@@ -290,23 +296,20 @@ std::string EtcdStore::CompareSet(const std::string& key, const std::string& exp
                 ",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}"
           : "{" + state_->KeyField(key) + ",\"target\":\"VALUE\",\"result\":\"EQUAL\"," +
                 Field("value", Base64Encode(expected)) + "}";
-  const JsonValue txn = state_->Call(
+  const Json txn = state_->Call(
       "/v3/kv/txn", "{\"compare\":[" + compare +
                         "],\"success\":[{\"requestPut\":" + state_->PutBody(key, desired) +
                         "}],\"failure\":[{\"requestRange\":{" + state_->KeyField(key) + "}}]}");
-  if (txn["succeeded"].AsBool()) return desired;
-  const auto& responses = txn["responses"].items();
-  if (!responses.empty()) {
-    if (const JsonValue* kv = FirstKv(responses.front()["response_range"])) {
-      return Base64Decode((*kv)["value"].text());
-    }
+  if (Bool(At(txn, "/succeeded"))) return desired;
+  if (const Json* kv = FirstKv(At(txn, "/responses/0/response_range"))) {
+    return Base64Decode(Text(At(*kv, "/value")));
   }
   return expected;  // missing, and a non-empty value expected: stays missing
 }
 
 bool EtcdStore::DeleteKey(const std::string& key) {
-  return state_->Call("/v3/kv/deleterange", "{" + state_->KeyField(key) + "}")["deleted"].AsInt() >
-         0;
+  return Int(At(state_->Call("/v3/kv/deleterange", "{" + state_->KeyField(key) + "}"),
+                "/deleted")) > 0;
 }
 
 bool EtcdStore::Check(const std::vector<std::string>& keys) {
@@ -319,7 +322,7 @@ bool EtcdStore::Check(const std::vector<std::string>& keys) {
       compares += (compares.empty() ? "{" : ",{") + state_->KeyField(keys[i]) +
                   ",\"target\":\"CREATE\",\"result\":\"GREATER\",\"create_revision\":\"0\"}";
     }
-    if (!state_->Call("/v3/kv/txn", "{\"compare\":[" + compares + "]}")["succeeded"].AsBool()) {
+    if (!Bool(At(state_->Call("/v3/kv/txn", "{\"compare\":[" + compares + "]}"), "/succeeded"))) {
       return false;
     }
   }
@@ -330,9 +333,9 @@ void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
   const auto deadline = Clock::now() + timeout;
   for (const std::string& key : keys) {
     while (true) {
-      const JsonValue reply =
+      const Json reply =
           state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + ",\"count_only\":true}");
-      if (reply["count"].AsInt() > 0) break;
+      if (Int(At(reply, "/count")) > 0) break;
       if (state_->stopping) {
         throw StoreError("etcd store stopped while waiting for key '" + OneLine(key) + "'");
       }
@@ -340,20 +343,21 @@ void EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
         throw StoreTimeoutError("timed out after " + std::to_string(timeout.count()) +
                                 " ms waiting for etcd key '" + OneLine(key) + "'");
       }
-      state_->WatchForPut(key, reply["header"]["revision"].AsInt(), deadline);
+      state_->WatchForPut(key, Int(At(reply, "/header/revision")), deadline);
     }
   }
 }
 
 std::vector<std::pair<std::string, std::string>> EtcdStore::List(const std::string& sub_prefix) {
   const std::string prefix = state_->FullKey(sub_prefix);
-  const JsonValue reply = state_->Call(
+  const Json reply = state_->Call(
       "/v3/kv/range", "{" + Field("key", Base64Encode(RangeStart(prefix))) + "," +
                           Field("range_end", Base64Encode(PrefixRangeEnd(prefix))) + "}");
   std::vector<std::pair<std::string, std::string>> entries;
-  for (const JsonValue& kv : reply["kvs"].items()) {
-    entries.emplace_back(Base64Decode(kv["key"].text()).substr(state_->options.key_prefix.size()),
-                         Base64Decode(kv["value"].text()));
+  for (const Json& kv : At(reply, "/kvs")) {
+    entries.emplace_back(
+        Base64Decode(Text(At(kv, "/key"))).substr(state_->options.key_prefix.size()),
+        Base64Decode(Text(At(kv, "/value"))));
   }
   return entries;
 }
@@ -369,10 +373,10 @@ void EtcdStore::Watch(const std::string& sub_prefix,
                       std::function<void(const EtcdEvent&)> on_event) {
   if (state_->watcher.joinable()) throw StoreError("EtcdStore::Watch: one watch per store");
   // Changes after now: the revision the cluster is at.
-  const JsonValue reply = state_->Call(
+  const Json reply = state_->Call(
       "/v3/kv/range", "{" + Field("key", Base64Encode(RangeStart(state_->FullKey(sub_prefix)))) +
                           ",\"count_only\":true}");
-  const int64_t start = reply["header"]["revision"].AsInt() + 1;
+  const int64_t start = Int(At(reply, "/header/revision")) + 1;
   state_->watcher =
       std::thread([raw = state_.get(), prefix = state_->FullKey(sub_prefix), start,
                    on_event = std::move(on_event)] { raw->FollowPrefix(prefix, start, on_event); });

@@ -37,9 +37,7 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
-#include <string_view>
 
 namespace infini::trace_format {
 
@@ -74,24 +72,6 @@ inline std::string ClockAskKey(int64_t number) {
 }
 inline std::string ClockAnswerKey(int64_t number) {
   return "trace_clock/at/" + std::to_string(number);
-}
-
-// `text` as a JSON string literal, quotes included (both sides write JSON).
-inline std::string JsonQuoted(std::string_view text) {
-  std::string quoted = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      quoted += '\\';
-      quoted += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-      quoted += escaped;
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "\"";
 }
 
 }  // namespace infini::trace_format

@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -37,10 +36,6 @@ class ClockAnswerer {
   std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
-
-// One flat JSON object of a trace line: every value as its text (strings
-// unescaped). Empty when the line is not one (a line cut by a kill).
-std::map<std::string, std::string> ParseFlatJson(const std::string& line);
 
 struct TraceOp {
   std::string category, name, group, dtype;
