@@ -12,6 +12,7 @@
 // item's verdict is the worst of any rank's. Global rank 0 prints the table;
 // the exit status is 0 only when no item is FAIL or missing.
 #include <gflags/gflags.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -274,21 +275,23 @@ void NoteRunning(const std::string& name) {
 // way, and a table beats a bare signal.
 extern "C" void OnFatalSignal(int signal_number) {
   static std::atomic<bool> reported{false};
-  if (!reported.exchange(true)) {
-    const std::string what =
-        signal_number == SIGTERM
-            ? std::string(
-                  "stopped by SIGTERM in this item (another rank's process ended, or "
-                  "the run was stopped)")
-            : std::string("the process crashed with ") + strsignal(signal_number) +
-                  " in this item (in a plugin entry it calls, or the suite)";
-    if (Report* report = g_report.load(); report != nullptr) {
-      report->rows.push_back({g_running_item, Fail(what)});
-      PrintTable(*report);
-    } else if (signal_number != SIGTERM) {
-      std::fprintf(stderr, "ccl_conformance: global rank %d, item %s: %s\n", g_global_rank,
-                   g_running_item, what.c_str());
-    }
+  if (reported.exchange(true)) {
+    // Another rank thread is reporting; it ends the process when done.
+    while (true) pause();
+  }
+  const std::string what =
+      signal_number == SIGTERM
+          ? std::string(
+                "stopped by SIGTERM in this item (another rank's process ended, or "
+                "the run was stopped)")
+          : std::string("the process crashed with ") + strsignal(signal_number) +
+                " in this item (in a plugin entry it calls, or the suite)";
+  if (Report* report = g_report.load(); report != nullptr) {
+    report->rows.push_back({g_running_item, Fail(what)});
+    PrintTable(*report);
+  } else if (signal_number != SIGTERM) {
+    std::fprintf(stderr, "ccl_conformance: global rank %d, item %s: %s\n", g_global_rank,
+                 g_running_item, what.c_str());
   }
   std::signal(signal_number, SIG_DFL);
   std::raise(signal_number);

@@ -86,7 +86,7 @@ void ExpectStagedConformancePasses(int processes) {
   for (const char* name :
        {"all_reduce/float32/sum", "all_reduce/bfloat16/max", "broadcast/int8", "reduce/float64/min",
         "all_gather/float16", "reduce_scatter/int32/sum", "all_to_all_v/int64",
-        "send_recv_ring/float16", "split/even_odd", "barrier"}) {
+        "send_recv_ring/float16", "split/permuted_keys", "barrier"}) {
     EXPECT_EQ(VerdictOf(rows, name), "pass") << name << "\n" << run.output;
   }
   // A host collective cannot be captured into a device graph: one line.
