@@ -5,64 +5,23 @@
 // and its streams run only when waited on, so a staged collective passes
 // only if it moves the bytes with the device's copies, in stream order.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "../conformance/conformance_runner.h"
+
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string output;
-};
+using infini::conformance_test::Row;
+using infini::conformance_test::Rows;
+using infini::conformance_test::RunCommand;
+using infini::conformance_test::RunResult;
 
-RunResult RunCommand(const std::string& command) {
-  RunResult result;
-  FILE* pipe = popen(("timeout 120 " + command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  size_t got = 0;
-  while ((got = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.output.append(buffer.data(), got);
-  }
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
-
-// verdict by item name, from global rank 0's table.
-std::vector<std::pair<std::string, std::string>> Rows(const std::string& output) {
-  std::vector<std::pair<std::string, std::string>> rows;
-  std::istringstream lines(output);
-  bool in_table = false;
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("[rank0]:", 0) != 0) continue;
-    line = line.substr(8);
-    if (line.rfind("ITEM ", 0) == 0) {
-      in_table = true;
-      continue;
-    }
-    if (!in_table || line.rfind("summary:", 0) == 0) {
-      in_table = false;
-      continue;
-    }
-    std::istringstream fields(line);
-    std::string name, verdict;
-    fields >> name >> verdict;
-    rows.emplace_back(name, verdict);
-  }
-  return rows;
-}
-
-std::string VerdictOf(const std::vector<std::pair<std::string, std::string>>& rows,
-                      const std::string& name) {
-  for (const auto& [row, verdict] : rows) {
-    if (row == name) return verdict;
+std::string VerdictOf(const std::vector<Row>& rows, const std::string& name) {
+  for (const Row& row : rows) {
+    if (row.name == name) return row.verdict;
   }
   return "<absent>";
 }
@@ -76,8 +35,9 @@ void ExpectStagedConformancePasses(int processes) {
   const auto rows = Rows(run.output);
   ASSERT_GT(rows.size(), 100u) << run.output;
   std::set<std::string> failed;
-  for (const auto& [name, verdict] : rows) {
-    if (verdict == "FAIL" || verdict == "missing") failed.insert(name + " " + verdict);
+  for (const Row& row : rows) {
+    if (row.verdict == "FAIL" || row.verdict == "missing")
+      failed.insert(row.name + " " + row.verdict);
   }
   EXPECT_TRUE(failed.empty()) << failed.size() << " items, first: " << *failed.begin() << "\n"
                               << run.output;
