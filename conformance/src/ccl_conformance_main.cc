@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "infini/common/flags.h"
+#include "infini/common/launch_env.h"
 #include "infini/conformance/run_store.h"
 #include "infini/parallel/env_reader.h"
 #include "infini/parallel/errors.h"
@@ -260,11 +261,69 @@ void DropWorld(RankContext& context) {
 // The item this process's first rank thread is in, for the crash line of
 // any process (a fixed buffer: read from a signal handler).
 char g_running_item[160] = "(before the first item)";
+std::atomic<size_t> g_running_index{0};
 int g_global_rank = 0;
 std::atomic<Report*> g_report{nullptr};  // global rank 0's process only
+// Where global rank 0 leaves the rows so far for the next attempt, when the
+// launcher will restart the run (--max_restarts); "" when it will not.
+char g_resume_path[512] = "";
 
-void NoteRunning(const std::string& name) {
+void NoteRunning(const std::string& name, size_t index) {
   std::snprintf(g_running_item, sizeof(g_running_item), "%s", name.c_str());
+  g_running_index = index;
+}
+
+// ---- Going on after a crash: the launcher restarts, the suite resumes ------------
+//
+// Under `infini_run --max_restarts=K` a crash (or the SIGTERM that follows
+// another process's) is not the end: global rank 0 writes its rows and the
+// index of the next item to a file of the run, the launcher restarts every
+// rank, and the next attempt reads the file, deletes it, and goes on from
+// that item. Each row is "<verdict>\t<name>\t<detail>".
+
+std::string ResumePath(const parallel::RuntimeSettings& settings) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string run_id = settings.run_id;
+  for (char& c : run_id) {
+    if (c == '/') c = '_';
+  }
+  return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ccl_conformance." + run_id +
+         ".resume";
+}
+
+void WriteResume(const Report& report, size_t next_index) {
+  FILE* file = std::fopen(g_resume_path, "w");
+  if (file == nullptr) return;
+  std::fprintf(file, "%zu\n", next_index);
+  for (const Row& row : report.rows) {
+    std::string detail = row.outcome.detail;
+    for (char& c : detail) {
+      if (c == '\t' || c == '\n') c = ' ';
+    }
+    std::fprintf(file, "%d\t%s\t%s\n", static_cast<int>(row.outcome.verdict), row.name.c_str(),
+                 detail.c_str());
+  }
+  std::fclose(file);
+}
+
+// The rows of the attempts before, and the index to go on from (0: none).
+size_t ReadResume(const std::string& path, Report* report) {
+  std::ifstream file(path);
+  if (!file) return 0;
+  size_t next_index = 0;
+  std::string line;
+  if (std::getline(file, line)) next_index = std::strtoull(line.c_str(), nullptr, 10);
+  while (std::getline(file, line)) {
+    const size_t first_tab = line.find('\t');
+    const size_t second_tab = line.find('\t', first_tab + 1);
+    if (first_tab == std::string::npos || second_tab == std::string::npos) continue;
+    Outcome outcome;
+    outcome.verdict = static_cast<Verdict>(std::atoi(line.substr(0, first_tab).c_str()));
+    outcome.detail = line.substr(second_tab + 1);
+    report->rows.push_back({line.substr(first_tab + 1, second_tab - first_tab - 1), outcome});
+  }
+  std::remove(path.c_str());
+  return next_index;
 }
 
 // A plugin entry that crashes ends the process (it cannot go on); its last
@@ -288,7 +347,13 @@ extern "C" void OnFatalSignal(int signal_number) {
                 " in this item (in a plugin entry it calls, or the suite)";
   if (Report* report = g_report.load(); report != nullptr) {
     report->rows.push_back({g_running_item, Fail(what)});
-    PrintTable(*report);
+    if (g_resume_path[0] != '\0') {
+      WriteResume(*report, g_running_index + 1);
+      std::fprintf(stderr, "ccl_conformance: the launcher restarts the run; it goes on after %s\n",
+                   g_running_item);
+    } else {
+      PrintTable(*report);
+    }
   } else if (signal_number != SIGTERM) {
     std::fprintf(stderr, "ccl_conformance: global rank %d, item %s: %s\n", g_global_rank,
                  g_running_item, what.c_str());
@@ -303,13 +368,19 @@ void ReportFatalSignals() {
   }
 }
 
-void RunRank(RankContext& context, const std::vector<Item>& items, Report* report) {
+void RunRank(RankContext& context, const std::vector<Item>& items, size_t first_index,
+             Report* report) {
   const auto deadline_after = [&] {
     return std::chrono::steady_clock::now() + context.options.item_timeout;
   };
   const auto agree_deadline = context.options.item_timeout * 2 + kAbortGrace;
   for (size_t index = 0; index < items.size(); ++index) {
     const Item& item = items[index];
+    // A resumed attempt makes the world again, then goes on after the crash.
+    if (index < first_index) {
+      if (item.makes_world) MakeWorld(context);
+      continue;
+    }
     if (!FLAGS_filter.empty() && item.name.find(FLAGS_filter) == std::string::npos &&
         item.name != "init/world") {
       continue;
@@ -318,7 +389,7 @@ void RunRank(RankContext& context, const std::vector<Item>& items, Report* repor
       std::lock_guard<std::mutex> lock(report->mutex);
       report->running = item.name;
     }
-    if (context.thread_rank == 0) NoteRunning(item.name);
+    if (context.thread_rank == 0) NoteRunning(item.name, index);
     context.item_key = "item/" + std::to_string(index);
     context.watch->Arm(deadline_after());
     if (item.makes_world) MakeWorld(context);
@@ -496,6 +567,22 @@ int Main(int argc, char** argv) {
                     (FLAGS_quick ? ", float32 only" : "") + "), every root up to " +
                     std::to_string(options.every_root_up_to);
   }
+  // A restarted attempt goes on after the item that crashed the last one.
+  size_t first_index = 0;
+  const std::string resume_path = ResumePath(settings);
+  if (settings.restart_count > 0) {
+    const std::string key = "resume_from";
+    if (reports) {
+      first_index = ReadResume(resume_path, &report);
+      contexts.front()->store->Set(key, std::to_string(first_index));
+    } else {
+      first_index = std::strtoull(contexts.front()->store->Get(key).c_str(), nullptr, 10);
+    }
+  }
+  const char* max_restarts = std::getenv(env::torchrun::kMaxRestarts);
+  if (reports && max_restarts != nullptr && settings.restart_count < std::atoi(max_restarts)) {
+    std::snprintf(g_resume_path, sizeof(g_resume_path), "%s", resume_path.c_str());
+  }
   g_global_rank = first.global_rank();
   if (reports) g_report = &report;
   ReportFatalSignals();
@@ -514,7 +601,7 @@ int Main(int argc, char** argv) {
     parallel::RunOnThreads(
         threads, "the rank threads (--nthread_per_process=" + std::to_string(threads) + ")",
         [&](int thread) {
-          RunRank(*contexts[static_cast<size_t>(thread)], items,
+          RunRank(*contexts[static_cast<size_t>(thread)], items, first_index,
                   reports && thread == 0 ? &report : nullptr);
         });
   } catch (const parallel::ThreadStartError&) {
@@ -533,7 +620,11 @@ int Main(int argc, char** argv) {
               threads);
   }
   std::map<Verdict, int> tally = Tally(report.rows);
-  return tally[Verdict::kFail] + tally[Verdict::kMissing] > 0 ? 1 : 0;
+  const bool failed = tally[Verdict::kFail] + tally[Verdict::kMissing] > 0;
+  // Exit 1 restarts the run while restarts remain: those attempts only
+  // print this table again, they judge nothing twice.
+  if (failed && g_resume_path[0] != '\0') WriteResume(report, items.size());
+  return failed ? 1 : 0;
 }
 
 }  // namespace

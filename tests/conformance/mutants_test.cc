@@ -4,7 +4,9 @@
 // and the real gloo plugin passes everything (conformance_run_test.cc). A
 // hole found later in the suite becomes a new row here.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -48,7 +50,7 @@ const Mutant kMutants[] = {
     {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=abort_hides_error", "an aborted recv reports success", 2},
     {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=async_error_silent", "async error always 'no error'", 1},
     {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=split_ignores_key", "comm_split ignores the key", 3},
-    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=crash_on_bfloat16", "crashes in bfloat16 all_reduce", 1},
+    {LIAR_PLUGIN_PATH, "INFINI_CCL_LIE=crash_on_bfloat16", "crashes in a bfloat16 sum", 1},
     {KVTEST_PLUGIN_PATH, "KVTEST_FAULT=recv_any_source", "recv takes any peer's message", 3},
     {KVTEST_PLUGIN_PATH, "KVTEST_FAULT=shrink_rotates_ranks", "shrink numbers survivors wrong", 3},
 };
@@ -106,5 +108,30 @@ std::string MutantName(const testing::TestParamInfo<Mutant>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, MutantTest, testing::ValuesIn(kMutants), MutantName);
+
+// Under infini_run --max_restarts the suite goes on after a crash: the item
+// that crashed is FAIL, the items after it are judged, the summary is
+// printed, and the file that carried the rows across the restart is gone.
+TEST(CrashingPlugin, IsAFailAndUnderRestartsTheRunGoesOnToItsSummary) {
+  char directory[] = "/tmp/ccl_conformance_resume.XXXXXX";
+  ASSERT_NE(mkdtemp(directory), nullptr);
+  const RunResult run =
+      Conformance(LIAR_PLUGIN_PATH, "--nproc_per_node=2 --max_restarts=1", "--filter=bfloat16",
+                  std::string("TMPDIR=") + directory + " INFINI_CCL_LIE=crash_on_bfloat16");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  const std::vector<Row> rows = Rows(run.output);
+  const auto verdict_of = [&](const std::string& name) -> std::string {
+    for (const Row& row : rows) {
+      if (row.name == name) return row.verdict + row.detail;
+    }
+    return "<absent>";
+  };
+  EXPECT_EQ(verdict_of("all_reduce/bfloat16/sum").rfind("FAIL", 0), 0u) << run.output;
+  EXPECT_NE(verdict_of("all_reduce/bfloat16/sum").find("crashed"), std::string::npos);
+  EXPECT_EQ(verdict_of("all_reduce/bfloat16/max").rfind("pass", 0), 0u) << run.output;
+  EXPECT_EQ(verdict_of("scatter/bfloat16").rfind("pass", 0), 0u) << run.output;
+  EXPECT_NE(run.output.find("summary: "), std::string::npos) << run.output;
+  EXPECT_EQ(rmdir(directory), 0) << "a file was left in " << directory;
+}
 
 }  // namespace
