@@ -22,10 +22,19 @@ __attribute__((noinline)) void HangInsideAllReduceForTest() {
   }
 }
 
+// Its own frame: a capture that stops the rank inside access() may not
+// resolve the syscall's immediate caller, and that caller must not be the
+// frame the tests look for.
+__attribute__((noinline)) bool UntilFileExists(const std::string& until) {
+  const bool exists = !until.empty() && access(until.c_str(), F_OK) == 0;
+  asm volatile("");
+  return exists;
+}
+
 __attribute__((noinline)) void SpinInsideTrainingStepForTest(double seconds,
                                                              const std::string& until) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end && (until.empty() || access(until.c_str(), F_OK))) {
+  while (std::chrono::steady_clock::now() < end && !UntilFileExists(until)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     asm volatile("");
   }

@@ -410,7 +410,10 @@ TEST(TcpStoreFloodTest, AStrangersFloodFromOnePeerDoesNotKeepTheRunsClientsOut) 
       latencies_ms.size(), opened_during, at(0.5), at(0.99), latencies_ms.back(),
       status.at("connections"), status.at("shed"), status.at("rss_kib") >> 10,
       status.at("hwm_kib") >> 10);
-  EXPECT_LE(status.at("connections"), 64 + 1) << "unauthenticated connections beyond the cap";
+  // The flood's last connections may still be in the accept queue when it
+  // ends; the store sheds each one past the cap as it accepts it.
+  EXPECT_TRUE(Eventually([&] { return store.Status()["connections"] <= 64 + 1; }, seconds(5)))
+      << store.Status()["connections"] << " connections: unauthenticated ones beyond the cap";
   EXPECT_GE(status.at("shed"), kStrangers / 2);  // the rest may still wait to be accepted
   EXPECT_EQ(client->Get("one-kib"), value);
   // A second client of the run still gets in, with the stranger's last 64 open.
