@@ -453,6 +453,7 @@ Item CollectiveItem(Collective collective, DLDataType dtype, std::optional<Reduc
   }
   item.run = [collective, dtype, op](RankContext& context) {
     int64_t case_number = 0;
+    std::string first_wrong;
     for (int64_t count : infini::conformance::CountsFor(context.options, dtype)) {
       std::vector<int> roots = {-1};
       if (Rooted(collective)) {
@@ -469,10 +470,16 @@ Item CollectiveItem(Collective collective, DLDataType dtype, std::optional<Reduc
           if (in_place && !ccl::HasInPlaceForm(collective)) continue;
           const CaseSpec spec{collective, dtype, op, count, in_place};
           const std::string wrong = RunCase(context, spec, root, case_number++);
-          if (!wrong.empty()) return Fail(Describe(spec, root) + ": " + wrong);
+          // Every rank runs every case, so that collectives stay matched
+          // when only some ranks see a case wrong; the first one is the
+          // verdict.
+          if (!wrong.empty() && first_wrong.empty()) {
+            first_wrong = Describe(spec, root) + ": " + wrong;
+          }
         }
       }
     }
+    if (!first_wrong.empty()) return Fail(first_wrong);
     return Pass(ToleranceText(dtype, op, context.world_size));
   };
   return item;

@@ -93,22 +93,20 @@ class Worker {
 // Never destroyed: a worker may still be in a call when the process exits.
 std::mutex g_workers_mutex;
 auto* g_workers = new std::map<infiniCclComm_t, Worker*>;
+// The workers of the communicators this thread posted to: a thread waits
+// for its own work only (another rank thread's worker may need this
+// thread's next post to finish).
+thread_local std::set<Worker*> t_my_workers;
 
 Worker& WorkerOf(infiniCclComm_t comm) {
   std::lock_guard lock(g_workers_mutex);
   Worker*& worker = (*g_workers)[comm];
   if (worker == nullptr) worker = new Worker;
+  t_my_workers.insert(worker);
   return *worker;
 }
-// Waits outside the lock: another rank thread may need it to post the
-// work that a worker being drained waits for.
 void DrainAll() {
-  std::vector<Worker*> workers;
-  {
-    std::lock_guard lock(g_workers_mutex);
-    for (auto& [comm, worker] : *g_workers) workers.push_back(worker);
-  }
-  for (Worker* worker : workers) worker->Drain();
+  for (Worker* worker : t_my_workers) worker->Drain();
 }
 
 // ---- abort_hides_error: which communicators were aborted ----------------
