@@ -38,6 +38,7 @@
 #include "infini/parallel/errors.h"
 #include "infini/parallel/rank.h"
 #include "infini/parallel/rank_threads.h"
+#include "report.h"
 #include "suite.h"
 #include "suite_items.h"
 
@@ -74,49 +75,6 @@ constexpr std::chrono::seconds kAbortGrace{15};
 constexpr int64_t kMaxThreadsPerProcess = 1024;
 constexpr int64_t kMaxItemTimeoutSeconds = 7 * 24 * 3600;
 constexpr int64_t kMaxLargeCount = int64_t{1} << 30;
-
-struct Row {
-  std::string name;
-  Outcome outcome;
-};
-
-// What global rank 0 collects, shared with the watchdog, which prints it
-// when a rank is stuck for good.
-struct Report {
-  std::mutex mutex;
-  std::string header;
-  std::vector<Row> rows;
-  std::string running;  // the item in progress
-};
-
-std::map<Verdict, int> Tally(const std::vector<Row>& rows) {
-  std::map<Verdict, int> tally;
-  for (const Row& row : rows) ++tally[row.outcome.verdict];
-  return tally;
-}
-
-std::string SummaryLine(const std::vector<Row>& rows) {
-  std::map<Verdict, int> tally = Tally(rows);
-  return std::to_string(tally[Verdict::kPass]) + " pass, " +
-         std::to_string(tally[Verdict::kUnsupported]) + " unsupported, " +
-         std::to_string(tally[Verdict::kMissing]) + " missing, " +
-         std::to_string(tally[Verdict::kFail]) + " FAIL";
-}
-
-void PrintTable(const Report& report) {
-  size_t width = 4;
-  for (const Row& row : report.rows) width = std::max(width, row.name.size());
-  std::ostringstream out;
-  out << report.header << "\n";
-  out << std::string("ITEM") + std::string(width - 4 + 2, ' ') << "VERDICT      DETAIL\n";
-  for (const Row& row : report.rows) {
-    const std::string verdict(VerdictName(row.outcome.verdict));
-    out << row.name << std::string(width - row.name.size() + 2, ' ') << verdict
-        << std::string(13 - verdict.size(), ' ') << row.outcome.detail << "\n";
-  }
-  out << "summary: " << SummaryLine(report.rows) << "\n";
-  std::cout << out.str() << std::flush;
-}
 
 void WriteJson(const Report& report, const std::string& path, const std::string& backend,
                int world_size, int processes, int threads) {
@@ -273,59 +231,6 @@ void NoteRunning(const std::string& name, size_t index) {
   g_running_index = index;
 }
 
-// ---- Going on after a crash: the launcher restarts, the suite resumes ------------
-//
-// Under `infini_run --max_restarts=K` a crash (or the SIGTERM that follows
-// another process's) is not the end: global rank 0 writes its rows and the
-// index of the next item to a file of the run, the launcher restarts every
-// rank, and the next attempt reads the file, deletes it, and goes on from
-// that item. Each row is "<verdict>\t<name>\t<detail>".
-
-std::string ResumePath(const parallel::RuntimeSettings& settings) {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string run_id = settings.run_id;
-  for (char& c : run_id) {
-    if (c == '/') c = '_';
-  }
-  return std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/ccl_conformance." + run_id +
-         ".resume";
-}
-
-void WriteResume(const Report& report, size_t next_index) {
-  FILE* file = std::fopen(g_resume_path, "w");
-  if (file == nullptr) return;
-  std::fprintf(file, "%zu\n", next_index);
-  for (const Row& row : report.rows) {
-    std::string detail = row.outcome.detail;
-    for (char& c : detail) {
-      if (c == '\t' || c == '\n') c = ' ';
-    }
-    std::fprintf(file, "%d\t%s\t%s\n", static_cast<int>(row.outcome.verdict), row.name.c_str(),
-                 detail.c_str());
-  }
-  std::fclose(file);
-}
-
-// The rows of the attempts before, and the index to go on from (0: none).
-size_t ReadResume(const std::string& path, Report* report) {
-  std::ifstream file(path);
-  if (!file) return 0;
-  size_t next_index = 0;
-  std::string line;
-  if (std::getline(file, line)) next_index = std::strtoull(line.c_str(), nullptr, 10);
-  while (std::getline(file, line)) {
-    const size_t first_tab = line.find('\t');
-    const size_t second_tab = line.find('\t', first_tab + 1);
-    if (first_tab == std::string::npos || second_tab == std::string::npos) continue;
-    Outcome outcome;
-    outcome.verdict = static_cast<Verdict>(std::atoi(line.substr(0, first_tab).c_str()));
-    outcome.detail = line.substr(second_tab + 1);
-    report->rows.push_back({line.substr(first_tab + 1, second_tab - first_tab - 1), outcome});
-  }
-  std::remove(path.c_str());
-  return next_index;
-}
-
 // A plugin entry that crashes ends the process (it cannot go on); its last
 // word is the verdict: global rank 0 prints the rows so far, the item in
 // progress as FAIL and the summary; another process names its rank and
@@ -348,7 +253,7 @@ extern "C" void OnFatalSignal(int signal_number) {
   if (Report* report = g_report.load(); report != nullptr) {
     report->rows.push_back({g_running_item, Fail(what)});
     if (g_resume_path[0] != '\0') {
-      WriteResume(*report, g_running_index + 1);
+      WriteResume(g_resume_path, *report, g_running_index + 1);
       std::fprintf(stderr, "ccl_conformance: the launcher restarts the run; it goes on after %s\n",
                    g_running_item);
     } else {
@@ -569,7 +474,7 @@ int Main(int argc, char** argv) {
   }
   // A restarted attempt goes on after the item that crashed the last one.
   size_t first_index = 0;
-  const std::string resume_path = ResumePath(settings);
+  const std::string resume_path = ResumePath(settings.run_id);
   if (settings.restart_count > 0) {
     const std::string key = "resume_from";
     if (reports) {
@@ -623,7 +528,7 @@ int Main(int argc, char** argv) {
   const bool failed = tally[Verdict::kFail] + tally[Verdict::kMissing] > 0;
   // Exit 1 restarts the run while restarts remain: those attempts only
   // print this table again, they judge nothing twice.
-  if (failed && g_resume_path[0] != '\0') WriteResume(report, items.size());
+  if (failed && g_resume_path[0] != '\0') WriteResume(g_resume_path, report, items.size());
   return failed ? 1 : 0;
 }
 
