@@ -97,8 +97,8 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
     }
   };
   // float32 (every port must serve it) first, then the behaviour of
-  // communicators, then every other type: a port's first runs, and
-  // --fail_fast, meet what matters most first.
+  // communicators, then bfloat16 and every other type: a port's first
+  // runs, and --fail_fast, meet what matters most first.
   add_collectives_of(ccl::dtype::kFloat32);
 
   add("barrier", true, internal::BarrierOrders);
@@ -156,8 +156,13 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
   add("revoke/unblocks_recv", false,
       declared_or(capabilities.revoke() && world_size > 1,
                   recovery_why(capabilities.revoke(), "comm_revoke"), internal::RevokeUnblocks));
+  // bfloat16 next (what training moves besides float32), then the others.
+  add_collectives_of(ccl::dtype::kBFloat16);
   for (DLDataType dtype : AllDataTypes()) {
-    if (!ccl::operator==(dtype, ccl::dtype::kFloat32)) add_collectives_of(dtype);
+    if (!ccl::operator==(dtype, ccl::dtype::kFloat32) &&
+        !ccl::operator==(dtype, ccl::dtype::kBFloat16)) {
+      add_collectives_of(dtype);
+    }
   }
   if (capabilities.one_rank_per_process() && threads_per_process > 1) {
     RefuseLayout(items,
