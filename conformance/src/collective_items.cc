@@ -151,6 +151,15 @@ bool Required(Collective collective, DLDataType dtype, ReduceOp op) {
          (!ccl::IsReduction(collective) || op != ReduceOp::kAvg);
 }
 
+// Collectives whose send or receive buffer holds a block of `count` per
+// rank.
+bool BlockPerRank(Collective collective) {
+  return collective == Collective::kAllGather || collective == Collective::kReduceScatter ||
+         collective == Collective::kAllToAll || collective == Collective::kGather ||
+         collective == Collective::kScatter || collective == Collective::kAllToAllV ||
+         collective == Collective::kAllGatherV || collective == Collective::kReduceScatterV;
+}
+
 bool Rooted(Collective collective) {
   return collective == Collective::kBroadcast || collective == Collective::kReduce ||
          collective == Collective::kGather || collective == Collective::kScatter;
@@ -455,6 +464,11 @@ Item CollectiveItem(Collective collective, DLDataType dtype, std::optional<Reduc
     int64_t case_number = 0;
     std::string first_wrong;
     for (int64_t count : infini::conformance::CountsFor(context.options, dtype)) {
+      // The largest float32 message is a rank's whole buffer: where a
+      // buffer holds a block per rank, the count is divided among them.
+      if (count == context.options.largest_float32_count && BlockPerRank(collective)) {
+        count = std::max<int64_t>(1, count / context.world_size) | 1;
+      }
       std::vector<int> roots = {-1};
       if (Rooted(collective)) {
         roots.clear();
