@@ -62,7 +62,6 @@ GuardedBuffer::GuardedBuffer(const RankContext& context, DLDataType dtype, size_
                              const std::vector<double>& values)
     : dtype_(dtype),
       width_(ccl::ElementBytes(dtype)),
-      elements_(elements),
       guard_elements_((kGuardBytes + width_ - 1) / width_),
       buffer_(context.backend, (elements + 2 * guard_elements_) * width_) {
   std::vector<unsigned char> bytes = SentinelBytes(dtype, elements + 2 * guard_elements_);

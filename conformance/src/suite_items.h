@@ -81,7 +81,6 @@ class GuardedBuffer {
  private:
   DLDataType dtype_;
   size_t width_;
-  size_t elements_;
   size_t guard_elements_;
   ccl::DeviceBuffer buffer_;
 };

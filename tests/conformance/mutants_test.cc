@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -88,23 +89,22 @@ TEST_P(MutantTest, FailsInEveryLayoutWhereItsLieCanShow) {
   EXPECT_GT(judged, 0);
 }
 
+// "INFINI_CCL_LIE=early_event" -> "EarlyEvent": gtest names take letters
+// and digits only.
 std::string MutantName(const testing::TestParamInfo<Mutant>& info) {
-  std::string name = info.param.environment;
-  name = name.substr(name.find('=') + 1);
-  for (char& c : name) {
-    if (c == '_') c = 'X';  // gtest names take letters and digits only
-  }
-  std::string camel;
-  bool upper = true;
-  for (char c : name) {
-    if (c == 'X') {
-      upper = true;
+  const std::string lie =
+      std::string(info.param.environment).substr(std::string(info.param.environment).find('=') + 1);
+  std::string name;
+  bool word_start = true;
+  for (char c : lie) {
+    if (c == '_') {
+      word_start = true;
       continue;
     }
-    camel += upper ? static_cast<char>(std::toupper(c)) : c;
-    upper = false;
+    name += word_start ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    word_start = false;
   }
-  return camel;
+  return name;
 }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, MutantTest, testing::ValuesIn(kMutants), MutantName);
