@@ -20,7 +20,7 @@
 #
 #   scripts/recovery_bench.sh [--build DIR] [--out DIR] [--repeats N]
 #                             [--configs "4x2 8x4"] [--modes "restart elastic shrink"]
-#                             [--checkpoint_every N] [--loopback] [--backend gloo|nccl]
+#                             [--checkpoint_every N] [--loopback] [--backend gloo|nccl|staged]
 #
 # --configs "RANKSxHOSTS ...": RANKS a multiple of HOSTS; "1x1" runs only
 # (a), the one mode a single rank (one GPU, --backend nccl) allows.
@@ -54,7 +54,7 @@ while [ $# -gt 0 ]; do
 done
 [[ "$repeats" =~ ^[1-9][0-9]?$ ]] || { echo "recovery_bench.sh: --repeats='$repeats': expected 1..99" >&2; exit 2; }
 [[ "$checkpoint_every" =~ ^[1-9]$ ]] || { echo "recovery_bench.sh: --checkpoint_every='$checkpoint_every': expected 1..9 (below the kill's step)" >&2; exit 2; }
-[[ "$backend" =~ ^(gloo|nccl)$ ]] || { echo "recovery_bench.sh: --backend='$backend': expected gloo or nccl" >&2; exit 2; }
+[[ "$backend" =~ ^(gloo|nccl|staged)$ ]] || { echo "recovery_bench.sh: --backend='$backend': expected gloo, nccl or staged (gloo staged through nccl: every rank may share one GPU)" >&2; exit 2; }
 for config in $configs; do
   [[ "$config" =~ ^(1x1|[2-8]x[2-4])$ ]] && (( ${config%x*} % ${config#*x} == 0 )) ||
     { echo "recovery_bench.sh: --configs entry '$config': expected 1x1 or RANKSxHOSTS (2..8 ranks, a multiple of 2..4 hosts)" >&2; exit 2; }
@@ -164,7 +164,9 @@ def run_once(mode, ranks, hosts, index, prefix, port):
     os.chmod(token, 0o600)
     conf = "token_file=%s,heartbeat_timeout=%d" % (token, HEARTBEAT_S)
     launcher = ["--nproc_per_node=%d" % per_node, "--master_addr=" + master,
-                "--master_port=%d" % port, "--ccl_backend=" + backend, "--term_timeout=2"]
+                "--master_port=%d" % port, "--term_timeout=2"]
+    launcher += (["--ccl_backend=gloo", "--device_backend=nccl"] if backend == "staged"
+                 else ["--ccl_backend=" + backend])
     program = [gpt2, "--steps=%d" % STEPS, "--micro_batch_size=%d" % MICRO_BATCH[ranks],
                "--total_batch_size=%d" % (GLOBAL_SAMPLES[ranks] * SEQUENCE),
                "--channels=32", "--sequence_length=%d" % SEQUENCE, "--val_batches=1"]

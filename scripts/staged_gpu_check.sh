@@ -49,6 +49,31 @@ for ranks in 2 4 8; do
   grep "\[rank0\]" "$logs/bench_$ranks.log" | tail -8
 done
 
+# gpt2 d12 with 8 ranks on cuda:0 against 1 rank with the same global batch
+# (8 x 1 against 1 x 8 samples of 1024 tokens, random tokens): tokens/s of
+# each, and the first steps' losses side by side.
+if [[ -x "$build/bin/gpt2" && -x "$build/bin/make_token_bin" ]]; then
+  tokens="$logs/random_tokens.bin"
+  awk 'BEGIN { srand(12); for (i = 0; i < 400000; i++) print int(rand() * 50257) }' \
+    >"$logs/random_tokens.txt"
+  "$build/bin/make_token_bin" --input="$logs/random_tokens.txt" --output="$tokens" \
+    --input_format=ids >/dev/null || failed=1
+  rm -f "$logs/random_tokens.txt"
+  d12="--model=d12 --dtype=bfloat16 --input_bin=$tokens --sequence_length=1024 --num_iteration=12 \
+--val_batches=0 --throughput_skip_steps=3 --log_every=1"
+  echo "== gpt2 d12 bf16, 1 rank x 8 samples on cuda:0"
+  timeout 300 "$build/bin/gpt2" --ccl_backend=nccl $d12 --batch_size=8 >"$logs/gpt2_1.log" 2>&1 ||
+    failed=1
+  echo "== gpt2 d12 bf16, 8 ranks x 1 sample on cuda:0 (staged)"
+  timeout 400 "$run" --ccl_backend=gloo --device_backend=nccl --nproc_per_node=8 -- \
+    "$build/bin/gpt2" $d12 --batch_size=1 >"$logs/gpt2_8.log" 2>&1 || failed=1
+  for n in 1 8; do
+    grep -h "throughput:" "$logs/gpt2_$n.log" | tail -1
+  done
+  paste <(grep -o "step *[0-9]*/12 | loss [0-9.]*" "$logs/gpt2_1.log" | head -6) \
+    <(grep -o "loss [0-9.]*" "$logs/gpt2_8.log" | head -6)
+fi
+
 echo
 echo "all_reduce busbw (GB/s), gloo staged through nccl, every rank on cuda:0"
 printf "%12s %8s %8s %8s\n" size 2 4 8

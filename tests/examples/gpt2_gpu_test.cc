@@ -338,6 +338,51 @@ TEST(Gpt2Gpu, TraceNamesNcclsAlgorithmAndProtocolOfEachAllReduce) {
   }
 }
 
+// Host-staged communicators (--ccl_backend=gloo --device_backend=nccl): any
+// number of ranks share one GPU, each with its own stream, so the GPU
+// path's multi-rank behaviour runs on a one-GPU machine.
+std::string StagedRanksOnOneGpu(int ranks, const std::string& launcher_flags = "") {
+  return "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0} " + kInfiniRun +
+         " --ccl_backend=gloo --device_backend=nccl --term_timeout=2 --nproc_per_node=" +
+         std::to_string(ranks) + launcher_flags + " " + kGpt2;
+}
+
+// 4 ranks × micro-batch 1 on one GPU: the device reducer's buckets across
+// ranks, trained like one rank × micro-batch 4.
+TEST(Gpt2Gpu, FourStagedRanksOnOneGpuTrainLikeOneRank) {
+  if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
+  const Result one = RunCommand(kOneGpu + " --batch_size=4 --num_iteration=5" + kSmallModel);
+  const Result four =
+      RunCommand(StagedRanksOnOneGpu(4) + " --batch_size=1 --num_iteration=5" + kSmallModel);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(four.exit_code, 0) << four.output;
+  EXPECT_NE(four.output.find("gradients all-reduced during backward"), std::string::npos)
+      << four.output;
+  EXPECT_EQ(ParseThroughput(four.output).ranks, 4) << four.output;
+  EXPECT_EQ(ParseThroughput(four.output).fields["place"], "gpu") << four.output;
+  ExpectSameLosses(StepLosses(one.output), StepLosses(four.output), four.output);
+}
+
+// --on_failure=shrink on the CUDA path: rank 1 of 3 is SIGKILLed at step 3;
+// the survivors remake their device training (buckets of the new world)
+// from rank 0's device state and finish every step with the losses of one
+// rank taking the whole global batch.
+TEST(Gpt2Gpu, StagedRanksOnOneGpuShrinkInPlaceLikeOneRank) {
+  if (VisibleGpus() < 1) GTEST_SKIP() << "needs a GPU";
+  const Result reference = RunCommand(kOneGpu + " --batch_size=6 --num_iteration=6" + kSmallModel);
+  const Result shrunk =
+      RunCommand("INFINI_TEST_GPT2_KILL=1@3 " + StagedRanksOnOneGpu(3, " --on_failure=shrink") +
+                 " --batch_size=2 --num_iteration=6" + kSmallModel);
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  EXPECT_EQ(shrunk.exit_code, 0) << shrunk.output;
+  EXPECT_NE(shrunk.output.find("lost rank(s) 1 at step 3; world now 2 ranks (dp=2); resuming at "
+                               "step 3"),
+            std::string::npos)
+      << shrunk.output;
+  EXPECT_EQ(ParseThroughput(shrunk.output).fields["place"], "gpu") << shrunk.output;
+  ExpectSameLosses(StepLosses(reference.output), StepLosses(shrunk.output), shrunk.output);
+}
+
 // A checkpoint written on one GPU holds the device's weights and AdamW
 // moments: resumed on two GPUs (or one, when only one is visible), the run
 // continues with the losses of the uninterrupted run.

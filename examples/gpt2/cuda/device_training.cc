@@ -11,6 +11,7 @@
 #include "device_model.h"
 #include "infini/ccl/ccl.h"
 #include "infini/parallel/context.h"
+#include "infini/parallel/errors.h"
 #include "infini/parallel/gradient_reducer.h"
 #include "infini/parallel/process_group.h"
 
@@ -107,21 +108,15 @@ class CudaTraining : public DeviceTraining {
   void MicroStep(std::span<const int32_t> inputs, std::span<const int32_t> targets,
                  int64_t batch_size, int64_t sequence_length, float loss_weight,
                  bool last_micro_step) override {
-    model_->Forward(inputs, targets, batch_size, sequence_length, loss_weight);
-    if (sync_ == GradientSync::kOverlap) {
-      reducer_->SetSynchronize(last_micro_step);
-      model_->Backward(loss_weight, [&](size_t g) { reducer_->MarkReady(g, compute_); });
-      // An accumulation micro-step ends like a step (nothing was sent): the
-      // next backward marks every gradient again.
-      if (!last_micro_step) reducer_->WaitAll(compute_);
-    } else {
-      model_->Backward(loss_weight);
-    }
-    if (last_micro_step && sync_ == GradientSync::kAfterBackward) AllReduceEverything();
+    Communicating([&] {
+      MicroStepOnDevice(inputs, targets, batch_size, sequence_length, loss_weight, last_micro_step);
+    });
   }
 
   void OptimizerStep(int64_t step_number) override {
-    if (sync_ == GradientSync::kOverlap) reducer_->WaitAll(compute_);
+    Communicating([&] {
+      if (sync_ == GradientSync::kOverlap) reducer_->WaitAll(compute_);
+    });
     model_->Step(options_.adamw, step_number, gradient_scale_, options_.grad_clip);
     model_->ZeroGradients();
   }
@@ -146,6 +141,34 @@ class CudaTraining : public DeviceTraining {
   }
 
  private:
+  // A lost peer is the trainer's RankLostError, as on the host path: the
+  // trainer recovers in place (--on_failure=shrink) and makes this object
+  // again for the new world.
+  template <typename Work>
+  static void Communicating(Work work) {
+    try {
+      work();
+    } catch (const parallel::PeerLostError& error) {
+      throw RankLostError(error.what());
+    }
+  }
+
+  void MicroStepOnDevice(std::span<const int32_t> inputs, std::span<const int32_t> targets,
+                         int64_t batch_size, int64_t sequence_length, float loss_weight,
+                         bool last_micro_step) {
+    model_->Forward(inputs, targets, batch_size, sequence_length, loss_weight);
+    if (sync_ == GradientSync::kOverlap) {
+      reducer_->SetSynchronize(last_micro_step);
+      model_->Backward(loss_weight, [&](size_t g) { reducer_->MarkReady(g, compute_); });
+      // An accumulation micro-step ends like a step (nothing was sent): the
+      // next backward marks every gradient again.
+      if (!last_micro_step) reducer_->WaitAll(compute_);
+    } else {
+      model_->Backward(loss_weight);
+    }
+    if (last_micro_step && sync_ == GradientSync::kAfterBackward) AllReduceEverything();
+  }
+
   // --overlap=false: one all-reduce of every gradient once backward is done
   // (a sum; OptimizerStep divides).
   void AllReduceEverything() {

@@ -273,8 +273,8 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   adamw.weight_decay = options.weight_decay;
   AdamW optimizer(model.tensors(), model.num_parameters(), adamw);
   std::unique_ptr<DeviceTraining> device;
+  DeviceTrainingOptions device_options;
   if (on_device) {
-    DeviceTrainingOptions device_options;
     device_options.model = options.model;
     device_options.dtype = options.dtype;
     device_options.max_batch_size = B;
@@ -393,6 +393,8 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   // Returns the steps done.
   int64_t global_batch = loader->global_batch_size();
   const auto take_state_from_main = [&](int64_t steps_completed) {
+    // On the device path the device holds rank 0's state: to the host first.
+    if (device && group.is_main()) device->StoreState(model, optimizer);
     struct Agreed {
       int64_t steps_completed, optimizer_steps, consumed_samples, global_batch, accumulation;
     } agreed{steps_completed, optimizer.steps_taken(),
@@ -417,6 +419,14 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     targets.resize(loader->tokens_per_micro_batch());
     validator = Validator(options, group);
     progress = {agreed.steps_completed, agreed.consumed_samples};
+    if (device) {
+      // Buckets, registrations and the gradient scale belong to the old
+      // world, and the micro-batch may have grown: made again, then loaded.
+      device.reset();
+      device_options.max_batch_size = B;
+      device = CreateDeviceTraining(device_options, model, group);
+      device->LoadState(model, optimizer);
+    }
     return agreed.steps_completed;
   };
   const auto recover = [&](int64_t interrupted_step, int64_t steps_completed) {
@@ -449,13 +459,9 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
                group.world_size(), group.world_size(), static_cast<long long>(resumed + 1)));
     return resumed;
   };
-  const bool recovers = group.recovers_from_loss() && !device;
+  const bool recovers = group.recovers_from_loss();
 
   if (joiner) {
-    if (!recovers) {
-      throw std::runtime_error(
-          "this rank joined a running run, which gpt2 supports on the host path only (gloo)");
-    }
     // The survivors broadcast at their admission; take it, and start there.
     const int64_t resumed = take_state_from_main(0);
     summary.first_step = resumed;
