@@ -4,6 +4,7 @@
 // the device. The collectives are in staged_collectives.cc.
 #include "staged_backend.h"
 
+#include <cstddef>
 #include <mutex>
 #include <new>
 #include <string>
@@ -51,7 +52,7 @@ infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* un
       Transport().comm_init_rank(&transport, nranks, unique_id, rank, config, bootstrap);
   if (result != infiniCclSuccess) return FromPlugin(Transport(), result, "comm_init_rank");
   StagedComm* made = nullptr;
-  if (const infiniCclResult_t staged = MakeStagedComm(transport, &made);
+  if (const infiniCclResult_t staged = MakeStagedComm(transport, config, &made);
       staged != infiniCclSuccess) {
     const std::string why = t_last_error;
     Transport().comm_destroy(transport);
@@ -63,13 +64,13 @@ infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* un
 
 // A transport communicator made from another one (split, shrink), staged
 // like its parent; *out is NULL when the transport made none (split with color < 0).
-infiniCclResult_t Wrap(infiniCclResult_t result, infiniCclComm_t transport, infiniCclComm_t* out,
-                       const char* call) {
+infiniCclResult_t Wrap(infiniCclResult_t result, infiniCclComm_t transport,
+                       const infiniCclConfig_t* config, infiniCclComm_t* out, const char* call) {
   *out = nullptr;
   if (result != infiniCclSuccess) return FromPlugin(Transport(), result, call);
   if (transport == nullptr) return infiniCclSuccess;
   StagedComm* made = nullptr;
-  if (const infiniCclResult_t staged = MakeStagedComm(transport, &made);
+  if (const infiniCclResult_t staged = MakeStagedComm(transport, config, &made);
       staged != infiniCclSuccess) {
     const std::string why = t_last_error;
     Transport().comm_destroy(transport);
@@ -85,7 +86,7 @@ infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclC
   infiniCclComm_t child = nullptr;
   const infiniCclResult_t result =
       Transport().comm_split(Of(comm)->transport, color, key, &child, config);
-  return Wrap(result, child, newcomm, "comm_split");
+  return Wrap(result, child, config, newcomm, "comm_split");
 }
 
 infiniCclResult_t CommShrink(infiniCclComm_t comm, const int32_t* excluded, int32_t count,
@@ -95,7 +96,7 @@ infiniCclResult_t CommShrink(infiniCclComm_t comm, const int32_t* excluded, int3
   infiniCclComm_t child = nullptr;
   const infiniCclResult_t result =
       Transport().comm_shrink(Of(comm)->transport, excluded, count, config, flags, &child);
-  return Wrap(result, child, new_comm, "comm_shrink");
+  return Wrap(result, child, config, new_comm, "comm_shrink");
 }
 
 infiniCclResult_t CommRevoke(infiniCclComm_t comm) {
@@ -107,6 +108,17 @@ infiniCclResult_t CommAbort(infiniCclComm_t comm) { return FreeStagedComm(Of(com
 
 infiniCclResult_t CommGetAsyncError(infiniCclComm_t comm, infiniCclResult_t* error,
                                     const char** message) {
+  {
+    // A failure among the ranks of one host comes first: the transport
+    // never saw that call.
+    StagedComm& staged = *Of(comm);
+    std::lock_guard<std::mutex> lock(staged.error_mutex);
+    if (staged.async_error != infiniCclSuccess) {
+      if (error != nullptr) *error = staged.async_error;
+      if (message != nullptr) *message = staged.async_message.c_str();
+      return infiniCclSuccess;
+    }
+  }
   return FromPlugin(Transport(),
                     Transport().comm_get_async_error(Of(comm)->transport, error, message),
                     "comm_get_async_error");
@@ -213,6 +225,8 @@ void Fill(infiniCclPlugin_t& table, const infiniCclPlugin_t& transport,
 const infiniCclPlugin_t& Transport() { return *g_transport; }
 const infiniCclPlugin_t& Device() { return *g_device; }
 
+const std::string& LastError() { return t_last_error; }
+
 infiniCclResult_t Fail(infiniCclResult_t result, std::string message) {
   t_last_error = std::move(message);
   return result;
@@ -237,9 +251,15 @@ char* HostBuffer::Reserve(size_t bytes) {
   return data_.get();
 }
 
-infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, StagedComm** made) {
+infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
+                                 StagedComm** made) {
   auto comm = std::make_unique<StagedComm>();
   comm->transport = transport;
+  if (config != nullptr &&
+      config->struct_size >= offsetof(infiniCclConfig_t, timeout_ms) + sizeof(int64_t) &&
+      config->timeout_ms != INFINI_CCL_CONFIG_UNDEF_INT64 && config->timeout_ms > 0) {
+    comm->timeout_ms = config->timeout_ms;
+  }
   const infiniCclPlugin_t& device = Device();
   infiniCclResult_t result = device.get_device(&comm->device);
   if (result == infiniCclSuccess) result = device.stream_create(&comm->stream);
@@ -267,6 +287,7 @@ infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort) {
   infiniCclResult_t result = infiniCclSuccess;
   if (abort) {
     // Unblocks a call of another thread, which then gives the staging area up.
+    comm->aborting.store(true, std::memory_order_release);
     result = FromPlugin(Transport(), Transport().comm_abort(comm->transport), "comm_abort");
   }
   {
@@ -342,6 +363,7 @@ std::shared_ptr<const Backend> MakeStagedBackend(const Backend& transport, const
   BackendInfo info = device.info();
   info.name = table->name;
   info.library_path = transport.info().library_path + " + " + device.info().library_path;
+  info.transport_library_path = transport.info().library_path;
   info.abi_version = INFINI_CCL_PLUGIN_ABI_VERSION;
   info.unique_id_bytes = table->unique_id_bytes;
   const char* version = nullptr;

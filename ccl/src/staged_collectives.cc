@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "staged_comm.h"
+#include "staged_shared_memory.h"
 
 namespace infini::ccl::internal::staged {
 namespace {
@@ -135,6 +136,49 @@ class Stage {
     return rank;
   }
 
+  // Ranks of one host: whether the communicator's shared segment is open
+  // (opened at its first call that can use one: a collective of the
+  // transport, which every rank reaches at the same call).
+  bool SharedSlotsOpen() {
+    if (!ok()) return false;
+    if (comm_->shared == StagedComm::SharedUse::kUnknown) {
+      std::string why;
+      const infiniCclResult_t opened =
+          SharedSlots::Open(Transport(), comm_->transport, &comm_->slots, &why);
+      if (opened != infiniCclSuccess && !why.empty()) {
+        result_ = Fail(opened, std::string(call_) + ": " + why);
+        return false;
+      }
+      Host(opened);
+      comm_->shared = comm_->slots ? StagedComm::SharedUse::kOn : StagedComm::SharedUse::kOff;
+    }
+    return ok() && comm_->shared == StagedComm::SharedUse::kOn;
+  }
+  // Waits in the shared segment; a failure is this call's and the
+  // communicator's (comm_get_async_error).
+  void Shared(SharedSlots::Phase phase, int64_t sequence) {
+    if (!ok()) return;
+    std::string why;
+    const infiniCclResult_t result =
+        comm_->slots->WaitAll(phase, sequence, comm_->aborting, comm_->timeout_ms, &why);
+    if (result != infiniCclSuccess) {
+      result_ = Fail(result, std::string(call_) + ": " + why);
+      comm_->RecordAsyncError(result, LastError());
+    }
+  }
+  // From any host address (the shared result slot).
+  void ToDeviceFrom(void* device, const char* host, size_t bytes) {
+    if (ok() && bytes > 0) {
+      Device(Dev().memcpy_async(device, host, bytes, infiniCclMemcpyHostToDevice, comm_->stream));
+    }
+  }
+  void MarkBack() {
+    if (ok()) Device(Dev().event_record(comm_->done, comm_->stream));
+  }
+  void WaitBack() {
+    if (ok()) Device(Dev().event_synchronize(comm_->done));
+  }
+
   // The caller's stream goes on after the copies back; in a group, the
   // buffers wait for GroupEnd.
   infiniCclResult_t Finish() {
@@ -169,10 +213,8 @@ class Stage {
 // `copy_out` say whether this rank's input and result move; `host` runs
 // the transport's collective on `count` elements at a host address.
 template <typename HostCollective>
-infiniCclResult_t Chunked(const char* call, const void* sendbuff, void* recvbuff, size_t count,
-                          DLDataType dtype, bool copy_in, bool copy_out, infiniCclComm_t comm,
-                          infiniCclStream_t stream, HostCollective host) {
-  Stage stage(comm, stream, call);
+infiniCclResult_t Chunked(Stage& stage, const void* sendbuff, void* recvbuff, size_t count,
+                          DLDataType dtype, bool copy_in, bool copy_out, HostCollective host) {
   const size_t element = std::max<size_t>(ElementBytes(dtype), 1);
   const size_t bytes = count * element;
   stage.Reserve(0, bytes);
@@ -194,6 +236,69 @@ infiniCclResult_t Chunked(const char* call, const void* sendbuff, void* recvbuff
     stage.Host(host(buffer + offset(k), length(k) / element, stage.comm().transport));
     if (copy_out) stage.ToDevice(At(recvbuff, offset(k)), offset(k), length(k));
   }
+  return stage.Finish();
+}
+
+// all_reduce among ranks of one host (staged_shared_memory.h), chunk by
+// chunk: every rank copies its chunk to its slot, reduces its share of the
+// chunk across every slot into the result slot, and copies the whole result
+// back. No byte crosses a socket, and the copy in of chunk k+1 overlaps the
+// reduction of chunk k (two slots each).
+infiniCclResult_t SharedAllReduce(Stage& stage, const void* sendbuff, void* recvbuff, size_t count,
+                                  DLDataType dtype, infiniCclRedOp_t op) {
+  StagedComm& comm = stage.comm();
+  SharedSlots& slots = *comm.slots;
+  const size_t element = ElementBytes(dtype);
+  const size_t per_chunk = slots.slot_bytes() / element;
+  const size_t chunks = (count + per_chunk - 1) / per_chunk;
+  const int n = slots.nranks();
+  const int me = slots.rank();
+  // Chunk k is the communicator's chunk number `first + k`, in slot
+  // (first + k) % 2, which chunk first + k - 2 used last.
+  const int64_t first = comm.sequence + 1;
+  comm.sequence += static_cast<int64_t>(chunks);
+  const auto sequence = [&](size_t k) { return first + static_cast<int64_t>(k); };
+  const auto slot = [&](size_t k) { return static_cast<int>(sequence(k) % 2); };
+  const auto offset = [&](size_t k) { return std::min(k * per_chunk, count) * element; };
+  const auto length = [&](size_t k) { return offset(k + 1) - offset(k); };
+  const auto copy_in = [&](size_t k) {
+    stage.Shared(SharedSlots::kConsumed, sequence(k) - 2);
+    stage.ToHost(slots.input(slot(k), me), At(sendbuff, offset(k)), length(k));
+    stage.MarkCopied(slot(k));
+  };
+  copy_in(0);
+  std::vector<const char*> sources(static_cast<size_t>(n));
+  for (size_t k = 0; k < chunks && stage.ok(); ++k) {
+    if (k + 1 < chunks) {
+      if (k > 0) {
+        // Chunk k - 1's copy back has read its result slot.
+        stage.WaitBack();
+        if (stage.ok()) slots.Publish(SharedSlots::kConsumed, sequence(k - 1));
+      }
+      copy_in(k + 1);
+    }
+    stage.WaitCopied(slot(k));
+    if (stage.ok()) slots.Publish(SharedSlots::kArrived, sequence(k));
+    stage.Shared(SharedSlots::kArrived, sequence(k));
+    if (stage.ok()) {
+      const size_t elements = length(k) / element;
+      const size_t share = (elements + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+      const size_t begin = std::min(static_cast<size_t>(me) * share, elements);
+      const size_t end = std::min(begin + share, elements);
+      for (int r = 0; r < n; ++r)
+        sources[static_cast<size_t>(r)] = slots.input(slot(k), r) + begin * element;
+      HostReduce(slots.result(slot(k)) + begin * element, sources.data(), n, end - begin, dtype,
+                 op);
+      slots.Publish(SharedSlots::kReduced, sequence(k));
+    }
+    stage.Shared(SharedSlots::kReduced, sequence(k));
+    stage.ToDeviceFrom(At(recvbuff, offset(k)), slots.result(slot(k)), length(k));
+    stage.MarkBack();
+  }
+  // The last copies back have read the result slots before the next call
+  // may write them.
+  stage.WaitCopies();
+  if (stage.ok()) slots.Publish(SharedSlots::kConsumed, comm.sequence);
   return stage.Finish();
 }
 
@@ -255,7 +360,11 @@ infiniCclResult_t PointToPoint(const char* call, bool sending, void* buffer, siz
 
 infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
                             infiniCclRedOp_t op, infiniCclComm_t comm, infiniCclStream_t stream) {
-  return Chunked("all_reduce", sendbuff, recvbuff, count, dtype, true, true, comm, stream,
+  Stage stage(comm, stream, "all_reduce");
+  if (count > 0 && !stage.grouped() && HostReduces(dtype, op) && stage.SharedSlotsOpen()) {
+    return SharedAllReduce(stage, sendbuff, recvbuff, count, dtype, op);
+  }
+  return Chunked(stage, sendbuff, recvbuff, count, dtype, true, true,
                  [&](char* host, size_t n, infiniCclComm_t transport) {
                    return Transport().all_reduce(host, host, n, dtype, op, transport, nullptr);
                  });
@@ -265,7 +374,8 @@ infiniCclResult_t Broadcast(const void* sendbuff, void* recvbuff, size_t count, 
                             int root, infiniCclComm_t comm, infiniCclStream_t stream) {
   int rank = 0;
   Transport().comm_user_rank(Of(comm)->transport, &rank);
-  return Chunked("broadcast", sendbuff, recvbuff, count, dtype, rank == root, true, comm, stream,
+  Stage stage(comm, stream, "broadcast");
+  return Chunked(stage, sendbuff, recvbuff, count, dtype, rank == root, true,
                  [&](char* host, size_t n, infiniCclComm_t transport) {
                    return Transport().broadcast(host, host, n, dtype, root, transport, nullptr);
                  });
@@ -276,8 +386,8 @@ infiniCclResult_t Reduce(const void* sendbuff, void* recvbuff, size_t count, DLD
                          infiniCclStream_t stream) {
   int rank = 0;
   Transport().comm_user_rank(Of(comm)->transport, &rank);
-  return Chunked("reduce", sendbuff, recvbuff, count, dtype, true,
-                 rank == root && recvbuff != nullptr, comm, stream,
+  Stage stage(comm, stream, "reduce");
+  return Chunked(stage, sendbuff, recvbuff, count, dtype, true, rank == root && recvbuff != nullptr,
                  [&](char* host, size_t n, infiniCclComm_t transport) {
                    return Transport().reduce(host, host, n, dtype, op, root, transport, nullptr);
                  });

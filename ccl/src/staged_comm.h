@@ -3,12 +3,15 @@
 // collectives).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "infini/ccl/plugin_abi.h"
+#include "staged_shared_memory.h"
 
 namespace infini::ccl::internal::staged {
 
@@ -18,6 +21,7 @@ const infiniCclPlugin_t& Device();
 
 // The staged entries' last error on this thread (get_last_error).
 infiniCclResult_t Fail(infiniCclResult_t result, std::string message);
+const std::string& LastError();
 // `result` of a call into `plugin`, its text kept as ours when it failed.
 infiniCclResult_t FromPlugin(const infiniCclPlugin_t& plugin, infiniCclResult_t result,
                              const char* call);
@@ -45,11 +49,34 @@ struct StagedComm {
   HostBuffer send, recv;
   // One call at a time uses the staging area.
   std::mutex calls;
+
+  // Ranks of one host meet in a shared segment instead of the transport
+  // (all_reduce of the types the host reduces): whether they do is found
+  // at the first such call.
+  enum class SharedUse { kUnknown, kOn, kOff };
+  SharedUse shared = SharedUse::kUnknown;
+  std::unique_ptr<SharedSlots> slots;
+  int64_t sequence = 0;               // chunks through the slots so far
+  int64_t timeout_ms = 0;             // a wait's deadline (config.timeout_ms); 0: none
+  std::atomic<bool> aborting{false};  // comm_abort: waits in the slots end
+
+  // The first failure in the slots (the transport keeps its own), for
+  // comm_get_async_error.
+  void RecordAsyncError(infiniCclResult_t result, const std::string& message) {
+    std::lock_guard<std::mutex> lock(error_mutex);
+    if (async_error != infiniCclSuccess) return;
+    async_message = message;
+    async_error = result;
+  }
+  std::mutex error_mutex;
+  infiniCclResult_t async_error = infiniCclSuccess;
+  std::string async_message;
 };
 
 // A communicator of `transport` staged on the calling thread's current
 // device of Device(); on failure destroys nothing it did not make.
-infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, StagedComm** made);
+infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
+                                 StagedComm** made);
 // Waits for the copies in flight, then frees the device objects and the
 // transport communicator (with comm_destroy, or comm_abort when `abort`).
 infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort);

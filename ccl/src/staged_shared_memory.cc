@@ -21,7 +21,7 @@ namespace infini::ccl::internal::staged {
 namespace {
 
 constexpr uint64_t kMagic = 0x696e66696e69736dULL;  // "infinism"
-constexpr size_t kLine = 64;                          // a counter per cache line
+constexpr size_t kLine = 64;                        // a counter per cache line
 constexpr size_t kPage = 4096;
 // The segment's data stays within this, whatever the rank count (a
 // container's /dev/shm is often 64 MiB).
@@ -35,7 +35,7 @@ size_t RoundUp(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 struct Record {
   char host[160];
   char name[64];
-  int32_t willing;
+  int32_t mode;
   int32_t padding;
 };
 
@@ -47,16 +47,24 @@ std::string HostKey() {
   return boot_id + "/" + name;
 }
 
-bool Willing() {
-  const char* text = std::getenv("INFINI_CCL_STAGED_SHM");
-  return text == nullptr || std::strcmp(text, "0") != 0;
+constexpr const char* kShmVariable = "INFINI_CCL_STAGED_SHM";
+
+// INFINI_CCL_STAGED_SHM: unset or empty, when the ranks can; 0, never; 1,
+// always (a communicator whose ranks cannot share memory fails).
+enum Mode : int32_t { kOff = 0, kAuto = 1, kRequired = 2, kBadValue = 3 };
+Mode ReadMode() {
+  const char* text = std::getenv(kShmVariable);
+  if (text == nullptr || *text == '\0') return kAuto;
+  if (std::strcmp(text, "0") == 0) return kOff;
+  if (std::strcmp(text, "1") == 0) return kRequired;
+  return kBadValue;
 }
 
 std::string SegmentName() {
   std::random_device random;
   char name[64];
-  std::snprintf(name, sizeof(name), "/infini-ccl-%d-%08x%08x", static_cast<int>(getpid()),
-                random(), random());
+  std::snprintf(name, sizeof(name), "/infini-ccl-%d-%08x%08x", static_cast<int>(getpid()), random(),
+                random());
   return name;
 }
 
@@ -78,8 +86,14 @@ struct SharedSlots::Header {
 static_assert(sizeof(SharedSlots::Phase) <= kLine);
 
 infiniCclResult_t SharedSlots::Open(const infiniCclPlugin_t& transport, infiniCclComm_t comm,
-                                    std::unique_ptr<SharedSlots>* slots) {
+                                    std::unique_ptr<SharedSlots>* slots, std::string* why) {
   slots->reset();
+  const Mode mode = ReadMode();
+  if (mode == kBadValue) {
+    *why = std::string(kShmVariable) + "='" + std::getenv(kShmVariable) +
+           "': expected 0 (never share memory), 1 (always) or nothing (when the ranks can)";
+    return infiniCclInvalidArgument;
+  }
   int nranks = 0, rank = 0;
   infiniCclResult_t result = transport.comm_count(comm, &nranks);
   if (result == infiniCclSuccess) result = transport.comm_user_rank(comm, &rank);
@@ -88,24 +102,38 @@ infiniCclResult_t SharedSlots::Open(const infiniCclPlugin_t& transport, infiniCc
   Record mine{};
   std::snprintf(mine.host, sizeof(mine.host), "%s", HostKey().c_str());
   std::snprintf(mine.name, sizeof(mine.name), "%s", rank == 0 ? SegmentName().c_str() : "");
-  mine.willing = Willing() ? 1 : 0;
+  mine.mode = mode;
   std::vector<Record> all(static_cast<size_t>(nranks));
   result = transport.all_gather(&mine, all.data(), sizeof(Record), DLDataType{kDLUInt, 8, 1}, comm,
                                 nullptr);
   if (result != infiniCclSuccess) return result;
-  for (const Record& other : all) {
-    if (!other.willing || std::strncmp(other.host, all[0].host, sizeof(other.host)) != 0) {
-      return infiniCclSuccess;  // not all on this host: the transport it is
+  bool required = false;
+  std::string refusal;
+  for (int r = 0; r < nranks; ++r) {
+    const Record& other = all[static_cast<size_t>(r)];
+    required = required || other.mode == kRequired;
+    if (refusal.empty() && other.mode == kOff) {
+      refusal = "rank " + std::to_string(r) + " set " + kShmVariable + "=0";
+    }
+    if (refusal.empty() && std::strncmp(other.host, all[0].host, sizeof(other.host)) != 0) {
+      refusal = "rank " + std::to_string(r) + " runs on another host than rank 0";
     }
   }
+  // Not all on this host: the transport it is, unless a rank required memory.
+  const auto decline = [&](const std::string& reason) {
+    if (!required) return infiniCclSuccess;
+    *why = std::string(kShmVariable) + "=1: the ranks cannot share memory: " + reason;
+    return infiniCclInvalidUsage;
+  };
+  if (!refusal.empty()) return decline(refusal);
 
   std::unique_ptr<SharedSlots> made(new SharedSlots());
   made->nranks_ = nranks;
   made->rank_ = rank;
   const size_t counters = RoundUp(kLine + 3 * kLine * static_cast<size_t>(nranks), kPage);
-  made->slot_bytes_ = std::max(
-      kSlotGranule, kSegmentBudget / (2 * (static_cast<size_t>(nranks) + 1)) / kSlotGranule *
-                        kSlotGranule);
+  made->slot_bytes_ =
+      std::max(kSlotGranule, kSegmentBudget / (2 * (static_cast<size_t>(nranks) + 1)) /
+                                 kSlotGranule * kSlotGranule);
   made->mapped_bytes_ = counters + 2 * (static_cast<size_t>(nranks) + 1) * made->slot_bytes_;
   const char* name = all[0].name;
   const auto map = [&](int flags) {
@@ -116,7 +144,7 @@ infiniCclResult_t SharedSlots::Open(const infiniCclPlugin_t& transport, infiniCc
          posix_fallocate(made->fd_, 0, static_cast<off_t>(made->mapped_bytes_)) != 0)) {
       return false;  // no room: the pages are taken now rather than SIGBUS later
     }
-    struct stat status{};
+    struct stat status {};
     if (fstat(made->fd_, &status) != 0 ||
         static_cast<size_t>(status.st_size) != made->mapped_bytes_) {
       return false;
@@ -126,7 +154,7 @@ infiniCclResult_t SharedSlots::Open(const infiniCclPlugin_t& transport, infiniCc
     if (base == MAP_FAILED) return false;
     made->base_ = static_cast<char*>(base);
     // This rank's liveness: its lock lasts as long as its open file.
-    struct flock lock{};
+    struct flock lock {};
     lock.l_type = F_WRLCK;
     lock.l_whence = SEEK_SET;
     lock.l_start = rank;
@@ -144,11 +172,16 @@ infiniCclResult_t SharedSlots::Open(const infiniCclPlugin_t& transport, infiniCc
       header->nranks = nranks;
     }
   }
+  std::string failure = ok ? "" : "rank 0: " + std::string(name) + ": " + std::strerror(errno);
   result = AgreeOnLeast(transport, comm, &ok);
-  if (result == infiniCclSuccess && ok && rank != 0) ok = map(O_RDWR) ? 1 : 0;
+  if (result == infiniCclSuccess && ok && rank != 0) {
+    ok = map(O_RDWR) ? 1 : 0;
+    if (!ok) failure = "rank " + std::to_string(rank) + ": " + name + ": " + std::strerror(errno);
+  }
   if (result == infiniCclSuccess && ok) result = AgreeOnLeast(transport, comm, &ok);
   if (rank == 0) shm_unlink(name);  // every rank has it open, or none will use it
-  if (result != infiniCclSuccess || !ok) return result;
+  if (result != infiniCclSuccess) return result;
+  if (!ok) return decline(failure.empty() ? "another rank could not map /dev/shm" : failure);
   const auto* header = reinterpret_cast<const Header*>(made->base_);
   if (header->magic != kMagic || header->nranks != nranks ||
       header->slot_bytes != made->slot_bytes_) {
@@ -174,10 +207,10 @@ char* SharedSlots::input(int buffer, int rank) const {
 char* SharedSlots::result(int buffer) const { return input(buffer, nranks_); }
 
 std::atomic<int64_t>& SharedSlots::Counter(Phase phase, int rank) const {
-  char* at = base_ + kLine +
-             (static_cast<size_t>(phase) * static_cast<size_t>(nranks_) +
-              static_cast<size_t>(rank)) *
-                 kLine;
+  char* at =
+      base_ + kLine +
+      (static_cast<size_t>(phase) * static_cast<size_t>(nranks_) + static_cast<size_t>(rank)) *
+          kLine;
   return *reinterpret_cast<std::atomic<int64_t>*>(at);
 }
 
@@ -187,7 +220,7 @@ void SharedSlots::Publish(Phase phase, int64_t sequence) {
 
 bool SharedSlots::Alive(int rank) const {
   if (rank == rank_) return true;
-  struct flock lock{};
+  struct flock lock {};
   lock.l_type = F_WRLCK;
   lock.l_whence = SEEK_SET;
   lock.l_start = rank;

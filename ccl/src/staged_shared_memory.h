@@ -30,10 +30,13 @@ class SharedSlots {
 
   // Collective over `transport` (every rank calls it at the same call):
   // maps a segment every rank shares, or sets *slots to null when the ranks
-  // are not all on this host, INFINI_CCL_STAGED_SHM=0, or /dev/shm has no
-  // room (the transport is used then). Fails only when the transport does.
+  // are not all on this host, a rank set INFINI_CCL_STAGED_SHM=0, or
+  // /dev/shm has no room (the transport is used then). Fails when the
+  // transport does (*why empty: its own error), and with *why when
+  // INFINI_CCL_STAGED_SHM is not 0, 1 or empty, or a rank set it to 1 and
+  // the ranks cannot share memory.
   static infiniCclResult_t Open(const infiniCclPlugin_t& transport, infiniCclComm_t comm,
-                                std::unique_ptr<SharedSlots>* slots);
+                                std::unique_ptr<SharedSlots>* slots, std::string* why);
   ~SharedSlots();
   SharedSlots(const SharedSlots&) = delete;
   SharedSlots& operator=(const SharedSlots&) = delete;

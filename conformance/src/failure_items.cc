@@ -35,12 +35,16 @@ int64_t Milliseconds(Clock::duration duration) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(duration).count();
 }
 
-// Starts this program as the victim of `key`; its pid, or -1.
+// Starts this program as the victim of `key`; its pid, or -1. A staged
+// backend's device comes from INFINI_CCL_DEVICE_BACKEND, which the victim
+// inherits: it is given the transport's file.
 pid_t StartVictim(const RankContext& context, const std::string& key) {
+  const ccl::BackendInfo& info = context.backend->info();
   const std::vector<std::string> arguments = {
       "ccl_conformance", "--victim_of=" + key,
       "--victim_world=" + std::to_string(context.world_size + 1),
-      "--ccl_backend=" + context.backend->info().library_path};
+      "--ccl_backend=" +
+          (info.transport_library_path.empty() ? info.library_path : info.transport_library_path)};
   std::vector<char*> argv;
   for (const std::string& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
   argv.push_back(nullptr);

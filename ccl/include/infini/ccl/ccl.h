@@ -415,7 +415,10 @@ std::string SupportedAbiVersions();
 // Where a backend came from and what it is; printed by ccl_info.
 struct BackendInfo {
   std::string name;          // "gloo"
-  std::string library_path;  // file that was loaded
+  std::string library_path;  // file that was loaded ("transport + device" when staged)
+  // A staged backend's transport file alone: what --ccl_backend loads again
+  // while INFINI_CCL_DEVICE_BACKEND names the device ("" when not staged).
+  std::string transport_library_path;
   uint32_t abi_version = 0;  // ABI the plugin was built against (1 is adapted)
   std::string version;       // vendor library version text
   DLDeviceType device_type = kDLCPU;
