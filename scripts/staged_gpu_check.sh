@@ -74,6 +74,38 @@ if [[ -x "$build/bin/gpt2" && -x "$build/bin/make_token_bin" ]]; then
     <(grep -o "loss [0-9.]*" "$logs/gpt2_8.log" | head -6)
 fi
 
+# gpt2's CUDA path admits a replacement (--on_failure=shrink): 3 loopback
+# nodes of one rank each on cuda:0, node 2's launcher SIGKILLed at step 3
+# and started again; the survivors shrink, then admit it at a step boundary.
+if [[ -x "$build/bin/gpt2" ]]; then
+  echo "== gpt2 on cuda:0, 3 nodes x 1 rank (staged), node 2 killed and replaced"
+  port=$((29000 + RANDOM % 1000))
+  node() {
+    INFINI_TEST_GPT2_STEP_DELAY_MS=150 exec "$run" --nnodes=3 --node_rank="$1" --nproc_per_node=1 \
+      --ccl_backend=gloo --device_backend="${STAGED_DEVICE_BACKEND:-nccl}" \
+      --rdzv_endpoint=127.0.0.1:$port \
+      --rdzv_id=staged-replace --rdzv_timeout=60 --rdzv_conf=heartbeat_timeout=1 \
+      --on_failure=shrink --term_timeout=2 -- "$build/bin/gpt2" --steps=40 --batch_size=2 \
+      --channels=32 --sequence_length=32 --val_batches=1 >"$logs/replace_$2.log" 2>&1
+  }
+  node 0 node0 & n0=$!
+  node 1 node1 & n1=$!
+  node 2 node2 & n2=$!
+  for _ in $(seq 600); do grep -q "step    3/" "$logs/replace_node0.log" && break; sleep 0.1; done
+  kill -9 "$n2"
+  for _ in $(seq 300); do grep -q "published as lost" "$logs/replace_node0.log" && break; sleep 0.1; done
+  node 2 replacement & n3=$!
+  status=0
+  for pid in $n0 $n1 $n3; do wait "$pid" || status=1; done
+  grep -hE "lost rank|admitted rank|throughput:" "$logs/replace_node0.log"
+  if [[ $status -ne 0 ]] || ! grep -q "admitted rank(s) 3" "$logs/replace_node0.log"; then
+    echo "replacement: FAIL"
+    failed=1
+  else
+    echo "replacement: pass (the replacement's ranks admitted on the CUDA path, every launcher exit 0)"
+  fi
+fi
+
 echo
 echo "all_reduce busbw (GB/s), gloo staged through nccl, every rank on cuda:0"
 printf "%12s %8s %8s %8s\n" size 2 4 8
