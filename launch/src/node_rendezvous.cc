@@ -92,13 +92,9 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
   node->StartRelay();
   if (node->relay_) node->handler_->ReachThroughRelay(node->relay_->port());
   node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_, options);
-  node->link_->ranks_store = {node->world_.store_addr,
-                              node->world_.store_port,
-                              options.run_token,
-                              options.run_id,
-                              options.nnodes * options.processes_per_node,
-                              options.min_ranks,
-                              HostName()};
+  node->link_->ranks_store = {
+      node->world_.store_addr,       node->world_.store_port, options.run_token, options.run_id,
+      options.layout().world_size(), options.min_ranks,       HostName()};
   return node;
 }
 

@@ -212,6 +212,11 @@ void ResolveLaunchOptions(LaunchOptions* options) {
     options->ccl_backend = from_environment && *from_environment ? from_environment : "auto";
     CheckBackendName(options->ccl_backend);
   }
+  // The parser exports --device_backend for the ccl_info calls; the ranks
+  // get it from the options (child_env.h), like every variable of theirs.
+  if (const char* device_backend = getenv(env::kDeviceBackend)) {
+    options->device_backend = device_backend;
+  }
   if (options->run_id.empty()) options->run_id = GenerateRunId();
   // For tests of the fallback, and for hosts where a namespace is unwanted.
   const char* pid_namespace = getenv("INFINI_RUN_PID_NAMESPACE");

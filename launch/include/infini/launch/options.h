@@ -3,6 +3,7 @@
 // (ResolveLaunchOptions, resolve_options.cc).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "infini/common/one_line.h"
+#include "infini/common/rank_layout.h"
 
 namespace infini::launch {
 
@@ -104,6 +106,8 @@ struct LaunchOptions {
   // --ccl_backend; empty after parsing when not given (resolved:
   // INFINI_CCL_BACKEND, else auto).
   std::string ccl_backend = "auto";
+  // --device_backend, else INFINI_CCL_DEVICE_BACKEND (resolved; empty: none).
+  std::string device_backend;
   int max_restarts = 0;
   // --on_failure=shrink: a lost rank is published, the others go on.
   bool shrink_on_failure = false;
@@ -133,6 +137,9 @@ struct LaunchOptions {
   std::vector<std::string> notes;
 
   bool multi_node() const { return nnodes > 1; }
+  // The world as launched: --nnodes at its most (elastic: MAX), before any
+  // loss; this node's rank, 0 while it is assigned at join.
+  RankLayout layout() const { return {nnodes, processes_per_node, std::max(node_rank, 0)}; }
   // --nnodes=MIN:MAX with MIN < MAX: node ranks and the world are agreed
   // each round, and a lost or late node makes the run meet again.
   bool elastic() const { return min_nnodes > 0 && min_nnodes < nnodes; }
