@@ -122,7 +122,10 @@ class Launcher {
   // Node 0 merges the trace (a shared --trace_dir holds every node's ranks).
   void FinishTrace() const {
     if (options_.trace_dir.empty() || !node_ || node_->node_rank() != 0) return;
-    FinishTraceOfRun(AbsoluteTraceFolder(options_.trace_dir), options_.comm_summary);
+    const TraceEnd end =
+        FinishTraceOfRun(AbsoluteTraceFolder(options_.trace_dir), options_.comm_summary);
+    for (const std::string& note : end.notes) Say(note);
+    if (!end.summary.empty()) Console::Get().WriteLine(Console::kStderr, end.summary);
   }
 
  private:
