@@ -359,7 +359,7 @@ bool NodeRendezvous::WaitAllNodesReady(int attempt) {
   bool reported_missing = false;
   int missing_node = -1;  // found lost while joining: to publish
   // Whom it waits for, after 5 s and every 30 s, as a joining node does.
-  auto next_report = started + std::chrono::seconds(5);
+  auto next_report = started + options_.FirstWaitingNote();
   while (true) {
     if (MembershipChanged()) return false;
     std::string waiting_line;
@@ -391,7 +391,7 @@ bool NodeRendezvous::WaitAllNodesReady(int attempt) {
         waiting_line = doing + " for " + seconds(Clock::now() - started) + " s: missing node(s) " +
                        link_->missing_ready + "; gives up in " + seconds(deadline - Clock::now()) +
                        " s (--rdzv_timeout " + Seconds(options_.rendezvous_timeout) + ")";
-        next_report = Clock::now() + std::chrono::seconds(30);
+        next_report = Clock::now() + options_.waiting_note_interval;
       }
     }
     if (!waiting_line.empty()) Say(waiting_line);

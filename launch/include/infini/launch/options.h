@@ -81,6 +81,13 @@ struct LaunchOptions {
   // A node whose launcher sent no heartbeat this long is lost; also how long
   // a store call may take and a rank may stay stopped.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(15)};
+  // A launcher waiting for other nodes says whom it waits for after
+  // FirstWaitingNote(), then every waiting_note_interval (resolved:
+  // INFINI_RUN_WAITING_NOTE_S, for tests; torchrun users see 30 s).
+  std::chrono::milliseconds waiting_note_interval{std::chrono::seconds(30)};
+  std::chrono::milliseconds FirstWaitingNote() const {
+    return std::min<std::chrono::milliseconds>(waiting_note_interval, std::chrono::seconds(5));
+  }
   // --rdzv_conf=relay=0|1: on a multi-node run each launcher relays the
   // run's store for its ranks (docs/rendezvous.md, "Relay").
   bool relay_store = true;
