@@ -236,6 +236,24 @@ TEST(LaunchUx, NodeZeroSaysWhichNodesItWaitsForEveryPeriod) {
   EXPECT_GE(CountLinesStartingWith(result.err, line), 3u) << result.err;
 }
 
+// A joining node whose node 0 is not there says so every period too.
+TEST(LaunchUx, AJoiningNodeSaysWhatItWaitsForEveryPeriod) {
+  LaunchSetup setup;
+  setup.extra_environment = {"INFINI_RUN_WAITING_NOTE_S=1"};
+  const int port = FreePort();
+  LauncherProcess launcher(
+      {"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
+       "--rdzv_id=ux-join-period", "--rdzv_timeout=4", "--", ChildPath()},
+      setup);
+  const LauncherResult result = launcher.Wait();
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_GE(CountLinesStartingWith(
+                result.err, "infini_run: waiting for node 0's rendezvous store at 127.0.0.1:" +
+                                std::to_string(port) + " (--rdzv_endpoint) since "),
+            3u)
+      << result.err;
+}
+
 // The period's variable is checked like a flag: one line, exit 2.
 TEST(LaunchUx, ABadWaitingNotePeriodIsOneLine) {
   LaunchSetup setup;
