@@ -44,6 +44,19 @@ for rule in "${rules[@]}"; do
     done < <(grep -rnE --include='*.cc' --include='*.h' "$vendor" "$root/$folder" || true)
   fi
 done
+# launch/diagnostics/ sits below the rest of the launcher (launch/CMakeLists.txt):
+# of infini/launch/ it includes its own headers and options.h (the errors) only.
+diagnostics="$root/launch/diagnostics"
+if [[ -d "$diagnostics" ]]; then
+  own=" options.h $(cd "$diagnostics/include/infini/launch" && echo *.h) "
+  while IFS=: read -r file line text; do
+    header=$(sed -E 's/.*infini\/launch\/([^">]+)[">].*/\1/' <<<"$text")
+    if [[ "$own" != *" $header "* ]]; then
+      echo "check_layers: ${file#"$root"/}:$line includes infini/launch/$header, which launch/diagnostics/ may not (it may include its own headers and options.h)"
+      crossings=$((crossings + 1))
+    fi
+  done < <(grep -rnE --include='*.cc' --include='*.h' '#include *[<"]infini/launch/' "$diagnostics" || true)
+fi
 if [[ $crossings -ne 0 ]]; then
   echo "check_layers: $crossings include(s) cross a layer's line (docs/architecture.md)" >&2
   exit 1

@@ -5,6 +5,7 @@
 
 #include "infini/common/loss_notice.h"
 #include "infini/common/one_line.h"
+#include "infini/common/rank_layout.h"
 #include "infini/launch/console.h"
 #include "infini/rendezvous/prefix_store.h"
 #include "infini/rendezvous/tcp_store.h"
@@ -52,10 +53,8 @@ JoinBlock LossPublisher::TakeJoinBlock(int processes_per_node, const std::string
   const int64_t given = ranks_store.Add(loss_notice::kJoinNextRankKey, processes_per_node);
   JoinBlock block;
   block.world_size = settings_.world_size + static_cast<int>(given);
-  const int first = block.world_size - processes_per_node;
-  for (int local = 0; local < processes_per_node; ++local) {
-    block.notice.global_ranks.push_back(first + local);
-  }
+  block.notice.global_ranks =
+      RankLayout::JoinedAfterEveryNode(block.world_size, processes_per_node).ProcessRanksOfNode();
   block.notice.unix_ms = unix_ms;
   block.notice.how = how;
   block.number = ranks_store.Add(loss_notice::kJoinCountKey, 1);

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "infini/common/launch_env.h"
-#include "infini/common/trace_format.h"
 #include "infini/launch/child_env.h"
 #include "infini/launch/console.h"
 #include "infini/launch/failure_summary.h"
@@ -38,49 +37,9 @@ constexpr int kLauncherErrorExitCode = 1;
 // How long queued console output may take to drain at exit.
 constexpr std::chrono::milliseconds kConsoleFlushBound{2000};
 
-// Where this node's ranks meet in one attempt: from the rendezvous for a
-// real start, made up from the options for --dry_run.
-struct NodePlacement {
-  int node_rank = 0;
-  int nnodes = 1;           // this round's (elastic runs: between MIN and MAX)
-  std::string master_addr;  // the program's own store (MASTER_ADDR:MASTER_PORT)
-  uint16_t master_port = 0;
-  std::string store_addr;  // the ranks' store (the node's relay, or the launcher's)
-  uint16_t store_port = 0;
-};
-
 NodePlacement PlacementOf(const NodeRendezvous& node) {
   return {node.node_rank(),   node.nnodes(),           node.master_addr(),
           node.master_port(), node.ranks_store_addr(), node.ranks_store_port()};
-}
-
-// The world every rank of an attempt shares: the one builder of the real
-// start and of --dry_run, so the two print and set the same variables.
-WorldContext MakeWorld(const LaunchOptions& options, const NodePlacement& placement, int attempt) {
-  WorldContext world;
-  world.nnodes = placement.nnodes;
-  world.processes_per_node = options.processes_per_node;
-  world.node_rank = placement.node_rank;
-  world.run_id = options.run_id;
-  world.ccl_backend = options.ccl_backend;
-  world.master_addr = placement.master_addr;
-  world.master_port = placement.master_port;
-  world.store_addr = placement.store_addr;
-  world.store_port = placement.store_port;
-  world.restart_count = attempt;
-  world.max_restarts = options.max_restarts;
-  world.role = options.role;
-  world.run_token = options.run_token;
-  world.visibility_variable = options.visibility_variable;
-  world.visible_devices = options.visible_devices;
-  world.inherited_nccl_async_error_handling = getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") != nullptr;
-  world.shrink_on_failure = options.shrink_on_failure;
-  return world;
-}
-
-// The variables of local rank `local_rank` (real start and --dry_run).
-EnvironmentVariables RankVariables(const WorldContext& world, int local_rank) {
-  return LauncherVariables(world, local_rank, getenv("OMP_NUM_THREADS") != nullptr);
 }
 
 std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldContext& world,
@@ -89,10 +48,10 @@ std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldCon
   for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
     RankSpec spec;
     spec.local_rank = local_rank;
-    spec.global_rank = world.node_rank * options.processes_per_node + local_rank;
+    spec.global_rank = world.layout.GlobalRank(local_rank);
     spec.program_path = options.program_path;
     spec.argv = options.program_argv;
-    spec.environment = MergeEnvironment(environ, RankVariables(world, local_rank));
+    spec.environment = MergeEnvironment(environ, LauncherVariables(world, local_rank));
     const int redirected = options.redirects.CodeFor(local_rank);
     const bool shown = options.ShowsOnConsole(local_rank);
     spec.output.global_rank = spec.global_rank;
@@ -107,56 +66,6 @@ std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldCon
     specs.push_back(std::move(spec));
   }
   return specs;
-}
-
-std::string ShellQuoted(const std::string& word) {
-  if (!word.empty() && word.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;!#~") == std::string::npos) {
-    return OneLine(word);
-  }
-  std::string quoted = "'";
-  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return OneLine(quoted + "'");
-}
-
-// --dry_run's placement: the rendezvous endpoint for several nodes (node 0's
-// MASTER_PORT is picked at launch), free local ports for one.
-NodePlacement DryRunPlacement(const LaunchOptions& options) {
-  NodePlacement placement;
-  placement.node_rank = std::max(options.node_rank, 0);
-  placement.nnodes = options.nnodes;
-  if (options.multi_node()) {
-    placement.master_addr = placement.store_addr = options.rendezvous_host;
-    placement.store_port = options.rendezvous_port;
-  } else {
-    placement.master_addr = placement.store_addr = "127.0.0.1";
-    placement.master_port = PickFreePort("127.0.0.1");
-    placement.store_port =
-        options.rendezvous_port ? options.rendezvous_port : PickFreePort("127.0.0.1");
-  }
-  return placement;
-}
-
-int PrintDryRun(const LaunchOptions& options) {
-  WorldContext world = MakeWorld(options, DryRunPlacement(options), 0);
-  if (!world.run_token.empty()) world.run_token = "(secret)";  // never printed
-  if (options.multi_node()) {
-    printf("# multi-node: MASTER_PORT is picked by node 0 at launch (shown as 0)%s%s\n",
-           options.node_rank < 0 ? "; node rank assigned at join (shown as 0)" : "",
-           options.elastic() ? "; elastic: the world is each round's (shown at MAX)" : "");
-  }
-  for (int local_rank = 0; local_rank < options.processes_per_node; ++local_rank) {
-    printf("rank %d (local rank %d):\n", world.node_rank * options.processes_per_node + local_rank,
-           local_rank);
-    for (const auto& [name, value] : RankVariables(world, local_rank)) {
-      printf("  %s=%s\n", name.c_str(), ShellQuoted(value).c_str());
-    }
-    std::string command = "  command: " + ShellQuoted(options.program_path);
-    for (size_t i = 1; i < options.program_argv.size(); ++i) {
-      command += " " + ShellQuoted(options.program_argv[i]);
-    }
-    printf("%s\n", command.c_str());
-  }
-  return 0;
 }
 
 class Launcher {
@@ -213,7 +122,10 @@ class Launcher {
   // Node 0 merges the trace (a shared --trace_dir holds every node's ranks).
   void FinishTrace() const {
     if (options_.trace_dir.empty() || !node_ || node_->node_rank() != 0) return;
-    FinishTraceOfRun(getenv(trace_format::kTraceDirVariable), options_.comm_summary);
+    const TraceEnd end =
+        FinishTraceOfRun(AbsoluteTraceFolder(options_.trace_dir), options_.comm_summary);
+    for (const std::string& note : end.notes) Say(note);
+    if (!end.summary.empty()) Console::Get().WriteLine(Console::kStderr, end.summary);
   }
 
  private:
@@ -237,7 +149,8 @@ class Launcher {
   }
 
   void SayRound() {
-    const int world_size = node_->nnodes() * options_.processes_per_node;
+    const int world_size =
+        RankLayout{node_->nnodes(), options_.processes_per_node, node_->node_rank()}.world_size();
     Say("round " + std::to_string(node_->round()) + ": node " + std::to_string(node_->node_rank()) +
         " of " + std::to_string(node_->nnodes()) + " (--nnodes=" + options_.NnodesText() +
         "), WORLD_SIZE=" + std::to_string(world_size) + ", attempt " + std::to_string(attempt_));
@@ -270,10 +183,10 @@ class Launcher {
     restart_requested_ = false;
     lost_store_.clear();
     if (options_.shrink_on_failure) {
-      supervision.on_rank_lost = MakeShrinkHandler(
-          {node_->store_addr(), node_->store_port(), options_.run_token,
-           options_.run_id + "/" + std::to_string(attempt),
-           options_.nnodes * options_.processes_per_node, options_.min_ranks, HostName()});
+      supervision.on_rank_lost =
+          MakeShrinkHandler({node_->store_addr(), node_->store_port(), options_.run_token,
+                             options_.run_id + "/" + std::to_string(attempt),
+                             options_.layout().world_size(), options_.min_ranks, HostName()});
       supervision.ranks_on_other_nodes = options_.multi_node();
     }
     if (!options_.multi_node()) return supervision;
@@ -307,7 +220,7 @@ class Launcher {
   // Returns the exit status when the run is over, nothing when it goes on
   // (a restart, or with membership_changed_ a new round).
   std::optional<int> RunOneAttempt(int attempt) {
-    WorldContext world = MakeWorld(options_, PlacementOf(*node_), attempt);
+    WorldContext world = MakeWorld(options_, PlacementOf(*node_), attempt, environ);
     if (node_->replaces_lost_node()) TakeJoinBlock(attempt, &world);
     std::vector<RankSpec> specs = MakeRankSpecs(options_, world, logs_.get(), attempt);
     // Node 0's launcher hosts the store: its clock is the trace's reference.
@@ -405,13 +318,11 @@ class Launcher {
                             .count();
     LossPublisher publisher({node_->store_addr(), node_->store_port(), options_.run_token,
                              options_.run_id + "/" + std::to_string(attempt),
-                             options_.nnodes * options_.processes_per_node, options_.min_ranks,
-                             HostName()});
+                             options_.layout().world_size(), options_.min_ranks, HostName()});
     const JoinBlock block = publisher.TakeJoinBlock(options_.processes_per_node, how, now);
     // The ranks' numbering: a node after every other (loss_notice.h, "Joins").
     world->join_notice = block.number;
-    world->node_rank = block.notice.global_ranks.front() / options_.processes_per_node;
-    world->nnodes = block.world_size / options_.processes_per_node;
+    world->layout = RankLayout::JoinedAfterEveryNode(block.world_size, options_.processes_per_node);
     node_->PublishJoin(block.notice);
     Say(how + " a running run in place of a lost node: ranks " +
         std::to_string(block.notice.global_ranks.front()) + ".." +
@@ -511,7 +422,10 @@ int Main(int argc, char** argv) {
     }
     for (const std::string& note : options.notes) Say(note);
     ResolveLaunchOptions(&options);
-    if (options.dry_run) return PrintDryRun(options);
+    if (options.dry_run) {
+      fputs(DryRunText(options, environ).c_str(), stdout);
+      return 0;
+    }
     PrepareTraceFolder(options.trace_dir);
   } catch (const UsageError& error) {
     Say(std::string("error: ") + error.what());

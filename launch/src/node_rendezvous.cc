@@ -92,13 +92,9 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
   node->StartRelay();
   if (node->relay_) node->handler_->ReachThroughRelay(node->relay_->port());
   node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_, options);
-  node->link_->ranks_store = {node->world_.store_addr,
-                              node->world_.store_port,
-                              options.run_token,
-                              options.run_id,
-                              options.nnodes * options.processes_per_node,
-                              options.min_ranks,
-                              HostName()};
+  node->link_->ranks_store = {
+      node->world_.store_addr,       node->world_.store_port, options.run_token, options.run_id,
+      options.layout().world_size(), options.min_ranks,       HostName()};
   return node;
 }
 
@@ -363,7 +359,7 @@ bool NodeRendezvous::WaitAllNodesReady(int attempt) {
   bool reported_missing = false;
   int missing_node = -1;  // found lost while joining: to publish
   // Whom it waits for, after 5 s and every 30 s, as a joining node does.
-  auto next_report = started + std::chrono::seconds(5);
+  auto next_report = started + options_.FirstWaitingNote();
   while (true) {
     if (MembershipChanged()) return false;
     std::string waiting_line;
@@ -395,7 +391,7 @@ bool NodeRendezvous::WaitAllNodesReady(int attempt) {
         waiting_line = doing + " for " + seconds(Clock::now() - started) + " s: missing node(s) " +
                        link_->missing_ready + "; gives up in " + seconds(deadline - Clock::now()) +
                        " s (--rdzv_timeout " + Seconds(options_.rendezvous_timeout) + ")";
-        next_report = Clock::now() + std::chrono::seconds(30);
+        next_report = Clock::now() + options_.waiting_note_interval;
       }
     }
     if (!waiting_line.empty()) Say(waiting_line);

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "infini/common/rank_layout.h"
 #include "infini/rendezvous/store.h"
 #include "rendezvous_protocol.h"
 
@@ -82,11 +83,7 @@ std::vector<int> NodeSlots::RanksOf(int node_rank) const {
   for (auto join = joins_.rbegin(); join != joins_.rend(); ++join) {
     if (join->node_rank == node_rank) return join->notice.global_ranks;
   }
-  std::vector<int> ranks;
-  for (int local = 0; local < processes_per_node_; ++local) {
-    ranks.push_back(node_rank * processes_per_node_ + local);
-  }
-  return ranks;
+  return RankLayout{nnodes_, processes_per_node_, node_rank}.ProcessRanksOfNode();
 }
 
 void AppendNodeLoss(Store& store, const NodeLossEntry& entry) {

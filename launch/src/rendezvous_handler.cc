@@ -187,7 +187,7 @@ int WaitForRoundToClose(Store& store, const LaunchOptions& options, int round,
                         const std::function<bool()>& stopped) {
   const std::string closed = RoundKey(round, "closed");
   const auto started = Clock::now();
-  auto next_report = started + std::chrono::seconds(5);
+  auto next_report = started + options.FirstWaitingNote();
   std::optional<Clock::time_point> minimum_reached;
   while (true) {
     if (store.Check({closed})) return std::stoi(store.Get(closed));
@@ -212,7 +212,7 @@ int WaitForRoundToClose(Store& store, const LaunchOptions& options, int round,
     if (now >= next_report) {
       SayWhomTheRoundWaitsFor(store, options, round, arrived, minimum_reached.has_value(),
                               now - started);
-      next_report = now + std::chrono::seconds(30);
+      next_report = now + options.waiting_note_interval;
     }
     std::this_thread::sleep_for(kRoundPollStep);
   }

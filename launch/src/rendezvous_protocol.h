@@ -43,7 +43,7 @@
 #include <memory>
 #include <string>
 
-#include "infini/launch/node_rendezvous.h"
+#include "infini/launch/peer_failure.h"
 #include "infini/launch/rendezvous_handler.h"
 
 namespace infini::rendezvous {

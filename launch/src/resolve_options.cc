@@ -196,6 +196,22 @@ void CheckDevicesBeforeStarting(const LaunchOptions& options) {
   RefuseSharedNcclDevices(options, devices);
 }
 
+// INFINI_RUN_WAITING_NOTE_S: how often a waiting launcher says whom it
+// waits for (tests shorten torchrun users' 30 s).
+void ResolveWaitingNoteInterval(LaunchOptions* options) {
+  const char* text = getenv("INFINI_RUN_WAITING_NOTE_S");
+  if (!text || !*text) return;
+  char* end = nullptr;
+  const double seconds = strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds > 0) || seconds >= 1e7) {
+    throw UsageError(std::string("INFINI_RUN_WAITING_NOTE_S='") + OneLine(text) +
+                     "': expected seconds between notes of a waiting launcher, above 0 and below "
+                     "10^7");
+  }
+  options->waiting_note_interval =
+      std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000)));
+}
+
 }  // namespace
 
 std::string ExecutableDirectory() {
@@ -212,7 +228,13 @@ void ResolveLaunchOptions(LaunchOptions* options) {
     options->ccl_backend = from_environment && *from_environment ? from_environment : "auto";
     CheckBackendName(options->ccl_backend);
   }
+  // The parser exports --device_backend for the ccl_info calls; the ranks
+  // get it from the options (child_env.h), like every variable of theirs.
+  if (const char* device_backend = getenv(env::kDeviceBackend)) {
+    options->device_backend = device_backend;
+  }
   if (options->run_id.empty()) options->run_id = GenerateRunId();
+  ResolveWaitingNoteInterval(options);
   // For tests of the fallback, and for hosts where a namespace is unwanted.
   const char* pid_namespace = getenv("INFINI_RUN_PID_NAMESPACE");
   options->use_pid_namespace = !(pid_namespace && std::string(pid_namespace) == "0");

@@ -54,6 +54,8 @@ ConnectProgress JoinWaitReporter(const LaunchOptions& options) {
             ClockTime(wait.since + wait.waited + wait.left).c_str(),
             static_cast<long long>((wait.left.count() + 999) / 1000), Seconds(timeout).c_str());
   };
+  progress.first = options.FirstWaitingNote();
+  progress.every = options.waiting_note_interval;
   return progress;
 }
 

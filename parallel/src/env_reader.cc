@@ -85,7 +85,7 @@ int NodesOf(const Environment& environment, const std::string& world_name, int w
 void RequireBlockNumbering(const Environment& environment, const std::string& rank_name,
                            const std::string& local_name, const ProcessTopology& topology,
                            const std::string& hint) {
-  const int expected_local = topology.global_proc_rank % topology.processes_per_node;
+  const int expected_local = topology.layout().LocalOfProcess(topology.global_proc_rank);
   if (expected_local != topology.local_proc_rank) {
     Fail(Quoted(environment, local_name) + " does not match " + Quoted(environment, rank_name) +
          ": expected local rank " + std::to_string(expected_local) + " = rank mod " +
@@ -103,10 +103,10 @@ ProcessTopology ReadOurs(const Environment& environment) {
   const int proc_world_size = reader.Count(env::infinitrain::kProcessWorldSize);
   topology.nnodes = reader.Count(env::infinitrain::kNnodes);
   topology.processes_per_node = reader.Count(env::infinitrain::kProcessesPerNode);
-  if (static_cast<int64_t>(topology.nnodes) * topology.processes_per_node != proc_world_size) {
+  if (topology.layout().WideWorldSize() != proc_world_size) {
     Fail(Quoted(environment, env::infinitrain::kProcessWorldSize) +
          ": expected NNODES × NPROC_PER_NODE = " +
-         std::to_string(int64_t{topology.nnodes} * topology.processes_per_node));
+         std::to_string(topology.layout().WideWorldSize()));
   }
   reader.RequireLess(env::infinitrain::kGlobalProcessRank, topology.global_proc_rank,
                      env::infinitrain::kProcessWorldSize, proc_world_size);
@@ -114,7 +114,7 @@ ProcessTopology ReadOurs(const Environment& environment) {
                      env::infinitrain::kProcessesPerNode, topology.processes_per_node);
   RequireBlockNumbering(environment, env::infinitrain::kGlobalProcessRank,
                         env::infinitrain::kLocalProcessRank, topology, "");
-  topology.node_rank = topology.global_proc_rank / topology.processes_per_node;
+  topology.node_rank = topology.layout().NodeOfProcess(topology.global_proc_rank);
   return topology;
 }
 
@@ -133,7 +133,7 @@ ProcessTopology ReadTorchrun(const Environment& environment) {
   topology.nnodes = NodesOf(environment, env::torchrun::kWorldSize, world_size,
                             env::torchrun::kLocalWorldSize, topology.processes_per_node);
   RequireBlockNumbering(environment, env::torchrun::kRank, env::torchrun::kLocalRank, topology, "");
-  topology.node_rank = topology.global_proc_rank / topology.processes_per_node;
+  topology.node_rank = topology.layout().NodeOfProcess(topology.global_proc_rank);
   if (auto group_rank = reader.OptionalRank(env::torchrun::kGroupRank);
       group_rank && *group_rank != topology.node_rank) {
     Fail(Quoted(environment, env::torchrun::kGroupRank) + ": expected node rank " +
@@ -157,13 +157,10 @@ ProcessTopology ReadSlurm(const Environment& environment) {
       NodesOf(environment, "SLURM_NTASKS", tasks, "SLURM_NNODES", topology.nnodes);
   reader.RequireLess("SLURM_LOCALID", topology.local_proc_rank, "SLURM_NTASKS/SLURM_NNODES",
                      topology.processes_per_node);
-  if (topology.global_proc_rank !=
-      topology.node_rank * topology.processes_per_node + topology.local_proc_rank) {
+  if (const int expected = topology.layout().ProcessRank(topology.local_proc_rank);
+      topology.global_proc_rank != expected) {
     Fail(Quoted(environment, "SLURM_PROCID") + ": expected SLURM_NODEID × tasks per node + " +
-         "SLURM_LOCALID = " +
-         std::to_string(topology.node_rank * topology.processes_per_node +
-                        topology.local_proc_rank) +
-         " (use srun --distribution=block)");
+         "SLURM_LOCALID = " + std::to_string(expected) + " (use srun --distribution=block)");
   }
   return topology;
 }
@@ -184,7 +181,7 @@ ProcessTopology ReadOpenMpi(const Environment& environment) {
                             "OMPI_COMM_WORLD_LOCAL_SIZE", topology.processes_per_node);
   RequireBlockNumbering(environment, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", topology,
                         "; use mpirun --map-by slot");
-  topology.node_rank = topology.global_proc_rank / topology.processes_per_node;
+  topology.node_rank = topology.layout().NodeOfProcess(topology.global_proc_rank);
   return topology;
 }
 
@@ -210,7 +207,7 @@ ProcessTopology ReadPmi(const Environment& environment) {
     topology.processes_per_node = world_size;
     topology.nnodes = 1;
   }
-  topology.node_rank = topology.global_proc_rank / topology.processes_per_node;
+  topology.node_rank = topology.layout().NodeOfProcess(topology.global_proc_rank);
   return topology;
 }
 

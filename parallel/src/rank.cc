@@ -18,8 +18,7 @@ Rank::Rank(const ProcessTopology& topology, int thread_rank, int threads_per_pro
                               std::to_string(threads_per_process - 1) +
                               " (threads_per_process=" + std::to_string(threads_per_process) + ")");
   }
-  const int64_t world =
-      int64_t{topology.nnodes} * topology.processes_per_node * threads_per_process;
+  const int64_t world = topology.layout(threads_per_process).WideWorldSize();
   if (world > std::numeric_limits<int>::max()) {
     throw ParallelConfigError(
         "nnodes × processes_per_node × threads_per_process = " + std::to_string(world) +
@@ -29,7 +28,7 @@ Rank::Rank(const ProcessTopology& topology, int thread_rank, int threads_per_pro
 
 int Rank::world_size() const {
   if (renumbered()) return renumbered_world_size_;
-  return topology_.nnodes * topology_.processes_per_node * threads_per_process_;
+  return topology_.layout(threads_per_process_).world_size();
 }
 
 int Rank::global_rank() const {
@@ -37,7 +36,8 @@ int Rank::global_rank() const {
 }
 
 int Rank::launch_global_rank() const {
-  return topology_.global_proc_rank * threads_per_process_ + thread_rank_;
+  return topology_.layout(threads_per_process_)
+      .GlobalRankOfProcess(topology_.global_proc_rank, thread_rank_);
 }
 
 Rank Rank::Renumbered(int global_rank, int world_size) const {

@@ -329,5 +329,25 @@ TEST(ElasticLauncher, AnOpenRoundSaysWhomItWaitsFor) {
   EXPECT_EQ(CountOccurrences(result.err, "is open for"), 1u) << result.err;
 }
 
+// ...and says it again every period (30 s; 1 s here through
+// INFINI_RUN_WAITING_NOTE_S), not once.
+TEST(ElasticLauncher, AnOpenRoundSaysWhomItWaitsForEveryPeriod) {
+  TempDir dir;
+  const int port = FreePort();
+  auto arguments = ElasticNode(port, "open-round-period", "2:3", dir, {});
+  *std::find(arguments.begin(), arguments.end(), "--rdzv_timeout=20") = "--rdzv_timeout=4";
+  LaunchSetup setup;
+  setup.extra_environment = {"INFINI_RUN_WAITING_NOTE_S=1"};
+  LauncherProcess node(arguments, setup);
+  const LauncherResult result = node.Wait(seconds(20));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  for (const std::string waited : {"1", "2"}) {
+    EXPECT_THAT(result.err, HasSubstr("infini_run: round 0 is open for " + waited +
+                                      " s: 1 of --nnodes=2:3 arrived ("))
+        << result.err;
+  }
+  EXPECT_GE(CountOccurrences(result.err, "is open for"), 3u) << result.err;
+}
+
 }  // namespace
 }  // namespace infini::launch::testing

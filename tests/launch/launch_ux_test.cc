@@ -216,6 +216,56 @@ TEST(LaunchUx, NodeZeroSaysWhichNodesItWaitsFor) {
       << result.err;
 }
 
+// ...and again every period (30 s; 1 s here through INFINI_RUN_WAITING_NOTE_S).
+TEST(LaunchUx, NodeZeroSaysWhichNodesItWaitsForEveryPeriod) {
+  LaunchSetup setup;
+  setup.extra_environment = {"INFINI_RUN_WAITING_NOTE_S=1"};
+  LauncherProcess launcher(
+      {"--nnodes=2", "--node_rank=0", "--rdzv_endpoint=127.0.0.1:" + std::to_string(FreePort()),
+       "--rdzv_id=ux-wait-period", "--rdzv_timeout=4", "--", ChildPath()},
+      setup);
+  const LauncherResult result = launcher.Wait();
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  const std::string line = "infini_run: waiting for every node to start attempt 0 for ";
+  for (const std::string waited : {"1", "2"}) {
+    EXPECT_EQ(
+        CountLinesStartingWith(result.err, line + waited + " s: missing node(s) 1; gives up in "),
+        1u)
+        << result.err;
+  }
+  EXPECT_GE(CountLinesStartingWith(result.err, line), 3u) << result.err;
+}
+
+// A joining node whose node 0 is not there says so every period too.
+TEST(LaunchUx, AJoiningNodeSaysWhatItWaitsForEveryPeriod) {
+  LaunchSetup setup;
+  setup.extra_environment = {"INFINI_RUN_WAITING_NOTE_S=1"};
+  const int port = FreePort();
+  LauncherProcess launcher(
+      {"--nnodes=2", "--node_rank=1", "--rdzv_endpoint=127.0.0.1:" + std::to_string(port),
+       "--rdzv_id=ux-join-period", "--rdzv_timeout=4", "--", ChildPath()},
+      setup);
+  const LauncherResult result = launcher.Wait();
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_GE(CountLinesStartingWith(
+                result.err, "infini_run: waiting for node 0's rendezvous store at 127.0.0.1:" +
+                                std::to_string(port) + " (--rdzv_endpoint) since "),
+            3u)
+      << result.err;
+}
+
+// The period's variable is checked like a flag: one line, exit 2.
+TEST(LaunchUx, ABadWaitingNotePeriodIsOneLine) {
+  LaunchSetup setup;
+  setup.extra_environment = {"INFINI_RUN_WAITING_NOTE_S=soon"};
+  LauncherProcess launcher({"--", ChildPath()}, setup);
+  const LauncherResult result = launcher.Wait();
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_EQ(result.err,
+            "infini_run: error: INFINI_RUN_WAITING_NOTE_S='soon': expected seconds between notes "
+            "of a waiting launcher, above 0 and below 10^7\n");
+}
+
 #ifdef KVTEST_PLUGIN_PATH
 // A device backend with no device here: one line from the launcher, before
 // any rank starts, instead of the same failure in every rank.

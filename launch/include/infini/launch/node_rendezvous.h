@@ -20,6 +20,7 @@
 
 #include "infini/common/loss_notice.h"
 #include "infini/launch/options.h"
+#include "infini/launch/peer_failure.h"
 #include "infini/launch/rendezvous_handler.h"
 #include "infini/rendezvous/tcp_store.h"
 
@@ -28,14 +29,6 @@ class TcpStoreServer;
 }
 
 namespace infini::launch {
-
-// What another node published when it failed, or what the host published
-// about a node that stopped heartbeating.
-struct PeerFailure {
-  int node_rank = 0;
-  int exit_status = 1;
-  std::string message;
-};
 
 struct RendezvousLink;  // rendezvous_link.h
 

@@ -3,6 +3,7 @@
 // (ResolveLaunchOptions, resolve_options.cc).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "infini/common/one_line.h"
+#include "infini/common/rank_layout.h"
 
 namespace infini::launch {
 
@@ -79,6 +81,13 @@ struct LaunchOptions {
   // A node whose launcher sent no heartbeat this long is lost; also how long
   // a store call may take and a rank may stay stopped.
   std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(15)};
+  // A launcher waiting for other nodes says whom it waits for after
+  // FirstWaitingNote(), then every waiting_note_interval (resolved:
+  // INFINI_RUN_WAITING_NOTE_S, for tests; torchrun users see 30 s).
+  std::chrono::milliseconds waiting_note_interval{std::chrono::seconds(30)};
+  std::chrono::milliseconds FirstWaitingNote() const {
+    return std::min<std::chrono::milliseconds>(waiting_note_interval, std::chrono::seconds(5));
+  }
   // --rdzv_conf=relay=0|1: on a multi-node run each launcher relays the
   // run's store for its ranks (docs/rendezvous.md, "Relay").
   bool relay_store = true;
@@ -104,6 +113,8 @@ struct LaunchOptions {
   // --ccl_backend; empty after parsing when not given (resolved:
   // INFINI_CCL_BACKEND, else auto).
   std::string ccl_backend = "auto";
+  // --device_backend, else INFINI_CCL_DEVICE_BACKEND (resolved; empty: none).
+  std::string device_backend;
   int max_restarts = 0;
   // --on_failure=shrink: a lost rank is published, the others go on.
   bool shrink_on_failure = false;
@@ -133,6 +144,9 @@ struct LaunchOptions {
   std::vector<std::string> notes;
 
   bool multi_node() const { return nnodes > 1; }
+  // The world as launched: --nnodes at its most (elastic: MAX), before any
+  // loss; this node's rank, 0 while it is assigned at join.
+  RankLayout layout() const { return {nnodes, processes_per_node, std::max(node_rank, 0)}; }
   // --nnodes=MIN:MAX with MIN < MAX: node ranks and the world are agreed
   // each round, and a lost or late node makes the run meet again.
   bool elastic() const { return min_nnodes > 0 && min_nnodes < nnodes; }

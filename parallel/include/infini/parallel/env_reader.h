@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 
+#include "infini/common/rank_layout.h"
+
 namespace infini::parallel {
 
 using Environment = std::map<std::string, std::string>;
@@ -35,7 +37,11 @@ struct ProcessTopology {
   int global_proc_rank = 0;        // node_rank × processes_per_node + local_proc_rank
   std::string source = "default";  // "infini_run", "torchrun", "slurm", "openmpi", "pmi"
 
-  int proc_world_size() const { return nnodes * processes_per_node; }
+  // The arithmetic on it (infini/common/rank_layout.h), threads included.
+  RankLayout layout(int threads_per_process = 1) const {
+    return {nnodes, processes_per_node, node_rank, threads_per_process};
+  }
+  int proc_world_size() const { return layout().process_world_size(); }
 };
 
 // Throws ParallelConfigError naming the variable, its value and what was

@@ -40,7 +40,7 @@ class Rank {
   int launch_global_rank() const;
   bool renumbered() const { return renumbered_world_size_ > 0; }
   // Ranks on this node, and this rank's place among them.
-  int local_world_size() const { return processes_per_node() * threads_per_process_; }
+  int local_world_size() const { return topology_.layout(threads_per_process_).ranks_per_node(); }
   int local_rank() const { return local_proc_rank() * threads_per_process_ + thread_rank_; }
   // The device this rank drives when every rank of the node has its own.
   int local_device_index() const { return local_rank(); }

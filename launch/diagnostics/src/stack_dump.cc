@@ -21,13 +21,26 @@
 #include <vector>
 
 #include "infini/common/one_line.h"
-#include "infini/launch/output_pump.h"
-#include "infini/launch/signal_watcher.h"
 
 namespace infini::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Between fork and exec of the stack tool (async-signal-safe calls only):
+// every disposition the launcher set back to default and nothing blocked,
+// as a process started from a shell would have them.
+void ResetSignalsInChild() {
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  for (int signal_number = 1; signal_number < NSIG; ++signal_number) {
+    sigaction(signal_number, &action, nullptr);  // SIGKILL, SIGSTOP: refused, harmless
+  }
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+}
 
 // Printed between gdb's two backtraces.
 constexpr char kTrimmedMarker[] = "==== infini_run: the same, without addresses and arguments ====";
@@ -81,7 +94,7 @@ std::string RunBounded(const std::vector<std::string>& argv, Clock::time_point d
     if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     dup2(fds[1], STDOUT_FILENO);
     dup2(fds[1], STDERR_FILENO);
-    SignalWatcher::ResetInChild();
+    ResetSignalsInChild();
     execv(words[0], words.data());
     _exit(127);
   }
@@ -289,7 +302,12 @@ std::string AppendStacksToLog(const std::string& rank_folder, const std::string&
   }
   const std::string block =
       header + "\n" + text + (text.empty() || text.back() == '\n' ? "" : "\n");
-  WriteFully(fd, block.data(), block.size());
+  for (size_t done = 0; done < block.size();) {
+    const ssize_t wrote = write(fd, block.data() + done, block.size() - done);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) break;  // a full disk: the log loses the stacks, the summary has them
+    done += static_cast<size_t>(wrote);
+  }
   close(fd);
   return path;
 }

@@ -26,7 +26,12 @@ MergedTrace MergeTraces(const std::string& trace_dir, const std::vector<RankTrac
 std::string CommSummary(const std::vector<RankTraceFile>& ranks,
                         const std::vector<MetricsEntry>& metrics, int ranks_with_metrics);
 
-// Both, for `trace_dir`, said on the console (the launcher's end of a run).
-void FinishTraceOfRun(const std::string& trace_dir, bool print_summary);
+// Both, for `trace_dir` (the launcher's end of a run): what the launcher
+// says on its console.
+struct TraceEnd {
+  std::vector<std::string> notes;  // one line each: merged where, or why not
+  std::string summary;             // --comm_summary's table; empty without it
+};
+TraceEnd FinishTraceOfRun(const std::string& trace_dir, bool with_summary);
 
 }  // namespace infini::launch

@@ -12,7 +12,6 @@
 
 #include "infini/common/json_quoted.h"
 #include "infini/common/trace_format.h"
-#include "infini/launch/console.h"
 
 namespace infini::launch {
 namespace {
@@ -231,23 +230,25 @@ std::string CommSummary(const std::vector<RankTraceFile>& ranks,
   return text;
 }
 
-void FinishTraceOfRun(const std::string& trace_dir, bool print_summary) {
+TraceEnd FinishTraceOfRun(const std::string& trace_dir, bool with_summary) {
+  TraceEnd end;
   const std::vector<RankTraceFile> ranks = ReadRankTraces(trace_dir);
   if (ranks.empty()) {
-    Say("trace: no rank wrote a trace under --trace_dir=" + trace_dir);
-    return;
+    end.notes.push_back("trace: no rank wrote a trace under --trace_dir=" + trace_dir);
+    return end;
   }
   const MergedTrace merged = MergeTraces(trace_dir, ranks);
-  for (const std::string& note : merged.notes) Say(note);
+  end.notes = merged.notes;
   if (!merged.path.empty()) {
-    Say("trace: " + std::to_string(ranks.size()) + " ranks merged into " + merged.path +
-        " (Perfetto, chrome://tracing; scripts/trace_png.py draws it)");
+    end.notes.push_back("trace: " + std::to_string(ranks.size()) + " ranks merged into " +
+                        merged.path +
+                        " (Perfetto, chrome://tracing; scripts/trace_png.py draws it)");
   }
-  if (!print_summary) return;
+  if (!with_summary) return end;
   int ranks_with_metrics = 0;
   const std::vector<MetricsEntry> metrics = ReadMetrics(trace_dir, &ranks_with_metrics);
-  const std::string summary = CommSummary(ranks, metrics, ranks_with_metrics);
-  Console::Get().WriteLine(Console::kStderr, summary);
+  end.summary = CommSummary(ranks, metrics, ranks_with_metrics);
+  return end;
 }
 
 }  // namespace infini::launch

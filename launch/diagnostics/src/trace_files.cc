@@ -95,15 +95,21 @@ nlohmann::json ParseObject(const std::string& text) {
 
 }  // namespace
 
-void PrepareTraceFolder(const std::string& trace_dir) {
+std::string AbsoluteTraceFolder(const std::string& trace_dir) {
   std::string path = trace_dir;
-  if (path.empty()) return;
+  if (path.empty()) return path;
   if (path[0] != '/') {
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof cwd) == nullptr) RefuseFolder(path, "the working folder is unknown");
     path = std::string(cwd) + "/" + path;
   }
   while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+void PrepareTraceFolder(const std::string& trace_dir) {
+  if (trace_dir.empty()) return;
+  const std::string path = AbsoluteTraceFolder(trace_dir);
   MakeFolders(path);
   const std::string probe = path + "/.infini_run_probe_" + std::to_string(getpid());
   const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -117,7 +123,6 @@ void PrepareTraceFolder(const std::string& trace_dir) {
   for (const std::string& name : FolderEntries(path)) {
     if (IsTraceFile(name)) unlink((path + "/" + name).c_str());
   }
-  setenv(trace_format::kTraceDirVariable, path.c_str(), 1);
 }
 
 ClockAnswerer::ClockAnswerer(std::string store_host, uint16_t store_port, std::string run_token,

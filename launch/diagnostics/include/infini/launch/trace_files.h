@@ -13,10 +13,15 @@
 
 namespace infini::launch {
 
+// --trace_dir made absolute (against the working folder), as the ranks get
+// it in INFINI_CCL_TRACE_DIR (child_env.h) and node 0 merges it. Throws
+// UsageError when the working folder is unknown.
+std::string AbsoluteTraceFolder(const std::string& trace_dir);
+
 // --trace_dir: makes the folder (and its parents), proves that a file can be
-// written there, removes the trace files of an earlier run in it and
-// exports INFINI_CCL_TRACE_DIR (absolute) for the ranks. Throws UsageError
-// (one line naming --trace_dir, the path and why) before any rank starts.
+// written there and removes the trace files of an earlier run in it. Throws
+// UsageError (one line naming --trace_dir, the path and why) before any
+// rank starts.
 void PrepareTraceFolder(const std::string& trace_dir);
 
 // Node 0's launcher, while an attempt runs: answers each rank's clock
