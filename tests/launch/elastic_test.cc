@@ -329,5 +329,21 @@ TEST(ElasticLauncher, AnOpenRoundSaysWhomItWaitsFor) {
   EXPECT_EQ(CountOccurrences(result.err, "is open for"), 1u) << result.err;
 }
 
+// --on_failure=shrink goes on in place at a fixed size; an elastic run meets
+// again instead: the two together are refused before anything starts, in
+// one line naming both flags (issue 34 item 4).
+TEST(ElasticLauncher, ShrinkOnAnElasticRunIsRefusedInOneLine) {
+  TempDir dir;
+  auto arguments = ElasticNode(FreePort(), "elastic-shrink", "1:2", dir, {});
+  arguments.insert(arguments.begin(), "--on_failure=shrink");
+  const LauncherResult result = RunLauncher(arguments);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_EQ(result.err,
+            "infini_run: error: --on_failure=shrink with an elastic --nnodes=MIN:MAX: expected one "
+            "of them (an elastic run meets again at a new size when a node is lost; shrink goes "
+            "on in place at a fixed --nnodes=N)\n");
+  EXPECT_FALSE(Exists(dir.path() + "/0.0.pid")) << "no rank started";
+}
+
 }  // namespace
 }  // namespace infini::launch::testing
