@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <tuple>
@@ -156,6 +158,15 @@ TEST(DecisionTable, ModeOfReadsTheOptions) {
   options.shrink_on_failure = true;
   options.rendezvous_on_etcd = false;
   EXPECT_EQ(ModeOf(options), (Mode{Membership::kFixed, OnFailure::kShrink, Meeting::kTcp}));
+}
+
+TEST(DecisionTable, TheLauncherPageHoldsTheTableAsTheCodePrintsIt) {
+  std::ifstream page(LAUNCHER_DOC_PATH);
+  ASSERT_TRUE(page) << LAUNCHER_DOC_PATH;
+  const std::string text((std::istreambuf_iterator<char>(page)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(TableAsMarkdown()), std::string::npos)
+      << "docs/launcher.md, \"Run states and decisions\", should hold:\n"
+      << TableAsMarkdown();
 }
 
 TEST(DecisionTable, PrintsOneMarkdownLinePerRow) {
