@@ -3,6 +3,8 @@
 // (run_decisions_test.cc checks that for every combination).
 #include "infini/launch/run_decisions.h"
 
+#include <cstddef>
+#include <iterator>
 #include <stdexcept>
 
 #include "infini/launch/options.h"
@@ -239,83 +241,48 @@ std::optional<std::string> RefusedMode(const Mode& mode) {
 }
 
 std::vector<Event> AllEvents() {
-  return {E::kNodeArrived,          E::kRoundClosed,        E::kOwnKeepAliveMissed,
-          E::kNodeLostWhileJoining, E::kNodeLost,           E::kConnectionClosed,
-          E::kRankFailed,           E::kRankFailedAlone,    E::kPeerFailed,
-          E::kRestartRequested,     E::kStoreLost,          E::kRanksSucceeded,
-          E::kEveryNodeSucceeded,   E::kNodeLostOthersDone, E::kSignalled};
+  std::vector<Event> events;
+  for (int event = 0; event <= static_cast<int>(E::kSignalled); ++event) {
+    events.push_back(static_cast<Event>(event));
+  }
+  return events;
 }
 
 const char* EventName(Event event) {
-  switch (event) {
-    case E::kNodeArrived:
-      return "a node arrives while a round runs";
-    case E::kRoundClosed:
-      return "every member is ready";
-    case E::kOwnKeepAliveMissed:
-      return "this node declared lost";
-    case E::kNodeLostWhileJoining:
-      return "a member never ready";
-    case E::kNodeLost:
-      return "a node's keep-alive runs out";
-    case E::kConnectionClosed:
-      return "a node's launcher connection closes";
-    case E::kRankFailed:
-      return "a rank fails";
-    case E::kRankFailedAlone:
-      return "a rank failed, no node lost";
-    case E::kPeerFailed:
-      return "another node publishes the run's failure";
-    case E::kRestartRequested:
-      return "another node requests a restart";
-    case E::kStoreLost:
-      return "the meeting point is lost";
-    case E::kRanksSucceeded:
-      return "this node's ranks succeed";
-    case E::kEveryNodeSucceeded:
-      return "every node's ranks succeed";
-    case E::kNodeLostOthersDone:
-      return "a node lost once the others succeeded";
-    case E::kSignalled:
-      return "the launcher is signalled";
-  }
-  return "?";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {"a node arrives while a round runs",
+                                           "every member is ready",
+                                           "this node declared lost",
+                                           "a member never ready",
+                                           "a node's keep-alive runs out",
+                                           "a node's launcher connection closes",
+                                           "a rank fails",
+                                           "a rank failed, no node lost",
+                                           "another node publishes the run's failure",
+                                           "another node requests a restart",
+                                           "the meeting point is lost",
+                                           "this node's ranks succeed",
+                                           "every node's ranks succeed",
+                                           "a node lost once the others succeeded",
+                                           "the launcher is signalled"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Event::kSignalled) + 1);
+  return kNames[static_cast<size_t>(event)];
 }
 
 const char* ActionName(Action action) {
-  switch (action) {
-    case A::kGoOn:
-      return "go on";
-    case A::kWait:
-      return "wait";
-    case A::kRestartAll:
-      return "restart all";
-    case A::kNewRound:
-      return "new round";
-    case A::kShrinkInPlace:
-      return "shrink in place";
-    case A::kStop:
-      return "stop";
-  }
-  return "?";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {"go on",           "wait", "restart all", "new round",
+                                           "shrink in place", "stop"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Action::kStop) + 1);
+  return kNames[static_cast<size_t>(action)];
 }
 
 const char* StatusName(Status status) {
-  switch (status) {
-    case S::kNone:
-      return "";
-    case S::kSuccess:
-      return "0";
-    case S::kRankExit:
-      return "the rank's status";
-    case S::kPeerExit:
-      return "the failing node's status";
-    case S::kLauncher:
-      return "1";
-    case S::kSignal:
-      return "128 + signal";
-  }
-  return "?";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {
+      "", "0", "the rank's status", "the failing node's status", "1", "128 + signal"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Status::kSignal) + 1);
+  return kNames[static_cast<size_t>(status)];
 }
 
 const std::vector<Row>& Table() { return Rows(); }
@@ -336,21 +303,11 @@ Decision Decide(const Mode& mode, Event event, bool restarts_left) {
 }
 
 const char* StateName(RunState state) {
-  switch (state) {
-    case RunState::kInitial:
-      return "initial";
-    case RunState::kHealthy:
-      return "healthy";
-    case RunState::kUnhealthy:
-      return "unhealthy";
-    case RunState::kStopped:
-      return "stopped";
-    case RunState::kSucceeded:
-      return "succeeded";
-    case RunState::kFailed:
-      return "failed";
-  }
-  return "?";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {"initial", "healthy",   "unhealthy",
+                                           "stopped", "succeeded", "failed"};
+  static_assert(std::size(kNames) == static_cast<size_t>(RunState::kFailed) + 1);
+  return kNames[static_cast<size_t>(state)];
 }
 
 RunState NextState(RunState state, Event event, const Decision& decision, int exit_status) {
