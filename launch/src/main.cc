@@ -262,19 +262,19 @@ class Launcher {
            std::to_string(options_.max_restarts);
   }
 
+  // Where the table waits after a rank's failure (elastic: a lost node may
+  // have broken it), the failure is published once no loss explains it.
+  bool FailureWaitsForItsCause() const {
+    return decisions::Decide(mode_, decisions::Event::kRankFailed, true).action ==
+           decisions::Action::kWait;
+  }
+
+  // A stop's exit status: the rank's, the failing node's or 128 + signal
+  // travel in the occurrence.
   static int StatusOf(const decisions::Decision& decision, const Occurrence& occurrence) {
-    switch (decision.status) {
-      case decisions::Status::kNone:
-      case decisions::Status::kSuccess:
-        return 0;
-      case decisions::Status::kLauncher:
-        return kLauncherErrorExitCode;
-      case decisions::Status::kRankExit:
-      case decisions::Status::kPeerExit:
-      case decisions::Status::kSignal:
-        return occurrence.exit_status;
-    }
-    return kLauncherErrorExitCode;
+    using decisions::Status;
+    if (decision.status == Status::kNone || decision.status == Status::kSuccess) return 0;
+    return decision.status == Status::kLauncher ? kLauncherErrorExitCode : occurrence.exit_status;
   }
 
   // Waits until every node is ready for attempt_: the round closed, or
@@ -353,8 +353,7 @@ class Launcher {
                  : -1;
     };
     supervision.on_first_failure = [this, attempt](const RankExit& rank) {
-      // Elastic: published once it is known not to be a lost node's doing.
-      if (options_.elastic()) return;
+      if (FailureWaitsForItsCause()) return;
       node_->PublishFailure(attempt, CanRestart(), rank.ExitStatus(), FailureMessage(rank));
     };
     return supervision;
@@ -427,7 +426,7 @@ class Launcher {
              Lines(FormatFailureSummary(*occurrence.result, occurrence.context))) {
           Console::Get().WriteLine(Console::kStderr, line + "\n");
         }
-        if (options_.elastic()) {
+        if (FailureWaitsForItsCause()) {
           node_->PublishFailure(attempt_, CanRestart(), occurrence.exit_status,
                                 FailureMessage(occurrence.result->first_failure));
         }
