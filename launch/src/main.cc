@@ -342,7 +342,7 @@ class Launcher {
     supervision.peer_monitor = [this, attempt, stopped_by] {
       node_->SayNews();
       if (!*stopped_by) {
-        if (std::optional<RunEvent> seen = node_->Event(attempt)) stopped_by->emplace(*seen);
+        if (std::optional<RunEvent> seen = node_->EventSeen(attempt)) stopped_by->emplace(*seen);
       }
       return stopped_by->has_value();
     };

@@ -422,7 +422,7 @@ std::optional<PeerFailure> NodeRendezvous::PeerFailed() {
   return link_->failure;
 }
 
-std::optional<RunEvent> NodeRendezvous::Event(int attempt) {
+std::optional<RunEvent> NodeRendezvous::EventSeen(int attempt) {
   if (!link_) return std::nullopt;
   if (std::optional<PeerFailure> failure = PeerFailed()) {
     return RunEvent{decisions::Event::kPeerFailed, failure, "", failure->exit_status};

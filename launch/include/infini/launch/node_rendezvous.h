@@ -115,11 +115,11 @@ class NodeRendezvous {
   // the join timeout, store lost) or Interrupted.
   int NextRound(int next_attempt);
 
-  // Snapshots for the monitor loop; never touch the network. Event: the
+  // Snapshots for the monitor loop; never touch the network. EventSeen: the
   // first of another node's failure, the store's loss, a restart requested,
   // a membership change (elastic); nothing while all is well.
   std::optional<PeerFailure> PeerFailed();
-  std::optional<RunEvent> Event(int attempt);
+  std::optional<RunEvent> EventSeen(int attempt);
   // Elastic: the membership change MembershipChanged sees, as an event (a
   // node lost, or one arriving).
   RunEvent MembershipEvent(bool while_joining);
