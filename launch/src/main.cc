@@ -1,5 +1,5 @@
-// infini_run: parse, rendezvous, then per attempt: start the ranks, supervise,
-// stop or restart.
+// infini_run: parse, rendezvous, then the run as states: each event (an
+// attempt's end, a node lost...) decided by run_decisions.h's table.
 #include <signal.h>
 #include <unistd.h>
 
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,7 @@
 #include "infini/launch/node_rendezvous.h"
 #include "infini/launch/options.h"
 #include "infini/launch/pid_namespace.h"
+#include "infini/launch/run_decisions.h"
 #include "infini/launch/signal_watcher.h"
 #include "infini/launch/supervisor.h"
 #include "infini/launch/trace_merge.h"
@@ -68,9 +70,21 @@ std::vector<RankSpec> MakeRankSpecs(const LaunchOptions& options, const WorldCon
   return specs;
 }
 
+// One thing that happened to the run (run_decisions.h's event), with what
+// telling it needs. Waits and callbacks return these; the loop decides.
+struct Occurrence : RunEvent {
+  Occurrence() = default;
+  explicit Occurrence(RunEvent other) : RunEvent(std::move(other)) {}
+  int signal_number = 0;  // kSignalled
+  // The attempt that ended (absent for events between attempts).
+  std::shared_ptr<const AttemptResult> result;
+  SummaryContext context;
+};
+
 class Launcher {
  public:
-  explicit Launcher(const LaunchOptions& options) : options_(options) {
+  explicit Launcher(const LaunchOptions& options)
+      : options_(options), mode_(decisions::ModeOf(options)) {
     if (!options_.log_dir.empty()) {
       logs_ = std::make_unique<RunLogFolder>(options_.log_dir, options_.run_id);
       // --tee/--redirects alone write to a default folder the user never named.
@@ -82,6 +96,8 @@ class Launcher {
     }
   }
 
+  // The run as states (torchrun's WorkerState): each event's decision comes
+  // from the table; this loop only carries it out.
   int Run() {
     node_ = EstablishWhileWatchingSignals(options_);
     node_->StartLink();
@@ -91,22 +107,43 @@ class Launcher {
     // A replacement node joins the attempt the others run (they are long
     // past its start).
     if (node_->replaces_lost_node()) node_->JoinRunningAttempt(attempt_);
-    while (true) {
-      membership_changed_ = false;
-      if (node_->replaces_lost_node() || node_->WaitAllNodesReady(attempt_)) {
-        std::optional<int> exit_status = RunOneAttempt(attempt_);
-        if (exit_status) return *exit_status;
-      } else {
-        membership_changed_ = true;
-      }
-      if (membership_changed_) {
-        MeetAgain();
-      } else {
-        ++attempt_;
-        ++failure_restarts_;
+    Occurrence occurrence = Meet();
+    int status = 0;
+    while (state_ != decisions::RunState::kSucceeded && state_ != decisions::RunState::kFailed) {
+      const decisions::Decision decision = decisions::Decide(mode_, occurrence.event, CanRestart());
+      status = StatusOf(decision, occurrence);
+      state_ = decisions::NextState(state_, occurrence.event, decision, status);
+      switch (decision.action) {
+        case decisions::Action::kGoOn:  // the round closed: the attempt runs
+          occurrence =
+              occurrence.event == decisions::Event::kRoundClosed ? RunOneAttempt(attempt_) : Meet();
+          break;
+        case decisions::Action::kWait:
+          occurrence = WaitAfter(occurrence);
+          break;
+        case decisions::Action::kShrinkInPlace:
+          // The supervisor shrank what it could (on_rank_lost): an attempt
+          // that still ended on a rank's failure cannot go on.
+          occurrence.event = decisions::Event::kRankFailedAlone;
+          break;
+        case decisions::Action::kRestartAll:
+          Tell(occurrence, decision, status);
+          ++attempt_;
+          if (decision.counts_as_restart) ++failure_restarts_;
+          occurrence = Meet();
+          break;
+        case decisions::Action::kNewRound:
+          MeetAgain(occurrence);
+          occurrence = Meet();
+          break;
+        case decisions::Action::kStop:  // succeeded or failed: the loop ends
+          Tell(occurrence, decision, status);
+          break;
       }
     }
+    return status;
   }
+
   // The launcher was signalled outside an attempt: tell the other nodes.
   void PublishInterruption(int signal_number) {
     if (!node_) return;
@@ -137,11 +174,32 @@ class Launcher {
            std::to_string(options_.max_restarts);
   }
 
+  // Where the table waits after a rank's failure (elastic: a lost node may
+  // have broken it), the failure is published once no loss explains it.
+  bool FailureWaitsForItsCause() const {
+    return decisions::Decide(mode_, decisions::Event::kRankFailed, true).action ==
+           decisions::Action::kWait;
+  }
+
+  // A stop's exit status: the rank's, the failing node's or 128 + signal
+  // travel in the occurrence.
+  static int StatusOf(const decisions::Decision& decision, const Occurrence& occurrence) {
+    using decisions::Status;
+    if (decision.status == Status::kNone || decision.status == Status::kSuccess) return 0;
+    return decision.status == Status::kLauncher ? kLauncherErrorExitCode : occurrence.exit_status;
+  }
+
+  // Waits until every node is ready for attempt_: the round closed, or
+  // (elastic) its membership changed first.
+  Occurrence Meet() {
+    if (node_->replaces_lost_node() || node_->WaitAllNodesReady(attempt_)) return {};
+    return Occurrence(node_->MembershipEvent(true));
+  }
+
   // Elastic runs: this node's ranks are stopped; meet the others again and
   // go on with the new world.
-  void MeetAgain() {
-    std::optional<PeerFailure> change = node_->MembershipChanged();
-    Say((change ? change->message : std::string("the membership changed")) +
+  void MeetAgain(const Occurrence& change) {
+    Say((change.peer ? change.peer->message : std::string("the membership changed")) +
         "; meeting the other nodes again in round " + std::to_string(node_->round() + 1) +
         " (a membership change, not counted against --max_restarts)");
     attempt_ = node_->NextRound(attempt_ + 1);
@@ -156,33 +214,36 @@ class Launcher {
         "), WORLD_SIZE=" + std::to_string(world_size) + ", attempt " + std::to_string(attempt_));
   }
 
-  // Elastic runs: a rank that failed because a node was lost (its
-  // collective broke) is the membership change, not a failure: the loss is
-  // given twice the heartbeat timeout to show before the failure counts.
-  bool FailureWasAMembershipChange() {
-    if (!options_.elastic()) return false;
-    const auto deadline = std::chrono::steady_clock::now() + 2 * options_.heartbeat_timeout;
-    try {
-      while (std::chrono::steady_clock::now() < deadline) {
-        if (node_->MembershipChanged()) return true;
-        if (node_->PeerFailed() || !node_->StoreLost().empty()) return false;
-        usleep(20000);
+  // kWait's second look. A failed rank (elastic): broken by a lost node
+  // (its collective broke) it is the membership change, not a failure: the
+  // loss is given twice the heartbeat timeout to show. Succeeded ranks: the
+  // other nodes' outcome.
+  Occurrence WaitAfter(Occurrence occurrence) {
+    if (occurrence.event == decisions::Event::kRanksSucceeded) {
+      Occurrence outcome(node_->WaitForOtherNodes(attempt_));
+      // --on_failure=shrink: the run went on, and still names who was lost
+      // (whole nodes too: known once every node finished).
+      occurrence.context.node_losses = node_->NodeLossLines();
+      for (const std::string& line :
+           Lines(FormatLossSummary(*occurrence.result, occurrence.context))) {
+        Console::Get().WriteLine(Console::kStderr, line + "\n");
       }
-    } catch (...) {
+      return outcome;
     }
-    return node_->MembershipChanged().has_value();
+    std::optional<RunEvent> change = node_->LossBehindRankFailure(2 * options_.heartbeat_timeout);
+    if (change) return Occurrence(std::move(*change));
+    occurrence.event = decisions::Event::kRankFailedAlone;
+    return occurrence;
   }
 
-  SupervisorOptions MakeSupervisorOptions(int attempt) {
+  SupervisorOptions MakeSupervisorOptions(int attempt, std::optional<Occurrence>* stopped_by) {
     SupervisorOptions supervision;
     supervision.term_timeout = options_.term_timeout;
     supervision.monitor_interval = options_.monitor_interval;
     supervision.stopped_rank_timeout = options_.heartbeat_timeout;
     supervision.use_pid_namespace = options_.use_pid_namespace;
-    peer_failure_.reset();
-    restart_requested_ = false;
-    lost_store_.clear();
-    if (options_.shrink_on_failure) {
+    if (decisions::Decide(mode_, decisions::Event::kRankFailed, false).action ==
+        decisions::Action::kShrinkInPlace) {
       supervision.on_rank_lost =
           MakeShrinkHandler({node_->store_addr(), node_->store_port(), options_.run_token,
                              options_.run_id + "/" + std::to_string(attempt),
@@ -190,21 +251,22 @@ class Launcher {
       supervision.ranks_on_other_nodes = options_.multi_node();
     }
     if (!options_.multi_node()) return supervision;
-    // Snapshots only: the link thread does the store's network calls.
-    supervision.peer_monitor = [this, attempt] {
+    // The first event the link shows stops the ranks; the loop decides it.
+    supervision.peer_monitor = [this, attempt, stopped_by] {
       node_->SayNews();
-      if ((peer_failure_ = node_->PeerFailed())) return true;
-      if (!(lost_store_ = node_->StoreLost()).empty()) return true;
-      if (node_->MembershipChanged()) return true;
-      restart_requested_ = node_->RestartRequested(attempt);
-      return restart_requested_;
+      if (!*stopped_by) {
+        if (std::optional<RunEvent> seen = node_->EventSeen(attempt)) stopped_by->emplace(*seen);
+      }
+      return stopped_by->has_value();
     };
-    supervision.stuck_rank_named_by_peer = [this] {
-      return peer_failure_ ? StuckRankInMessage(peer_failure_->message) : -1;
+    supervision.stuck_rank_named_by_peer = [stopped_by] {
+      const std::optional<Occurrence>& seen = *stopped_by;
+      return seen && seen->event == decisions::Event::kPeerFailed
+                 ? StuckRankInMessage(seen->peer->message)
+                 : -1;
     };
     supervision.on_first_failure = [this, attempt](const RankExit& rank) {
-      // Elastic: published once it is known not to be a lost node's doing.
-      if (options_.elastic()) return;
+      if (FailureWaitsForItsCause()) return;
       node_->PublishFailure(attempt, CanRestart(), rank.ExitStatus(), FailureMessage(rank));
     };
     return supervision;
@@ -217,9 +279,9 @@ class Launcher {
            (rank.stuck_rank_named >= 0 ? StuckRankNote(rank.stuck_rank_named) : "");
   }
 
-  // Returns the exit status when the run is over, nothing when it goes on
-  // (a restart, or with membership_changed_ a new round).
-  std::optional<int> RunOneAttempt(int attempt) {
+  // Runs the ranks of `attempt` until they end or an event stops them: how
+  // it ended.
+  Occurrence RunOneAttempt(int attempt) {
     WorldContext world = MakeWorld(options_, PlacementOf(*node_), attempt, environ);
     if (node_->replaces_lost_node()) TakeJoinBlock(attempt, &world);
     std::vector<RankSpec> specs = MakeRankSpecs(options_, world, logs_.get(), attempt);
@@ -230,81 +292,98 @@ class Launcher {
           node_->store_addr(), node_->store_port(), options_.run_token,
           options_.run_id + "/" + std::to_string(attempt));
     }
-    AttemptResult result = RunAttempt(specs, MakeSupervisorOptions(attempt));
+    std::optional<Occurrence> stopped_by;
+    auto result = std::make_shared<const AttemptResult>(
+        RunAttempt(specs, MakeSupervisorOptions(attempt, &stopped_by)));
     clock_answerer.reset();
-    SummaryContext context{options_.run_id,
-                           node_->node_rank(),
-                           HostName(),
-                           attempt,
-                           options_.max_restarts,
-                           logs_ ? logs_->AttemptPath(attempt) : "",
-                           {}};
-    switch (result.outcome) {
-      case AttemptOutcome::kSucceeded: {
-        std::optional<int> outcome = FinishSucceededAttempt(attempt);
-        // --on_failure=shrink: the run went on, and still names who was lost
-        // (whole nodes too: known once every node finished).
-        context.node_losses = node_->NodeLossLines();
-        for (const std::string& line : Lines(FormatLossSummary(result, context))) {
-          Console::Get().WriteLine(Console::kStderr, line + "\n");
-        }
-        return outcome;
-      }
+    Occurrence occurrence;
+    switch (result->outcome) {
+      case AttemptOutcome::kSucceeded:
+        occurrence.event = decisions::Event::kRanksSucceeded;
+        break;
       case AttemptOutcome::kRankFailed:
-        // Elastic: a rank broken by a lost node is the membership change,
-        // which MeetAgain says in one line; no failure summary for it.
-        if (FailureWasAMembershipChange()) {
-          membership_changed_ = true;
-          return std::nullopt;
-        }
-        for (const std::string& line : Lines(FormatFailureSummary(result, context))) {
+        occurrence.event = decisions::Event::kRankFailed;
+        occurrence.exit_status = result->first_failure.ExitStatus();
+        break;
+      case AttemptOutcome::kSignalled:
+        occurrence.event = decisions::Event::kSignalled;
+        occurrence.signal_number = result->launcher_signal;
+        occurrence.exit_status = 128 + result->launcher_signal;
+        break;
+      case AttemptOutcome::kStoppedByPeer:
+        // Without an event seen (none is expected), as another node's restart.
+        occurrence = stopped_by.value_or(
+            Occurrence(RunEvent{decisions::Event::kRestartRequested, std::nullopt, "", 1}));
+        break;
+    }
+    occurrence.result = result;
+    occurrence.context = {options_.run_id,
+                          node_->node_rank(),
+                          HostName(),
+                          attempt,
+                          options_.max_restarts,
+                          logs_ ? logs_->AttemptPath(attempt) : "",
+                          {}};
+    return occurrence;
+  }
+
+  // Says what the run does about `occurrence` (a restart or a stop with
+  // `status`), and tells the other nodes what they must know.
+  void Tell(const Occurrence& occurrence, const decisions::Decision& decision, int status) {
+    using decisions::Event;
+    const bool restart = decision.action == decisions::Action::kRestartAll;
+    switch (occurrence.event) {
+      case Event::kRankFailed:
+      case Event::kRankFailedAlone:
+        for (const std::string& line :
+             Lines(FormatFailureSummary(*occurrence.result, occurrence.context))) {
           Console::Get().WriteLine(Console::kStderr, line + "\n");
         }
-        if (options_.elastic()) {
-          node_->PublishFailure(attempt, CanRestart(), result.first_failure.ExitStatus(),
-                                FailureMessage(result.first_failure));
+        if (FailureWaitsForItsCause()) {
+          node_->PublishFailure(attempt_, CanRestart(), occurrence.exit_status,
+                                FailureMessage(occurrence.result->first_failure));
         }
-        if (CanRestart()) {
+        if (restart) {
           Say("restarting every rank" + std::string(options_.multi_node() ? " of every node" : "") +
               " (" + RestartOrdinal() + ")");
-          return std::nullopt;
         }
-        return result.first_failure.ExitStatus();
-      case AttemptOutcome::kSignalled: {
+        return;
+      case Event::kSignalled: {
         char name[32];
-        SignalName(result.launcher_signal, name);
-        const int status = 128 + result.launcher_signal;
-        PublishInterruption(result.launcher_signal);
+        SignalName(occurrence.signal_number, name);
+        PublishInterruption(occurrence.signal_number);
         Say(std::string("got ") + name + "; stopped every rank, exiting with " +
             std::to_string(status));
-        return status;
+        return;
       }
-      case AttemptOutcome::kStoppedByPeer:
-        if (peer_failure_) {
-          const int status = ReportPeerFailure(*peer_failure_);
-          for (const RankStacks& stacks : result.stuck_stacks) {
+      case Event::kPeerFailed:
+        ReportPeerFailure(*occurrence.peer);
+        if (occurrence.result) {
+          for (const RankStacks& stacks : occurrence.result->stuck_stacks) {
             for (const std::string& line : Lines(FormatRankStacks(
                      stacks, "infini_run: ", "before infini_run stopped it", false))) {
               Console::Get().WriteLine(Console::kStderr, line + "\n");
             }
           }
-          return status;
         }
-        if (!lost_store_.empty()) {
-          const std::string note = node_->StoreLossNote();
-          Say("lost " + node_->StoreDescription() + ": " + lost_store_ +
-              "; stopped this node's ranks" + (note.empty() ? "" : "; " + note));
-          return kLauncherErrorExitCode;
-        }
-        if (!node_->RestartRequested(attempt) && node_->MembershipChanged()) {
-          membership_changed_ = true;
-          return std::nullopt;
-        }
-        Say("another node's rank failed in attempt " + std::to_string(attempt) +
+        return;
+      case Event::kStoreLost: {
+        const std::string note = node_->StoreLossNote();
+        Say("lost " + node_->StoreDescription() + ": " + occurrence.store_loss +
+            "; stopped this node's ranks" + (note.empty() ? "" : "; " + note));
+        return;
+      }
+      case Event::kRestartRequested:
+        Say("another node's rank failed" +
+            (occurrence.result ? " in attempt " + std::to_string(attempt_) : std::string()) +
             "; restarting this node's ranks too (" + RestartOrdinal() + ")");
-        return std::nullopt;
+        return;
+      case Event::kNodeLostOthersDone:
+        Say(occurrence.peer->message + "; every other node's ranks had succeeded: the run is done");
+        return;
+      default:
+        return;
     }
-    return kLauncherErrorExitCode;
   }
 
   // A replacement node (--on_failure=shrink): takes its launch ranks and
@@ -331,33 +410,11 @@ class Launcher {
         ") wait to be admitted");
   }
 
-  std::optional<int> FinishSucceededAttempt(int attempt) {
-    std::optional<PeerFailure> failure;
-    switch (node_->WaitForOtherNodes(attempt, &failure)) {
-      case NodeRendezvous::FinishOutcome::kAllSucceeded:
-        return 0;
-      case NodeRendezvous::FinishOutcome::kPeerFailed:
-        return ReportPeerFailure(*failure);
-      case NodeRendezvous::FinishOutcome::kRestart:
-        Say("another node's rank failed; restarting this node's ranks too (" + RestartOrdinal() +
-            ")");
-        return std::nullopt;
-      case NodeRendezvous::FinishOutcome::kMembershipChanged:
-        membership_changed_ = true;
-        return std::nullopt;
-      case NodeRendezvous::FinishOutcome::kSucceededWithoutLostNode:
-        Say(failure->message + "; every other node's ranks had succeeded: the run is done");
-        return 0;
-    }
-    return kLauncherErrorExitCode;
-  }
-
-  int ReportPeerFailure(const PeerFailure& failure) {
+  void ReportPeerFailure(const PeerFailure& failure) {
     std::string who =
         failure.node_rank >= 0 ? "node " + std::to_string(failure.node_rank) : "a joining node";
     Say(who + " failed: " + failure.message + "; stopped this node's ranks, exiting with " +
         std::to_string(failure.exit_status));
-    return failure.exit_status;
   }
 
   static std::vector<std::string> Lines(const std::string& text) {
@@ -370,14 +427,12 @@ class Launcher {
   }
 
   LaunchOptions options_;
+  const decisions::Mode mode_;
   std::unique_ptr<RunLogFolder> logs_;
   std::unique_ptr<NodeRendezvous> node_;
+  decisions::RunState state_ = decisions::RunState::kInitial;
   int attempt_ = 0;
-  int failure_restarts_ = 0;         // restarts --max_restarts counts
-  bool membership_changed_ = false;  // elastic: the attempt ended in a new round
-  std::optional<PeerFailure> peer_failure_;
-  bool restart_requested_ = false;
-  std::string lost_store_;
+  int failure_restarts_ = 0;  // restarts --max_restarts counts
 };
 
 int RunLauncher(const LaunchOptions& options) {

@@ -418,11 +418,44 @@ std::optional<PeerFailure> NodeRendezvous::PeerFailed() {
   return link_->failure;
 }
 
-bool NodeRendezvous::RestartRequested(int attempt) {
-  if (!link_) return false;
-  std::lock_guard lock(link_->mutex);
-  auto found = link_->restart_by_attempt.find(attempt);
-  return found != link_->restart_by_attempt.end() && found->second;
+std::optional<RunEvent> NodeRendezvous::EventSeen(int attempt) {
+  if (!link_) return std::nullopt;
+  if (std::optional<PeerFailure> failure = PeerFailed()) {
+    return RunEvent{decisions::Event::kPeerFailed, failure, "", failure->exit_status};
+  }
+  if (std::string loss = StoreLost(); !loss.empty()) {
+    return RunEvent{decisions::Event::kStoreLost, std::nullopt, loss, 1};
+  }
+  {
+    std::lock_guard lock(link_->mutex);
+    auto found = link_->restart_by_attempt.find(attempt);
+    if (found != link_->restart_by_attempt.end() && found->second) {
+      return RunEvent{decisions::Event::kRestartRequested, std::nullopt, "", 1};
+    }
+  }
+  if (MembershipChanged()) return MembershipEvent(false);
+  return std::nullopt;
+}
+
+RunEvent NodeRendezvous::MembershipEvent(bool while_joining) {
+  RunEvent change;
+  change.peer = MembershipChanged();
+  const bool lost = change.peer && change.peer->node_rank >= 0;
+  change.event = !lost           ? decisions::Event::kNodeArrived
+                 : while_joining ? decisions::Event::kNodeLostWhileJoining
+                                 : decisions::Event::kNodeLost;
+  return change;
+}
+
+std::optional<RunEvent> NodeRendezvous::LossBehindRankFailure(milliseconds grace) {
+  const auto deadline = Clock::now() + grace;
+  while (Clock::now() < deadline) {
+    if (MembershipChanged()) return MembershipEvent(false);
+    if (PeerFailed() || !StoreLost().empty()) return std::nullopt;
+    SleepUnlessSignalled(kWaitStep);
+  }
+  if (MembershipChanged()) return MembershipEvent(false);
+  return std::nullopt;
 }
 
 std::string NodeRendezvous::StoreDescription() const {
@@ -454,9 +487,9 @@ void NodeRendezvous::PublishFailure(int attempt, bool restart, int exit_status,
   });
 }
 
-NodeRendezvous::FinishOutcome NodeRendezvous::WaitForOtherNodes(
-    int attempt, std::optional<PeerFailure>* failure) {
-  if (!link_) return FinishOutcome::kAllSucceeded;
+RunEvent NodeRendezvous::WaitForOtherNodes(int attempt) {
+  using decisions::Event;
+  if (!link_) return {Event::kEveryNodeSucceeded, std::nullopt, "", 0};
   const std::string key = AttemptKey(attempt, "done/" + std::to_string(world_.node_rank));
   // Its owner: a replacement's done is not its lost predecessor's.
   link_->Post([key, identity = NodeIdentity()](Store& store) { store.Set(key, identity); });
@@ -464,10 +497,14 @@ NodeRendezvous::FinishOutcome NodeRendezvous::WaitForOtherNodes(
   // heartbeats say whether they are still there.
   while (true) {
     SayNews();
+    bool membership_changed = false;
+    bool store_lost = false;
     {
       std::lock_guard lock(link_->mutex);
-      if ((*failure = link_->failure)) return FinishOutcome::kPeerFailed;
-      if (link_->restart_by_attempt[attempt]) return FinishOutcome::kRestart;
+      if (link_->failure) {
+        return {Event::kPeerFailed, link_->failure, "", link_->failure->exit_status};
+      }
+      if (link_->restart_by_attempt[attempt]) return {Event::kRestartRequested, {}, "", 1};
       if (link_->reopen || link_->nodes_waiting > 0) {
         // Every node but the lost one done: the run is over (torchrun's
         // finished agents leave too).
@@ -475,22 +512,20 @@ NodeRendezvous::FinishOutcome NodeRendezvous::WaitForOtherNodes(
         for (int node = 0; node < link_->nnodes && others_done; ++node) {
           others_done = node == link_->reopen->node_rank || link_->done_nodes.count(node) > 0;
         }
-        if (others_done) {
-          *failure = link_->reopen;
-          return FinishOutcome::kSucceededWithoutLostNode;
-        }
-        if (!(link_->all_done && link_->watched_attempt == attempt)) {
-          return FinishOutcome::kMembershipChanged;
-        }
+        if (others_done) return {Event::kNodeLostOthersDone, link_->reopen, "", 0};
+        membership_changed = !(link_->all_done && link_->watched_attempt == attempt);
       }
-      if (link_->all_done && link_->watched_attempt == attempt && link_->Flushed()) {
-        return FinishOutcome::kAllSucceeded;
+      if (!membership_changed && link_->all_done && link_->watched_attempt == attempt &&
+          link_->Flushed()) {
+        return {Event::kEveryNodeSucceeded, std::nullopt, "", 0};
       }
-      if (!link_->lost.empty()) break;
+      store_lost = !link_->lost.empty();
     }
+    // Out of the lock: both read the link again.
+    if (membership_changed) return MembershipEvent(false);
+    if (store_lost) throw LaunchError(LostMessage("waiting for the other nodes to finish"));
     SleepUnlessSignalled(kWaitStep);
   }
-  throw LaunchError(LostMessage("waiting for the other nodes to finish"));
 }
 
 std::unique_ptr<NodeRendezvous> EstablishWhileWatchingSignals(const LaunchOptions& options) {

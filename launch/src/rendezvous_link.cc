@@ -123,10 +123,12 @@ void RendezvousLink::EnterRound(const RendezvousWorld& world) {
   all_ready = all_done = all_left = false;
 }
 
-// Every node learns of a lost node through the failure key; in an elastic
-// run, through the round's reopen key: the others meet again without it;
-// under shrink, once the ranks run, through a loss notice of its ranks.
+// What a lost node becomes is the decision table's: the run's failure (the
+// failure key), a reopened round (elastic: the others meet again without
+// it), or once the ranks run under shrink, a loss notice of its ranks.
 void RendezvousLink::PublishLost(const MembershipChange& change) {
+  using decisions::Action;
+  using decisions::Event;
   int current_round, attempt;
   bool ranks_running;
   {
@@ -136,8 +138,13 @@ void RendezvousLink::PublishLost(const MembershipChange& change) {
     ranks_running = all_ready;
   }
   for (const LostNode& node : change.lost) {
+    const Event event = !ranks_running           ? Event::kNodeLostWhileJoining
+                        : node.connection_closed ? Event::kConnectionClosed
+                                                 : Event::kNodeLost;
+    const decisions::Decision decision = decisions::Decide(mode, event, false);
+    if (decision.action == Action::kGoOn) continue;
     std::string message = node.message;
-    if (shrink && ranks_running) {
+    if (decision.action == Action::kShrinkInPlace) {
       std::optional<std::string> run_failure = PublishNodeLoss(node, attempt);
       if (!run_failure) continue;
       message = *run_failure;
@@ -146,7 +153,7 @@ void RendezvousLink::PublishLost(const MembershipChange& change) {
       std::lock_guard lock(mutex);
       lost_nodes.insert(node.node_rank);
     }
-    if (elastic) {
+    if (decision.action == Action::kNewRound) {
       handler->store().CompareSet(RoundKey(current_round, "reopen"), "",
                                   EncodeFailure(1, node.node_rank, message));
     } else {
@@ -299,7 +306,7 @@ void RendezvousLink::ReadPeers(int attempt) {
     }
   }
   // Last: a node that sees every other one done has read their losses.
-  if (shrink) ReadSlots();
+  if (mode.on_failure == decisions::OnFailure::kShrink) ReadSlots();
   std::lock_guard lock(mutex);
   if (seen_failure) failure = seen_failure;
   restart_by_attempt[attempt] = restart;

@@ -24,6 +24,7 @@
 #include "infini/launch/loss_publisher.h"
 #include "infini/launch/node_rendezvous.h"
 #include "infini/launch/rendezvous_handler.h"
+#include "infini/launch/run_decisions.h"
 #include "node_slots.h"
 
 namespace infini::rendezvous {
@@ -37,7 +38,7 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
                  const LaunchOptions& options)
       : handler(std::move(backend)),
         elastic(options.elastic()),
-        shrink(options.shrink_on_failure && !options.elastic()),
+        mode(decisions::ModeOf(options)),
         max_nnodes(options.nnodes),
         round(world.round),
         nnodes(world.nnodes),
@@ -60,9 +61,10 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
   // Set before the thread starts, then read-only.
   const std::shared_ptr<RendezvousHandler> handler;
   const bool elastic;  // --nnodes=MIN:MAX
-  // --on_failure=shrink (not elastic): a node lost while the ranks run is
-  // published as a loss of its ranks (node_slots.h), not as the run's failure.
-  const bool shrink;
+  // The run's mode: what a lost node becomes is the decision table's
+  // (run_decisions.h): the run's failure, a reopened round, or under shrink a
+  // loss of its ranks (node_slots.h).
+  const decisions::Mode mode;
   const int max_nnodes;  // MAX
   bool is_host = false;
   // Shrink: the ranks' store and --min_ranks (key_namespace is per attempt).

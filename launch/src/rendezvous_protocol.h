@@ -31,7 +31,9 @@
 //   failure_restarts        restarts that --max_restarts counts so far
 // Backends add their own liveness keys:
 //   TCP (node 0 hosts the store): heartbeat/<r>, a counter node r's link
-//     thread increments and node 0 watches.
+//     thread increments and node 0 watches; launcher_gone/<r> ("host:pid"
+//     of node r) and launcher_gone ("r host:pid"), on-close keys node r
+//     registers on its store connection: set when it closes (it died).
 //   etcd (under the run's prefix, EtcdRunPrefix: run id and a hash of the
 //     run's secret; each key on its writer's lease): alive/<r> (no
 //     "infini_run/"), "host:pid" of node r, whose deletion (lease expired)

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <random>
 
 #include "infini/common/launch_env.h"
@@ -16,6 +17,7 @@
 #include "infini/launch/log_files.h"
 #include "infini/launch/net_util.h"
 #include "infini/launch/options.h"
+#include "infini/launch/run_decisions.h"
 #include "infini/rendezvous/run_token.h"
 #include "option_checks.h"
 
@@ -223,6 +225,10 @@ std::string ExecutableDirectory() {
 }
 
 void ResolveLaunchOptions(LaunchOptions* options) {
+  // The one place that decides which modes run (run_decisions.h).
+  if (std::optional<std::string> refused = decisions::RefusedMode(decisions::ModeOf(*options))) {
+    throw UsageError(*refused);
+  }
   if (options->ccl_backend.empty()) {
     const char* from_environment = getenv(env::kBackend);
     options->ccl_backend = from_environment && *from_environment ? from_environment : "auto";

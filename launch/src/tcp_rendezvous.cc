@@ -125,6 +125,7 @@ class TcpRendezvous final : public RendezvousHandler {
     nnodes_ = nnodes;
     heartbeats_.clear();
     reported_.clear();
+    closed_seen_.clear();
     next_heartbeat_ = {};
   }
 
@@ -155,10 +156,16 @@ class TcpRendezvous final : public RendezvousHandler {
 
   MembershipChange Watch() override {
     MembershipChange change;
+    // From the link thread's first step: the relay (if any) carries the
+    // connection by then, and it is this launcher's for good.
+    if (!server_ && registered_round_ != round_) RegisterOnClose();
+    if (server_) change.lost = CheckClosedConnections();
     const Clock::time_point now = Clock::now();
     if (now < next_heartbeat_) return change;
     store_->Add(NodeKeys(round_, "heartbeat", node_rank_), 1);
-    if (server_) change.lost = CheckHeartbeats(now);
+    if (server_) {
+      for (LostNode& node : CheckHeartbeats(now)) change.lost.push_back(std::move(node));
+    }
     next_heartbeat_ = now + heartbeat_interval_;
     return change;
   }
@@ -215,8 +222,46 @@ class TcpRendezvous final : public RendezvousHandler {
     store_->set_timeout(options_.heartbeat_timeout);
   }
 
+  // A launcher that dies is lost when its store connection closes, not a
+  // heartbeat timeout later: the store sets these keys then (on-close keys,
+  // docs/rendezvous.md). Its own key names its launcher (a replacement's slot
+  // is not its predecessor's); the round's shared key changes with every
+  // close, so node 0 reads one key per step.
+  void RegisterOnClose() {
+    const std::string identity = NodeIdentity();
+    store_->SetOnClose(NodeKeys(round_, "launcher_gone", node_rank_), identity);
+    store_->SetOnClose(RoundKey(round_, "launcher_gone"),
+                       std::to_string(node_rank_) + " " + identity);
+    registered_round_ = round_;
+  }
+
+  // Node 0 only: nodes whose launcher's connection closed without leaving
+  // (a clean exit sets its left key first, on the same connection).
+  std::vector<LostNode> CheckClosedConnections() {
+    std::vector<LostNode> lost;
+    const std::string any_key = RoundKey(round_, "launcher_gone");
+    if (!store_->Check({any_key})) return lost;
+    const std::string any = store_->Get(any_key);
+    if (any == closed_seen_) return lost;
+    closed_seen_ = any;
+    for (int node = 0; node < nnodes_; ++node) {
+      const std::string closed_key = NodeKeys(round_, "launcher_gone", node);
+      if (node == node_rank_ || reported_.count(node) || !store_->Check({closed_key})) continue;
+      const std::string launcher = store_->Get(closed_key);
+      const std::string owner_key = NodeKeys(round_, "node", node) + "/owner";
+      if (store_->Check({owner_key}) && store_->Get(owner_key) != launcher) continue;
+      if (store_->Check({Key("left/" + launcher)})) continue;
+      reported_[node] = launcher;
+      lost.push_back({node,
+                      "node " + std::to_string(node) + " lost: its infini_run (" + launcher +
+                          ") closed its connection to the rendezvous store (it died)",
+                      launcher, true});
+    }
+    return lost;
+  }
+
   // Node 0 only: a node whose counter did not move for heartbeat_timeout is
-  // lost.
+  // lost (it stalled, or its link was cut).
   std::vector<LostNode> CheckHeartbeats(Clock::time_point now) {
     std::vector<LostNode> lost;
     for (int node = 0; node < nnodes_; ++node) {
@@ -261,6 +306,10 @@ class TcpRendezvous final : public RendezvousHandler {
   Clock::time_point next_heartbeat_{};
   std::map<int, std::pair<int64_t, Clock::time_point>> heartbeats_;
   std::map<int, std::string> reported_;
+  // A non-host's round whose on-close keys are registered; node 0: the
+  // round's shared on-close key as last read.
+  int registered_round_ = -1;
+  std::string closed_seen_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -347,6 +348,53 @@ TEST(ElasticLauncher, AnOpenRoundSaysWhomItWaitsForEveryPeriod) {
         << result.err;
   }
   EXPECT_GE(CountOccurrences(result.err, "is open for"), 3u) << result.err;
+}
+
+// A launcher that dies is lost when its store connection closes (on-close
+// keys), not a heartbeat timeout later: with heartbeat_timeout=30 the
+// survivor runs its rank in the world of one well within it (issue 34).
+TEST(ElasticLauncher, AKilledLauncherIsLostWhenItsConnectionCloses) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(2, [&] {
+    auto arguments =
+        ElasticNode(port, "closed", "1:2", dir, {"--sleep_ms=60000", "--sleep_attempts=1"});
+    *std::find(arguments.begin(), arguments.end(),
+               "--rdzv_conf=last_call_timeout=1,heartbeat_timeout=1") =
+        "--rdzv_conf=last_call_timeout=1,heartbeat_timeout=30";
+    return arguments;
+  });
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 2));
+  const auto killed = std::chrono::steady_clock::now();
+  kill(nodes[1]->pid(), SIGKILL);  // not node 0: it hosts the store
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 3, seconds(25))) << nodes[0]->OutputSoFar();
+  const auto recovered = std::chrono::steady_clock::now() - killed;
+  const LauncherResult survivor = nodes[0]->Wait(seconds(30));
+  nodes[1]->Wait();
+  EXPECT_LT(recovered, seconds(10)) << survivor.err;
+  std::printf("killed launcher: the survivor's rank ran in the world of one %lld ms after\n",
+              static_cast<long long>(std::chrono::duration_cast<milliseconds>(recovered).count()));
+  EXPECT_EQ(survivor.exit_code, 0) << survivor.err;
+  EXPECT_THAT(survivor.err, HasSubstr("node 1 lost: its infini_run ("));
+  EXPECT_THAT(survivor.err, HasSubstr(") closed its connection to the rendezvous store (it died)"));
+  ExpectWorld(dir, 0, 1, 1);
+  EXPECT_TRUE(NoProcessLeft());
+}
+
+// --on_failure=shrink goes on in place at a fixed size; an elastic run meets
+// again instead: the two together are refused before anything starts, in
+// one line naming both flags (issue 34 item 4).
+TEST(ElasticLauncher, ShrinkOnAnElasticRunIsRefusedInOneLine) {
+  TempDir dir;
+  auto arguments = ElasticNode(FreePort(), "elastic-shrink", "1:2", dir, {});
+  arguments.insert(arguments.begin(), "--on_failure=shrink");
+  const LauncherResult result = RunLauncher(arguments);
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_EQ(result.err,
+            "infini_run: error: --on_failure=shrink with an elastic --nnodes=MIN:MAX: expected one "
+            "of them (an elastic run meets again at a new size when a node is lost; shrink goes "
+            "on in place at a fixed --nnodes=N)\n");
+  EXPECT_FALSE(Exists(dir.path() + "/0.0.pid")) << "no rank started";
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "infini/launch/options.h"
 #include "infini/launch/peer_failure.h"
 #include "infini/launch/rendezvous_handler.h"
+#include "infini/launch/run_decisions.h"
 #include "infini/rendezvous/tcp_store.h"
 
 namespace infini::rendezvous {
@@ -29,6 +30,15 @@ class TcpStoreServer;
 }
 
 namespace infini::launch {
+
+// What the other nodes did, as the decision table's event
+// (run_decisions.h), with what telling it needs.
+struct RunEvent {
+  decisions::Event event = decisions::Event::kRoundClosed;
+  std::optional<PeerFailure> peer;  // who failed, was lost or arrived
+  std::string store_loss;           // kStoreLost: why
+  int exit_status = 1;              // kPeerFailed: the failing node's
+};
 
 struct RendezvousLink;  // rendezvous_link.h
 
@@ -98,9 +108,18 @@ class NodeRendezvous {
   // the join timeout, store lost) or Interrupted.
   int NextRound(int next_attempt);
 
-  // Snapshots for the monitor loop; never touch the network.
+  // Snapshots for the monitor loop; never touch the network. EventSeen: the
+  // first of another node's failure, the store's loss, a restart requested,
+  // a membership change (elastic); nothing while all is well.
   std::optional<PeerFailure> PeerFailed();
-  bool RestartRequested(int attempt);
+  std::optional<RunEvent> EventSeen(int attempt);
+  // Elastic: the membership change MembershipChanged sees, as an event (a
+  // node lost, or one arriving).
+  RunEvent MembershipEvent(bool while_joining);
+  // Elastic, after a rank failed: waits up to `grace` for a node's loss to
+  // show (it broke the rank's collective): that membership change, or
+  // nothing (another node failed, the store was lost, or none showed).
+  std::optional<RunEvent> LossBehindRankFailure(std::chrono::milliseconds grace);
   // Why the store became unusable (node 0 died or stalled); empty while fine.
   std::string StoreLost();
   // The store the launchers meet through, for messages: node 0's store, or
@@ -115,19 +134,11 @@ class NodeRendezvous {
   void PublishFailure(int attempt, bool restart, int exit_status, const std::string& message);
 
   // After this node's ranks all succeeded: waits for the others (stopping
-  // early when one fails or is lost, or a restart is requested). Elastic
-  // runs: a membership change while the others run means meeting again
-  // (kMembershipChanged); a node lost once every other one succeeded ends
-  // the run as a success that names it (kSucceededWithoutLostNode, the loss
-  // in `failure`).
-  enum class FinishOutcome {
-    kAllSucceeded,
-    kRestart,
-    kPeerFailed,
-    kMembershipChanged,
-    kSucceededWithoutLostNode
-  };
-  FinishOutcome WaitForOtherNodes(int attempt, std::optional<PeerFailure>* failure);
+  // early when one fails or is lost, or a restart is requested), and returns
+  // the outcome: every node succeeded, a peer failed, a restart requested;
+  // elastic runs: a membership change while the others run, or a node lost
+  // once every other one succeeded (kNodeLostOthersDone, its loss in peer).
+  RunEvent WaitForOtherNodes(int attempt);
 
  private:
   NodeRendezvous() = default;

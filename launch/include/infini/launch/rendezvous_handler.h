@@ -63,6 +63,9 @@ struct LostNode {
   int node_rank = 0;
   std::string message;
   std::string owner;  // its launcher, "host:pid" ("?" when unknown)
+  // Found by its launcher's store connection closing (TCP), not by a
+  // keep-alive running out.
+  bool connection_closed = false;
 };
 
 // What the watch saw since its last look.
