@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "infini/common/command_line.h"
 #include "infini/common/one_line.h"
 #include "infini/common/usage.h"
 
@@ -325,8 +326,43 @@ const std::map<char, ShortFlag>& ShortFlagTable() {
   return *table;
 }
 
-void ApplyFlag(std::string_view name, std::string_view value, BenchOptions* options) {
-  FlagTable().find(name)->second.apply(name, value, options);
+// The one parser's table (infini/common/command_line.h): each of our flags
+// with its help and meaning, and nccl-tests' letter where it has one. The
+// flags apply in command-line order (--step_bytes and --step_factor: the
+// last one wins).
+cli::CommandLine BenchCommandLine(BenchOptions* options) {
+  std::vector<cli::Flag> flags;
+  for (const auto& [name, spec] : FlagTable()) {
+    cli::Flag flag;
+    flag.name = name;
+    flag.type = spec.is_bool ? cli::FlagType::kSwitch : cli::FlagType::kText;
+    flag.default_value = spec.is_bool ? "false" : "";
+    flag.show_default = spec.is_bool;  // the help says each value flag's default
+    flag.help = spec.help;
+    flag.on_set = [name, apply = spec.apply, options](const std::string& value) {
+      apply(name, value, options);
+    };
+    for (const auto& [letter, alias] : ShortFlagTable()) {
+      if (alias.long_name != name) continue;
+      flag.letter = letter;
+      flag.letter_value = alias.translate;
+    }
+    flags.push_back(std::move(flag));
+  }
+  cli::Program program;
+  program.name = "ccl_bench";
+  program.usage_line = "infini_run [launcher flags] -- ccl_bench [flags] [--benchmark_* flags]";
+  program.description =
+      "Times collectives with every rank running the same fixed iterations; rank 0\n"
+      "prints a table in nccl-tests' columns (size, count, type, redop, root, time,\n"
+      "algbw, busbw, #wrong); the JSON counters are time_us, algbw_GBps, busbw_GBps.";
+  program.epilogue =
+      "nccl-tests' letters mean what they mean there (shown beside each flag); -d takes its\n"
+      "type names too (float, half, ...); -c, -C and -M take 0/1; -z 0 back_to_back, 1\n"
+      "per_iteration; -a 0 rank0, 1 mean, 2 min, 3 max; '-b 8' or '-b8'.\n"
+      "Google Benchmark's own flags work too (--benchmark_out=FILE.json,\n"
+      "--benchmark_filter=REGEX, --benchmark_repetitions=N); only global rank 0 writes.";
+  return cli::CommandLine(std::move(program), std::move(flags));
 }
 
 }  // namespace
@@ -498,86 +534,24 @@ std::vector<int64_t> SweepSizes(const BenchOptions& options) {
 }
 
 std::string BenchUsage() {
-  std::vector<flags::FlagHelp> shown;
-  for (const auto& [name, spec] : FlagTable()) {
-    shown.push_back({name, spec.is_bool ? "" : "VALUE", "", spec.help});
-  }
-  return flags::FormatUsage(
-      "infini_run [launcher flags] -- ccl_bench [flags] [--benchmark_* flags]",
-      "Times collectives with every rank running the same fixed iterations; rank 0\n"
-      "prints a table in nccl-tests' columns (size, count, type, redop, root, time,\n"
-      "algbw, busbw, #wrong); the JSON counters are time_us, algbw_GBps, busbw_GBps.",
-      shown,
-      "nccl-tests' flags mean what they mean there, as these: -b min_bytes, -e max_bytes,\n"
-      "-i step_bytes, -f step_factor, -o op, -d dtype (its names too: float, half, ...),\n"
-      "-r root, -n iters, -w warmup, -m agg_iters, -N run_cycles, -c check (0/1),\n"
-      "-z timing (0 back_to_back, 1 per_iteration), -G graph_launches, -C cpu_time (0/1),\n"
-      "-a average (0 rank0, 1 mean, 2 min, 3 max), -R register, -T timeout,\n"
-      "-M memory_report (0/1), -J json, -g threads_per_process; '-b 8' or '-b8'.\n"
-      "Google Benchmark's own flags work too (--benchmark_out=FILE.json,\n"
-      "--benchmark_filter=REGEX, --benchmark_repetitions=N); only global rank 0 writes.");
+  BenchOptions unused;
+  return BenchCommandLine(&unused).Usage();
 }
 
 bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
-  bool max_bytes_given = false;
-  for (int index = 1; index < argc; ++index) {
-    std::string_view argument = argv[index];
-    if (argument == "--help" || argument == "-h" || argument == "--helpfull") {
-      std::cout << BenchUsage();
+  cli::CommandLine line = BenchCommandLine(options);
+  try {
+    if (!line.ParseArgv(argc, argv)) {
+      std::cout << line.Usage();
       return false;
     }
-    if (argument.size() >= 2 && argument[0] == '-' && argument[1] != '-') {
-      const auto alias = ShortFlagTable().find(argument[1]);
-      if (alias == ShortFlagTable().end()) {
-        throw UsageError(flags::UnknownFlagMessage("ccl_bench", argument.substr(0, 2)));
-      }
-      std::string_view value = argument.substr(2);
-      if (value.empty()) {
-        if (index + 1 >= argc) {
-          throw UsageError(std::string(argument.substr(0, 2)) +
-                           " needs a value (see ccl_bench --help)");
-        }
-        value = argv[++index];
-      }
-      const std::string_view name = alias->second.long_name;
-      try {
-        ApplyFlag(name, alias->second.translate(value), options);
-      } catch (const UsageError& error) {
-        // Names the letter the user typed as well as our flag.
-        const std::string what = error.what();
-        if (what.rfind("-", 0) == 0 && what.rfind("--", 0) != 0) throw;
-        throw UsageError(std::string(argument.substr(0, 2)) + " " + what);
-      }
-      if (name == "max_bytes") max_bytes_given = true;
-      continue;
-    }
-    if (argument.substr(0, 2) != "--") {
-      throw UsageError("unexpected argument '" + OneLine(argument) +
-                       "': ccl_bench takes only --flags and nccl-tests' -X flags (see --help)");
-    }
-    argument.remove_prefix(2);
-    const size_t equals = argument.find('=');
-    const std::string_view name = argument.substr(0, equals);
-    const auto found = FlagTable().find(name);
-    if (found == FlagTable().end()) {
-      throw UsageError(flags::UnknownFlagMessage("ccl_bench", "--" + std::string(name)));
-    }
-    const FlagSpec& spec = found->second;
-    std::string_view value;
-    if (equals != std::string_view::npos) {
-      value = argument.substr(equals + 1);
-    } else if (spec.is_bool) {
-      value = "true";
-    } else if (index + 1 < argc) {
-      value = argv[++index];
-    } else {
-      throw UsageError(flags::MissingValueMessage("ccl_bench", name));
-    }
-    spec.apply(name, value, options);
-    if (name == "max_bytes") max_bytes_given = true;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const cli::UsageError& error) {
+    throw UsageError(error.what());
   }
   if (options->min_bytes > options->max_bytes) {
-    if (max_bytes_given) {
+    if (line.Given("max_bytes")) {
       throw UsageError("--min_bytes=" + std::to_string(options->min_bytes) +
                        " is larger than --max_bytes=" + std::to_string(options->max_bytes));
     }

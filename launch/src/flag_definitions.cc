@@ -1,17 +1,24 @@
 // infini_run's flags: each name, default and help, and the --help text made
-// of them. The parser (command_line.cc) reads its defaults from here.
+// of them. The parser (command_line.cc) reads its defaults from here only.
 #include "flag_definitions.h"
 
-#include <algorithm>
 #include <cctype>
-#include <string_view>
 #include <vector>
 
-#include "infini/common/usage.h"
 #include "infini/launch/options.h"
 
 namespace infini::launch {
 namespace {
+
+// One row of the table; a switch's default is "true" or "false", every
+// value flag's is text that command_line.cc checks.
+struct FlagDefinition {
+  const char* name;
+  bool is_bool;
+  const char* default_value;
+  const char* help;
+  char letter = '\0';  // torchrun's one-letter spelling
+};
 
 constexpr FlagDefinition kFlags[] = {
     {"nnodes", false, "1",
@@ -88,10 +95,12 @@ constexpr FlagDefinition kFlags[] = {
     {"redirects", false, "0",
      "Send these streams to the log files only: 0 none, 1 stdout, 2 stderr, 3 both; "
      "or per local rank, LOCAL_RANK:CODE,... Example: --redirects=3 or "
-     "--redirects=0:0,1:3"},
+     "--redirects=0:0,1:3 or -r3",
+     'r'},
     {"tee", false, "0",
      "Write these streams to the log files and the console (same codes as "
-     "--redirects). Example: --tee=3"},
+     "--redirects). Example: --tee=3 or -t3",
+     't'},
     {"local_ranks_filter", false, "",
      "Show only these local ranks' output on the console (log files get "
      "everything). Example: --local_ranks_filter=0,3"},
@@ -125,7 +134,8 @@ constexpr FlagDefinition kFlags[] = {
      "(empty or 'default'). Example: --logs_specs=default"},
     {"module", true, "false",
      "Run PROGRAM as a Python module: 'python3 -u -m PROGRAM' (torchrun's -m). "
-     "Example: --module"},
+     "Example: --module or -m",
+     'm'},
     {"run_path", true, "false",
      "Run PROGRAM as a Python script whatever its name ('python3 -u PROGRAM'; "
      "torchrun's --run_path). Example: --run_path"},
@@ -163,105 +173,35 @@ constexpr char kEpilogue[] =
 
 }  // namespace
 
-std::span<const FlagDefinition> LaunchFlags() { return kFlags; }
-
-const FlagDefinition* FindFlag(const std::string& name) {
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
-std::string LongName(const std::string& name) {
-  if (name == "r") return "redirects";
-  if (name == "t") return "tee";
-  if (name == "m") return "module";
-  return name;
-}
-
-std::string EnvironmentNameOf(const FlagDefinition& flag) {
-  std::string variable = "PET_";
-  for (const char* c = flag.name; *c; ++c) {
-    variable += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
-  }
-  return variable;
-}
-
-FlagValues::FlagValues(char* const* environment) {
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    values_[flag.name] = flag.default_value;
-    if (!environment || std::string_view(flag.name) == "dump_stacks") continue;
-    const std::string variable = EnvironmentNameOf(flag);
-    const std::string prefix = variable + "=";
-    for (char* const* entry = environment; *entry; ++entry) {
-      if (std::string_view(*entry).substr(0, prefix.size()) != prefix) continue;
-      std::string value = *entry + prefix.size();
-      if (flag.is_bool && value != "0" && value != "1" && value != "true" && value != "false") {
-        throw UsageError(variable + "='" + OneLine(value) +
-                         "': expected 0 or 1 (the default of --" + flag.name + ")");
-      }
-      values_[flag.name] = value;
-      from_environment_[flag.name] = variable;
-    }
-  }
-}
-
-void FlagValues::Set(const std::string& name, const std::string& value) {
-  values_[name] = value;
-  from_environment_.erase(name);
-}
-
-std::string FlagValues::NameSources(const std::string& message) const {
-  std::string named = message;
-  for (const auto& [name, variable] : from_environment_) {
-    if (message.find("--" + name) != std::string::npos) {
-      named += " (--" + name + " came from " + variable + ")";
-    }
-  }
-  return named;
-}
-
-std::string NearestFlagName(const std::string& name) {
-  // Levenshtein distance, one row at a time.
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        const size_t above = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-        diagonal = above;
+cli::CommandLine LaunchCommandLine() {
+  std::vector<cli::Flag> flags;
+  for (const FlagDefinition& definition : kFlags) {
+    cli::Flag flag;
+    flag.name = definition.name;
+    flag.type = definition.is_bool ? cli::FlagType::kSwitch : cli::FlagType::kText;
+    flag.default_value = definition.default_value;
+    flag.help = definition.help;
+    flag.letter = definition.letter;
+    // --dump_stacks asks a live run; it is no run's setting.
+    if (flag.name != "dump_stacks") {
+      flag.environment = "PET_";
+      for (char c : flag.name) {
+        flag.environment += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
       }
     }
-    return row[b.size()];
-  };
-  std::string best;
-  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;  // farther: no guess
-  std::vector<std::string> prefixed;
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    const std::string candidate = flag.name;
-    if (name.size() >= 3 && candidate.rfind(name, 0) == 0) prefixed.push_back(candidate);
-    const size_t d = distance(name, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
+    flag.value_optional = flag.name == "dump_stacks";  // --dump_stacks[=RUN_ID]
+    flags.push_back(std::move(flag));
   }
-  if (best.empty() && prefixed.size() == 1) return prefixed.front();
-  return best;
+  cli::Program program;
+  program.name = "infini_run";
+  program.usage_line = kUsageLine;
+  program.description = kDescription;
+  program.epilogue = kEpilogue;
+  program.positional = cli::Program::Positional::kEndFlags;
+  program.unknown_flag_hint = "; the program's own flags go after the program, or after --";
+  return cli::CommandLine(std::move(program), std::move(flags));
 }
 
-std::string LaunchUsage() {
-  std::vector<flags::FlagHelp> shown;
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    shown.push_back(
-        {flag.name, flag.is_bool ? "" : "VALUE",
-         flag.is_bool ? flag.default_value : "\"" + std::string(flag.default_value) + "\"",
-         flag.help});
-  }
-  return flags::FormatUsage(kUsageLine, kDescription, shown, kEpilogue);
-}
+std::string LaunchUsage() { return LaunchCommandLine().Usage(); }
 
 }  // namespace infini::launch

@@ -6,8 +6,8 @@
 #include <functional>
 #include <sstream>
 
+#include "infini/common/command_line.h"
 #include "infini/common/one_line.h"
-#include "infini/common/usage.h"
 
 namespace infini::examples::gpt2 {
 namespace {
@@ -186,68 +186,54 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
   };
 }
 
-}  // namespace
-
-std::string TrainUsage() {
-  TrainOptions unused;
-  std::vector<flags::FlagHelp> shown;
-  for (const Flag& flag : MakeFlags(&unused)) {
-    if (flag.help.empty()) continue;  // an alias, named in its flag's help
-    shown.push_back({flag.name, flag.is_bool ? "" : "VALUE", "", flag.help});
+// The one parser's table (infini/common/command_line.h) of MakeFlags'
+// flags; an alias (no help) is accepted, not listed.
+cli::CommandLine TrainCommandLine(TrainOptions* options) {
+  std::vector<cli::Flag> flags;
+  std::vector<Flag> own_flags = MakeFlags(options);
+  for (Flag& own : own_flags) {
+    const cli::FlagType type = own.is_bool ? cli::FlagType::kSwitch : cli::FlagType::kText;
+    cli::Flag flag;
+    flag.name = own.name;
+    flag.type = type;
+    flag.show_default = false;  // each help says its default
+    flag.help = own.help;
+    flag.on_set = std::move(own.set);
+    flags.push_back(std::move(flag));
   }
-  return flags::FormatUsage(
-      "gpt2 [flags]  (--name=value or --name value)",
+  cli::Program program;
+  program.name = "gpt2";
+  program.usage_line = "gpt2 [flags]  (--name=value or --name value)";
+  program.description =
       "Data-parallel training of GPT-2, on the host (gloo) or the GPUs (nccl).\n"
       "  gpt2 [flags]                                   one process on the host\n"
       "  gpt2 --ccl_backend=nccl [flags]                one GPU\n"
       "  infini_run --ccl_backend=gloo --nproc_per_node=2 gpt2 [flags]\n"
-      "  infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2 --model=d12 --dtype=bfloat16\n",
-      shown);
+      "  infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2 --model=d12 --dtype=bfloat16\n";
+  return cli::CommandLine(std::move(program), std::move(flags));
+}
+
+}  // namespace
+
+std::string TrainUsage() {
+  TrainOptions unused;
+  return TrainCommandLine(&unused).Usage();
 }
 
 TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
   TrainOptions options;
-  const std::vector<Flag> flags = MakeFlags(&options);
-  std::vector<std::string> seen;
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    std::string argument = arguments[i];
-    if (argument == "--help" || argument == "-help" || argument == "-h") {
+  cli::CommandLine line = TrainCommandLine(&options);
+  try {
+    if (!line.Parse(arguments)) {
       options.help = true;
-      continue;
+      return options;
     }
-    if (argument.rfind("--", 0) == 0) {
-      argument = argument.substr(2);
-    } else if (argument.rfind('-', 0) == 0 && argument.size() > 1) {
-      argument = argument.substr(1);
-    } else {
-      throw UsageError("unexpected argument '" + OneLine(argument) +
-                       "': expected --flag=value (see --help)");
-    }
-    const size_t equals = argument.find('=');
-    const std::string name = argument.substr(0, equals);
-    const Flag* flag = nullptr;
-    for (const Flag& candidate : flags) {
-      if (candidate.name == name) flag = &candidate;
-    }
-    if (flag == nullptr) {
-      throw UsageError(flags::UnknownFlagMessage("gpt2", "--" + name));
-    }
-    std::string value;
-    if (equals != std::string::npos) {
-      value = argument.substr(equals + 1);
-    } else if (flag->is_bool) {
-      value = "true";
-    } else if (i + 1 < arguments.size()) {
-      value = arguments[++i];
-    } else {
-      throw UsageError(flags::MissingValueMessage("gpt2", name));
-    }
-    flag->set(value);
-    seen.push_back(name);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const cli::UsageError& error) {
+    throw UsageError(error.what());
   }
-  const auto given = [&](const char* name) {
-    return std::find(seen.begin(), seen.end(), name) != seen.end();
-  };
+  const auto given = [&](const char* name) { return line.Given(name); };
   if (options.model_name == "d12") {
     for (const char* name : {"num_layers", "num_heads", "channels"}) {
       if (given(name)) {

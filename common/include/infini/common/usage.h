@@ -28,6 +28,7 @@ struct FlagHelp {
   std::string value_name;     // STRING, INT, NUMBER...; empty: a switch (--name, --noname)
   std::string default_value;  // as shown after "default: "; empty: no default shown
   std::string help;
+  char letter = '\0';  // its one-letter spelling (-r), if any
 };
 
 // `text` broken into lines of at most `width` columns (a longer word stays
@@ -62,9 +63,12 @@ inline std::string Wrapped(std::string_view text, size_t indent, size_t width = 
   return out;
 }
 
-// "  --name=VALUE (default: D)\n      help, wrapped\n".
+// "  --name=VALUE (default: D)\n      help, wrapped\n" ("  -r, --name..."
+// with a letter).
 inline std::string FormatFlag(const FlagHelp& flag) {
-  std::string out = "  --" + flag.name;
+  std::string out = "  ";
+  if (flag.letter != '\0') out += std::string("-") + flag.letter + ", ";
+  out += "--" + flag.name;
   out += flag.value_name.empty() ? "[=BOOL]" : "=" + flag.value_name;
   if (!flag.default_value.empty()) out += " (default: " + flag.default_value + ")";
   out += "\n";
