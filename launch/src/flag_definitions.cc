@@ -3,6 +3,9 @@
 #include "flag_definitions.h"
 
 #include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <string_view>
 #include <vector>
 
 #include "infini/launch/options.h"
@@ -15,16 +18,17 @@ namespace {
 struct FlagDefinition {
   const char* name;
   bool is_bool;
+  // Null: LaunchOptions' own default (options.h), written there only.
   const char* default_value;
   const char* help;
   char letter = '\0';  // torchrun's one-letter spelling
 };
 
 constexpr FlagDefinition kFlags[] = {
-    {"nnodes", false, "1",
+    {"nnodes", false, nullptr,
      "Number of nodes (machines), or MIN:MAX for an elastic run that meets again with "
      "whoever is there when a node is lost or arrives. Example: --nnodes=2 or --nnodes=2:4"},
-    {"nproc_per_node", false, "1",
+    {"nproc_per_node", false, nullptr,
      "Processes (ranks) per node: a number, or 'gpu' (the backend's device count), "
      "'cpu' (usable CPUs), 'auto' (devices if any, else CPUs). Example: "
      "--nproc_per_node=8"},
@@ -60,7 +64,7 @@ constexpr FlagDefinition kFlags[] = {
      "read_timeout, close_timeout, "
      "timeout, is_host, use_libuv are accepted. Example: "
      "--rdzv_conf=token_file=/run/secrets/job42,heartbeat_timeout=10"},
-    {"rdzv_timeout", false, "300",
+    {"rdzv_timeout", false, nullptr,
      "Seconds to wait for the other nodes (joining, agreeing, starting each "
      "attempt). Example: --rdzv_timeout=60"},
     {"standalone", true, "false",
@@ -73,7 +77,7 @@ constexpr FlagDefinition kFlags[] = {
      "Stage the host backend's collectives through this device backend's buffers and streams "
      "(INFINI_CCL_DEVICE_BACKEND): several ranks may share a device. Example: "
      "--ccl_backend=gloo --device_backend=nccl"},
-    {"max_restarts", false, "0",
+    {"max_restarts", false, nullptr,
      "Restart every rank of every node up to this many times after a failure "
      "(TORCHELASTIC_RESTART_COUNT counts them). Example: --max_restarts=3"},
     {"on_failure", false, "restart",
@@ -81,23 +85,23 @@ constexpr FlagDefinition kFlags[] = {
      "within --max_restarts); 'shrink' keeps the others running, publishes who was lost "
      "in the ranks' store and lets the program go on with fewer ranks (parallel/'s "
      "Context::RecoverFromLoss). Example: --on_failure=shrink"},
-    {"min_ranks", false, "1",
+    {"min_ranks", false, nullptr,
      "With --on_failure=shrink: stop the run (non-zero exit) once fewer than this many "
      "ranks are left. Example: --min_ranks=2"},
-    {"monitor_interval", false, "0.1",
+    {"monitor_interval", false, nullptr,
      "Seconds between checks of the other nodes. Example: --monitor_interval=0.5"},
-    {"term_timeout", false, "30",
+    {"term_timeout", false, nullptr,
      "Seconds between SIGTERM and SIGKILL when ranks are stopped. Example: "
      "--term_timeout=5"},
     {"log_dir", false, "",
      "Write each rank's output to LOG_DIR/RUN_ID/attempt_K/rank_N/{stdout,stderr}.log. "
      "Example: --log_dir=/tmp/logs"},
-    {"redirects", false, "0",
+    {"redirects", false, nullptr,
      "Send these streams to the log files only: 0 none, 1 stdout, 2 stderr, 3 both; "
      "or per local rank, LOCAL_RANK:CODE,... Example: --redirects=3 or "
      "--redirects=0:0,1:3 or -r3",
      'r'},
-    {"tee", false, "0",
+    {"tee", false, nullptr,
      "Write these streams to the log files and the console (same codes as "
      "--redirects). Example: --tee=3 or -t3",
      't'},
@@ -123,7 +127,7 @@ constexpr FlagDefinition kFlags[] = {
     {"start_method", false, "spawn",
      "Accepted for torchrun compatibility (spawn, fork, forkserver): ranks are always "
      "new processes (fork+exec). Example: --start_method=spawn"},
-    {"role", false, "default",
+    {"role", false, nullptr,
      "Role of this node's ranks, exported as ROLE_NAME (torchrun). Example: "
      "--role=trainer"},
     {"local_addr", false, "",
@@ -171,6 +175,29 @@ constexpr char kEpilogue[] =
     "N);\n2 for a bad command line; 1 when the launcher itself failed (rendezvous, "
     "disagreement).\nSee docs/launcher.md for the environment every rank gets.";
 
+std::string Seconds(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", static_cast<double>(duration.count()) / 1000);
+  return text;
+}
+
+// The default of a flag whose row has none: what a LaunchOptions holds
+// before parsing, as the flag's text.
+std::string DefaultFromOptions(std::string_view name) {
+  const LaunchOptions defaults;
+  if (name == "nnodes") return defaults.NnodesText();
+  if (name == "nproc_per_node") return defaults.processes_per_node_spec;
+  if (name == "rdzv_timeout") return Seconds(defaults.rendezvous_timeout);
+  if (name == "max_restarts") return std::to_string(defaults.max_restarts);
+  if (name == "min_ranks") return std::to_string(defaults.min_ranks);
+  if (name == "monitor_interval") return Seconds(defaults.monitor_interval);
+  if (name == "term_timeout") return Seconds(defaults.term_timeout);
+  if (name == "role") return defaults.role;
+  if (name == "redirects") return std::to_string(defaults.redirects.default_code);
+  if (name == "tee") return std::to_string(defaults.tee.default_code);
+  return "";
+}
+
 }  // namespace
 
 cli::CommandLine LaunchCommandLine() {
@@ -179,7 +206,8 @@ cli::CommandLine LaunchCommandLine() {
     cli::Flag flag;
     flag.name = definition.name;
     flag.type = definition.is_bool ? cli::FlagType::kSwitch : cli::FlagType::kText;
-    flag.default_value = definition.default_value;
+    flag.default_value = definition.default_value != nullptr ? definition.default_value
+                                                             : DefaultFromOptions(flag.name);
     flag.help = definition.help;
     flag.letter = definition.letter;
     // --dump_stacks asks a live run; it is no run's setting.

@@ -155,9 +155,9 @@ TEST(CliParser, HelpIsMadeOfTheTable) {
   EXPECT_FALSE(line.Parse({"-h"}));
   const std::string usage = line.Usage();
   EXPECT_THAT(usage, ::testing::StartsWith("usage: prog [FLAGS] [--] WORDS...\n"));
-  EXPECT_THAT(usage, HasSubstr("\n  -n, --count=VALUE (default: 4)\n      how many\n"));
-  EXPECT_THAT(usage, HasSubstr("\n  -r, --run_name=VALUE (default: \"x\")\n"));
-  EXPECT_THAT(usage, HasSubstr("\n  -v, --verbose[=BOOL] (default: false)\n"));
+  EXPECT_THAT(usage, HasSubstr("\n  --count=VALUE (default: 4) or -n\n      how many\n"));
+  EXPECT_THAT(usage, HasSubstr("\n  --run_name=VALUE (default: \"x\") or -r\n"));
+  EXPECT_THAT(usage, HasSubstr("\n  --verbose[=BOOL] (default: false) or -v\n"));
 }
 
 }  // namespace

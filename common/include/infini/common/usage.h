@@ -63,14 +63,13 @@ inline std::string Wrapped(std::string_view text, size_t indent, size_t width = 
   return out;
 }
 
-// "  --name=VALUE (default: D)\n      help, wrapped\n" ("  -r, --name..."
-// with a letter).
+// "  --name=VALUE (default: D)\n      help, wrapped\n" ("... (default: D)
+// or -r\n" with a letter).
 inline std::string FormatFlag(const FlagHelp& flag) {
-  std::string out = "  ";
-  if (flag.letter != '\0') out += std::string("-") + flag.letter + ", ";
-  out += "--" + flag.name;
+  std::string out = "  --" + flag.name;
   out += flag.value_name.empty() ? "[=BOOL]" : "=" + flag.value_name;
   if (!flag.default_value.empty()) out += " (default: " + flag.default_value + ")";
+  if (flag.letter != '\0') out += std::string(" or -") + flag.letter;
   out += "\n";
   out += Wrapped(flag.help, 6);
   return out;
