@@ -89,29 +89,28 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {false, "backend name or plugin path (default: $INFINI_CCL_BACKEND, else auto)",
         [](auto, auto value, BenchOptions* o) { o->ccl_backend = value; }}},
       {"collectives",
-       {false, "'all' or a comma list of " + CollectiveNameList() + " (default all_reduce)",
+       {false, "'all' or a comma list of " + CollectiveNameList(),
         [](auto flag, auto value, BenchOptions* o) {
           o->collectives = ParseCollectives(flag, value);
         }}},
       {"min_bytes",
-       {false, "smallest message, e.g. 8, 64K, 1M (default 8)",
+       {false, "smallest message, e.g. 8, 64K, 1M",
         [](auto flag, auto value, BenchOptions* o) {
           o->min_bytes = ParseByteCount(flag, value);
         }}},
       {"max_bytes",
-       {false, "largest message (default 1G)",
+       {false, "largest message",
         [](auto flag, auto value, BenchOptions* o) {
           o->max_bytes = ParseByteCount(flag, value);
         }}},
       {"step_factor",
-       {false, "size multiplier between steps (default 4)",
+       {false, "size multiplier between steps",
         [](auto flag, auto value, BenchOptions* o) {
           o->step_factor = ParseInteger(flag, value, 2, 1024);
           o->step_bytes = 0;  // of --step_bytes and --step_factor, the last one given
         }}},
       {"dtype",
-       {false,
-        "float32, float64, float16, bfloat16, int8, uint8, int32, int64, ... (default float32)",
+       {false, "float32, float64, float16, bfloat16, int8, uint8, int32, int64, ...",
         [](auto flag, auto value, BenchOptions* o) {
           try {
             o->dtype = ccl::ParseDataType(value);
@@ -120,7 +119,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           }
         }}},
       {"op",
-       {false, "sum, prod, max, min or avg (default sum)",
+       {false, "sum, prod, max, min or avg",
         [](auto flag, auto value, BenchOptions* o) {
           try {
             o->op = ccl::ParseReduceOp(value);
@@ -135,17 +134,17 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {true, "after timing, run each case once more and verify against a host reference",
         [](auto flag, auto value, BenchOptions* o) { o->check = ParseBool(flag, value); }}},
       {"iters",
-       {false, "timed iterations per case, the same on every rank (default 20)",
+       {false, "timed iterations per case, the same on every rank",
         [](auto flag, auto value, BenchOptions* o) {
           o->iterations = ParseInteger(flag, value, 1, kMaxIterations);
         }}},
       {"warmup",
-       {false, "untimed iterations before timing (default 5)",
+       {false, "untimed iterations before timing",
         [](auto flag, auto value, BenchOptions* o) {
           o->warmup_iterations = ParseInteger(flag, value, 0, kMaxIterations);
         }}},
       {"threads_per_process",
-       {false, "ranks per process, each a Google Benchmark thread (default 1)",
+       {false, "ranks per process, each a Google Benchmark thread",
         [](auto flag, auto value, BenchOptions* o) {
           o->threads_per_process = static_cast<int>(ParseInteger(flag, value, 1, 1024));
         }}},
@@ -153,7 +152,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {false,
         "back_to_back (nccl-tests: a barrier, then --iters launches timed together, the "
         "average per launch) or per_iteration (a barrier and events around each launch, max "
-        "over ranks) (default back_to_back)",
+        "over ranks)",
         [](auto flag, auto value, BenchOptions* o) {
           if (value == "back_to_back") {
             o->timing = Timing::kBackToBack;
@@ -164,7 +163,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           }
         }}},
       {"root",
-       {false, "root rank of broadcast and reduce (default 0)",
+       {false, "root rank of broadcast and reduce",
         [](auto flag, auto value, BenchOptions* o) {
           o->root = static_cast<int>(ParseInteger(flag, value, 0, 1 << 30));
         }}},
@@ -174,20 +173,19 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           o->step_bytes = ParseByteCount(flag, value);
         }}},
       {"agg_iters",
-       {false,
-        "launches per timed iteration, in one group where the backend has groups (default 1)",
+       {false, "launches per timed iteration, in one group where the backend has groups",
         [](auto flag, auto value, BenchOptions* o) {
           o->aggregated_launches = ParseInteger(flag, value, 1, 1 << 20);
         }}},
       {"run_cycles",
-       {false, "run and print the whole sweep this many times (default 1)",
+       {false, "run and print the whole sweep this many times",
         [](auto flag, auto value, BenchOptions* o) {
           o->run_cycles = ParseInteger(flag, value, 1, 1 << 20);
         }}},
       {"graph_launches",
        {false,
         "capture the timed loop as a CUDA graph once and replay it N times (device backends; "
-        "default 0: no graph)",
+        "0: no graph)",
         [](auto flag, auto value, BenchOptions* o) {
           o->graph_launches = ParseInteger(flag, value, 0, 1 << 20);
         }}},
@@ -195,7 +193,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {true, "time the loop with the host clock (stream drained) instead of backend events",
         [](auto flag, auto value, BenchOptions* o) { o->cpu_time = ParseBool(flag, value); }}},
       {"average",
-       {false, "the time a line reports over ranks: rank0, mean, min or max (default mean)",
+       {false, "the time a line reports over ranks: rank0, mean, min or max",
         [](auto flag, auto value, BenchOptions* o) {
           for (RankAverage average :
                {RankAverage::kRank0, RankAverage::kMean, RankAverage::kMin, RankAverage::kMax}) {
@@ -209,12 +207,12 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
       {"register",
        {false,
         "register the send and receive buffers with the communicator, as nccl-tests: 1 local "
-        "(comm_register), 2 symmetric window (comm_window_register); default 0",
+        "(comm_register), 2 symmetric window (comm_window_register); 0: none",
         [](auto flag, auto value, BenchOptions* o) {
           o->register_buffers = static_cast<int>(ParseInteger(flag, value, 0, 2));
         }}},
       {"timeout",
-       {false, "seconds a case may run before the run stops, naming it (default 0: none)",
+       {false, "seconds a case may run before the run stops, naming it (0: none)",
         [](auto flag, auto value, BenchOptions* o) {
           o->timeout_s = ParseInteger(flag, value, 0, 1 << 30);
         }}},
@@ -229,7 +227,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
       {"link",
        {false,
         "the link a line's busbw is judged against: auto, none, h200_nvlink, pcie5_x16, "
-        "loopback_tcp (default auto: by backend, one node only)",
+        "loopback_tcp (auto: by backend, one node only)",
         [](auto, auto value, BenchOptions* o) { o->link = value; }}},
       {"expect",
        {false,
@@ -240,7 +238,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           o->expect_path = value;
         }}},
       {"expect_tolerance",
-       {false, "percent slower than the saved run that is still no regression (default 10)",
+       {false, "percent slower than the saved run that is still no regression",
         [](auto flag, auto value, BenchOptions* o) {
           o->expect_tolerance_pct = static_cast<double>(ParseInteger(flag, value, 0, 1000));
         }}},
@@ -326,6 +324,49 @@ const std::map<char, ShortFlag>& ShortFlagTable() {
   return *table;
 }
 
+// "1G" for 1 << 30: a byte count as ParseByteCount reads it.
+std::string ByteText(int64_t bytes) {
+  for (const auto& [suffix, unit] :
+       {std::pair{"G", int64_t{1} << 30}, std::pair{"M", int64_t{1} << 20},
+        std::pair{"K", int64_t{1} << 10}}) {
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+  }
+  return std::to_string(bytes);
+}
+
+// What --help shows as `name`'s default: BenchOptions' own (bench_options.h),
+// the one place it is written; empty for none.
+std::string DefaultText(std::string_view name, const BenchOptions& o) {
+  const std::map<std::string_view, std::string> shown = {
+      {"collectives", std::string(BenchCollectiveName(o.collectives.front()))},
+      {"min_bytes", ByteText(o.min_bytes)},
+      {"max_bytes", ByteText(o.max_bytes)},
+      {"step_factor", std::to_string(o.step_factor)},
+      {"dtype", ccl::DataTypeName(o.dtype)},
+      {"op", std::string(ccl::ReduceOpName(o.op))},
+      {"inplace", o.in_place ? "true" : "false"},
+      {"check", o.check ? "true" : "false"},
+      {"iters", std::to_string(o.iterations)},
+      {"warmup", std::to_string(o.warmup_iterations)},
+      {"threads_per_process", std::to_string(o.threads_per_process)},
+      {"timing", std::string(TimingName(o.timing))},
+      {"root", std::to_string(o.root)},
+      {"step_bytes", std::to_string(o.step_bytes)},
+      {"agg_iters", std::to_string(o.aggregated_launches)},
+      {"run_cycles", std::to_string(o.run_cycles)},
+      {"graph_launches", std::to_string(o.graph_launches)},
+      {"cpu_time", o.cpu_time ? "true" : "false"},
+      {"average", std::string(RankAverageName(o.average))},
+      {"register", std::to_string(o.register_buffers)},
+      {"timeout", std::to_string(o.timeout_s)},
+      {"memory_report", o.memory_report ? "true" : "false"},
+      {"link", o.link},
+      {"expect_tolerance", std::to_string(static_cast<int64_t>(o.expect_tolerance_pct))},
+  };
+  const auto found = shown.find(name);
+  return found == shown.end() ? "" : found->second;
+}
+
 // The one parser's table (infini/common/command_line.h): each of our flags
 // with its help and meaning, and nccl-tests' letter where it has one. The
 // flags apply in command-line order (--step_bytes and --step_factor: the
@@ -336,8 +377,9 @@ cli::CommandLine BenchCommandLine(BenchOptions* options) {
     cli::Flag flag;
     flag.name = name;
     flag.type = spec.is_bool ? cli::FlagType::kSwitch : cli::FlagType::kText;
-    flag.default_value = spec.is_bool ? "false" : "";
-    flag.show_default = spec.is_bool;  // the help says each value flag's default
+    // Shown in --help only; BenchOptions already holds it.
+    flag.default_value = DefaultText(name, BenchOptions{});
+    flag.show_default = !flag.default_value.empty();
     flag.help = spec.help;
     flag.on_set = [name, apply = spec.apply, options](const std::string& value) {
       apply(name, value, options);
