@@ -4,8 +4,9 @@
 // ccl_bench) prints its usage the same way: a usage line, what it does, and
 // only its own flags with their value, default and help; and refuses an
 // unknown flag or a bad value with one line of the same shape, exit code 2.
-// The gflags programs get all of it from infini::flags::Parse
-// (infini/common/flags.h); programs with their own parser call these
+// Every program gets all of it from the one parser,
+// infini/common/command_line.h (the gflags programs through
+// infini::flags::Parse, infini/common/flags.h), which calls these
 // functions.
 //
 // Header-only and dependency-free, like one_line.h.
