@@ -18,10 +18,12 @@ namespace {
 constexpr std::string_view kSourceRoot = INFINI_CCL_SOURCE_ROOT;
 
 // A relative __FILE__ is ours too: ccache's CCACHE_BASEDIR rewrites the
-// paths of this build relative (gflags' and glog's libraries are built
-// elsewhere, with absolute paths).
+// paths of this build relative. gflags' and glog's own flags are not, even
+// from a library built with relative paths (reproducible builds).
 bool IsOwnFlag(const std::string& filename) {
-  return filename.rfind(kSourceRoot, 0) == 0 || (!filename.empty() && filename[0] != '/');
+  if (filename.rfind(kSourceRoot, 0) == 0) return true;
+  return !filename.empty() && filename[0] != '/' && filename.find("gflags") == std::string::npos &&
+         filename.find("glog") == std::string::npos;
 }
 
 std::string ProgramName(const char* argv0) {
