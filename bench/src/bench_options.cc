@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "infini/common/command_line.h"
 #include "infini/common/one_line.h"
 #include "infini/common/usage.h"
 
@@ -88,29 +89,28 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {false, "backend name or plugin path (default: $INFINI_CCL_BACKEND, else auto)",
         [](auto, auto value, BenchOptions* o) { o->ccl_backend = value; }}},
       {"collectives",
-       {false, "'all' or a comma list of " + CollectiveNameList() + " (default all_reduce)",
+       {false, "'all' or a comma list of " + CollectiveNameList(),
         [](auto flag, auto value, BenchOptions* o) {
           o->collectives = ParseCollectives(flag, value);
         }}},
       {"min_bytes",
-       {false, "smallest message, e.g. 8, 64K, 1M (default 8)",
+       {false, "smallest message, e.g. 8, 64K, 1M",
         [](auto flag, auto value, BenchOptions* o) {
           o->min_bytes = ParseByteCount(flag, value);
         }}},
       {"max_bytes",
-       {false, "largest message (default 1G)",
+       {false, "largest message",
         [](auto flag, auto value, BenchOptions* o) {
           o->max_bytes = ParseByteCount(flag, value);
         }}},
       {"step_factor",
-       {false, "size multiplier between steps (default 4)",
+       {false, "size multiplier between steps",
         [](auto flag, auto value, BenchOptions* o) {
           o->step_factor = ParseInteger(flag, value, 2, 1024);
           o->step_bytes = 0;  // of --step_bytes and --step_factor, the last one given
         }}},
       {"dtype",
-       {false,
-        "float32, float64, float16, bfloat16, int8, uint8, int32, int64, ... (default float32)",
+       {false, "float32, float64, float16, bfloat16, int8, uint8, int32, int64, ...",
         [](auto flag, auto value, BenchOptions* o) {
           try {
             o->dtype = ccl::ParseDataType(value);
@@ -119,7 +119,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           }
         }}},
       {"op",
-       {false, "sum, prod, max, min or avg (default sum)",
+       {false, "sum, prod, max, min or avg",
         [](auto flag, auto value, BenchOptions* o) {
           try {
             o->op = ccl::ParseReduceOp(value);
@@ -134,17 +134,17 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {true, "after timing, run each case once more and verify against a host reference",
         [](auto flag, auto value, BenchOptions* o) { o->check = ParseBool(flag, value); }}},
       {"iters",
-       {false, "timed iterations per case, the same on every rank (default 20)",
+       {false, "timed iterations per case, the same on every rank",
         [](auto flag, auto value, BenchOptions* o) {
           o->iterations = ParseInteger(flag, value, 1, kMaxIterations);
         }}},
       {"warmup",
-       {false, "untimed iterations before timing (default 5)",
+       {false, "untimed iterations before timing",
         [](auto flag, auto value, BenchOptions* o) {
           o->warmup_iterations = ParseInteger(flag, value, 0, kMaxIterations);
         }}},
       {"threads_per_process",
-       {false, "ranks per process, each a Google Benchmark thread (default 1)",
+       {false, "ranks per process, each a Google Benchmark thread",
         [](auto flag, auto value, BenchOptions* o) {
           o->threads_per_process = static_cast<int>(ParseInteger(flag, value, 1, 1024));
         }}},
@@ -152,7 +152,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {false,
         "back_to_back (nccl-tests: a barrier, then --iters launches timed together, the "
         "average per launch) or per_iteration (a barrier and events around each launch, max "
-        "over ranks) (default back_to_back)",
+        "over ranks)",
         [](auto flag, auto value, BenchOptions* o) {
           if (value == "back_to_back") {
             o->timing = Timing::kBackToBack;
@@ -163,7 +163,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           }
         }}},
       {"root",
-       {false, "root rank of broadcast and reduce (default 0)",
+       {false, "root rank of broadcast and reduce",
         [](auto flag, auto value, BenchOptions* o) {
           o->root = static_cast<int>(ParseInteger(flag, value, 0, 1 << 30));
         }}},
@@ -173,20 +173,19 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           o->step_bytes = ParseByteCount(flag, value);
         }}},
       {"agg_iters",
-       {false,
-        "launches per timed iteration, in one group where the backend has groups (default 1)",
+       {false, "launches per timed iteration, in one group where the backend has groups",
         [](auto flag, auto value, BenchOptions* o) {
           o->aggregated_launches = ParseInteger(flag, value, 1, 1 << 20);
         }}},
       {"run_cycles",
-       {false, "run and print the whole sweep this many times (default 1)",
+       {false, "run and print the whole sweep this many times",
         [](auto flag, auto value, BenchOptions* o) {
           o->run_cycles = ParseInteger(flag, value, 1, 1 << 20);
         }}},
       {"graph_launches",
        {false,
         "capture the timed loop as a CUDA graph once and replay it N times (device backends; "
-        "default 0: no graph)",
+        "0: no graph)",
         [](auto flag, auto value, BenchOptions* o) {
           o->graph_launches = ParseInteger(flag, value, 0, 1 << 20);
         }}},
@@ -194,7 +193,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
        {true, "time the loop with the host clock (stream drained) instead of backend events",
         [](auto flag, auto value, BenchOptions* o) { o->cpu_time = ParseBool(flag, value); }}},
       {"average",
-       {false, "the time a line reports over ranks: rank0, mean, min or max (default mean)",
+       {false, "the time a line reports over ranks: rank0, mean, min or max",
         [](auto flag, auto value, BenchOptions* o) {
           for (RankAverage average :
                {RankAverage::kRank0, RankAverage::kMean, RankAverage::kMin, RankAverage::kMax}) {
@@ -208,12 +207,12 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
       {"register",
        {false,
         "register the send and receive buffers with the communicator, as nccl-tests: 1 local "
-        "(comm_register), 2 symmetric window (comm_window_register); default 0",
+        "(comm_register), 2 symmetric window (comm_window_register); 0: none",
         [](auto flag, auto value, BenchOptions* o) {
           o->register_buffers = static_cast<int>(ParseInteger(flag, value, 0, 2));
         }}},
       {"timeout",
-       {false, "seconds a case may run before the run stops, naming it (default 0: none)",
+       {false, "seconds a case may run before the run stops, naming it (0: none)",
         [](auto flag, auto value, BenchOptions* o) {
           o->timeout_s = ParseInteger(flag, value, 0, 1 << 30);
         }}},
@@ -228,7 +227,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
       {"link",
        {false,
         "the link a line's busbw is judged against: auto, none, h200_nvlink, pcie5_x16, "
-        "loopback_tcp (default auto: by backend, one node only)",
+        "loopback_tcp (auto: by backend, one node only)",
         [](auto, auto value, BenchOptions* o) { o->link = value; }}},
       {"expect",
        {false,
@@ -239,7 +238,7 @@ const std::map<std::string, FlagSpec, std::less<>>& FlagTable() {
           o->expect_path = value;
         }}},
       {"expect_tolerance",
-       {false, "percent slower than the saved run that is still no regression (default 10)",
+       {false, "percent slower than the saved run that is still no regression",
         [](auto flag, auto value, BenchOptions* o) {
           o->expect_tolerance_pct = static_cast<double>(ParseInteger(flag, value, 0, 1000));
         }}},
@@ -325,8 +324,87 @@ const std::map<char, ShortFlag>& ShortFlagTable() {
   return *table;
 }
 
-void ApplyFlag(std::string_view name, std::string_view value, BenchOptions* options) {
-  FlagTable().find(name)->second.apply(name, value, options);
+// "1G" for 1 << 30: a byte count as ParseByteCount reads it.
+std::string ByteText(int64_t bytes) {
+  for (const auto& [suffix, unit] :
+       {std::pair{"G", int64_t{1} << 30}, std::pair{"M", int64_t{1} << 20},
+        std::pair{"K", int64_t{1} << 10}}) {
+    if (bytes >= unit && bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+  }
+  return std::to_string(bytes);
+}
+
+// What --help shows as `name`'s default: BenchOptions' own (bench_options.h),
+// the one place it is written; empty for none.
+std::string DefaultText(std::string_view name, const BenchOptions& o) {
+  const std::map<std::string_view, std::string> shown = {
+      {"collectives", std::string(BenchCollectiveName(o.collectives.front()))},
+      {"min_bytes", ByteText(o.min_bytes)},
+      {"max_bytes", ByteText(o.max_bytes)},
+      {"step_factor", std::to_string(o.step_factor)},
+      {"dtype", ccl::DataTypeName(o.dtype)},
+      {"op", std::string(ccl::ReduceOpName(o.op))},
+      {"inplace", o.in_place ? "true" : "false"},
+      {"check", o.check ? "true" : "false"},
+      {"iters", std::to_string(o.iterations)},
+      {"warmup", std::to_string(o.warmup_iterations)},
+      {"threads_per_process", std::to_string(o.threads_per_process)},
+      {"timing", std::string(TimingName(o.timing))},
+      {"root", std::to_string(o.root)},
+      {"step_bytes", std::to_string(o.step_bytes)},
+      {"agg_iters", std::to_string(o.aggregated_launches)},
+      {"run_cycles", std::to_string(o.run_cycles)},
+      {"graph_launches", std::to_string(o.graph_launches)},
+      {"cpu_time", o.cpu_time ? "true" : "false"},
+      {"average", std::string(RankAverageName(o.average))},
+      {"register", std::to_string(o.register_buffers)},
+      {"timeout", std::to_string(o.timeout_s)},
+      {"memory_report", o.memory_report ? "true" : "false"},
+      {"link", o.link},
+      {"expect_tolerance", std::to_string(static_cast<int64_t>(o.expect_tolerance_pct))},
+  };
+  const auto found = shown.find(name);
+  return found == shown.end() ? "" : found->second;
+}
+
+// The one parser's table (infini/common/command_line.h): each of our flags
+// with its help and meaning, and nccl-tests' letter where it has one. The
+// flags apply in command-line order (--step_bytes and --step_factor: the
+// last one wins).
+cli::CommandLine BenchCommandLine(BenchOptions* options) {
+  std::vector<cli::Flag> flags;
+  for (const auto& [name, spec] : FlagTable()) {
+    cli::Flag flag;
+    flag.name = name;
+    flag.type = spec.is_bool ? cli::FlagType::kSwitch : cli::FlagType::kText;
+    // Shown in --help only; BenchOptions already holds it.
+    flag.default_value = DefaultText(name, BenchOptions{});
+    flag.show_default = !flag.default_value.empty();
+    flag.help = spec.help;
+    flag.on_set = [name, apply = spec.apply, options](const std::string& value) {
+      apply(name, value, options);
+    };
+    for (const auto& [letter, alias] : ShortFlagTable()) {
+      if (alias.long_name != name) continue;
+      flag.letter = letter;
+      flag.letter_value = alias.translate;
+    }
+    flags.push_back(std::move(flag));
+  }
+  cli::Program program;
+  program.name = "ccl_bench";
+  program.usage_line = "infini_run [launcher flags] -- ccl_bench [flags] [--benchmark_* flags]";
+  program.description =
+      "Times collectives with every rank running the same fixed iterations; rank 0\n"
+      "prints a table in nccl-tests' columns (size, count, type, redop, root, time,\n"
+      "algbw, busbw, #wrong); the JSON counters are time_us, algbw_GBps, busbw_GBps.";
+  program.epilogue =
+      "nccl-tests' letters mean what they mean there (shown beside each flag); -d takes its\n"
+      "type names too (float, half, ...); -c, -C and -M take 0/1; -z 0 back_to_back, 1\n"
+      "per_iteration; -a 0 rank0, 1 mean, 2 min, 3 max; '-b 8' or '-b8'.\n"
+      "Google Benchmark's own flags work too (--benchmark_out=FILE.json,\n"
+      "--benchmark_filter=REGEX, --benchmark_repetitions=N); only global rank 0 writes.";
+  return cli::CommandLine(std::move(program), std::move(flags));
 }
 
 }  // namespace
@@ -339,88 +417,6 @@ const std::vector<Collective>& AllCollectives() {
   static const auto* all =
       new std::vector<Collective>(std::begin(kBenchCollectives), std::end(kBenchCollectives));
   return *all;
-}
-
-int SplitRule::Color(int global_rank) const {
-  const int64_t rank = global_rank;
-  switch (operation) {
-    case Operation::kAnd:
-      return static_cast<int>(rank & value);
-    case Operation::kOr:
-      return static_cast<int>(rank | value);
-    case Operation::kMod:
-      return static_cast<int>(rank % value);
-    case Operation::kDiv:
-      return static_cast<int>(rank / value);
-    case Operation::kNone:
-      break;
-  }
-  return 0;
-}
-
-SplitRule ParseSplitRule(std::string_view flag, std::string_view text) {
-  const std::string expected =
-      "an operation and a value: 'MOD 2', '%2', 'AND 0x7', '&0x7', 'OR 7', 'DIV 8' (nccl-tests' "
-      "NCCL_TESTS_SPLIT)";
-  struct Spelling {
-    std::string_view word;
-    SplitRule::Operation operation;
-  };
-  constexpr Spelling kSpellings[] = {
-      {"AND", SplitRule::Operation::kAnd}, {"&", SplitRule::Operation::kAnd},
-      {"OR", SplitRule::Operation::kOr},   {"|", SplitRule::Operation::kOr},
-      {"MOD", SplitRule::Operation::kMod}, {"%", SplitRule::Operation::kMod},
-      {"DIV", SplitRule::Operation::kDiv}, {"/", SplitRule::Operation::kDiv}};
-  SplitRule rule;
-  rule.text = std::string(text);
-  std::string_view rest = text;
-  for (const Spelling& spelling : kSpellings) {
-    if (rest.size() < spelling.word.size()) continue;
-    bool same = true;
-    for (size_t index = 0; index < spelling.word.size(); ++index) {
-      same = same && std::toupper(static_cast<unsigned char>(rest[index])) == spelling.word[index];
-    }
-    if (!same) continue;
-    rule.operation = spelling.operation;
-    rest.remove_prefix(spelling.word.size());
-    break;
-  }
-  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-  int base = 10;
-  if (rest.size() > 2 && rest[0] == '0' && (rest[1] == 'x' || rest[1] == 'X')) base = 16;
-  if (rest.size() > 2 && rest[0] == '0' && (rest[1] == 'b' || rest[1] == 'B')) base = 2;
-  if (base != 10) rest.remove_prefix(2);
-  const auto [end, error] =
-      std::from_chars(rest.data(), rest.data() + rest.size(), rule.value, base);
-  const bool divides =
-      rule.operation == SplitRule::Operation::kMod || rule.operation == SplitRule::Operation::kDiv;
-  if (rule.operation == SplitRule::Operation::kNone || rest.empty() || error != std::errc() ||
-      end != rest.data() + rest.size() || rule.value < 0 || rule.value > (1 << 30) ||
-      (divides && rule.value == 0)) {
-    if (flag.rfind("NCCL_TESTS", 0) == 0) {
-      throw UsageError(std::string(flag) + "='" + OneLine(text) + "': expected " + expected);
-    }
-    Refuse(flag, text, expected);
-  }
-  return rule;
-}
-
-void ApplySplitEnvironment(const std::function<const char*(const char*)>& getenv,
-                           BenchOptions* options) {
-  if (options->split.active()) return;  // --split wins
-  if (const char* mask = getenv("NCCL_TESTS_SPLIT_MASK"); mask != nullptr && *mask != '\0') {
-    std::string_view value = mask;
-    // nccl-tests reads the mask with strtoul(…, 16): hex with or without 0x.
-    if (value.size() > 2 && value[0] == '0' && (value[1] == 'x' || value[1] == 'X')) {
-      value.remove_prefix(2);
-    }
-    options->split = ParseSplitRule("NCCL_TESTS_SPLIT_MASK", "AND 0x" + std::string(value));
-    options->split.text = "NCCL_TESTS_SPLIT_MASK=" + std::string(mask);
-    return;
-  }
-  if (const char* rule = getenv("NCCL_TESTS_SPLIT"); rule != nullptr && *rule != '\0') {
-    options->split = ParseSplitRule("NCCL_TESTS_SPLIT", rule);
-  }
 }
 
 std::string_view RankAverageName(RankAverage average) {
@@ -498,86 +494,24 @@ std::vector<int64_t> SweepSizes(const BenchOptions& options) {
 }
 
 std::string BenchUsage() {
-  std::vector<flags::FlagHelp> shown;
-  for (const auto& [name, spec] : FlagTable()) {
-    shown.push_back({name, spec.is_bool ? "" : "VALUE", "", spec.help});
-  }
-  return flags::FormatUsage(
-      "infini_run [launcher flags] -- ccl_bench [flags] [--benchmark_* flags]",
-      "Times collectives with every rank running the same fixed iterations; rank 0\n"
-      "prints a table in nccl-tests' columns (size, count, type, redop, root, time,\n"
-      "algbw, busbw, #wrong); the JSON counters are time_us, algbw_GBps, busbw_GBps.",
-      shown,
-      "nccl-tests' flags mean what they mean there, as these: -b min_bytes, -e max_bytes,\n"
-      "-i step_bytes, -f step_factor, -o op, -d dtype (its names too: float, half, ...),\n"
-      "-r root, -n iters, -w warmup, -m agg_iters, -N run_cycles, -c check (0/1),\n"
-      "-z timing (0 back_to_back, 1 per_iteration), -G graph_launches, -C cpu_time (0/1),\n"
-      "-a average (0 rank0, 1 mean, 2 min, 3 max), -R register, -T timeout,\n"
-      "-M memory_report (0/1), -J json, -g threads_per_process; '-b 8' or '-b8'.\n"
-      "Google Benchmark's own flags work too (--benchmark_out=FILE.json,\n"
-      "--benchmark_filter=REGEX, --benchmark_repetitions=N); only global rank 0 writes.");
+  BenchOptions unused;
+  return BenchCommandLine(&unused).Usage();
 }
 
 bool ParseBenchCommandLine(int argc, char** argv, BenchOptions* options) {
-  bool max_bytes_given = false;
-  for (int index = 1; index < argc; ++index) {
-    std::string_view argument = argv[index];
-    if (argument == "--help" || argument == "-h" || argument == "--helpfull") {
-      std::cout << BenchUsage();
+  cli::CommandLine line = BenchCommandLine(options);
+  try {
+    if (!line.ParseArgv(argc, argv)) {
+      std::cout << line.Usage();
       return false;
     }
-    if (argument.size() >= 2 && argument[0] == '-' && argument[1] != '-') {
-      const auto alias = ShortFlagTable().find(argument[1]);
-      if (alias == ShortFlagTable().end()) {
-        throw UsageError(flags::UnknownFlagMessage("ccl_bench", argument.substr(0, 2)));
-      }
-      std::string_view value = argument.substr(2);
-      if (value.empty()) {
-        if (index + 1 >= argc) {
-          throw UsageError(std::string(argument.substr(0, 2)) +
-                           " needs a value (see ccl_bench --help)");
-        }
-        value = argv[++index];
-      }
-      const std::string_view name = alias->second.long_name;
-      try {
-        ApplyFlag(name, alias->second.translate(value), options);
-      } catch (const UsageError& error) {
-        // Names the letter the user typed as well as our flag.
-        const std::string what = error.what();
-        if (what.rfind("-", 0) == 0 && what.rfind("--", 0) != 0) throw;
-        throw UsageError(std::string(argument.substr(0, 2)) + " " + what);
-      }
-      if (name == "max_bytes") max_bytes_given = true;
-      continue;
-    }
-    if (argument.substr(0, 2) != "--") {
-      throw UsageError("unexpected argument '" + OneLine(argument) +
-                       "': ccl_bench takes only --flags and nccl-tests' -X flags (see --help)");
-    }
-    argument.remove_prefix(2);
-    const size_t equals = argument.find('=');
-    const std::string_view name = argument.substr(0, equals);
-    const auto found = FlagTable().find(name);
-    if (found == FlagTable().end()) {
-      throw UsageError(flags::UnknownFlagMessage("ccl_bench", "--" + std::string(name)));
-    }
-    const FlagSpec& spec = found->second;
-    std::string_view value;
-    if (equals != std::string_view::npos) {
-      value = argument.substr(equals + 1);
-    } else if (spec.is_bool) {
-      value = "true";
-    } else if (index + 1 < argc) {
-      value = argv[++index];
-    } else {
-      throw UsageError(flags::MissingValueMessage("ccl_bench", name));
-    }
-    spec.apply(name, value, options);
-    if (name == "max_bytes") max_bytes_given = true;
+  } catch (const UsageError&) {
+    throw;
+  } catch (const cli::UsageError& error) {
+    throw UsageError(error.what());
   }
   if (options->min_bytes > options->max_bytes) {
-    if (max_bytes_given) {
+    if (line.Given("max_bytes")) {
       throw UsageError("--min_bytes=" + std::to_string(options->min_bytes) +
                        " is larger than --max_bytes=" + std::to_string(options->max_bytes));
     }

@@ -12,14 +12,15 @@
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/common/command_line.h"
 
 namespace infini::bench {
 
 // A user's mistake (bad flag, value or environment variable): one line on
 // stderr and exit code 2.
-class UsageError : public std::runtime_error {
+class UsageError : public cli::UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using cli::UsageError::UsageError;
 };
 
 // A case times one of ccl's collectives (infini/ccl/collectives.h says what

@@ -410,8 +410,8 @@ int Main(int argc, char** argv) {
   cases = SupportedCases(cases, backend.capabilities(), reports);
   const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
   const std::optional<LinkProfile> link = ChooseLink(
-      options.link, backend.info().device_type, backend.info().device_vendor, topology.nnodes,
-      nvls != nullptr && std::string_view(nvls) == "0", ReportedLink(backend));
+      options.link, backend.info().device_type, backend.info().device_vendor, backend.info().name,
+      topology.nnodes, nvls != nullptr && std::string_view(nvls) == "0", ReportedLink(backend));
   std::optional<Expectations> expectations;
   if (!options.expect_path.empty()) expectations = Expectations::Load(options.expect_path);
   run.watchdog = std::make_unique<CaseWatchdog>(options.timeout_s);
@@ -447,6 +447,10 @@ int Main(int argc, char** argv) {
     if (options.register_buffers == 1) title << ", buffers registered (-R 1)";
     if (options.register_buffers == 2) title << ", buffers in symmetric windows (-R 2)";
     if (link) title << "\n# verdict against " << link->name << ": " << link->what;
+    const std::string no_verdict = link ? ""
+                                        : AutoHasNoVerdict(options.link, backend.info().device_type,
+                                                           backend.info().name, topology.nnodes);
+    if (!no_verdict.empty()) title << "\n# " << no_verdict;
     if (options.split.active()) {
       title << "\n# split '" << options.split.text << "': " << run.group_colors.size()
             << " groups of " << world_size

@@ -56,14 +56,17 @@ std::string GBps(double value) {
 }  // namespace
 
 std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device_type,
-                                      std::string_view device_vendor, int nnodes, bool nvls_off,
+                                      std::string_view device_vendor, std::string_view backend_name,
+                                      int nnodes, bool nvls_off,
                                       const std::optional<ccl::LinkBandwidth>& reported) {
   if (link == "none") return std::nullopt;
   std::string_view chosen = link;
   if (link == "auto") {
     if (nnodes != 1) return std::nullopt;  // the link between nodes is not in the table
     if (device_type == kDLCPU) {
-      chosen = "loopback_tcp";
+      // loopback_tcp's figures are gloo's: a host backend over shared memory
+      // (oneCCL's) is many times faster, another one may be slower.
+      chosen = backend_name == "gloo" ? "loopback_tcp" : "";
     } else if (device_vendor == "NVIDIA") {
       chosen = "h200_nvlink";
     } else {
@@ -103,6 +106,18 @@ std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device
     profile->what += "; NCCL_NVLS_ENABLE=0: all_reduce judged as the others";
   }
   return profile;
+}
+
+std::string AutoHasNoVerdict(std::string_view link, DLDeviceType device_type,
+                             std::string_view backend_name, int nnodes) {
+  if (link != "auto") return "";
+  if (nnodes != 1) return "no verdict: the link between nodes is not in the table";
+  if (device_type == kDLCPU && backend_name != "gloo") {
+    return "no verdict: the table's host figure (loopback_tcp) is gloo's, and backend '" +
+           OneLine(backend_name) + "' reports no link it can be judged against; --link=NAME " +
+           "names a profile";
+  }
+  return "no verdict: no profile in the table for this device";
 }
 
 void JudgeRow(const LinkProfile& link, Collective collective, int ranks, TableRow* row) {

@@ -30,9 +30,10 @@ struct LinkProfile {
 constexpr double kHealthyShare = 0.8;
 
 const std::vector<LinkProfile>& LinkProfiles();
-// --link: "auto" picks by backend and layout (host backend on one node:
-// loopback_tcp; an NVIDIA GPU backend on one node: h200_nvlink, the machine
-// we run on; else none); "none" gives no verdict. `nvls_off`
+// --link: "auto" picks by backend and layout (gloo on one node:
+// loopback_tcp, the figure measured with gloo; another host backend: none,
+// AutoHasNoVerdict says why; an NVIDIA GPU backend on one node: h200_nvlink,
+// the machine we run on; else none); "none" gives no verdict. `nvls_off`
 // (NCCL_NVLS_ENABLE=0, as on a shared host) takes NVLink SHARP's all_reduce
 // figure out: all_reduce is then judged as the other collectives. Throws
 // UsageError.
@@ -43,9 +44,14 @@ const std::vector<LinkProfile>& LinkProfiles();
 // table's figure for that kind of link (NVLink, PCIe; else the table's
 // choice) scaled by the ratio of the peaks. `what` says which was used.
 std::optional<LinkProfile> ChooseLink(std::string_view link, DLDeviceType device_type,
-                                      std::string_view device_vendor, int nnodes,
-                                      bool nvls_off = false,
+                                      std::string_view device_vendor, std::string_view backend_name,
+                                      int nnodes, bool nvls_off = false,
                                       const std::optional<ccl::LinkBandwidth>& reported = {});
+
+// Why ChooseLink gave no profile, for the title line: empty for
+// --link=none (asked for) or a named --link (always a profile).
+std::string AutoHasNoVerdict(std::string_view link, DLDeviceType device_type,
+                             std::string_view backend_name, int nnodes);
 
 // Fills row.peak_percent and row.verdict ("healthy", "LOW", "latency" below
 // the profile's size, or "n/a" with 0 % for a case of one rank, which

@@ -4,6 +4,7 @@
 // between GroupStart and GroupEnd), each checked against what was asked, and
 // choosing the device (streams, events and buffers are device.cc's).
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <map>
@@ -20,6 +21,7 @@
 #include "infini/ccl/memory_bootstrap_store.h"
 #include "infini/ccl/plugin_table.h"
 #include "infini/common/launch_env.h"
+#include "infini/common/one_line.h"
 #include "membership.h"
 #include "plugin_init.h"
 #include "plugin_loader.h"
@@ -102,18 +104,39 @@ class BackendRegistry {
   // The first installed accelerator plugin that loads and sees a device,
   // else gloo. Host plugins are not accelerators, whatever their name.
   std::shared_ptr<const Backend> LoadAuto(std::span<const VendorOption> options) {
+    std::string why_not;  // each accelerator plugin passed over, and why
     for (const std::string& name : internal::InstalledBackendNames()) {
       if (name == "gloo") continue;
+      std::string reason;
       try {
         std::shared_ptr<const Backend> candidate = LoadByName(name, options);
-        if (candidate->info().device_type != kDLCPU && candidate->DeviceCount() > 0) {
-          return candidate;
-        }
-      } catch (const std::exception&) {
+        if (candidate->info().device_type == kDLCPU) continue;  // a host plugin: not a fallback
+        if (candidate->DeviceCount() > 0) return candidate;
+        const std::string& variable = candidate->info().visible_devices_env;
+        const char* visible = variable.empty() ? nullptr : std::getenv(variable.c_str());
+        reason = "no device visible" +
+                 (visible != nullptr ? " (" + variable + "='" + OneLine(visible) + "')" : "");
+      } catch (const std::exception& error) {
         // Not usable here (no vendor library, no device): try the next one.
+        reason = OneLine(error.what()).substr(0, 200);
       }
+      why_not += (why_not.empty() ? "" : "; ") + name + ": " + reason;
     }
-    return LoadByName("gloo", options);
+    std::shared_ptr<const Backend> gloo = LoadByName("gloo", options);
+    SayAutoFellBack(why_not);
+    return gloo;
+  }
+
+  // A silent fallback leaves a user who expected the GPU wondering why the
+  // run is slow: one line, from the first process only (the launcher's own
+  // device queries send stderr to /dev/null).
+  static void SayAutoFellBack(const std::string& why_not) {
+    const char* process_rank = std::getenv(env::infinitrain::kGlobalProcessRank);
+    if (process_rank == nullptr) process_rank = std::getenv(env::torchrun::kRank);
+    if (process_rank != nullptr && std::string_view(process_rank) != "0") return;
+    std::fprintf(stderr, "infini_ccl: --ccl_backend=auto: using gloo (CPU): %s\n",
+                 why_not.empty() ? "no accelerator plugin is installed (nccl or another vendor's)"
+                                 : why_not.c_str());
   }
 
   std::mutex mutex_;

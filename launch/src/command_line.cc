@@ -1,7 +1,8 @@
 // infini_run's command line, parsed: argv (and torchrun's PET_<FLAG>
 // defaults, when an environment is passed) -> LaunchOptions with every check
 // that needs no process or file, so it is fuzzed as it is
-// (fuzz/launch_cli_fuzz.cc). What needs the machine (the
+// (fuzz/command_line_fuzz.cc). The syntax (spellings, letters, PET_, did you
+// mean) is the one parser's, infini/common/command_line.h. What needs the machine (the
 // process count of gpu/cpu/auto, the program's path, the run's secret and
 // id, device isolation) is resolve_options.cc's.
 #include <charconv>
@@ -126,75 +127,9 @@ bool IsSafeRunId(const std::string& run_id) {
   return true;
 }
 
-struct SplitCommandLine {
-  std::vector<std::pair<std::string, std::string>> flag_values;  // name, value
-  std::vector<std::string> program_argv;
-  bool help = false;
-};
+using FlagValues = cli::CommandLine;  // each flag's value after argv
 
-// Splits launcher flags from the program, accepting --name=value,
-// --name value, -name, dashes or underscores in names and --noBOOL.
-SplitCommandLine SplitArguments(int argc, char** argv) {
-  SplitCommandLine split;
-  int index = 1;
-  for (; index < argc; ++index) {
-    std::string argument = argv[index];
-    if (argument == "--") {
-      ++index;
-      break;
-    }
-    if (argument.size() < 2 || argument[0] != '-') break;  // the program starts here
-    std::string body = argument.substr(argument[1] == '-' ? 2 : 1);
-    size_t equals = body.find('=');
-    std::string name = LongName(body.substr(0, equals));
-    for (char& c : name) c = c == '-' ? '_' : c;
-    // torchrun's attached short options: -r3, -t0:3 (argparse also reads
-    // -r=3); a mistyped long name (-rdvz_id) stays unknown.
-    if (argument[1] != '-' && body.size() > 1 && (body[0] == 'r' || body[0] == 't') &&
-        FindFlag(name) == nullptr &&
-        body.find_first_not_of("0123456789:,", body[1] == '=' ? 2 : 1) == std::string::npos) {
-      name = LongName(body.substr(0, 1));
-      body = name + "=" + body.substr(body[1] == '=' ? 2 : 1);
-      equals = name.size();
-    }
-    if (name == "help" || name == "h" || name == "helpfull" || name == "helpshort") {
-      split.help = true;
-      continue;
-    }
-    const FlagDefinition* flag = FindFlag(name);
-    std::string value;
-    if (flag == nullptr && name.rfind("no", 0) == 0 && equals == std::string::npos) {
-      flag = FindFlag(name.substr(2));
-      if (flag != nullptr && !flag->is_bool) flag = nullptr;
-      name = name.substr(2);
-      value = "false";
-    } else if (flag != nullptr && equals != std::string::npos) {
-      value = body.substr(equals + 1);
-    } else if (flag != nullptr && flag->is_bool) {
-      value = "true";
-    } else if (flag != nullptr && name == "dump_stacks") {
-      value = "";  // its value is optional: --dump_stacks[=RUN_ID]
-    } else if (flag != nullptr) {
-      if (index + 1 >= argc) throw UsageError(flags::MissingValueMessage("infini_run", name));
-      value = argv[++index];
-    }
-    if (flag == nullptr) {
-      const std::string guess = NearestFlagName(name);
-      throw UsageError(
-          flags::UnknownFlagMessage("infini_run", argument.substr(0, argument.find('='))) +
-          (guess.empty() ? "" : "; did you mean --" + guess + "?") +
-          "; the program's own flags go after the program, or after --");
-    }
-    if (flag->is_bool && value != "true" && value != "false" && value != "1" && value != "0") {
-      throw UsageError(flags::BadValueMessage(name, value, "true or false"));
-    }
-    split.flag_values.emplace_back(name, value);
-  }
-  for (; index < argc; ++index) split.program_argv.push_back(argv[index]);
-  return split;
-}
-
-bool ParseFlagValues(const FlagValues& flag, const SplitCommandLine& split, LaunchOptions* options);
+bool ParseFlagValues(const FlagValues& flag, LaunchOptions* options);
 
 // torchrun's c10d settings are accepted; ours are honoured; others refused.
 // The token file is read by the resolver.
@@ -275,7 +210,7 @@ void ParseRendezvous(const FlagValues& flag, LaunchOptions* options) {
   }
   options->rendezvous_timeout = ParseSecondsFlag("rdzv_timeout", flag["rdzv_timeout"], false);
   ParseRendezvousConf(flag, options);
-  if (flag.Bool("standalone")) {
+  if (flag.Switch("standalone")) {
     if (options->nnodes != 1) {
       throw UsageError("--standalone runs a single node, but --nnodes=" +
                        std::to_string(options->nnodes));
@@ -347,7 +282,7 @@ void ParseOutput(const FlagValues& flag, LaunchOptions* options) {
   options->tee = ParseStreamSelection("tee", flag["tee"]);
   options->log_dir = flag["log_dir"];
   options->trace_dir = flag["trace_dir"];
-  options->comm_summary = flag.Bool("comm_summary");
+  options->comm_summary = flag.Switch("comm_summary");
   if (options->comm_summary && options->trace_dir.empty()) {
     throw UsageError(
         "--comm_summary: expected --trace_dir=DIR too (the summary is read from the ranks' "
@@ -385,9 +320,9 @@ void ParseTorchrunOnlyFlags(const FlagValues& flag, LaunchOptions* options) {
 }
 
 void ParseProgramForm(const FlagValues& flag, LaunchOptions* options) {
-  options->python_module = flag.Bool("module");
-  options->python_run_path = flag.Bool("run_path");
-  options->no_python = flag.Bool("no_python");
+  options->python_module = flag.Switch("module");
+  options->python_run_path = flag.Switch("run_path");
+  options->no_python = flag.Switch("no_python");
   if (options->python_module && options->no_python) {
     throw UsageError("--module and --no_python exclude each other");
   }
@@ -458,12 +393,14 @@ void CheckAgainstProcessCount(const LaunchOptions& options) {
 
 bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options,
                             char* const* environment) {
-  SplitCommandLine split = SplitArguments(argc, argv);
-  if (split.help) return false;
-  FlagValues flag(environment);
-  for (const auto& [name, value] : split.flag_values) flag.Set(name, value);
+  cli::CommandLine flag = LaunchCommandLine();
   try {
-    return ParseFlagValues(flag, split, options);
+    if (!flag.ParseArgv(argc, argv, environment)) return false;  // --help
+  } catch (const cli::UsageError& error) {
+    throw UsageError(error.what());
+  }
+  try {
+    return ParseFlagValues(flag, options);
   } catch (const UsageError& error) {
     throw UsageError(flag.NameSources(error.what()));
   }
@@ -471,13 +408,11 @@ bool ParseLaunchCommandLine(int argc, char** argv, LaunchOptions* options,
 
 namespace {
 
-bool ParseFlagValues(const FlagValues& flag, const SplitCommandLine& split,
-                     LaunchOptions* options) {
-  options->program_argv = split.program_argv;
-  for (const auto& [name, value] : split.flag_values) {
-    if (name != "dump_stacks") continue;
+bool ParseFlagValues(const FlagValues& flag, LaunchOptions* options) {
+  options->program_argv = flag.positional();
+  if (flag.Given("dump_stacks")) {
     options->dump_stacks = true;
-    options->dump_stacks_run_id = value;
+    options->dump_stacks_run_id = flag["dump_stacks"];
   }
   if (options->dump_stacks) {
     if (!options->dump_stacks_run_id.empty() && !IsSafeRunId(options->dump_stacks_run_id)) {
@@ -553,7 +488,7 @@ bool ParseFlagValues(const FlagValues& flag, const SplitCommandLine& split,
   ParseOnFailure(flag, options);
   options->monitor_interval = ParseSecondsFlag("monitor_interval", flag["monitor_interval"], false);
   options->term_timeout = ParseSecondsFlag("term_timeout", flag["term_timeout"], true);
-  options->dry_run = flag.Bool("dry_run");
+  options->dry_run = flag.Switch("dry_run");
 
   // A number is checked here; gpu, cpu and auto need the machine.
   const std::string& processes_per_node = flag["nproc_per_node"];
@@ -567,7 +502,7 @@ bool ParseFlagValues(const FlagValues& flag, const SplitCommandLine& split,
                                                "a number in 1..65536, or auto, gpu or cpu");
   }
   ParseTorchrunOnlyFlags(flag, options);
-  options->isolate_devices = flag.Bool("isolate_devices");
+  options->isolate_devices = flag.Switch("isolate_devices");
   ParseOutput(flag, options);
   if (options->processes_per_node > 0) CheckAgainstProcessCount(*options);
   ParseProgramForm(flag, options);

@@ -1,23 +1,34 @@
 // infini_run's flags: each name, default and help, and the --help text made
-// of them. The parser (command_line.cc) reads its defaults from here.
+// of them. The parser (command_line.cc) reads its defaults from here only.
 #include "flag_definitions.h"
 
-#include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <string_view>
 #include <vector>
 
-#include "infini/common/usage.h"
 #include "infini/launch/options.h"
 
 namespace infini::launch {
 namespace {
 
+// One row of the table; a switch's default is "true" or "false", every
+// value flag's is text that command_line.cc checks.
+struct FlagDefinition {
+  const char* name;
+  bool is_bool;
+  // Null: LaunchOptions' own default (options.h), written there only.
+  const char* default_value;
+  const char* help;
+  char letter = '\0';  // torchrun's one-letter spelling
+};
+
 constexpr FlagDefinition kFlags[] = {
-    {"nnodes", false, "1",
+    {"nnodes", false, nullptr,
      "Number of nodes (machines), or MIN:MAX for an elastic run that meets again with "
      "whoever is there when a node is lost or arrives. Example: --nnodes=2 or --nnodes=2:4"},
-    {"nproc_per_node", false, "1",
+    {"nproc_per_node", false, nullptr,
      "Processes (ranks) per node: a number, or 'gpu' (the backend's device count), "
      "'cpu' (usable CPUs), 'auto' (devices if any, else CPUs). Example: "
      "--nproc_per_node=8"},
@@ -53,7 +64,7 @@ constexpr FlagDefinition kFlags[] = {
      "read_timeout, close_timeout, "
      "timeout, is_host, use_libuv are accepted. Example: "
      "--rdzv_conf=token_file=/run/secrets/job42,heartbeat_timeout=10"},
-    {"rdzv_timeout", false, "300",
+    {"rdzv_timeout", false, nullptr,
      "Seconds to wait for the other nodes (joining, agreeing, starting each "
      "attempt). Example: --rdzv_timeout=60"},
     {"standalone", true, "false",
@@ -66,7 +77,7 @@ constexpr FlagDefinition kFlags[] = {
      "Stage the host backend's collectives through this device backend's buffers and streams "
      "(INFINI_CCL_DEVICE_BACKEND): several ranks may share a device. Example: "
      "--ccl_backend=gloo --device_backend=nccl"},
-    {"max_restarts", false, "0",
+    {"max_restarts", false, nullptr,
      "Restart every rank of every node up to this many times after a failure "
      "(TORCHELASTIC_RESTART_COUNT counts them). Example: --max_restarts=3"},
     {"on_failure", false, "restart",
@@ -74,24 +85,26 @@ constexpr FlagDefinition kFlags[] = {
      "within --max_restarts); 'shrink' keeps the others running, publishes who was lost "
      "in the ranks' store and lets the program go on with fewer ranks (parallel/'s "
      "Context::RecoverFromLoss). Example: --on_failure=shrink"},
-    {"min_ranks", false, "1",
+    {"min_ranks", false, nullptr,
      "With --on_failure=shrink: stop the run (non-zero exit) once fewer than this many "
      "ranks are left. Example: --min_ranks=2"},
-    {"monitor_interval", false, "0.1",
+    {"monitor_interval", false, nullptr,
      "Seconds between checks of the other nodes. Example: --monitor_interval=0.5"},
-    {"term_timeout", false, "30",
+    {"term_timeout", false, nullptr,
      "Seconds between SIGTERM and SIGKILL when ranks are stopped. Example: "
      "--term_timeout=5"},
     {"log_dir", false, "",
      "Write each rank's output to LOG_DIR/RUN_ID/attempt_K/rank_N/{stdout,stderr}.log. "
      "Example: --log_dir=/tmp/logs"},
-    {"redirects", false, "0",
+    {"redirects", false, nullptr,
      "Send these streams to the log files only: 0 none, 1 stdout, 2 stderr, 3 both; "
      "or per local rank, LOCAL_RANK:CODE,... Example: --redirects=3 or "
-     "--redirects=0:0,1:3"},
-    {"tee", false, "0",
+     "--redirects=0:0,1:3 or -r3",
+     'r'},
+    {"tee", false, nullptr,
      "Write these streams to the log files and the console (same codes as "
-     "--redirects). Example: --tee=3"},
+     "--redirects). Example: --tee=3 or -t3",
+     't'},
     {"local_ranks_filter", false, "",
      "Show only these local ranks' output on the console (log files get "
      "everything). Example: --local_ranks_filter=0,3"},
@@ -114,7 +127,7 @@ constexpr FlagDefinition kFlags[] = {
     {"start_method", false, "spawn",
      "Accepted for torchrun compatibility (spawn, fork, forkserver): ranks are always "
      "new processes (fork+exec). Example: --start_method=spawn"},
-    {"role", false, "default",
+    {"role", false, nullptr,
      "Role of this node's ranks, exported as ROLE_NAME (torchrun). Example: "
      "--role=trainer"},
     {"local_addr", false, "",
@@ -125,7 +138,8 @@ constexpr FlagDefinition kFlags[] = {
      "(empty or 'default'). Example: --logs_specs=default"},
     {"module", true, "false",
      "Run PROGRAM as a Python module: 'python3 -u -m PROGRAM' (torchrun's -m). "
-     "Example: --module"},
+     "Example: --module or -m",
+     'm'},
     {"run_path", true, "false",
      "Run PROGRAM as a Python script whatever its name ('python3 -u PROGRAM'; "
      "torchrun's --run_path). Example: --run_path"},
@@ -161,107 +175,61 @@ constexpr char kEpilogue[] =
     "N);\n2 for a bad command line; 1 when the launcher itself failed (rendezvous, "
     "disagreement).\nSee docs/launcher.md for the environment every rank gets.";
 
+std::string Seconds(std::chrono::milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", static_cast<double>(duration.count()) / 1000);
+  return text;
+}
+
+// The default of a flag whose row has none: what a LaunchOptions holds
+// before parsing, as the flag's text.
+std::string DefaultFromOptions(std::string_view name) {
+  const LaunchOptions defaults;
+  if (name == "nnodes") return defaults.NnodesText();
+  if (name == "nproc_per_node") return defaults.processes_per_node_spec;
+  if (name == "rdzv_timeout") return Seconds(defaults.rendezvous_timeout);
+  if (name == "max_restarts") return std::to_string(defaults.max_restarts);
+  if (name == "min_ranks") return std::to_string(defaults.min_ranks);
+  if (name == "monitor_interval") return Seconds(defaults.monitor_interval);
+  if (name == "term_timeout") return Seconds(defaults.term_timeout);
+  if (name == "role") return defaults.role;
+  if (name == "redirects") return std::to_string(defaults.redirects.default_code);
+  if (name == "tee") return std::to_string(defaults.tee.default_code);
+  return "";
+}
+
 }  // namespace
 
-std::span<const FlagDefinition> LaunchFlags() { return kFlags; }
-
-const FlagDefinition* FindFlag(const std::string& name) {
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    if (name == flag.name) return &flag;
-  }
-  return nullptr;
-}
-
-std::string LongName(const std::string& name) {
-  if (name == "r") return "redirects";
-  if (name == "t") return "tee";
-  if (name == "m") return "module";
-  return name;
-}
-
-std::string EnvironmentNameOf(const FlagDefinition& flag) {
-  std::string variable = "PET_";
-  for (const char* c = flag.name; *c; ++c) {
-    variable += static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
-  }
-  return variable;
-}
-
-FlagValues::FlagValues(char* const* environment) {
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    values_[flag.name] = flag.default_value;
-    if (!environment || std::string_view(flag.name) == "dump_stacks") continue;
-    const std::string variable = EnvironmentNameOf(flag);
-    const std::string prefix = variable + "=";
-    for (char* const* entry = environment; *entry; ++entry) {
-      if (std::string_view(*entry).substr(0, prefix.size()) != prefix) continue;
-      std::string value = *entry + prefix.size();
-      if (flag.is_bool && value != "0" && value != "1" && value != "true" && value != "false") {
-        throw UsageError(variable + "='" + OneLine(value) +
-                         "': expected 0 or 1 (the default of --" + flag.name + ")");
-      }
-      values_[flag.name] = value;
-      from_environment_[flag.name] = variable;
-    }
-  }
-}
-
-void FlagValues::Set(const std::string& name, const std::string& value) {
-  values_[name] = value;
-  from_environment_.erase(name);
-}
-
-std::string FlagValues::NameSources(const std::string& message) const {
-  std::string named = message;
-  for (const auto& [name, variable] : from_environment_) {
-    if (message.find("--" + name) != std::string::npos) {
-      named += " (--" + name + " came from " + variable + ")";
-    }
-  }
-  return named;
-}
-
-std::string NearestFlagName(const std::string& name) {
-  // Levenshtein distance, one row at a time.
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= b.size(); ++j) {
-        const size_t above = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-        diagonal = above;
+cli::CommandLine LaunchCommandLine() {
+  std::vector<cli::Flag> flags;
+  for (const FlagDefinition& definition : kFlags) {
+    cli::Flag flag;
+    flag.name = definition.name;
+    flag.type = definition.is_bool ? cli::FlagType::kSwitch : cli::FlagType::kText;
+    flag.default_value = definition.default_value != nullptr ? definition.default_value
+                                                             : DefaultFromOptions(flag.name);
+    flag.help = definition.help;
+    flag.letter = definition.letter;
+    // --dump_stacks asks a live run; it is no run's setting.
+    if (flag.name != "dump_stacks") {
+      flag.environment = "PET_";
+      for (char c : flag.name) {
+        flag.environment += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
       }
     }
-    return row[b.size()];
-  };
-  std::string best;
-  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;  // farther: no guess
-  std::vector<std::string> prefixed;
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    const std::string candidate = flag.name;
-    if (name.size() >= 3 && candidate.rfind(name, 0) == 0) prefixed.push_back(candidate);
-    const size_t d = distance(name, candidate);
-    if (d < best_distance) {
-      best_distance = d;
-      best = candidate;
-    }
+    flag.value_optional = flag.name == "dump_stacks";  // --dump_stacks[=RUN_ID]
+    flags.push_back(std::move(flag));
   }
-  if (best.empty() && prefixed.size() == 1) return prefixed.front();
-  return best;
+  cli::Program program;
+  program.name = "infini_run";
+  program.usage_line = kUsageLine;
+  program.description = kDescription;
+  program.epilogue = kEpilogue;
+  program.positional = cli::Program::Positional::kEndFlags;
+  program.unknown_flag_hint = "; the program's own flags go after the program, or after --";
+  return cli::CommandLine(std::move(program), std::move(flags));
 }
 
-std::string LaunchUsage() {
-  std::vector<flags::FlagHelp> shown;
-  for (const FlagDefinition& flag : LaunchFlags()) {
-    shown.push_back(
-        {flag.name, flag.is_bool ? "" : "VALUE",
-         flag.is_bool ? flag.default_value : "\"" + std::string(flag.default_value) + "\"",
-         flag.help});
-  }
-  return flags::FormatUsage(kUsageLine, kDescription, shown, kEpilogue);
-}
+std::string LaunchUsage() { return LaunchCommandLine().Usage(); }
 
 }  // namespace infini::launch

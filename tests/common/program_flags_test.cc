@@ -89,4 +89,28 @@ TEST(ProgramFlags, AnUnknownFlagIsOneLineNamingItAndExitTwo) {
   }
 }
 
+// One parser for every program (infini/common/command_line.h): a flag
+// mistyped by one letter is named back, and each flag takes both spellings.
+TEST(ProgramFlags, AMistypedFlagGetsDidYouMeanInEveryProgram) {
+  for (const char* path : kProgramPaths) {
+    const Outcome help = RunProgram(path, "--help");
+    // The longest listed flag: a missing letter leaves it the only one close.
+    std::string flag;
+    for (size_t at = help.out.find("\n  --"); at != std::string::npos;
+         at = help.out.find("\n  --", at + 1)) {
+      const size_t start = at + 5;
+      const size_t end = help.out.find_first_of("=[ \n", start);
+      const std::string name = help.out.substr(start, end - start);
+      if (name.size() > flag.size()) flag = name;
+    }
+    ASSERT_FALSE(flag.empty()) << path;
+    const std::string typo = flag.substr(0, flag.size() - 1);
+    const Outcome refused = RunProgram(path, "--" + typo + "=1");
+    EXPECT_EQ(refused.exit_code, 2) << path << "\n" << refused.err;
+    EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << path << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr("unknown flag '--" + typo + "'")) << path;
+    EXPECT_THAT(refused.err, HasSubstr("did you mean --" + flag + "?")) << path;
+  }
+}
+
 }  // namespace

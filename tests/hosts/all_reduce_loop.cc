@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/common/flags.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/process_group.h"
 
@@ -41,7 +42,7 @@ void CheckedAllReduce(infini::parallel::Context& context, infini::parallel::Proc
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(&argc, &argv, "all_reduce_loop [FLAGS]");
   try {
     infini::parallel::ContextOptions options;
     options.backend = FLAGS_ccl_backend;

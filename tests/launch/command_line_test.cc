@@ -209,6 +209,28 @@ TEST(LaunchCommandLine, DumpStacksTakesAnOptionalRunIdAndNoProgram) {
   EXPECT_FALSE(Parse({"prog"}).dump_stacks);
 }
 
+// A default is written once (options.h): the flag table shows it, and a
+// command line without the flag parses to it.
+TEST(LaunchCommandLine, EachDefaultIsWrittenOnceAndParsesToItself) {
+  const LaunchOptions defaults;
+  const LaunchOptions parsed = Parse({"prog"});
+  EXPECT_EQ(parsed.nnodes, defaults.nnodes);
+  EXPECT_EQ(parsed.processes_per_node, defaults.processes_per_node);
+  EXPECT_EQ(parsed.processes_per_node_spec, defaults.processes_per_node_spec);
+  EXPECT_EQ(parsed.rendezvous_timeout, defaults.rendezvous_timeout);
+  EXPECT_EQ(parsed.max_restarts, defaults.max_restarts);
+  EXPECT_EQ(parsed.min_ranks, defaults.min_ranks);
+  EXPECT_EQ(parsed.monitor_interval, defaults.monitor_interval);
+  EXPECT_EQ(parsed.term_timeout, defaults.term_timeout);
+  EXPECT_EQ(parsed.role, defaults.role);
+  EXPECT_EQ(parsed.redirects.default_code, defaults.redirects.default_code);
+  EXPECT_EQ(parsed.tee.default_code, defaults.tee.default_code);
+  const std::string usage = infini::launch::LaunchUsage();
+  EXPECT_THAT(usage, HasSubstr("\n  --rdzv_timeout=VALUE (default: \"300\")\n"));
+  EXPECT_THAT(usage, HasSubstr("\n  --monitor_interval=VALUE (default: \"0.1\")\n"));
+  EXPECT_THAT(usage, HasSubstr("\n  --redirects=VALUE (default: \"0\") or -r\n"));
+}
+
 TEST(LaunchCommandLine, HelpIsAskedForAndTheUsageListsEveryFlag) {
   std::vector<std::string> arguments = {"infini_run", "--nproc_per_node=2", "--help"};
   std::vector<char*> argv;

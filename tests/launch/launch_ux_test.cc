@@ -361,6 +361,31 @@ TEST(LaunchUx, ARankStuckInACollectiveIsSaidEarlyAndOnce) {
   ASSERT_NE(fired, std::string::npos) << output;
   EXPECT_LT(said, fired) << output;
 }
+
+// --ccl_backend=auto on a machine with no GPU runs on gloo: one line says so
+// and why (which accelerator plugin was passed over), from the first process
+// only, not once per rank.
+TEST(LaunchUx, AutoSaysOnceThatItFellBackToGloo) {
+  LaunchSetup setup;
+  setup.extra_environment = {"CUDA_VISIBLE_DEVICES="};  // GPU-less, also on a GPU host
+  LauncherProcess launcher({"--nproc_per_node=2", "--ccl_backend=auto", "--", PARALLEL_CHECK_PATH,
+                            "--tensor_parallel=1", "--pipeline_parallel=1"},
+                           setup);
+  const LauncherResult result = launcher.Wait(std::chrono::seconds(60));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string output = result.out + result.err;
+  std::vector<std::string> said;
+  for (const std::string& line : Lines(output)) {
+    if (line.find("--ccl_backend=auto: using gloo (CPU): ") != std::string::npos) {
+      said.push_back(line);
+    }
+  }
+  ASSERT_EQ(said.size(), 1u) << output;
+  // Why: the nccl plugin sees no device, or there is none installed.
+  EXPECT_TRUE(said[0].find("nccl: ") != std::string::npos ||
+              said[0].find("no accelerator plugin is installed") != std::string::npos)
+      << said[0];
+}
 #endif
 
 }  // namespace

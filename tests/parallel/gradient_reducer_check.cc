@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "infini/common/flags.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/process_group.h"
 #include "reducer_scenarios.h"
@@ -34,7 +35,7 @@ std::string RunChecks(infini::parallel::Context& context) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(&argc, &argv, "gradient_reducer_check [FLAGS]");
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int thread_rank = 0; thread_rank < FLAGS_threads_per_process; ++thread_rank) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/common/flags.h"
 #include "infini/parallel/context.h"
 #include "infini/parallel/errors.h"
 #include "infini/parallel/logging.h"
@@ -233,8 +234,8 @@ void Misbehave(const std::shared_ptr<infini::parallel::Context>& context) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gflags::SetUsageMessage("checks collectives over the world, DP and TP groups of every rank");
-  gflags::ParseCommandLineFlags(&argc, &argv, true);
+  infini::flags::Parse(&argc, &argv, "parallel_check [FLAGS]",
+                       "Checks collectives over the world, DP and TP groups of every rank.");
   if (FLAGS_nthread_per_process > 0) FLAGS_threads_per_process = FLAGS_nthread_per_process;
   if (FLAGS_mode != "check" && FLAGS_mode != "hang" && FLAGS_mode != "stop" &&
       FLAGS_mode != "mismatch" && FLAGS_mode != "skip_init") {

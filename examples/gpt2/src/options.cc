@@ -4,10 +4,11 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <sstream>
 
+#include "infini/common/command_line.h"
 #include "infini/common/one_line.h"
-#include "infini/common/usage.h"
 
 namespace infini::examples::gpt2 {
 namespace {
@@ -88,47 +89,43 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
     return [field](const std::string& v) { *field = v; };
   };
   return {
-      {"model", "tiny (default, sized by the next three flags) or d12 (GPT-2 124M)", false,
-       set_model},
-      {"num_layers", "transformer blocks of --model=tiny (default 2)", false,
+      {"model", "tiny (sized by the next three flags) or d12 (GPT-2 124M)", false, set_model},
+      {"num_layers", "transformer blocks of --model=tiny", false,
        integer(&o->model.num_layers, "num_layers", 1, 256)},
-      {"num_heads", "attention heads of --model=tiny, a divisor of --channels (default 4)", false,
+      {"num_heads", "attention heads of --model=tiny, a divisor of --channels", false,
        integer(&o->model.num_heads, "num_heads", 1, 16384)},
-      {"channels", "model width of --model=tiny (default 64)", false,
+      {"channels", "model width of --model=tiny", false,
        integer(&o->model.channels, "channels", 1, 16384)},
-      {"sequence_length", "tokens per sample (default 64; d12 allows up to 1024)", false,
+      {"sequence_length", "tokens per sample (d12 allows up to 1024)", false,
        integer(&o->sequence_length, "sequence_length", 1, 8192)},
-      {"batch_size", "samples per rank per micro-step (default 4; alias --micro_batch_size)", false,
+      {"batch_size", "samples per rank per micro-step (alias --micro_batch_size)", false,
        integer(&o->micro_batch_size, "batch_size", 1, 1 << 20)},
       {"micro_batch_size", "", false,
        integer(&o->micro_batch_size, "micro_batch_size", 1, 1 << 20)},
-      {"gradient_accumulation_steps", "micro-steps per optimizer step (default 1)", false,
+      {"gradient_accumulation_steps", "micro-steps per optimizer step", false,
        integer(&o->gradient_accumulation_steps, "gradient_accumulation_steps", 1, 1 << 20)},
       {"total_batch_size",
-       "tokens per optimizer step over all ranks; sets the accumulation (default: from it)", false,
+       "tokens per optimizer step over all ranks; sets the accumulation (0: from it)", false,
        integer(&o->total_batch_size, "total_batch_size", 0, kMax)},
-      {"num_iteration",
-       "optimizer steps to take, in total across resumes (default 20; alias "
-       "--steps)",
-       false, integer(&o->steps, "num_iteration", 0, kMaxSteps)},
+      {"num_iteration", "optimizer steps to take, in total across resumes (alias --steps)", false,
+       integer(&o->steps, "num_iteration", 0, kMaxSteps)},
       {"steps", "", false, integer(&o->steps, "steps", 0, kMaxSteps)},
-      {"dtype", "float32 (default) or bfloat16 (GPU only; float32 master weights)", false,
-       set_dtype},
-      {"learning_rate", "AdamW learning rate (default 3e-3)", false,
+      {"dtype", "float32 or bfloat16 (GPU only; float32 master weights)", false, set_dtype},
+      {"learning_rate", "AdamW learning rate", false,
        [o](const std::string& v) {
          o->learning_rate = ParsePositiveOrZero("learning_rate", v, false);
        }},
-      {"weight_decay", "AdamW decoupled weight decay on matrices (default 0)", false,
+      {"weight_decay", "AdamW decoupled weight decay on matrices", false,
        [o](const std::string& v) {
          o->weight_decay = ParsePositiveOrZero("weight_decay", v, true);
        }},
-      {"grad_clip", "clip the global gradient norm to this; 0 disables (default 1)", false,
+      {"grad_clip", "clip the global gradient norm to this; 0 disables", false,
        [o](const std::string& v) { o->grad_clip = ParsePositiveOrZero("grad_clip", v, true); }},
-      {"seed", "weights and data order (default 1337)", false,
+      {"seed", "weights and data order", false,
        [o](const std::string& v) {
          o->seed = static_cast<uint64_t>(ParseInteger("seed", v, 0, INT64_MAX));
        }},
-      {"shuffle", "shuffle samples each epoch, seeded by --seed (default true)", true,
+      {"shuffle", "shuffle samples each epoch, seeded by --seed", true,
        [o](const std::string& v) { o->shuffle = ParseBool("shuffle", v); }},
       {"input_bin",
        "llm.c .bin token file, GPT-2 or LLaMA-3 (default: the bundled tiny corpus; "
@@ -145,7 +142,7 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
        "--val_every)",
        false, integer(&o->val_every, "val_loss_every", 0, kMaxSteps)},
       {"val_every", "", false, integer(&o->val_every, "val_every", 0, kMaxSteps)},
-      {"val_batches", "micro-batches per rank per validation; 0 disables (default 4)", false,
+      {"val_batches", "micro-batches per rank per validation; 0 disables", false,
        integer(&o->val_batches, "val_batches", 0, 1 << 20)},
       {"checkpoint_dir", "save weights, optimizer and data position here", false,
        text(&o->checkpoint_dir)},
@@ -155,12 +152,12 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
        [o](const std::string& v) { o->resume = ParseBool("resume", v); }},
       {"ccl_backend", "collective backend (default $INFINI_CCL_BACKEND, else auto)", false,
        text(&o->ccl_backend)},
-      {"nthread_per_process", "ranks per process, one thread and device each (default 1)", false,
+      {"nthread_per_process", "ranks per process, one thread and device each", false,
        [o](const std::string& v) {
          o->nthread_per_process = static_cast<int>(ParseInteger("nthread_per_process", v, 1, 64));
        }},
       {"overlap",
-       "all-reduce gradient buckets during backward (default true); false: one "
+       "all-reduce gradient buckets during backward; false: one "
        "all-reduce after backward",
        true,
        [o](const std::string& v) {
@@ -173,81 +170,110 @@ std::vector<Flag> MakeFlags(TrainOptions* o) {
        [o](const std::string& v) {
          if (ParseBool("no_grad_sync", v)) o->gradient_sync = GradientSync::kNone;
        }},
-      {"bucket_size_mb", "gradient bucket size of --overlap in MiB (default 25, as torch DDP)",
-       false, integer(&o->bucket_size_mb, "bucket_size_mb", 1, 1 << 14)},
+      {"bucket_size_mb", "gradient bucket size of --overlap in MiB (torch DDP's is 25)", false,
+       integer(&o->bucket_size_mb, "bucket_size_mb", 1, 1 << 14)},
       {"register_buckets",
-       "register --overlap's buckets with the communicator where the backend can (default true; "
+       "register --overlap's buckets with the communicator where the backend can ("
        "NCCL: ncclCommRegister)",
        true, [o](const std::string& v) { o->register_buckets = ParseBool("register_buckets", v); }},
-      {"throughput_skip_steps", "first steps left out of the throughput average (default 2)", false,
+      {"throughput_skip_steps", "first steps left out of the throughput average", false,
        integer(&o->throughput_skip_steps, "throughput_skip_steps", 0, kMaxSteps)},
-      {"log_every", "steps between progress lines (default 1)", false,
+      {"log_every", "steps between progress lines", false,
        integer(&o->log_every, "log_every", 1, kMaxSteps)},
   };
+}
+
+std::string Number(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+// What --help shows as `name`'s default: TrainOptions' own (options.h), the
+// one place it is written; empty for none.
+std::string DefaultText(const std::string& name, const TrainOptions& o) {
+  const auto yes_no = [](bool value) { return std::string(value ? "true" : "false"); };
+  const std::map<std::string, std::string> shown = {
+      {"model", o.model_name},
+      {"num_layers", std::to_string(o.model.num_layers)},
+      {"num_heads", std::to_string(o.model.num_heads)},
+      {"channels", std::to_string(o.model.channels)},
+      {"sequence_length", std::to_string(o.sequence_length)},
+      {"batch_size", std::to_string(o.micro_batch_size)},
+      {"gradient_accumulation_steps", std::to_string(o.gradient_accumulation_steps)},
+      {"total_batch_size", std::to_string(o.total_batch_size)},
+      {"num_iteration", std::to_string(o.steps)},
+      {"dtype", DtypeName(o.dtype)},
+      {"learning_rate", Number(o.learning_rate)},
+      {"weight_decay", Number(o.weight_decay)},
+      {"grad_clip", Number(o.grad_clip)},
+      {"seed", std::to_string(o.seed)},
+      {"shuffle", yes_no(o.shuffle)},
+      {"val_loss_every", std::to_string(o.val_every)},
+      {"val_batches", std::to_string(o.val_batches)},
+      {"checkpoint_every", std::to_string(o.checkpoint_every)},
+      {"resume", yes_no(o.resume)},
+      {"nthread_per_process", std::to_string(o.nthread_per_process)},
+      {"overlap", yes_no(o.gradient_sync == GradientSync::kOverlap)},
+      {"no_grad_sync", yes_no(o.gradient_sync == GradientSync::kNone)},
+      {"bucket_size_mb", std::to_string(o.bucket_size_mb)},
+      {"register_buckets", yes_no(o.register_buckets)},
+      {"throughput_skip_steps", std::to_string(o.throughput_skip_steps)},
+      {"log_every", std::to_string(o.log_every)},
+  };
+  const auto found = shown.find(name);
+  return found == shown.end() ? "" : found->second;
+}
+
+// The one parser's table (infini/common/command_line.h) of MakeFlags'
+// flags; an alias (no help) is accepted, not listed.
+cli::CommandLine TrainCommandLine(TrainOptions* options) {
+  std::vector<cli::Flag> flags;
+  std::vector<Flag> own_flags = MakeFlags(options);
+  for (Flag& own : own_flags) {
+    const cli::FlagType type = own.is_bool ? cli::FlagType::kSwitch : cli::FlagType::kText;
+    cli::Flag flag;
+    flag.name = own.name;
+    flag.type = type;
+    flag.default_value = DefaultText(own.name, TrainOptions{});  // shown in --help only
+    flag.show_default = !flag.default_value.empty();
+    flag.help = own.help;
+    flag.on_set = std::move(own.set);
+    flags.push_back(std::move(flag));
+  }
+  cli::Program program;
+  program.name = "gpt2";
+  program.usage_line = "gpt2 [flags]  (--name=value or --name value)";
+  program.description =
+      "Data-parallel training of GPT-2, on the host (gloo) or the GPUs (nccl).\n"
+      "  gpt2 [flags]                                   one process on the host\n"
+      "  gpt2 --ccl_backend=nccl [flags]                one GPU\n"
+      "  infini_run --ccl_backend=gloo --nproc_per_node=2 gpt2 [flags]\n"
+      "  infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2 --model=d12 --dtype=bfloat16\n";
+  return cli::CommandLine(std::move(program), std::move(flags));
 }
 
 }  // namespace
 
 std::string TrainUsage() {
   TrainOptions unused;
-  std::vector<flags::FlagHelp> shown;
-  for (const Flag& flag : MakeFlags(&unused)) {
-    if (flag.help.empty()) continue;  // an alias, named in its flag's help
-    shown.push_back({flag.name, flag.is_bool ? "" : "VALUE", "", flag.help});
-  }
-  return flags::FormatUsage(
-      "gpt2 [flags]  (--name=value or --name value)",
-      "Data-parallel training of GPT-2, on the host (gloo) or the GPUs (nccl).\n"
-      "  gpt2 [flags]                                   one process on the host\n"
-      "  gpt2 --ccl_backend=nccl [flags]                one GPU\n"
-      "  infini_run --ccl_backend=gloo --nproc_per_node=2 gpt2 [flags]\n"
-      "  infini_run --ccl_backend=nccl --nproc_per_node=8 gpt2 --model=d12 --dtype=bfloat16\n",
-      shown);
+  return TrainCommandLine(&unused).Usage();
 }
 
 TrainOptions ParseTrainOptions(const std::vector<std::string>& arguments) {
   TrainOptions options;
-  const std::vector<Flag> flags = MakeFlags(&options);
-  std::vector<std::string> seen;
-  for (size_t i = 0; i < arguments.size(); ++i) {
-    std::string argument = arguments[i];
-    if (argument == "--help" || argument == "-help" || argument == "-h") {
+  cli::CommandLine line = TrainCommandLine(&options);
+  try {
+    if (!line.Parse(arguments)) {
       options.help = true;
-      continue;
+      return options;
     }
-    if (argument.rfind("--", 0) == 0) {
-      argument = argument.substr(2);
-    } else if (argument.rfind('-', 0) == 0 && argument.size() > 1) {
-      argument = argument.substr(1);
-    } else {
-      throw UsageError("unexpected argument '" + OneLine(argument) +
-                       "': expected --flag=value (see --help)");
-    }
-    const size_t equals = argument.find('=');
-    const std::string name = argument.substr(0, equals);
-    const Flag* flag = nullptr;
-    for (const Flag& candidate : flags) {
-      if (candidate.name == name) flag = &candidate;
-    }
-    if (flag == nullptr) {
-      throw UsageError(flags::UnknownFlagMessage("gpt2", "--" + name));
-    }
-    std::string value;
-    if (equals != std::string::npos) {
-      value = argument.substr(equals + 1);
-    } else if (flag->is_bool) {
-      value = "true";
-    } else if (i + 1 < arguments.size()) {
-      value = arguments[++i];
-    } else {
-      throw UsageError(flags::MissingValueMessage("gpt2", name));
-    }
-    flag->set(value);
-    seen.push_back(name);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const cli::UsageError& error) {
+    throw UsageError(error.what());
   }
-  const auto given = [&](const char* name) {
-    return std::find(seen.begin(), seen.end(), name) != seen.end();
-  };
+  const auto given = [&](const char* name) { return line.Given(name); };
   if (options.model_name == "d12") {
     for (const char* name : {"num_layers", "num_heads", "channels"}) {
       if (given(name)) {

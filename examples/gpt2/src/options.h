@@ -7,13 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "infini/common/command_line.h"
 #include "model.h"
 
 namespace infini::examples::gpt2 {
 
-class UsageError : public std::runtime_error {
+class UsageError : public cli::UsageError {
  public:
-  using std::runtime_error::runtime_error;
+  using cli::UsageError::UsageError;
 };
 
 // How the gradients of data-parallel ranks meet (device training).
@@ -59,7 +60,8 @@ struct TrainOptions {
   bool help = false;
 };
 
-// Parses argv (--name=value or --name value; --flag alone for booleans).
+// Parses argv with the one parser (infini/common/command_line.h:
+// --name=value, --name value, --flag/--noflag for booleans, did you mean).
 // Throws UsageError for an unknown flag, a missing or malformed value or a
 // value out of range. Flags carry InfiniTrain's gpt2 names where the meaning
 // is the same (--input_bin, --batch_size, --num_iteration, ...); the older

@@ -4,8 +4,9 @@
 // ccl_bench) prints its usage the same way: a usage line, what it does, and
 // only its own flags with their value, default and help; and refuses an
 // unknown flag or a bad value with one line of the same shape, exit code 2.
-// The gflags programs get all of it from infini::flags::Parse
-// (infini/common/flags.h); programs with their own parser call these
+// Every program gets all of it from the one parser,
+// infini/common/command_line.h (the gflags programs through
+// infini::flags::Parse, infini/common/flags.h), which calls these
 // functions.
 //
 // Header-only and dependency-free, like one_line.h.
@@ -28,6 +29,7 @@ struct FlagHelp {
   std::string value_name;     // STRING, INT, NUMBER...; empty: a switch (--name, --noname)
   std::string default_value;  // as shown after "default: "; empty: no default shown
   std::string help;
+  char letter = '\0';  // its one-letter spelling (-r), if any
 };
 
 // `text` broken into lines of at most `width` columns (a longer word stays
@@ -62,11 +64,13 @@ inline std::string Wrapped(std::string_view text, size_t indent, size_t width = 
   return out;
 }
 
-// "  --name=VALUE (default: D)\n      help, wrapped\n".
+// "  --name=VALUE (default: D)\n      help, wrapped\n" ("... (default: D)
+// or -r\n" with a letter).
 inline std::string FormatFlag(const FlagHelp& flag) {
   std::string out = "  --" + flag.name;
   out += flag.value_name.empty() ? "[=BOOL]" : "=" + flag.value_name;
   if (!flag.default_value.empty()) out += " (default: " + flag.default_value + ")";
+  if (flag.letter != '\0') out += std::string(" or -") + flag.letter;
   out += "\n";
   out += Wrapped(flag.help, 6);
   return out;

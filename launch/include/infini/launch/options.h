@@ -49,7 +49,10 @@ struct StreamSelection {
 };
 
 // Fields marked "resolved" are set by ResolveLaunchOptions; the parser
-// leaves them at their defaults.
+// leaves them at their defaults. The defaults written here are also the
+// flags' (--nnodes, --nproc_per_node, --rdzv_timeout, --max_restarts,
+// --min_ranks, --monitor_interval, --term_timeout, --role, --redirects,
+// --tee): flag_definitions.cc's table reads them from a LaunchOptions.
 struct LaunchOptions {
   // --nnodes=N, or torchrun's MIN:MAX: nnodes is the most (MAX), min_nnodes
   // the fewest a round may start with (MIN; 0: unset, the same as nnodes).
