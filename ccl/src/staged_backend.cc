@@ -4,13 +4,16 @@
 // the device. The collectives are in staged_collectives.cc.
 #include "staged_backend.h"
 
+#include <cstdlib>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "infini/ccl/error.h"
 #include "infini/ccl/plugin_table.h"
+#include "infini/common/device_backend_choice.h"
 #include "infini/common/launch_env.h"
 #include "staged_comm.h"
 
@@ -320,15 +323,16 @@ const infiniCclPlugin_t* ComposeStaged(const infiniCclPlugin_t* transport,
   return &staged::g_table;
 }
 
-void CheckDeviceBackendSpec(std::string_view spec) {
-  bool name = !spec.empty();
-  for (char c : spec) {
-    name = name && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
-  }
-  if (!name && spec.find('/') == std::string_view::npos) {
-    throw LoadError(std::string(env::kDeviceBackend) + "='" + std::string(spec) +
-                    "' (--device_backend): expected a device backend's name (nccl, or another "
-                    "plugin's) or a path to its plugin library");
+std::string DeviceBackendOfThisRank() {
+  const char* text = std::getenv(env::kDeviceBackend);
+  if (text == nullptr || *text == '\0') return {};
+  const char* local_rank_text = std::getenv(env::torchrun::kLocalRank);
+  const int local_rank = local_rank_text != nullptr ? std::atoi(local_rank_text) : 0;
+  try {
+    return device_backend::For(device_backend::Parse(text), local_rank);
+  } catch (const std::invalid_argument& error) {
+    throw LoadError(std::string(env::kDeviceBackend) + "='" + text +
+                    "' (--device_backend): " + error.what());
   }
 }
 

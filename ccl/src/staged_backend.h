@@ -31,8 +31,10 @@ std::string StagedName(const infiniCclPlugin_t& transport, const infiniCclPlugin
 // Throws LoadError naming --device_backend when `device` is a host backend.
 std::shared_ptr<const Backend> MakeStagedBackend(const Backend& transport, const Backend& device);
 
-// Throws LoadError naming INFINI_CCL_DEVICE_BACKEND when `spec` is neither a
-// backend name nor a path.
-void CheckDeviceBackendSpec(std::string_view spec);
+// The device backend this process stages through: INFINI_CCL_DEVICE_BACKEND's
+// entry for its LOCAL_RANK (infini/common/device_backend_choice.h; 0 when
+// unset), or "" for none (unset, or `none`: the transport on host buffers).
+// Throws LoadError naming the variable for a bad spelling.
+std::string DeviceBackendOfThisRank();
 
 }  // namespace infini::ccl::internal
