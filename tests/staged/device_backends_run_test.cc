@@ -1,6 +1,7 @@
 // A backend per device type in one process (issue 35 item 3), as a
 // framework names them: infini_run --ccl_backend=cpu:gloo,ext_dev:gloo+<arena>
-// and examples/framework_adapter keeping one CclImpl per device type. Host
+// examples/framework_adapter keeping one CclImpl per device type, and a
+// parallel/ program whose process group routes each call. Host
 // tensors' collectives go to gloo, the arena's to gloo staged through the
 // arena (its copy count says which ran); a tensor on a type the list does not
 // name is one line; ccl_info shows the list.
@@ -59,6 +60,38 @@ TEST(DeviceBackends, ATensorOnATypeNoBackendServesIsOneLine) {
   EXPECT_TRUE(Has(run.output,
                   "framework_adapter: no backend for tensors on ext_dev in 'cpu:gloo' (it serves "
                   "cpu): expected a TYPE:BACKEND entry for it (ext_dev:NAME in --ccl_backend)\n"))
+      << run.output;
+}
+
+RunResult RunGroups(const std::string& ccl_backend, const std::string& program_flags) {
+  return RunCommand("ARENA_COUNT_COPIES=1 " + std::string(INFINI_RUN_PATH) +
+                    " --nproc_per_node=2 --ccl_backend=" + ccl_backend + " -- " +
+                    DEVICE_GROUPS_PROGRAM_PATH + " " + program_flags);
+}
+
+TEST(DeviceBackends, AProcessGroupSendsEachTensorToTheBackendOfItsDevice) {
+  const RunResult run = RunGroups(kBoth, "");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "[rank0]:device_groups: cpu tensors summed on gloo\n")) << run.output;
+  EXPECT_TRUE(Has(run.output, "[rank1]:device_groups: ext_dev tensors summed on gloo+arena\n"))
+      << run.output;
+  EXPECT_FALSE(Has(run.output, "arena: 0 copies")) << run.output;
+}
+
+TEST(DeviceBackends, AProcessGroupWithHostTensorsAloneMakesNoArenaCopies) {
+  const RunResult run = RunGroups(kBoth, "--tensors=host");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "[rank0]:arena: 0 copies")) << run.output;
+  EXPECT_TRUE(Has(run.output, "[rank1]:arena: 0 copies")) << run.output;
+}
+
+TEST(DeviceBackends, AProcessGroupGivenATensorOfAnUnservedTypeSaysSoInOneLine) {
+  const RunResult run = RunGroups(kBoth, "--tensors=unserved");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_TRUE(Has(run.output,
+                  "device_groups: all_reduce on process group 'world': no backend for tensors on "
+                  "opencl (the group serves ext_dev, cpu): expected a TYPE:BACKEND entry for it "
+                  "in INFINI_CCL_BACKEND\n"))
       << run.output;
 }
 
