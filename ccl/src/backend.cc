@@ -71,6 +71,19 @@ class BackendRegistry {
     return backend;
   }
 
+  // `transport` chunked as a staged backend, on host buffers (a host rank of
+  // a mixed job: staged_backend.h).
+  std::shared_ptr<const Backend> GetHostStaged(std::string_view transport,
+                                               std::span<const VendorOption> options) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string key = std::string(transport) + "+host";
+    if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
+    auto backend = internal::MakeHostStagedBackend(
+        *LoadByName(transport == "auto" ? "gloo" : transport, options));
+    by_spec_[key] = backend;
+    return backend;
+  }
+
  private:
   std::shared_ptr<const Backend> LoadByName(std::string_view spec,
                                             std::span<const VendorOption> options) {
@@ -163,8 +176,9 @@ std::shared_ptr<const Backend> LoadNamed(std::string_view spec,
   }
   RequireNameOrPath(spec, source, whole);
   if (apply_device_backend) {
-    const std::string device = DeviceBackendOfThisRank();
-    if (!device.empty()) return Registry().GetStaged(spec, device, options);
+    const RankStaging staging = StagingOfThisRank();
+    if (!staging.device.empty()) return Registry().GetStaged(spec, staging.device, options);
+    if (staging.host_in_mixed_job) return Registry().GetHostStaged(spec, options);
   }
   return Registry().Get(spec, options);
 }

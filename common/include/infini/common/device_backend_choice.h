@@ -79,6 +79,16 @@ inline Choice Parse(std::string_view text) {
   return choice;
 }
 
+// Whether any local rank stages through a device: then a rank on `none` is
+// a host rank of a mixed job (ccl/ chunks its collectives as staged ranks do).
+inline bool NamesADevice(const Choice& choice) {
+  if (!choice.every_rank.empty() && choice.every_rank != kNone) return true;
+  for (const auto& [local_rank, name] : choice.by_rank) {
+    if (name != kNone) return true;
+  }
+  return false;
+}
+
 // The device backend of `local_rank`: a name or path, or "" for none.
 inline std::string For(const Choice& choice, int local_rank) {
   const auto found = choice.by_rank.find(local_rank);
