@@ -64,9 +64,16 @@ class BackendRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::string key = std::string(transport) + "+" + std::string(device);
     if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
-    auto backend =
-        internal::MakeStagedBackend(*LoadByName(transport == "auto" ? "gloo" : transport, options),
-                                    *LoadByName(device, options));
+    const auto host = LoadByName(transport == "auto" ? "gloo" : transport, options);
+    std::shared_ptr<const Backend> staging_device;
+    try {
+      staging_device = LoadByName(device, options);
+    } catch (const LoadError& error) {
+      // Says where the name came from: --device_backend, or TRANSPORT+DEVICE.
+      throw LoadError("staging " + host->info().name + " through '" + std::string(device) +
+                      "': " + error.what());
+    }
+    auto backend = internal::MakeStagedBackend(*host, *staging_device);
     by_spec_[key] = backend;
     return backend;
   }

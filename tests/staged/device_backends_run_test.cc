@@ -123,6 +123,18 @@ TEST(DeviceBackends, AWrongListIsOneLine) {
   }
 }
 
+// A device plugin that does not load names the pair it was to stage, so a
+// per-rank --device_backend entry or a TRANSPORT+DEVICE spelling is found.
+TEST(DeviceBackends, AStagingDeviceThatDoesNotLoadIsNamedAsSuch) {
+  const RunResult run = RunCommand(std::string(CCL_INFO_PATH) + " --ccl_backend=gloo+arenaa");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(
+      run.output.rfind("ccl_info: staging gloo through 'arenaa': backend 'arenaa' not found", 0),
+      0u)
+      << run.output;
+  EXPECT_EQ(run.output.find('\n'), run.output.size() - 1) << run.output;
+}
+
 TEST(DeviceBackends, InfiniRunHelpShowsTheSpelling) {
   const RunResult run = RunCommand(std::string(INFINI_RUN_PATH) + " --help");
   EXPECT_TRUE(Has(run.output, "cpu:gloo,cuda:nccl")) << run.output;
