@@ -1,7 +1,9 @@
 #!/bin/bash
 # Host-staged communicators on one GPU, in one go (~3 min): the launcher's
 # one-line refusal of nccl with more ranks than GPUs, ccl_conformance
-# --quick on gloo staged through nccl with 4 ranks on cuda:0, and ccl_bench
+# --quick on gloo staged through nccl with 4 ranks on cuda:0, the same on a
+# mixed job (3 ranks on cuda:0, 1 on the host), framework_adapter and
+# device_groups_program with a backend per device type, and ccl_bench
 # all_reduce busbw from 1 MiB to 1 GiB with 2, 4 and 8 ranks on cuda:0.
 #
 # usage: scripts/staged_gpu_check.sh BUILD_DIR [LOG_DIR]
@@ -40,6 +42,24 @@ timeout 300 "$run" --ccl_backend=gloo --device_backend=nccl --nproc_per_node=4 -
 status=$?
 grep -E "\[rank0\]:.*(FAIL|missing)|summary:" "$logs/conformance.log"
 grep -q "summary:.* 0 FAIL" "$logs/conformance.log" && [[ $status -eq 0 ]] || failed=1
+
+echo "== a mixed job: ranks 0-2 staged through nccl on cuda:0, rank 3 on the host"
+timeout 300 "$run" --ccl_backend=gloo --device_backend=nccl,3:none --nproc_per_node=4 -- \
+  "$build/bin/ccl_conformance" --quick >"$logs/mixed.log" 2>&1
+status=$?
+grep -E "\[rank0\]:.*(FAIL|missing)|summary:|mixed job" "$logs/mixed.log"
+grep -q "summary:.* 0 FAIL" "$logs/mixed.log" && [[ $status -eq 0 ]] || failed=1
+
+echo "== a backend per device type: host tensors on gloo, cuda tensors on nccl (1 rank) or staged (2)"
+for spec in "1 cpu:gloo,cuda:nccl" "2 cpu:gloo,cuda:gloo+nccl"; do
+  read -r ranks backends <<<"$spec"
+  for program in framework_adapter device_groups_program; do
+    [[ -x "$build/bin/$program" ]] || continue
+    timeout 120 "$run" --ccl_backend="$backends" --nproc_per_node="$ranks" -- \
+      "$build/bin/$program" >"$logs/per_type_${program}_$ranks.log" 2>&1 || failed=1
+    grep -E "tensors|error|FAIL" "$logs/per_type_${program}_$ranks.log" | head -4
+  done
+done
 
 for ranks in 2 4 8; do
   echo "== ccl_bench all_reduce, $ranks ranks on cuda:0"

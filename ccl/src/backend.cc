@@ -18,10 +18,12 @@
 #include "comm_config.h"
 #include "deferred_init.h"
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/device_backends.h"
 #include "infini/ccl/memory_bootstrap_store.h"
 #include "infini/ccl/plugin_table.h"
 #include "infini/common/launch_env.h"
 #include "infini/common/one_line.h"
+#include "load_named.h"
 #include "membership.h"
 #include "plugin_init.h"
 #include "plugin_loader.h"
@@ -64,9 +66,29 @@ class BackendRegistry {
     std::lock_guard<std::mutex> lock(mutex_);
     const std::string key = std::string(transport) + "+" + std::string(device);
     if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
-    auto backend =
-        internal::MakeStagedBackend(*LoadByName(transport == "auto" ? "gloo" : transport, options),
-                                    *LoadByName(device, options));
+    const auto host = LoadByName(transport == "auto" ? "gloo" : transport, options);
+    std::shared_ptr<const Backend> staging_device;
+    try {
+      staging_device = LoadByName(device, options);
+    } catch (const LoadError& error) {
+      // Says where the name came from: --device_backend, or TRANSPORT+DEVICE.
+      throw LoadError("staging " + host->info().name + " through '" + std::string(device) +
+                      "': " + error.what());
+    }
+    auto backend = internal::MakeStagedBackend(*host, *staging_device);
+    by_spec_[key] = backend;
+    return backend;
+  }
+
+  // `transport` chunked as a staged backend, on host buffers (a host rank of
+  // a mixed job: staged_backend.h).
+  std::shared_ptr<const Backend> GetHostStaged(std::string_view transport,
+                                               std::span<const VendorOption> options) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const std::string key = std::string(transport) + "+host";
+    if (auto found = by_spec_.find(key); found != by_spec_.end()) return found->second;
+    auto backend = internal::MakeHostStagedBackend(
+        *LoadByName(transport == "auto" ? "gloo" : transport, options));
     by_spec_[key] = backend;
     return backend;
   }
@@ -149,6 +171,50 @@ class BackendRegistry {
 Backend::Backend(const infiniCclPlugin_t* plugin, BackendInfo info)
     : plugin_(plugin), info_(std::move(info)), capabilities_(*plugin) {}
 
+namespace {
+
+BackendRegistry& Registry() {
+  static BackendRegistry registry;
+  return registry;
+}
+
+void RequireNameOrPath(std::string_view spec, const std::string& source, std::string_view whole) {
+  if (spec.find('/') == std::string_view::npos && !IsBackendName(spec)) {
+    throw LoadError(source + "='" + std::string(whole) +
+                    "': expected a backend name (gloo, nccl, auto, or another plugin's name), "
+                    "a path to a plugin library, TRANSPORT+DEVICE (gloo+nccl), or "
+                    "TYPE:BACKEND,... (cpu:gloo,cuda:nccl)");
+  }
+}
+
+}  // namespace
+
+namespace internal {
+
+std::shared_ptr<const Backend> LoadNamed(std::string_view spec,
+                                         std::span<const VendorOption> options,
+                                         const std::string& source, std::string_view whole,
+                                         bool apply_device_backend) {
+  // TRANSPORT+DEVICE: the staged backend's own name. A '+' after a '/' is
+  // part of a path.
+  if (const size_t plus = spec.find('+');
+      plus != std::string_view::npos && spec.substr(0, plus).find('/') == std::string_view::npos) {
+    const std::string_view transport = spec.substr(0, plus), device = spec.substr(plus + 1);
+    RequireNameOrPath(transport, source, whole);
+    RequireNameOrPath(device, source, whole);
+    return Registry().GetStaged(transport, device, options);
+  }
+  RequireNameOrPath(spec, source, whole);
+  if (apply_device_backend) {
+    const RankStaging staging = StagingOfThisRank();
+    if (!staging.device.empty()) return Registry().GetStaged(spec, staging.device, options);
+    if (staging.host_in_mixed_job) return Registry().GetHostStaged(spec, options);
+  }
+  return Registry().Get(spec, options);
+}
+
+}  // namespace internal
+
 std::shared_ptr<const Backend> Backend::Load(std::string_view spec,
                                              std::span<const VendorOption> options) {
   std::string source = "--ccl_backend";
@@ -157,20 +223,11 @@ std::shared_ptr<const Backend> Backend::Load(std::string_view spec,
     spec = from_environment != nullptr && *from_environment != '\0' ? from_environment : "auto";
     source = env::kBackend;
   }
-  if (spec.find('/') == std::string_view::npos && !IsBackendName(spec)) {
-    throw LoadError(source + "='" + std::string(spec) +
-                    "': expected a backend name (gloo, nccl, auto, or another plugin's name) "
-                    "or a path to a plugin library");
-  }
   // Before any plugin is opened: at exit, communicators kept in statics made
   // before this load are then not destroyed through a torn-down runtime.
   internal::WatchProcessExit();
-  static BackendRegistry registry;
-  if (const char* device = std::getenv(env::kDeviceBackend); device != nullptr && *device != '\0') {
-    internal::CheckDeviceBackendSpec(device);
-    return registry.GetStaged(spec, device, options);
-  }
-  return registry.Get(spec, options);
+  if (IsDeviceBackendList(spec)) return DeviceBackends::LoadFrom(spec, options, source).Primary();
+  return internal::LoadNamed(spec, options, source, spec, true);
 }
 
 void Backend::Check(infiniCclResult_t result, std::string_view what) const {

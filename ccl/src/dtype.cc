@@ -5,6 +5,7 @@
 #include <string>
 
 #include "infini/ccl/capabilities.h"
+#include "infini/ccl/device_backends.h"
 #include "infini/ccl/plugin_abi.h"
 #include "infini/common/one_line.h"
 
@@ -75,28 +76,7 @@ DLDataType ParseDataType(std::string_view name) {
 }
 
 std::string DeviceName(DLDevice device) {
-  std::string type;
-  switch (device.device_type) {
-    case kDLCPU:
-      type = "cpu";
-      break;
-    case kDLCUDA:
-      type = "cuda";
-      break;
-    case kDLCUDAHost:
-      type = "cuda_host";
-      break;
-    case kDLROCM:
-      type = "rocm";
-      break;
-    case kDLExtDev:
-      type = "ext_dev";
-      break;
-    default:
-      type = "device_type_" + std::to_string(device.device_type);
-      break;
-  }
-  return type + ":" + std::to_string(device.device_id);
+  return DeviceTypeName(device.device_type) + ":" + std::to_string(device.device_id);
 }
 
 int64_t NumElements(const DLTensor& tensor) {

@@ -5,13 +5,16 @@
 #include "staged_backend.h"
 
 #include <cstddef>
+#include <cstdlib>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "infini/ccl/error.h"
 #include "infini/ccl/plugin_table.h"
+#include "infini/common/device_backend_choice.h"
 #include "infini/common/launch_env.h"
 #include "staged_comm.h"
 
@@ -312,7 +315,7 @@ infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort) {
 }  // namespace staged
 
 std::string StagedName(const infiniCclPlugin_t& transport, const infiniCclPlugin_t& device) {
-  return std::string(transport.name) + "+" + device.name;
+  return std::string(transport.name) + "+" + (&transport == &device ? "host" : device.name);
 }
 
 const infiniCclPlugin_t* ComposeStaged(const infiniCclPlugin_t* transport,
@@ -332,7 +335,7 @@ const infiniCclPlugin_t* ComposeStaged(const infiniCclPlugin_t* transport,
   transport->get_version(&transport_version);
   device->get_version(&device_version);
   staged::g_version = std::string(transport_version != nullptr ? transport_version : "unknown") +
-                      ", staged through " + device->name + " (" +
+                      ", staged through " + (transport == device ? "host" : device->name) + " (" +
                       (device_version != nullptr ? device_version : "unknown") + ")";
   staged::g_name = StagedName(*transport, *device);
   staged::Fill(staged::g_table, *transport, *device);
@@ -341,17 +344,37 @@ const infiniCclPlugin_t* ComposeStaged(const infiniCclPlugin_t* transport,
   return &staged::g_table;
 }
 
-void CheckDeviceBackendSpec(std::string_view spec) {
-  bool name = !spec.empty();
-  for (char c : spec) {
-    name = name && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-');
-  }
-  if (!name && spec.find('/') == std::string_view::npos) {
-    throw LoadError(std::string(env::kDeviceBackend) + "='" + std::string(spec) +
-                    "' (--device_backend): expected a device backend's name (nccl, or another "
-                    "plugin's) or a path to its plugin library");
+RankStaging StagingOfThisRank() {
+  const char* text = std::getenv(env::kDeviceBackend);
+  if (text == nullptr || *text == '\0') return {};
+  const char* local_rank_text = std::getenv(env::torchrun::kLocalRank);
+  const int local_rank = local_rank_text != nullptr ? std::atoi(local_rank_text) : 0;
+  try {
+    const device_backend::Choice choice = device_backend::Parse(text);
+    RankStaging staging;
+    staging.device = device_backend::For(choice, local_rank);
+    staging.host_in_mixed_job = staging.device.empty() && device_backend::NamesADevice(choice);
+    return staging;
+  } catch (const std::invalid_argument& error) {
+    throw LoadError(std::string(env::kDeviceBackend) + "='" + text +
+                    "' (--device_backend): " + error.what());
   }
 }
+
+namespace {
+
+// The Backend of a composed staged table; `info` describes its device.
+std::shared_ptr<const Backend> StagedBackend(const infiniCclPlugin_t* table, BackendInfo info) {
+  info.name = table->name;
+  info.abi_version = INFINI_CCL_PLUGIN_ABI_VERSION;
+  info.unique_id_bytes = table->unique_id_bytes;
+  const char* version = nullptr;
+  table->get_version(&version);
+  info.version = version;
+  return std::make_shared<const Backend>(table, std::move(info));
+}
+
+}  // namespace
 
 std::shared_ptr<const Backend> MakeStagedBackend(const Backend& transport, const Backend& device) {
   if (device.info().device_type == kDLCPU) {
@@ -361,15 +384,14 @@ std::shared_ptr<const Backend> MakeStagedBackend(const Backend& transport, const
   }
   const infiniCclPlugin_t* table = ComposeStaged(&PluginTable(transport), &PluginTable(device));
   BackendInfo info = device.info();
-  info.name = table->name;
   info.library_path = transport.info().library_path + " + " + device.info().library_path;
   info.transport_library_path = transport.info().library_path;
-  info.abi_version = INFINI_CCL_PLUGIN_ABI_VERSION;
-  info.unique_id_bytes = table->unique_id_bytes;
-  const char* version = nullptr;
-  table->get_version(&version);
-  info.version = version;
-  return std::make_shared<const Backend>(table, std::move(info));
+  return StagedBackend(table, std::move(info));
+}
+
+std::shared_ptr<const Backend> MakeHostStagedBackend(const Backend& transport) {
+  const infiniCclPlugin_t* table = ComposeStaged(&PluginTable(transport), &PluginTable(transport));
+  return StagedBackend(table, transport.info());
 }
 
 }  // namespace infini::ccl::internal

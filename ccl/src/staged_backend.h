@@ -31,8 +31,20 @@ std::string StagedName(const infiniCclPlugin_t& transport, const infiniCclPlugin
 // Throws LoadError naming --device_backend when `device` is a host backend.
 std::shared_ptr<const Backend> MakeStagedBackend(const Backend& transport, const Backend& device);
 
-// Throws LoadError naming INFINI_CCL_DEVICE_BACKEND when `spec` is neither a
-// backend name nor a path.
-void CheckDeviceBackendSpec(std::string_view spec);
+// How this process stages, from INFINI_CCL_DEVICE_BACKEND's entry for its
+// LOCAL_RANK (infini/common/device_backend_choice.h; 0 when unset).
+struct RankStaging {
+  std::string device;  // the device backend; "" for none (unset, or `none`)
+  // `none` while another local rank names a device: a host rank of a mixed
+  // job, whose collectives must go in the same chunks as the staged ranks'
+  // (the transport matches calls one for one).
+  bool host_in_mixed_job = false;
+};
+// Throws LoadError naming the variable for a bad spelling.
+RankStaging StagingOfThisRank();
+
+// `transport` staged through its own host runtime: the same chunks as a
+// staged rank's, for a host rank of a mixed job. Named "TRANSPORT+host".
+std::shared_ptr<const Backend> MakeHostStagedBackend(const Backend& transport);
 
 }  // namespace infini::ccl::internal

@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/device_backends.h"
 #include "infini/common/flags.h"
 #include "infini/common/launch_env.h"
 
 DEFINE_string(ccl_backend, "",
-              "Backend to load: a name (gloo, nccl, auto) or a path to a plugin library. "
+              "Backend to load: a name (gloo, nccl, auto), a path to a plugin library, "
+              "TRANSPORT+DEVICE (gloo+nccl, staged), or one backend per device type "
+              "(cpu:gloo,cuda:nccl: each is loaded and listed, the accelerator's described). "
               "Default: $INFINI_CCL_BACKEND, else auto");
 DEFINE_string(device_backend, "",
               "Stage the backend's collectives through this device backend's buffers and "
@@ -182,6 +185,18 @@ int main(int argc, char** argv) {
       std::printf("devices:      unknown (get_device_count failed)\n");
     }
     std::printf("unique id:    %zu bytes\n", info.unique_id_bytes);
+    const char* from_environment = std::getenv(infini::env::kBackend);
+    const std::string spec = !FLAGS_ccl_backend.empty()    ? FLAGS_ccl_backend
+                             : from_environment != nullptr ? from_environment
+                                                           : "";
+    if (infini::ccl::IsDeviceBackendList(spec)) {
+      // Tensors of each type go to their backend; the one above is the accelerator's.
+      const auto by_type = infini::ccl::DeviceBackends::Load(spec);
+      for (const auto& [type, entry] : by_type.entries()) {
+        std::printf("tensors on %s: %s (%s)\n", infini::ccl::DeviceTypeName(type).c_str(),
+                    entry->info().name.c_str(), entry->info().library_path.c_str());
+      }
+    }
     if (const char* device = std::getenv(infini::env::kDeviceBackend); device && *device) {
       std::printf(
           "staged:       collectives on host buffers, device memory and streams of %s "

@@ -415,7 +415,6 @@ int Main(int argc, char** argv) {
 
   const parallel::Rank first(topology, 0, threads);
   const int world_size = first.world_size();
-  const std::vector<Item> items = BuildItems(backend->capabilities(), world_size, threads);
 
   // Devices: as parallel/ chooses them, unless the plugin cannot say how
   // many it has (a port's first steps); runtime/device_count reports that.
@@ -427,6 +426,8 @@ int Main(int argc, char** argv) {
     device_problem = error.what();
     visible = first.local_world_size();
   }
+  const bool spare_device = backend->info().device_type == kDLCPU || visible > world_size;
+  std::vector<Item> items = BuildItems(backend->capabilities(), world_size, threads, spare_device);
 
   ThreadMeeting meeting(threads);
   std::vector<std::unique_ptr<HangWatch>> watches;
@@ -459,6 +460,10 @@ int Main(int argc, char** argv) {
     contexts.push_back(std::move(context));
   }
 
+  const std::vector<std::string> backends =
+      AgreeOnItems(items, *contexts.front()->store, "declared_items", topology.global_proc_rank,
+                   topology.proc_world_size(), backend->info().name);
+
   const bool reports = topology.global_proc_rank == 0;
   Report report;
   if (reports) {
@@ -471,6 +476,13 @@ int Main(int argc, char** argv) {
                     " (other types up to " + std::to_string(options.large_bytes >> 20) + " MiB" +
                     (FLAGS_quick ? ", float32 only" : "") + "), every root up to " +
                     std::to_string(options.every_root_up_to);
+    if (std::any_of(backends.begin(), backends.end(),
+                    [&](const std::string& name) { return name != info.name; })) {
+      report.header += "; a mixed job: processes on ";
+      for (size_t i = 0; i < backends.size(); ++i) {
+        report.header += (i > 0 ? ", " : "") + backends[i];
+      }
+    }
   }
   // A restarted attempt goes on after the item that crashed the last one.
   size_t first_index = 0;

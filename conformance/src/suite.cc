@@ -2,6 +2,7 @@
 #include "suite.h"
 
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ void RefuseLayout(std::vector<Item>& items, const std::string& why) {
     if (item.name.rfind("runtime/", 0) == 0) continue;
     item.needs_world = false;
     item.makes_world = false;
+    item.declared = false;
     item.run = [why](RankContext&) { return Unsupported(why); };
   }
 }
@@ -43,15 +45,21 @@ void RefuseLayout(std::vector<Item>& items, const std::string& why) {
 }  // namespace
 
 std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_size,
-                             int threads_per_process) {
+                             int threads_per_process, bool spare_device) {
   std::vector<Item> items;
+  // Set by declared_or for the add() it is an argument of.
+  bool next_undeclared = false;
   auto add = [&](std::string name, bool needs_world, std::function<Outcome(RankContext&)> run) {
     items.push_back(Item{std::move(name), needs_world, std::move(run)});
+    items.back().declared = !next_undeclared;
+    next_undeclared = false;
   };
   auto declared_or =
-      [](bool declared, std::string why,
-         std::function<Outcome(RankContext&)> run) -> std::function<Outcome(RankContext&)> {
+      [&next_undeclared](
+          bool declared, std::string why,
+          std::function<Outcome(RankContext&)> run) -> std::function<Outcome(RankContext&)> {
     if (declared) return run;
+    next_undeclared = true;
     return [why](RankContext&) { return Unsupported(why); };
   };
 
@@ -143,16 +151,13 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
       declared_or(capabilities.shrink() && world_size > 1,
                   recovery_why(capabilities.shrink(), "comm_shrink"),
                   internal::ShrinkAbortsOutstanding));
-  add("failure/peer_killed", false, [](RankContext& context) {
-    // A lost peer's pending call may only end by abort.
-    if (!context.capabilities().abort()) return Unsupported("comm_abort is NULL");
-    // The killed process needs a device of its own.
-    const bool host = context.backend->info().device_type == kDLCPU;
-    if (!host && context.backend->DeviceCount() <= context.world_size) {
-      return Unsupported("needs a device no rank uses, for the process it kills");
-    }
-    return internal::PeerKilled(context);
-  });
+  // A lost peer's pending call may only end by abort; the killed process
+  // needs a device of its own.
+  add("failure/peer_killed", false,
+      declared_or(capabilities.abort() && spare_device,
+                  !capabilities.abort() ? "comm_abort is NULL"
+                                        : "needs a device no rank uses, for the process it kills",
+                  internal::PeerKilled));
   add("revoke/unblocks_recv", false,
       declared_or(capabilities.revoke() && world_size > 1,
                   recovery_why(capabilities.revoke(), "comm_revoke"), internal::RevokeUnblocks));
@@ -171,6 +176,50 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
                      std::to_string(threads_per_process) + " ranks per process");
   }
   return items;
+}
+
+std::vector<std::string> AgreeOnItems(std::vector<Item>& items, rendezvous::Store& store,
+                                      const std::string& key, int process, int processes,
+                                      const std::string& backend_name) {
+  std::vector<std::string> backends(static_cast<size_t>(processes), backend_name);
+  if (processes < 2) return backends;
+  // "<backend>\n<one 0/1 per item>\n<names>": names only to compare lists.
+  std::string declared, names;
+  for (const Item& item : items) {
+    declared += item.declared ? '1' : '0';
+    names += item.name + ",";
+  }
+  store.Set(key + "/" + std::to_string(process), backend_name + "\n" + declared + "\n" + names);
+  std::vector<std::string> why_not(items.size());
+  for (int other = 0; other < processes; ++other) {
+    if (other == process) continue;
+    const std::string theirs = store.Get(key + "/" + std::to_string(other));
+    const size_t first = theirs.find('\n');
+    const size_t second = theirs.find('\n', first + 1);
+    const std::string their_backend = theirs.substr(0, first);
+    backends[static_cast<size_t>(other)] = their_backend;
+    if (first == std::string::npos || second == std::string::npos ||
+        theirs.substr(second + 1) != names) {
+      throw std::runtime_error("process " + std::to_string(other) + " (backend " + their_backend +
+                               ") runs other items than process " + std::to_string(process) +
+                               " (backend " + backend_name +
+                               "): expected backends with the same collectives in one job");
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (theirs[first + 1 + i] == '0' && items[i].declared && why_not[i].empty()) {
+        why_not[i] = "not declared by process " + std::to_string(other) + "'s backend " +
+                     their_backend + " (a mixed job)";
+      }
+    }
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (why_not[i].empty()) continue;
+    items[i].declared = false;
+    items[i].needs_world = false;
+    items[i].makes_world = false;
+    items[i].run = [why = why_not[i]](RankContext&) { return Unsupported(why); };
+  }
+  return backends;
 }
 
 }  // namespace infini::conformance

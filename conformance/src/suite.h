@@ -153,6 +153,9 @@ struct Item {
   bool needs_world = true;
   std::function<Outcome(RankContext&)> run;
   bool makes_world = false;  // init/world: the rank makes the world first
+  // False when the backend declares it cannot serve the item (then `run`
+  // only says why): AgreeOnItems compares it across processes.
+  bool declared = true;
 };
 
 // Every item, in the order every rank runs them (the same list on every
@@ -160,7 +163,20 @@ struct Item {
 // A layout the plugin declares it cannot serve (several ranks per process
 // on a one-rank-per-process library) makes every communicator item
 // unsupported, saying why, and no communicator is made.
+// `spare_device`: a device no rank uses (or host buffers), for the process
+// failure/peer_killed starts and kills.
 std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_size,
-                             int threads_per_process);
+                             int threads_per_process, bool spare_device);
+
+// A mixed job (processes on different device backends staged through one
+// transport) may declare different items: each process publishes which of
+// `items` its backend declares under `key` of `store`, and an item that any
+// process does not declare becomes unsupported on every process (naming the
+// first such process), so every rank runs the same items. A different list
+// of items is one std::runtime_error naming both processes' backends.
+// Returns each process's backend name, in process order.
+std::vector<std::string> AgreeOnItems(std::vector<Item>& items, rendezvous::Store& store,
+                                      const std::string& key, int process, int processes,
+                                      const std::string& backend_name);
 
 }  // namespace infini::conformance

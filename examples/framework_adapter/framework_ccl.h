@@ -119,4 +119,13 @@ class CclImpl {
 // ("gloo", "nccl", a path; empty: INFINI_CCL_BACKEND, else auto).
 std::unique_ptr<CclImpl> MakeInfiniCclImpl(std::string_view backend_spec = {});
 
+// A framework that keeps one implementation per device type (InfiniTrain
+// does) and picks one by a tensor's device: the implementation for tensors
+// of `dlpack_device_type` (DLPack's code, e.g. 1 for the host) when
+// `backend_spec` names a backend per device type, as PyTorch's
+// backend="cpu:gloo,cuda:nccl" does. Throws, in one line, for a type the
+// spec names no backend for.
+std::unique_ptr<CclImpl> MakeInfiniCclImplFor(std::string_view backend_spec,
+                                              int dlpack_device_type);
+
 }  // namespace framework

@@ -8,6 +8,7 @@
 
 #include "framework_ccl.h"
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/device_backends.h"
 
 namespace framework {
 namespace {
@@ -178,6 +179,12 @@ class InfiniCclImpl final : public CclImpl {
 
 std::unique_ptr<CclImpl> MakeInfiniCclImpl(std::string_view backend_spec) {
   return std::make_unique<InfiniCclImpl>(ccl::Backend::Load(backend_spec));
+}
+
+std::unique_ptr<CclImpl> MakeInfiniCclImplFor(std::string_view backend_spec,
+                                              int dlpack_device_type) {
+  const DLDevice device{static_cast<DLDeviceType>(dlpack_device_type), 0};
+  return std::make_unique<InfiniCclImpl>(ccl::DeviceBackends::Load(backend_spec).For(device));
 }
 
 }  // namespace framework

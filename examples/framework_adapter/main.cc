@@ -17,8 +17,17 @@
 //
 //   infini_run --ccl_backend=gloo --nproc_per_node=2 framework_adapter --nthread_per_process=2
 //
+// With a backend per device type (--ccl_backend or INFINI_CCL_BACKEND
+// "cpu:gloo,ext_dev:gloo+nccl", PyTorch's "cpu:gloo,cuda:nccl"), the
+// framework keeps one CclImpl per device type, as InfiniTrain does, and
+// runs the same checks with tensors on each type (--tensor_devices=cpu,...;
+// default: every type the spec names), each on its type's backend:
+//
+//   infini_run --ccl_backend=cpu:gloo,cuda:nccl --nproc_per_node=2 framework_adapter
+//
 // Exit status: 0 when every value is right, 1 on a wrong value or a failure,
 // 2 for a bad flag or variable.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -26,12 +35,14 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "framework_ccl.h"
 #include "infini/ccl/ccl.h"
+#include "infini/ccl/device_backends.h"
 #include "infini/parallel/unique_id_exchange.h"
 
 namespace {
@@ -50,6 +61,7 @@ struct Options {
   bool destroy_explicitly = false;
   size_t count = 1031;
   std::string backend;
+  std::vector<std::string> tensor_devices;  // DLPack type names; empty: the spec's
 };
 
 [[noreturn]] void BadInput(const std::string& message) {
@@ -83,10 +95,16 @@ Options ParseFlags(int argc, char** argv) {
       options.destroy_explicitly = value == "explicit";
     } else if (name == "--ccl_backend" && !value.empty()) {
       options.backend = value;
+    } else if (name == "--tensor_devices" && !value.empty()) {
+      for (size_t begin = 0; begin <= value.size();) {
+        const size_t end = std::min(value.find(',', begin), value.size());
+        options.tensor_devices.push_back(value.substr(begin, end - begin));
+        begin = end + 1;
+      }
     } else {
       BadInput("unknown flag or value '" + flag +
                "': expected --nthread_per_process=N, --count=N, --init=all|group, "
-               "--destroy=exit|explicit, --ccl_backend=NAME");
+               "--destroy=exit|explicit, --ccl_backend=NAME, --tensor_devices=TYPE,...");
     }
   }
   return options;
@@ -106,11 +124,12 @@ int EnvironmentInt(const char* name, int fallback, int minimum) {
 }
 
 // The framework's registry of communicators: a static that lives until the
-// process ends, as InfiniTrain's ProcessGroupFactory does.
+// process ends, as InfiniTrain's ProcessGroupFactory does; one group per
+// device type its tensors are on.
 struct ProcessGroup {
   std::vector<std::unique_ptr<CclComm>> comms;  // one per local rank
 };
-std::unique_ptr<ProcessGroup> g_world;
+std::vector<std::unique_ptr<ProcessGroup>> g_worlds;
 
 // What a rank found wrong; printed by its thread, counted by main.
 std::mutex g_print_mutex;
@@ -239,77 +258,133 @@ void CheckCollectives(const CclImpl& impl, const CclComm* comm, int rank, int wo
   if (status != CclStatus::kSuccess) Report(rank, "GetAsyncError is not kSuccess");
 }
 
+// Where this process is in the run, read as InfiniTrain reads it.
+struct Place {
+  int processes = 1;
+  int process = 0;
+  int local_process = 0;
+};
+
+// One world of `options.threads` ranks per process on `impl`, its tensors
+// in `backend`'s memory, every collective checked. `group`: the name its
+// unique id travels under. Returns false when a value was wrong.
+bool RunWorld(const Options& options, const Place& place, const CclImpl& impl,
+              const std::shared_ptr<const ccl::Backend>& backend, const std::string& group) {
+  const int threads = options.threads;
+  const int world = place.processes * threads;
+  std::vector<int> devices(static_cast<size_t>(threads));
+  // A backend whose ranks may share a device (a staged one) takes them
+  // round-robin over the devices there are.
+  const int shared = backend->capabilities().device_sharing() ? backend->DeviceCount() : 0;
+  for (int t = 0; t < threads; ++t) {
+    const int index = place.local_process * threads + t;
+    devices[static_cast<size_t>(t)] = shared > 0 ? index % shared : index;
+  }
+  g_worlds.push_back(std::make_unique<ProcessGroup>());
+  std::vector<CclComm*> comms(static_cast<size_t>(threads), nullptr);
+  if (options.init_all) {
+    impl.CommInitAll(comms.data(), threads, devices.data());
+  } else {
+    // The root process makes the id; the run's store carries it.
+    CclUniqueId* raw_id = nullptr;
+    impl.GetUniqueId(&raw_id);
+    std::unique_ptr<CclUniqueId> id(raw_id);
+    infini::parallel::UniqueIdExchange exchange;
+    if (place.process == 0) {
+      exchange.Publish(
+          group, ccl::UniqueId(std::string(static_cast<const char*>(id->Data()), id->Size())));
+    } else {
+      const ccl::UniqueId received = exchange.Receive(group);
+      id->Load(received.bytes().data(), received.size());
+    }
+    impl.GroupStart();
+    for (int t = 0; t < threads; ++t) {
+      backend->SetDevice(devices[static_cast<size_t>(t)]);  // the device guard
+      impl.CommInitRank(&comms[static_cast<size_t>(t)], world, *id, place.process * threads + t);
+    }
+    impl.GroupEnd();
+  }
+  for (CclComm* comm : comms) g_worlds.back()->comms.emplace_back(comm);
+
+  const int failures_before = g_failures;
+  std::vector<std::thread> ranks;
+  for (int t = 0; t < threads; ++t) {
+    ranks.emplace_back([&, t] {
+      const int rank = place.process * threads + t;
+      try {
+        backend->SetDevice(devices[static_cast<size_t>(t)]);
+        CheckCollectives(impl, comms[static_cast<size_t>(t)], rank, world, options.count, backend);
+      } catch (const std::exception& error) {
+        Report(rank, error.what());
+      }
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  if (options.destroy_explicitly) {
+    for (CclComm* comm : comms) impl.CommDestroy(comm);
+  }
+  // Otherwise g_worlds keeps the communicators until static destruction.
+  return g_failures == failures_before;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options options = ParseFlags(argc, argv);
-  const int processes = EnvironmentInt("PROC_WORLD_SIZE", 1, 1);
-  const int process = EnvironmentInt("GLOBAL_PROC_RANK", 0, 0);
-  const int local_process = EnvironmentInt("LOCAL_PROC_RANK", 0, 0);
-  if (process >= processes) BadInput("GLOBAL_PROC_RANK must be below PROC_WORLD_SIZE");
-  if (options.init_all && processes > 1) {
-    BadInput("--init=all: CommInitAll makes every rank in one process, but PROC_WORLD_SIZE='" +
-             std::to_string(processes) + "'; use --init=group");
+  Place place;
+  place.processes = EnvironmentInt("PROC_WORLD_SIZE", 1, 1);
+  place.process = EnvironmentInt("GLOBAL_PROC_RANK", 0, 0);
+  place.local_process = EnvironmentInt("LOCAL_PROC_RANK", 0, 0);
+  if (place.process >= place.processes) {
+    BadInput("GLOBAL_PROC_RANK must be below PROC_WORLD_SIZE");
   }
-  const int threads = options.threads;
-  const int world = processes * threads;
+  if (options.init_all && place.processes > 1) {
+    BadInput("--init=all: CommInitAll makes every rank in one process, but PROC_WORLD_SIZE='" +
+             std::to_string(place.processes) + "'; use --init=group");
+  }
+  const int world = place.processes * options.threads;
+  const char* init = options.init_all ? "CommInitAll" : "GroupStart/CommInitRank/GroupEnd";
   try {
-    std::unique_ptr<CclImpl> impl = framework::MakeInfiniCclImpl(options.backend);
-    const auto backend = ccl::Backend::Load(options.backend);  // the same, for memory
-    std::vector<int> devices(static_cast<size_t>(threads));
-    for (int t = 0; t < threads; ++t) devices[static_cast<size_t>(t)] = local_process * threads + t;
-
-    g_world = std::make_unique<ProcessGroup>();
-    std::vector<CclComm*> comms(static_cast<size_t>(threads), nullptr);
-    if (options.init_all) {
-      impl->CommInitAll(comms.data(), threads, devices.data());
-    } else {
-      // The root process makes the id; the run's store carries it.
-      CclUniqueId* raw_id = nullptr;
-      impl->GetUniqueId(&raw_id);
-      std::unique_ptr<CclUniqueId> id(raw_id);
-      infini::parallel::UniqueIdExchange exchange;
-      if (process == 0) {
-        exchange.Publish(
-            "world", ccl::UniqueId(std::string(static_cast<const char*>(id->Data()), id->Size())));
-      } else {
-        const ccl::UniqueId received = exchange.Receive("world");
-        id->Load(received.bytes().data(), received.size());
+    const char* from_environment = std::getenv("INFINI_CCL_BACKEND");
+    const std::string spec = !options.backend.empty()      ? options.backend
+                             : from_environment != nullptr ? from_environment
+                                                           : "";
+    if (!ccl::IsDeviceBackendList(spec) && options.tensor_devices.empty()) {
+      // One backend: the framework's single implementation.
+      std::unique_ptr<CclImpl> impl = framework::MakeInfiniCclImpl(options.backend);
+      const auto backend = ccl::Backend::Load(options.backend);  // the same, for memory
+      if (!RunWorld(options, place, *impl, backend, "world")) return 1;
+      if (place.process == 0) {
+        std::printf(
+            "framework_adapter: %d ranks (%d processes x %d threads), backend %s, %s: "
+            "all collectives correct\n",
+            world, place.processes, options.threads, backend->info().name.c_str(), init);
       }
-      impl->GroupStart();
-      for (int t = 0; t < threads; ++t) {
-        backend->SetDevice(devices[static_cast<size_t>(t)]);  // the device guard
-        impl->CommInitRank(&comms[static_cast<size_t>(t)], world, *id, process * threads + t);
+      return 0;
+    }
+    // One implementation per device type; each tensor's type picks it.
+    const ccl::DeviceBackends backends = ccl::DeviceBackends::Load(spec);
+    std::vector<DLDeviceType> types;
+    for (const std::string& name : options.tensor_devices) {
+      const std::optional<DLDeviceType> type = ccl::DeviceTypeFromName(name);
+      if (!type) BadInput("--tensor_devices: '" + name + "' is not a DLPack device type name");
+      types.push_back(*type);
+    }
+    if (types.empty()) {
+      for (const auto& entry : backends.entries()) types.push_back(entry.first);
+    }
+    for (DLDeviceType type : types) {
+      const std::string type_name = ccl::DeviceTypeName(type);
+      std::unique_ptr<CclImpl> impl = framework::MakeInfiniCclImplFor(spec, type);
+      const auto& backend = backends.For(DLDevice{type, 0});  // the same, for memory
+      if (!RunWorld(options, place, *impl, backend, "world_" + type_name)) return 1;
+      if (place.process == 0) {
+        std::printf(
+            "framework_adapter: %d ranks (%d processes x %d threads), tensors on %s, backend "
+            "%s, %s: all collectives correct\n",
+            world, place.processes, options.threads, type_name.c_str(),
+            backend->info().name.c_str(), init);
       }
-      impl->GroupEnd();
-    }
-    for (CclComm* comm : comms) g_world->comms.emplace_back(comm);
-
-    std::vector<std::thread> ranks;
-    for (int t = 0; t < threads; ++t) {
-      ranks.emplace_back([&, t] {
-        const int rank = process * threads + t;
-        try {
-          backend->SetDevice(devices[static_cast<size_t>(t)]);
-          CheckCollectives(*impl, comms[static_cast<size_t>(t)], rank, world, options.count,
-                           backend);
-        } catch (const std::exception& error) {
-          Report(rank, error.what());
-        }
-      });
-    }
-    for (std::thread& rank : ranks) rank.join();
-    if (options.destroy_explicitly) {
-      for (CclComm* comm : comms) impl->CommDestroy(comm);
-    }
-    // Otherwise g_world keeps the communicators until static destruction.
-    if (g_failures > 0) return 1;
-    if (process == 0) {
-      std::printf(
-          "framework_adapter: %d ranks (%d processes x %d threads), backend %s, %s: "
-          "all collectives correct\n",
-          world, processes, threads, backend->info().name.c_str(),
-          options.init_all ? "CommInitAll" : "GroupStart/CommInitRank/GroupEnd");
     }
     return 0;
   } catch (const std::exception& error) {

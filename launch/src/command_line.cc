@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "flag_definitions.h"
+#include "infini/common/device_backend_choice.h"
 #include "infini/common/launch_env.h"
 #include "infini/common/usage.h"
 #include "infini/launch/options.h"
@@ -363,6 +364,15 @@ void CheckBackendName(const std::string& ccl_backend) {
   }
 }
 
+static device_backend::Choice ParseDeviceBackend(const std::string& text) {
+  try {
+    return device_backend::Parse(text);
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(Quoted("device_backend", text) + " (" + env::kDeviceBackend +
+                     "): " + error.what());
+  }
+}
+
 void CheckAgainstProcessCount(const LaunchOptions& options) {
   const long long world_size = static_cast<long long>(options.nnodes) * options.processes_per_node;
   if (world_size > INT_MAX) {
@@ -377,6 +387,16 @@ void CheckAgainstProcessCount(const LaunchOptions& options) {
         throw UsageError("--" + std::string(selection == &options.tee ? "tee" : "redirects") +
                          " names local rank " + std::to_string(local_rank) +
                          ", expected ranks below --nproc_per_node=" +
+                         std::to_string(options.processes_per_node));
+      }
+    }
+  }
+  // Inherited, or from --device_backend (then checked when parsed).
+  if (const char* device = getenv(env::kDeviceBackend); device != nullptr && *device != '\0') {
+    for (const auto& [local_rank, name] : ParseDeviceBackend(device).by_rank) {
+      if (local_rank >= options.processes_per_node) {
+        throw UsageError(Quoted("device_backend", device) + " names local rank " +
+                         std::to_string(local_rank) + ", expected ranks below --nproc_per_node=" +
                          std::to_string(options.processes_per_node));
       }
     }
@@ -475,10 +495,7 @@ bool ParseFlagValues(const FlagValues& flag, LaunchOptions* options) {
   CheckBackendName(options->ccl_backend);
   // Inherited by the ranks and by the ccl_info this launcher asks.
   if (const std::string& device = flag["device_backend"]; !device.empty()) {
-    if (device.find_first_of(" \t\n=") != std::string::npos) {
-      throw UsageError(Quoted("device_backend", device) +
-                       ": expected a device backend's name (nccl) or a plugin path");
-    }
+    ParseDeviceBackend(device);
     setenv(env::kDeviceBackend, device.c_str(), 1);
   }
 

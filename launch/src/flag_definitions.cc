@@ -72,11 +72,14 @@ constexpr FlagDefinition kFlags[] = {
      "--standalone"},
     {"ccl_backend", false, "",
      "Collective backend exported to the ranks as INFINI_CCL_BACKEND (default: "
-     "$INFINI_CCL_BACKEND, else 'auto'). Example: --ccl_backend=nccl"},
+     "$INFINI_CCL_BACKEND, else 'auto'); TRANSPORT+DEVICE stages (gloo+nccl); one per device "
+     "type, the tensor's device choosing (PyTorch's spelling): cpu:gloo,cuda:nccl. Example: "
+     "--ccl_backend=nccl"},
     {"device_backend", false, "",
      "Stage the host backend's collectives through this device backend's buffers and streams "
-     "(INFINI_CCL_DEVICE_BACKEND): several ranks may share a device. Example: "
-     "--ccl_backend=gloo --device_backend=nccl"},
+     "(INFINI_CCL_DEVICE_BACKEND): several ranks may share a device. Per local rank, for a "
+     "job of mixed devices: LOCAL_RANK:NAME entries, 'none' for a rank on host buffers. "
+     "Example: --ccl_backend=gloo --device_backend=nccl, or --device_backend=nccl,3:none"},
     {"max_restarts", false, nullptr,
      "Restart every rank of every node up to this many times after a failure "
      "(TORCHELASTIC_RESTART_COUNT counts them). Example: --max_restarts=3"},

@@ -4,10 +4,13 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "group_creation.h"
 #include "group_environment.h"
+#include "infini/ccl/device_backends.h"
 #include "infini/ccl/trace.h"
 #include "infini/common/launch_env.h"
 #include "infini/common/one_line.h"
@@ -141,6 +144,28 @@ Context::~Context() = default;
 
 std::string Context::key_namespace() const { return internal::KeyNamespace(settings_); }
 
+namespace {
+
+// The entries of a backend list (cpu:gloo,cuda:nccl) other than the one
+// Backend::Load chose; in-place recovery rebuilds one communicator per group,
+// so a list is refused with --on_failure=shrink.
+std::optional<ccl::DeviceBackends> LoadDeviceBackendList(const std::string& spec_option,
+                                                         const RuntimeSettings& settings) {
+  const char* from_environment = std::getenv(env::kBackend);
+  const std::string spec = !spec_option.empty()          ? spec_option
+                           : from_environment != nullptr ? from_environment
+                                                         : "";
+  if (!ccl::IsDeviceBackendList(spec)) return std::nullopt;
+  if (settings.shrink_on_failure) {
+    throw ParallelConfigError(std::string(env::kBackend) + "='" + spec +
+                              "': a backend per device type is not recovered in place; "
+                              "expected one backend with --on_failure=shrink");
+  }
+  return ccl::DeviceBackends::Load(spec);
+}
+
+}  // namespace
+
 std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   const Environment environment = options.environment ? *options.environment : CurrentEnvironment();
   const ProcessTopology topology = ReadProcessTopology(environment);
@@ -168,6 +193,12 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   try {
     context->backend_ = ccl::Backend::Load(options.backend);
     const auto& backend = context->backend_;
+    if (auto list = LoadDeviceBackendList(options.backend, settings)) {
+      context->backend_spec_ = list->spec();
+      for (const auto& entry : list->entries()) {
+        if (entry.second != backend) context->other_backends_.push_back(entry);
+      }
+    }
     if (options.threads_per_process > 1 && backend->capabilities().one_rank_per_process()) {
       throw ParallelConfigError(
           "--nthread_per_process=" + std::to_string(options.threads_per_process) + ": backend '" +
@@ -232,6 +263,17 @@ std::shared_ptr<rendezvous::Store> Context::ConnectStore() const {
                                    key_namespace(), settings_);
 }
 
+const std::shared_ptr<const ccl::Backend>& Context::BackendFor(DLDevice device) const {
+  if (device.device_type == backend_->info().device_type) return backend_;
+  for (const auto& [type, backend] : other_backends_) {
+    if (type == device.device_type) return backend;
+  }
+  throw ccl::Error(infiniCclInvalidArgument,
+                   "no backend for tensors on " + ccl::DeviceTypeName(device.device_type) +
+                       " in INFINI_CCL_BACKEND='" +
+                       (backend_spec_.empty() ? backend_->info().name : backend_spec_) + "'");
+}
+
 std::unique_ptr<ProcessGroup> Context::NewGroup(const std::string& name,
                                                 std::vector<int> global_ranks) {
   // What the group may see of this rank: copies and shared handles, so that
@@ -254,8 +296,21 @@ std::unique_ptr<ProcessGroup> Context::NewGroup(const std::string& name,
       .registry = groups_,
       .world_generation = world_generation_,
   };
-  return std::make_unique<ProcessGroup>(
+  // Made in the list's order on every member, so their inits meet.
+  std::vector<std::unique_ptr<ProcessGroup>> device_groups;
+  for (const auto& [type, backend] : other_backends_) {
+    internal::GroupEnvironment other = environment;
+    other.backend = backend;
+    other.device_index = type == kDLCPU ? 0 : device_index_;
+    device_groups.push_back(std::make_unique<ProcessGroup>(internal::CreateGroup(
+        std::move(other), name + "_" + ccl::DeviceTypeName(type), global_ranks)));
+  }
+  auto group = std::make_unique<ProcessGroup>(
       internal::CreateGroup(std::move(environment), name, std::move(global_ranks)));
+  for (size_t i = 0; i < device_groups.size(); ++i) {
+    group->AddDeviceGroup(other_backends_[i].first, std::move(device_groups[i]));
+  }
+  return group;
 }
 
 namespace {

@@ -344,11 +344,14 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
       Fail(Quoted(environment, "INFINI_CCL_DEBUG") + ": expected OFF, INFO or DETAIL");
     }
   }
-  // A staged backend (INFINI_CCL_DEVICE_BACKEND) makes no device communicator,
-  // so its ranks may always share a device.
+  // A staged backend (INFINI_CCL_DEVICE_BACKEND, or TRANSPORT+DEVICE in
+  // INFINI_CCL_BACKEND) makes no device communicator, so its ranks may
+  // always share a device.
   const auto device_backend = Get(environment, env::kDeviceBackend);
+  const auto backend = Get(environment, env::kBackend);
   settings.allow_device_sharing = ReadFlag(environment, "INFINI_CCL_ALLOW_DEVICE_SHARING") ||
-                                  (device_backend && !device_backend->empty());
+                                  (device_backend && !device_backend->empty()) ||
+                                  (backend && backend->find('+') != std::string::npos);
   settings.devices_isolated = ReadFlag(environment, env::kDevicesIsolated);
   if (auto log_dir = Get(environment, "INFINI_CCL_LOG_DIR")) settings.log_dir = *log_dir;
   if (auto mode = Get(environment, env::kOnFailure)) {

@@ -12,6 +12,7 @@
 #include "flight_recorder.h"
 #include "group_state.h"
 #include "infini/ccl/collectives.h"
+#include "infini/ccl/device_backends.h"
 #include "infini/ccl/dtype.h"
 #include "infini/ccl/trace.h"
 #include "infini/common/launch_env.h"
@@ -229,6 +230,10 @@ int ProcessGroup::GlobalRankOf(int group_rank) const {
 std::shared_ptr<Work> ProcessGroup::AllReduceAsync(const DLTensor& send, const DLTensor& recv,
                                                    ccl::ReduceOp op,
                                                    const ccl::Stream& compute_stream) {
+  if (ProcessGroup* other = Route(send, ccl::CollectiveName(ccl::Collective::kAllReduce));
+      other != this) {
+    return other->AllReduceAsync(send, recv, op);
+  }
   return Run(
       *state_, ccl::CollectiveName(ccl::Collective::kAllReduce), PayloadOf(send),
       [&](std::string_view name) { return Signature(name, send, OpText(op)); }, compute_stream,
@@ -237,6 +242,10 @@ std::shared_ptr<Work> ProcessGroup::AllReduceAsync(const DLTensor& send, const D
 
 std::shared_ptr<Work> ProcessGroup::BroadcastAsync(const DLTensor& send, const DLTensor& recv,
                                                    int root, const ccl::Stream& compute_stream) {
+  if (ProcessGroup* other = Route(recv, ccl::CollectiveName(ccl::Collective::kBroadcast));
+      other != this) {
+    return other->BroadcastAsync(send, recv, root);
+  }
   return Run(
       *state_, ccl::CollectiveName(ccl::Collective::kBroadcast), PayloadOf(recv),
       [&](std::string_view name) { return Signature(name, recv, RootText(root)); }, compute_stream,
@@ -246,6 +255,10 @@ std::shared_ptr<Work> ProcessGroup::BroadcastAsync(const DLTensor& send, const D
 std::shared_ptr<Work> ProcessGroup::ReduceAsync(const DLTensor& send, const DLTensor& recv,
                                                 ccl::ReduceOp op, int root,
                                                 const ccl::Stream& compute_stream) {
+  if (ProcessGroup* other = Route(send, ccl::CollectiveName(ccl::Collective::kReduce));
+      other != this) {
+    return other->ReduceAsync(send, recv, op, root);
+  }
   return Run(
       *state_, ccl::CollectiveName(ccl::Collective::kReduce), PayloadOf(send),
       [&](std::string_view name) { return Signature(name, send, OpText(op) + RootText(root)); },
@@ -255,6 +268,10 @@ std::shared_ptr<Work> ProcessGroup::ReduceAsync(const DLTensor& send, const DLTe
 
 std::shared_ptr<Work> ProcessGroup::AllGatherAsync(const DLTensor& send, const DLTensor& recv,
                                                    const ccl::Stream& compute_stream) {
+  if (ProcessGroup* other = Route(send, ccl::CollectiveName(ccl::Collective::kAllGather));
+      other != this) {
+    return other->AllGatherAsync(send, recv);
+  }
   return Run(
       *state_, ccl::CollectiveName(ccl::Collective::kAllGather), PayloadOf(send),
       [&](std::string_view name) { return Signature(name, send, ""); }, compute_stream,
@@ -264,6 +281,10 @@ std::shared_ptr<Work> ProcessGroup::AllGatherAsync(const DLTensor& send, const D
 std::shared_ptr<Work> ProcessGroup::ReduceScatterAsync(const DLTensor& send, const DLTensor& recv,
                                                        ccl::ReduceOp op,
                                                        const ccl::Stream& compute_stream) {
+  if (ProcessGroup* other = Route(send, ccl::CollectiveName(ccl::Collective::kReduceScatter));
+      other != this) {
+    return other->ReduceScatterAsync(send, recv, op);
+  }
   return Run(
       *state_, ccl::CollectiveName(ccl::Collective::kReduceScatter), PayloadOf(send),
       [&](std::string_view name) { return Signature(name, recv, OpText(op)); }, compute_stream,
@@ -273,6 +294,10 @@ std::shared_ptr<Work> ProcessGroup::ReduceScatterAsync(const DLTensor& send, con
 // Point-to-point calls involve two ranks, not the group: no signature check.
 std::shared_ptr<Work> ProcessGroup::SendAsync(const DLTensor& send, int peer,
                                               const ccl::Stream& compute_stream) {
+  if (ProcessGroup* other = Route(send, ccl::CollectiveName(ccl::Collective::kSend));
+      other != this) {
+    return other->SendAsync(send, peer);
+  }
   return Run(*state_, ccl::CollectiveName(ccl::Collective::kSend), PayloadOf(send), nullptr,
              compute_stream,
              [&](const ccl::Stream& stream) { state_->comm.Send(send, peer, stream); });
@@ -280,6 +305,10 @@ std::shared_ptr<Work> ProcessGroup::SendAsync(const DLTensor& send, int peer,
 
 std::shared_ptr<Work> ProcessGroup::RecvAsync(const DLTensor& recv, int peer,
                                               const ccl::Stream& compute_stream) {
+  if (ProcessGroup* other = Route(recv, ccl::CollectiveName(ccl::Collective::kRecv));
+      other != this) {
+    return other->RecvAsync(recv, peer);
+  }
   return Run(*state_, ccl::CollectiveName(ccl::Collective::kRecv), PayloadOf(recv), nullptr,
              compute_stream,
              [&](const ccl::Stream& stream) { state_->comm.Recv(recv, peer, stream); });
@@ -288,6 +317,9 @@ std::shared_ptr<Work> ProcessGroup::RecvAsync(const DLTensor& recv, int peer,
 std::shared_ptr<Work> ProcessGroup::SendRecvAsync(const DLTensor& send, int send_peer,
                                                   const DLTensor& recv, int recv_peer,
                                                   const ccl::Stream& compute_stream) {
+  if (ProcessGroup* other = Route(send, internal::kSendRecvOp); other != this) {
+    return other->SendRecvAsync(send, send_peer, recv, recv_peer);
+  }
   Payload payload = PayloadOf(send);
   payload.bytes += PayloadOf(recv).bytes;
   return Run(*state_, internal::kSendRecvOp, payload, nullptr, compute_stream,
@@ -368,7 +400,30 @@ void ProcessGroup::SendRecv(const DLTensor& send, int send_peer, const DLTensor&
 }
 void ProcessGroup::Barrier() { WaitTraced(*state_, *BarrierAsync()); }
 
-void ProcessGroup::Abort() { state_->AbortOnce("ProcessGroup::Abort"); }
+void ProcessGroup::Abort() {
+  state_->AbortOnce("ProcessGroup::Abort");
+  for (auto& [type, group] : device_groups_) group->Abort();
+}
+
+void ProcessGroup::AddDeviceGroup(DLDeviceType device_type, std::unique_ptr<ProcessGroup> group) {
+  device_groups_.emplace_back(device_type, std::move(group));
+}
+
+ProcessGroup* ProcessGroup::Route(const DLTensor& tensor, std::string_view op) {
+  const DLDeviceType type = tensor.device.device_type;
+  if (device_groups_.empty() || type == state_->environment.backend->info().device_type) {
+    return this;
+  }
+  std::string served = ccl::DeviceTypeName(state_->environment.backend->info().device_type);
+  for (auto& [device_type, group] : device_groups_) {
+    if (device_type == type) return group.get();
+    served += ", " + ccl::DeviceTypeName(device_type);
+  }
+  throw ParallelUsageError(std::string(op) + " on process group '" + state_->name +
+                           "': no backend for tensors on " + ccl::DeviceTypeName(type) +
+                           " (the group serves " + served +
+                           "): expected a TYPE:BACKEND entry for it in INFINI_CCL_BACKEND");
+}
 
 GroupBufferRegistration ProcessGroup::RegisterBuffer(void* data, size_t bytes) {
   std::lock_guard<std::mutex> lock(state_->abort_mutex);

@@ -10,11 +10,19 @@
 // refuse: it is a --device_backend, never a --ccl_backend.
 //
 // ARENA_DEVICE_COUNT (default 1) devices share one arena of
-// ARENA_BYTES (default 1 GiB, reserved lazily).
+// ARENA_BYTES (default 1 GiB, reserved lazily). With ARENA_COUNT_COPIES=1
+// the process prints "<name>: N copies" on stderr at exit, so a test can
+// tell which device a collective's bytes went through.
+//
+// Built twice: "arena", and with ARENA_SECOND_DEVICE "arenab", another
+// vendor's device for mixed jobs: its own addresses (a pointer of one is
+// never valid in the other) and 64-byte instead of 256-byte allocations.
 #include <sys/mman.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -28,14 +36,36 @@
 
 namespace {
 
+#ifdef ARENA_SECOND_DEVICE
+constexpr const char* kName = "arenab";
+constexpr const char* kVersion = "arenab test device 1";
+constexpr uintptr_t kBase = uintptr_t{0x5000} << 48;  // non-canonical: never host memory
+constexpr size_t kAlignment = 64;
+#else
+constexpr const char* kName = "arena";
+constexpr const char* kVersion = "arena test device 1";
 constexpr uintptr_t kBase = uintptr_t{0x4000} << 48;  // non-canonical: never host memory
+constexpr size_t kAlignment = 256;
+#endif
+
+// Copies that moved bytes to or from this device (ARENA_COUNT_COPIES).
+struct CopyCounter {
+  std::atomic<uint64_t> copies{0};
+  ~CopyCounter() {
+    const char* wanted = std::getenv("ARENA_COUNT_COPIES");
+    if (wanted != nullptr && std::string(wanted) == "1") {
+      std::fprintf(stderr, "%s: %llu copies\n", kName,
+                   static_cast<unsigned long long>(copies.load()));
+    }
+  }
+} g_copy_counter;
 
 thread_local std::string t_error;
 thread_local int t_device = 0;
 std::recursive_mutex g_mutex;  // one lock for the arena, streams and events
 
 infiniCclResult_t Fail(infiniCclResult_t result, std::string message) {
-  t_error = "arena: " + std::move(message);
+  t_error = std::string(kName) + ": " + std::move(message);
   return result;
 }
 
@@ -115,7 +145,7 @@ struct Event {
 };
 
 infiniCclResult_t GetVersion(const char** version) {
-  *version = "arena test device 1";
+  *version = kVersion;
   return infiniCclSuccess;
 }
 const char* GetErrorString(infiniCclResult_t) { return "arena test device error"; }
@@ -148,11 +178,11 @@ infiniCclResult_t MemAlloc(void** pointer, size_t bytes) {
   if (bytes == 0) return infiniCclSuccess;
   Arena& arena = GetArena();
   if (arena.memory == nullptr) return Fail(infiniCclSystemError, "mem_alloc: no arena");
-  const size_t rounded = (bytes + 255) / 256 * 256;
-  size_t offset = 256;  // 0 stays unused, so no buffer sits at the base
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  size_t offset = kAlignment;  // 0 stays unused, so no buffer sits at the base
   for (const auto& [start, size] : arena.used) {
     if (start >= offset + rounded) break;
-    offset = std::max(offset, (start + size + 255) / 256 * 256);
+    offset = std::max(offset, (start + size + kAlignment - 1) / kAlignment * kAlignment);
   }
   if (offset + rounded > arena.bytes) {
     return Fail(infiniCclSystemError, "mem_alloc: " + std::to_string(bytes) +
@@ -181,6 +211,7 @@ infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCc
       kind == infiniCclMemcpyDeviceToHost || kind == infiniCclMemcpyDeviceToDevice;
   const bool device_dst =
       kind == infiniCclMemcpyHostToDevice || kind == infiniCclMemcpyDeviceToDevice;
+  if (bytes > 0) ++g_copy_counter.copies;
   // Each side must be what `kind` says: a host pointer named as device
   // memory (or the reverse) is the caller's bug, refused here.
   if (bytes > 0 && (IsDevice(src) != device_src || IsDevice(dst) != device_dst ||
@@ -324,7 +355,7 @@ infiniCclResult_t RecvEntry(void*, size_t, DLDataType, int, infiniCclComm_t, inf
 INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .struct_size = sizeof(infiniCclPlugin_v2_t),
     .abi_version = INFINI_CCL_PLUGIN_ABI_VERSION_V2,
-    .name = "arena",
+    .name = kName,
     .get_version = GetVersion,
     .get_error_string = GetErrorString,
     .get_last_error = GetLastError,
@@ -332,7 +363,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .supports = Supports,
     .device_type = kDLExtDev,
     .device_vendor = "test",
-    .device_kind = "arena",
+    .device_kind = kName,
     .visible_devices_env = nullptr,
     .get_device_count = GetDeviceCount,
     .set_device = SetDevice,

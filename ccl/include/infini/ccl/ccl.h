@@ -444,7 +444,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // beside the executable, then the system path), a path containing '/', or
   // "auto" (the first installed accelerator plugin that sees a device, else
   // gloo). An empty spec means INFINI_CCL_BACKEND, or "auto" when that is
-  // unset.
+  // unset. TRANSPORT+DEVICE ("gloo+nccl") is a host transport staged
+  // through a device plugin (as INFINI_CCL_DEVICE_BACKEND stages a plain
+  // name); a list of TYPE:BACKEND entries ("cpu:gloo,cuda:nccl",
+  // device_backends.h) loads each and returns the accelerator's.
   //
   // A plugin with an init entry gets, once, before any other call, the
   // vendor options meant for it: `options` (of the first Load of that

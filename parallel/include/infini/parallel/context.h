@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "infini/ccl/ccl.h"
@@ -80,6 +81,11 @@ class Context : public std::enable_shared_from_this<Context> {
   const Rank& rank() const { return rank_; }
   const RuntimeSettings& settings() const { return settings_; }
   const std::shared_ptr<const ccl::Backend>& backend() const { return backend_; }
+  // With a backend per device type (INFINI_CCL_BACKEND=cpu:gloo,cuda:nccl):
+  // backend() is the accelerator's, and this the one of `device`'s type
+  // (its groups route each call there). Throws ccl::Error naming the type
+  // when the list has none for it.
+  const std::shared_ptr<const ccl::Backend>& BackendFor(DLDevice device) const;
   int device_index() const { return device_index_; }
   // Whether this rank shares its device with another rank of the node
   // (INFINI_CCL_ALLOW_DEVICE_SHARING=1 and more ranks than devices).
@@ -153,6 +159,9 @@ class Context : public std::enable_shared_from_this<Context> {
   Rank rank_;
   RuntimeSettings settings_;
   std::shared_ptr<const ccl::Backend> backend_;
+  // The other entries of a backend list, by device type (empty for one backend).
+  std::vector<std::pair<DLDeviceType, std::shared_ptr<const ccl::Backend>>> other_backends_;
+  std::string backend_spec_;  // the list, for messages
   int device_index_ = 0;
   bool shares_device_ = false;
   std::shared_ptr<void> hosted_server_;  // keeps a hosted store alive

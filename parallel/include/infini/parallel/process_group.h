@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "infini/ccl/ccl.h"
@@ -108,6 +110,14 @@ class ProcessGroup {
   // Stops outstanding work; the group is unusable afterwards.
   void Abort();
 
+  // A group of the same members on another backend, for tensors of
+  // `device_type` (Context::NewGroup adds one per other entry of a
+  // cpu:gloo,cuda:nccl backend list). Each call then goes to the group of its
+  // tensor's device type (the first tensor's; Barrier to this group's), with
+  // the other group's default stream; a tensor of a type no group serves is
+  // one ParallelUsageError.
+  void AddDeviceGroup(DLDeviceType device_type, std::unique_ptr<ProcessGroup> group);
+
   // Registers `bytes` bytes at `data` (memory of backend()'s device) with
   // the group's communicator (ncclCommRegister), so collectives on it may
   // skip the backend's staging copies; again with every communicator that
@@ -120,7 +130,11 @@ class ProcessGroup {
   GroupBufferRegistration RegisterBuffer(void* data, size_t bytes);
 
  private:
+  // This group, or the device group of `tensor`'s type; throws when none is.
+  ProcessGroup* Route(const DLTensor& tensor, std::string_view op);
+
   std::unique_ptr<internal::GroupState> state_;
+  std::vector<std::pair<DLDeviceType, std::unique_ptr<ProcessGroup>>> device_groups_;
 };
 
 }  // namespace infini::parallel
