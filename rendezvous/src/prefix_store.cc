@@ -7,6 +7,16 @@
 
 namespace infini::rendezvous {
 
+void Store::SetOnClose(const std::string& key, const std::string& /*value*/) {
+  throw StoreError("this store has no on-close keys (the TCP store has them): cannot register '" +
+                   OneLine(key) + "'");
+}
+
+void Store::CancelOnClose(const std::string& key) {
+  throw StoreError("this store has no on-close keys (the TCP store has them): cannot cancel '" +
+                   OneLine(key) + "'");
+}
+
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
     : prefix_(std::move(prefix)), inner_(std::move(inner)) {
   if (inner_ == nullptr)
@@ -42,6 +52,12 @@ bool PrefixStore::Check(const std::vector<std::string>& keys) {
 void PrefixStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   inner_->Wait(PrefixedAll(keys), timeout);
 }
+
+void PrefixStore::SetOnClose(const std::string& key, const std::string& value) {
+  inner_->SetOnClose(Prefixed(key), value);
+}
+
+void PrefixStore::CancelOnClose(const std::string& key) { inner_->CancelOnClose(Prefixed(key)); }
 
 std::vector<std::string> PrefixStore::PrefixedAll(const std::vector<std::string>& keys) const {
   std::vector<std::string> prefixed;

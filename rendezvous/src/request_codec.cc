@@ -57,7 +57,12 @@ std::string DecodeFields(MessageType type, BodyReader& reader, const RequestLimi
       }
       return "";
     case MessageType::kDelete:
+    case MessageType::kCancelOnClose:
       return ReadOneKey(reader, &request->keys);
+    case MessageType::kSetOnClose:
+      if (!(error = ReadOneKey(reader, &request->keys)).empty()) return error;
+      if (!reader.Str(&request->value)) return "truncated value";
+      return "";
     case MessageType::kCheck:
       return ReadKeys(reader, limits, &request->keys);
     case MessageType::kWait:
@@ -138,6 +143,7 @@ std::string EncodeRequest(const Request& request) {
   };
   switch (request.type) {
     case MessageType::kSet:
+    case MessageType::kSetOnClose:
       frame.Str(key).Str(request.value);
       break;
     case MessageType::kGet:
@@ -148,6 +154,7 @@ std::string EncodeRequest(const Request& request) {
       frame.Str(key).Str(request.expected).Str(request.value);
       break;
     case MessageType::kDelete:
+    case MessageType::kCancelOnClose:
       frame.Str(key);
       break;
     case MessageType::kCheck:

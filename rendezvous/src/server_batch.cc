@@ -25,6 +25,12 @@ void TcpStoreServerImpl::HandleBatch(Connection* connection, std::string_view bo
     return;
   }
   for (wire::TaggedRequest& tagged : requests) {
+    if (IsOnCloseRequest(tagged.request)) {
+      // The connection's, answered at once (a relay's registrations).
+      OweBatchReply(connection);
+      connection->batch_replies.Add(tagged.tag, RegisterOnClose(connection, tagged.request));
+      continue;
+    }
     const ClientId id = ++last_client_id_;
     batch_entries_[id] = {.connection = connection->id, .tag = tagged.tag};
     connection->batch_waiters.insert(id);

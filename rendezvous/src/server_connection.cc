@@ -164,6 +164,10 @@ void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view 
     Refuse(connection, error);
     return;
   }
+  if (IsOnCloseRequest(request)) {
+    HandleOnClose(connection, request);
+    return;
+  }
   if (relay_ && RelayRequest(connection, request)) return;
   connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
 }
@@ -394,6 +398,7 @@ void TcpStoreServerImpl::Close(Connection* connection) {
   strangers_.Remove(connection->id);
   table_.Forget(connection->id);
   ForgetBatches(connection);
+  FireOnClose(connection);
   connection->input.Clear();
   CountInput(connection);
   connections_.erase(connection->id);

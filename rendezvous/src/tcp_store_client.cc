@@ -17,6 +17,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -222,6 +223,25 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     Expect(reply, MessageType::kOk, doing);
   }
 
+  void SetOnClose(const std::string& key, const std::string& value) override {
+    const std::string doing = "registering on-close key '" + OneLine(key) + "'";
+    const std::string reply =
+        Call(FrameWriter(MessageType::kSetOnClose).Str(key).Str(value).Finish(), DefaultDeadline(),
+             doing);
+    Expect(reply, MessageType::kOk, doing);
+    std::lock_guard lock(mutex_);
+    on_close_keys_.insert(key);
+  }
+
+  void CancelOnClose(const std::string& key) override {
+    const std::string doing = "cancelling on-close key '" + OneLine(key) + "'";
+    const std::string reply =
+        Call(FrameWriter(MessageType::kCancelOnClose).Str(key).Finish(), DefaultDeadline(), doing);
+    Expect(reply, MessageType::kOk, doing);
+    std::lock_guard lock(mutex_);
+    on_close_keys_.erase(key);
+  }
+
   int64_t NumKeys() override {
     const std::string reply =
         Call(FrameWriter(MessageType::kNumKeys).Finish(), DefaultDeadline(), "counting keys");
@@ -367,6 +387,12 @@ class TcpStoreClientImpl final : public TcpStoreClient {
       throw StoreError("store at " + endpoint_ + " cannot be used for " + doing +
                        ": an earlier call broke the connection (" + broken_ + ")");
     }
+    if (connection_->ClosedByPeer() && !on_close_keys_.empty()) {
+      // The server set them as it closed it (it never closes such a
+      // connection for idleness): a new connection would hide that.
+      Break("the store closed the connection, which set its on-close keys");
+      throw StoreError("store at " + endpoint_ + " cannot be used for " + doing + ": " + broken_);
+    }
     if (connection_->ClosedByPeer()) {
       // Closed while idle (the server's idle_timeout): nothing of ours was
       // lost, so a new connection may carry the request. A server that is
@@ -460,6 +486,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
   size_t max_keys_per_request_ = 0;
   uint32_t server_version_ = 0;
+  std::set<std::string> on_close_keys_;  // registered, not cancelled; guarded by mutex_
 };
 
 }  // namespace

@@ -371,7 +371,9 @@ void TcpStoreServerImpl::OnSweep(uv_timer_t* timer) {
     const Milliseconds quiet = now - connection->last_activity;
     const bool hello_late = !connection->hello.ready() && now - connection->accepted_at >= hello_ms;
     const bool idle = connection->hello.ready() && idle_ms > 0 && !connection->waiting &&
-                      connection->batch_waiters.empty() && !connection->queued && quiet >= idle_ms;
+                      connection->batch_waiters.empty() && !connection->queued &&
+                      connection->on_close.empty() &&  // its close would set them
+                      quiet >= idle_ms;
     const bool refusal_stuck = connection->refusing && quiet >= hello_ms;
     if (hello_late || idle || refusal_stuck) {
       expired.push_back(connection);

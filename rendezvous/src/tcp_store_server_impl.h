@@ -8,7 +8,8 @@
 //   server_connection.cc  one client's connection: reading, admission to the
 //                         budget, serving requests, writing, refusing, closing;
 //   server_batch.cc       version 4's batched requests, answered by tag;
-//   server_relay.cc       a relay's requests that go upstream (upstream_relay.h).
+//   server_relay.cc       a relay's requests that go upstream (upstream_relay.h);
+//   server_on_close.cc    keys set when their connection closes.
 // What knows no sockets is apart: KeyValueTable (keys, values, waiters),
 // ServerHandshake (the hello and the run token's challenge), Strangers and
 // DescriptorLimit (who is shed), request_codec (framing).
@@ -67,6 +68,8 @@ struct Connection {
   wire::BatchReplyWriter batch_replies;
   uint32_t batches_done = 0;      // handled, not yet told
   bool batch_reply_owed = false;  // in batch_reply_owners_
+  // Its on-close keys and their values (server_on_close.cc).
+  std::unordered_map<std::string, std::string> on_close;
 };
 
 // Whose batched request a table id is (server_batch.cc).
@@ -160,6 +163,12 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void SendBatchReplies();
   void ForgetBatches(Connection* connection);
 
+  // ---- on-close keys (server_on_close.cc) ----
+  static bool IsOnCloseRequest(const wire::Request& request);
+  wire::Reply RegisterOnClose(Connection* connection, const wire::Request& request);
+  void HandleOnClose(Connection* connection, wire::Request& request);
+  void FireOnClose(Connection* connection);
+
   // ---- a relay's upstream (server_relay.cc) ----
   void StartRelay();  // after upstream_async_ was made
   bool RelayRequest(Connection* connection, wire::Request& request);
@@ -214,6 +223,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   size_t unsent_bytes_ = 0;    // replies not yet written, values included
   size_t admitted_bytes_ = 0;  // admitted frames, whole (charged)
   size_t reply_charge_ = 0;    // unsent replies less shared values (charged)
+  size_t on_close_bytes_ = 0;  // on-close keys registered (within max_stored_bytes)
   size_t trim_high_water_ = 0;
   std::vector<char> read_chunk_;
   std::unique_ptr<UpstreamRelay> relay_;                    // set on a relay

@@ -58,6 +58,10 @@ const char* RequestName(MessageType type) {
       return "check";
     case MessageType::kNumKeys:
       return "num_keys";
+    case MessageType::kSetOnClose:
+      return "set_on_close";
+    case MessageType::kCancelOnClose:
+      return "cancel_on_close";
     default:
       return "other";
   }

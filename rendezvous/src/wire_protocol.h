@@ -80,6 +80,10 @@ enum class MessageType : uint8_t {
   kNumKeys = 9,     // (nothing)
   kProof = 10,      // str client proof (kProofBytes): the answer to kChallenge
   kBatch = 11,      // u32 count, count x (u64 tag, str request body): version 4
+  // On-close keys: the server sets key = value when this connection closes
+  // for any reason but after a kCancelOnClose of the key (answered kOk).
+  kSetOnClose = 12,     // str key, str value (replaces the key's earlier value)
+  kCancelOnClose = 13,  // str key
   // Replies.
   kHelloOk = 101,     // u32 magic, u32 version, u64 max_message_bytes, u32 max_keys_per_request
   kOk = 102,          // (nothing)

@@ -24,6 +24,8 @@ class PrefixStore : public Store {
   bool Check(const std::vector<std::string>& keys) override;
   void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   using Store::Wait;
+  void SetOnClose(const std::string& key, const std::string& value) override;
+  void CancelOnClose(const std::string& key) override;
 
  private:
   std::string Prefixed(const std::string& key) const { return prefix_ + "/" + key; }

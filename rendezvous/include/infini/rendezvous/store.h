@@ -60,6 +60,17 @@ class Store {
   virtual void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   void Wait(const std::vector<std::string>& keys) { Wait(keys, timeout_); }
 
+  // On-close keys (model: ZooKeeper's ephemeral nodes, inverted): asks the
+  // server to set `key` to `value`, waking its waiters, when this client's
+  // connection closes for any reason (its process killed, the connection
+  // reset or refused) unless CancelOnClose(key) came first. So others learn
+  // at once that this client is gone. Registering a key again replaces its
+  // value. A store without them (the default) throws StoreError.
+  virtual void SetOnClose(const std::string& key, const std::string& value);
+  // Forgets the registration of `key` (none: nothing happens); a clean exit
+  // cancels its keys before it closes.
+  virtual void CancelOnClose(const std::string& key);
+
   // Deadline of Get and of Wait without an explicit timeout.
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
