@@ -154,8 +154,14 @@ void TcpStoreServerImpl::Serve(Connection* connection) {
 }
 
 void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view body) {
-  if (connection->hello.version() >= wire::kBatchVersion &&
-      static_cast<MessageType>(body[0]) == MessageType::kBatch) {
+  if (static_cast<MessageType>(body[0]) == MessageType::kBatch) {
+    if (relay_) {
+      // Its clients are ranks, which send requests one by one; a batch of
+      // theirs would have to be split between the table and upstream.
+      Refuse(connection,
+             "a relay takes no batches (request type 11): send the requests one by one");
+      return;
+    }
     HandleBatch(connection, body);
     return;
   }

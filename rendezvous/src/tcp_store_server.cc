@@ -134,10 +134,7 @@ TableLimits LimitsOf(const TcpStoreServerOptions& options) {
 HelloTerms TermsOf(const TcpStoreServerOptions& options) {
   return {.token = options.token,
           .max_message_bytes = options.max_message_bytes,
-          .max_keys_per_request = options.max_keys_per_request,
-          // A relay's clients are ranks, which never batch: its batched
-          // requests would have to be forwarded out of order too.
-          .max_version = options.upstream ? wire::kOldestVersion : wire::kVersion};
+          .max_keys_per_request = options.max_keys_per_request};
 }
 
 }  // namespace
