@@ -63,7 +63,7 @@ void TcpStoreServerImpl::HandleOnClose(Connection* connection, wire::Request& re
   wire::Reply reply = RegisterOnClose(connection, request);
   if (reply.type == MessageType::kOk && relay_ && !IsNodeLocalKey(request.keys.front())) {
     // Upstream answers; the relay's connection holds it there.
-    connection->waiting = connection->forwarded = true;
+    connection->state = ConnectionState::kForwarded;
     relay_->Forward(connection->id, std::move(request));
     return;
   }

@@ -62,8 +62,10 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
         request.keys = std::move(upstream_keys);
         break;
       }
-      connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
-      if (connection->waiting) WatchUpstream(upstream_keys);
+      if (!table_.Handle(connection->id, std::move(request), Now())) {
+        connection->state = ConnectionState::kWaiting;
+        WatchUpstream(upstream_keys);
+      }
       return true;
     }
     case MessageType::kCheck: {
@@ -78,7 +80,7 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
       if (upstream_keys.empty()) return false;
       break;
   }
-  connection->waiting = connection->forwarded = true;
+  connection->state = ConnectionState::kForwarded;
   relay_->Forward(connection->id, std::move(request));
   return true;
 }
@@ -110,10 +112,10 @@ void TcpStoreServerImpl::TakeUpstreamResults() {
     switch (result.kind) {
       case UpstreamResult::Kind::kReply: {
         const auto found = connections_.find(result.client);
-        if (found == connections_.end() || found->second->closing) break;
+        if (found == connections_.end() || found->second->ending()) break;
         Connection* connection = found->second;
         ReleaseAdmission(connection);  // when it failed before it was taken
-        connection->waiting = connection->forwarded = false;
+        connection->state = ConnectionState::kServing;
         Send(connection, wire::EncodeReply(result.reply));
         MarkReady(connection);
         break;
@@ -121,7 +123,7 @@ void TcpStoreServerImpl::TakeUpstreamResults() {
       case UpstreamResult::Kind::kTaken: {
         // Its bytes left the relay: the budget has room for the next rank's.
         const auto found = connections_.find(result.client);
-        if (found != connections_.end() && !found->second->closing) {
+        if (found != connections_.end() && !found->second->closing()) {
           ReleaseAdmission(found->second);
         }
         break;

@@ -279,8 +279,8 @@ void TcpStoreServerImpl::Pump() {
   while (!ready_.empty()) {
     Connection* connection = ready_.front();
     ready_.pop_front();
-    connection->ready = false;
-    if (!connection->closing) Serve(connection);
+    connection->in_ready_queue = false;
+    if (!connection->closing()) Serve(connection);
   }
   AdmitQueued();
   pumping_ = false;
@@ -308,11 +308,11 @@ void TcpStoreServerImpl::DeliverCompletions() {
   for (Completion& completion : table_.TakeCompletions()) {
     if (RouteBatchReply(completion)) continue;
     const auto found = connections_.find(completion.client);
-    if (found == connections_.end() || found->second->closing) continue;
+    if (found == connections_.end() || found->second->closing()) continue;
     Connection* connection = found->second;
     Send(connection, wire::EncodeReply(completion.reply));
-    if (connection->waiting && !table_.IsWaiting(connection->id)) {
-      connection->waiting = false;
+    if (connection->state == ConnectionState::kWaiting && !table_.IsWaiting(connection->id)) {
+      connection->state = ConnectionState::kServing;
       MarkReady(connection);
     }
   }
@@ -366,16 +366,18 @@ void TcpStoreServerImpl::OnSweep(uv_timer_t* timer) {
   std::vector<Connection*> stalled;
   for (const auto& [id, connection] : self->connections_) {
     const Milliseconds quiet = now - connection->last_activity;
-    const bool hello_late = !connection->hello.ready() && now - connection->accepted_at >= hello_ms;
-    const bool idle = connection->hello.ready() && idle_ms > 0 && !connection->waiting &&
-                      connection->batch_waiters.empty() && !connection->queued &&
+    const ConnectionState state = connection->state;
+    const bool hello_late =
+        state == ConnectionState::kHello && now - connection->accepted_at >= hello_ms;
+    const bool idle = state == ConnectionState::kServing && idle_ms > 0 &&
+                      connection->batch_waiters.empty() &&
                       connection->on_close.empty() &&  // its close would set them
                       quiet >= idle_ms;
-    const bool refusal_stuck = connection->refusing && quiet >= hello_ms;
+    const bool refusal_stuck = state == ConnectionState::kRefusing && quiet >= hello_ms;
     if (hello_late || idle || refusal_stuck) {
       expired.push_back(connection);
-    } else if (connection->admitted_bytes > 0 && !connection->refusing &&
-               !connection->forwarded &&  // whole, charged until the relay wrote it upstream
+    } else if (connection->admitted_bytes > 0 && state != ConnectionState::kRefusing &&
+               state != ConnectionState::kForwarded &&  // whole, charged until written upstream
                connection->input.buffered_bytes() < connection->admitted_bytes &&
                quiet >= stalled_ms) {
       stalled.push_back(connection);

@@ -41,6 +41,21 @@ namespace infini::rendezvous::store_server {
 
 class TcpStoreServerImpl;
 
+// Where a connection is in its life, one state at a time. Transitions:
+// kHello -> kServing when its hello is accepted; kServing -> kQueued while
+// its next frame waits for admission, -> kWaiting while its request waits in
+// the table, -> kForwarded while it waits upstream (a relay), each back to
+// kServing; any -> kRefusing (an error being flushed) -> kClosing.
+enum class ConnectionState : uint8_t {
+  kHello,      // its hello not yet accepted: hello frames only
+  kServing,    // read within its allowance, its requests served in order
+  kQueued,     // its next frame waits for room in the budget (not read)
+  kWaiting,    // its request waits in the table (a Get or Wait)
+  kForwarded,  // its request went upstream (a relay), answered from there
+  kRefusing,   // an error reply is being flushed before it is closed
+  kClosing,    // uv_close was called; freed in its callback
+};
+
 struct Connection {
   uv_tcp_t handle;
   TcpStoreServerImpl* server = nullptr;
@@ -52,22 +67,23 @@ struct Connection {
   ServerHandshake hello;
   Milliseconds accepted_at = 0;
   Milliseconds last_activity = 0;  // a byte read or a reply written
-  bool reading = false;
-  bool watched = false;    // in the hang-up epoll set (not being read)
-  bool queued = false;     // waits for admission of its first frame
-  bool closing = false;    // uv_close was called; freed in its callback
-  bool refusing = false;   // an error reply is being flushed before closing
-  bool shed = false;       // closed to make room, not refused
-  bool waiting = false;    // its request waits in the table, or upstream
-  bool forwarded = false;  // its request was forwarded upstream (a relay)
-  bool ready = false;      // in the server's ready queue
-  // Version 4: the table's ids of its batched requests not yet answered
+  ConnectionState state = ConnectionState::kHello;
+  // Memberships, orthogonal to the state.
+  bool read_started = false;   // libuv reads it (uv_read_start)
+  bool in_hangup_set = false;  // in the hang-up epoll set (not being read)
+  bool in_ready_queue = false;
+  bool closing() const { return state == ConnectionState::kClosing; }
+  // Refusing or closing: nothing more of it is read or served.
+  bool ending() const {
+    return state == ConnectionState::kRefusing || state == ConnectionState::kClosing;
+  }
+  // The table's ids of its batched requests not yet answered
   // (each waits in the table as a client of its own), the answers to them
   // and the batches handled, to be sent in one frame at the end of the turn.
   std::unordered_set<ClientId> batch_waiters;
   wire::BatchReplyWriter batch_replies;
-  uint32_t batches_done = 0;      // handled, not yet told
-  bool batch_reply_owed = false;  // in batch_reply_owners_
+  uint32_t batches_done = 0;           // handled, not yet told
+  bool in_batch_reply_owners = false;  // has batch replies to send this turn
   // Its on-close keys and their values (server_on_close.cc).
   std::unordered_map<std::string, std::string> on_close;
 };
@@ -188,7 +204,8 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   static void OnWritten(uv_write_t* request, int status);
   void Refuse(Connection* connection, const std::string& reason);
   static void OnShutdown(uv_shutdown_t* request, int status);
-  void Close(Connection* connection);
+  // `shed`: closed to make room for others, not refused.
+  void Close(Connection* connection, bool shed = false);
 
   const TcpStoreServerOptions options_;
   const HelloTerms hello_terms_;
