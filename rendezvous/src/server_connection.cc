@@ -158,7 +158,7 @@ void TcpStoreServerImpl::Serve(Connection* connection) {
 
 void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view body) {
   if (static_cast<MessageType>(body[0]) == MessageType::kBatch) {
-    if (relay_) {
+    if (!TakesBatches()) {
       // Its clients are ranks, which send requests one by one; a batch of
       // theirs would have to be split between the table and upstream.
       Refuse(connection,
@@ -177,7 +177,7 @@ void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view 
     HandleOnClose(connection, request);
     return;
   }
-  if (relay_ && RelayRequest(connection, request)) return;
+  if (Route(connection, request)) return;
   if (!table_.Handle(connection->id, std::move(request), Now())) {
     connection->state = ConnectionState::kWaiting;
   }

@@ -64,6 +64,7 @@
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
+#include "relay_server.h"
 #include "request_codec.h"
 #include "tcp_store_server_impl.h"
 #include "wire_protocol.h"
@@ -149,15 +150,8 @@ TcpStoreServerImpl::TcpStoreServerImpl(const TcpStoreServerOptions& options)
 }
 
 TcpStoreServerImpl::~TcpStoreServerImpl() {
-  if (relay_) relay_->Stop();  // its workers wake the loop no more
-  if (thread_.joinable()) {
-    uv_async_send(&stop_async_);
-    thread_.join();
-  }
+  StopServing();
   if (loop_initialized_) {
-    // Every handle is closed by OnStop (or by the failed Start); run the
-    // close callbacks that are still due.
-    uv_run(&loop_, UV_RUN_DEFAULT);
     const int result = uv_loop_close(&loop_);
     if (result != 0)
       std::fprintf(stderr, "store server: loop not closed: %s\n", uv_strerror(result));
@@ -165,14 +159,17 @@ TcpStoreServerImpl::~TcpStoreServerImpl() {
   if (hangup_fd_ >= 0) ::close(hangup_fd_);
 }
 
-// ---- set-up ----
-
-template <typename Handle>
-void TcpStoreServerImpl::InitHandle(int result, Handle* handle, const std::string& where) {
-  CheckUv(result, where, "could not create a libuv handle");
-  handle->data = this;
-  open_handles_.push_back(reinterpret_cast<uv_handle_t*>(handle));
+void TcpStoreServerImpl::StopServing() {
+  if (thread_.joinable()) {
+    uv_async_send(&stop_async_);
+    thread_.join();
+  }
+  // Every handle is closed by OnStop (or by the failed Start); run the
+  // close callbacks that are still due.
+  if (loop_initialized_) uv_run(&loop_, UV_RUN_DEFAULT);
 }
+
+// ---- set-up ----
 
 void TcpStoreServerImpl::CheckUv(int result, const std::string& where, const char* what) {
   if (result == 0) return;
@@ -243,10 +240,7 @@ void TcpStoreServerImpl::Listen() {
   const auto interval = SweepIntervalMs();
   uv_timer_start(&sweep_timer_, OnSweep, interval, interval);
   descriptors_.Read();
-  if (options_.upstream) {
-    InitHandle(uv_async_init(&loop_, &upstream_async_, OnUpstreamResults), &upstream_async_, where);
-    StartRelay();
-  }
+  StartUpstream(where);
 }
 
 void TcpStoreServerImpl::StartThread() {
@@ -407,7 +401,12 @@ void TcpStoreServerImpl::OnStop(uv_async_t* async) {
 
 std::unique_ptr<TcpStoreServer> TcpStoreServer::Start(const TcpStoreServerOptions& options) {
   store_server::CheckOptions(options);
-  auto server = std::make_unique<store_server::TcpStoreServerImpl>(options);
+  std::unique_ptr<store_server::TcpStoreServerImpl> server;
+  if (options.upstream) {
+    server = std::make_unique<store_server::RelayServer>(options);
+  } else {
+    server = std::make_unique<store_server::TcpStoreServerImpl>(options);
+  }
   server->Listen();
   server->StartThread();
   return server;

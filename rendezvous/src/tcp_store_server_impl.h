@@ -8,7 +8,8 @@
 //   server_connection.cc  one client's connection: reading, admission to the
 //                         budget, serving requests, writing, refusing, closing;
 //   server_batch.cc       version 4's batched requests, answered by tag;
-//   server_relay.cc       a relay's requests that go upstream (upstream_relay.h);
+//   server_relay.cc       RelayServer (relay_server.h): a relay's requests
+//                         that go upstream (upstream_relay.h);
 //   server_on_close.cc    keys set when their connection closes.
 // What knows no sockets is apart: KeyValueTable (keys, values, waiters),
 // ServerHandshake (the hello and the run token's challenge), Strangers and
@@ -35,7 +36,6 @@
 #include "request_codec.h"
 #include "server_handshake.h"
 #include "strangers.h"
-#include "upstream_relay.h"
 
 namespace infini::rendezvous::store_server {
 
@@ -94,13 +94,19 @@ struct BatchEntry {
   uint64_t tag = 0;
 };
 
-class TcpStoreServerImpl final : public TcpStoreServer {
+// A store server: the table's keys, served over TCP. A relay
+// (relay_server.h) is one whose routing hooks send what its table does not
+// hold upstream.
+class TcpStoreServerImpl : public TcpStoreServer {
  public:
   explicit TcpStoreServerImpl(const TcpStoreServerOptions& options);
   ~TcpStoreServerImpl() override;
 
   void Listen();
   void StartThread();
+  // Stops the loop and its thread and closes every handle (the destructor
+  // does too; a derived server calls it before its own members go).
+  void StopServing();
 
   uint16_t port() const override { return port_; }
   size_t num_keys() const override { return num_keys_.load(std::memory_order_relaxed); }
@@ -121,12 +127,33 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     return stored_bytes_published_.load(std::memory_order_relaxed);
   }
   size_t num_shed_connections() const override { return num_shed_.load(std::memory_order_relaxed); }
-  RelayCounts relay_counts() const override { return relay_ ? relay_->counts() : RelayCounts{}; }
+  RelayCounts relay_counts() const override { return {}; }
 
- private:
+ protected:
+  // ---- routing hooks (a relay's, relay_server.h) ----
+  // Called as the loop starts.
+  virtual void StartUpstream(const std::string& /*where*/) {}
+  // Takes `request` when it is not the table's to answer (false: the table
+  // answers it).
+  virtual bool Route(Connection* /*connection*/, wire::Request& /*request*/) { return false; }
+  virtual bool TakesBatches() const { return true; }
+  // An on-close registration already held by `connection`: true when it
+  // also goes elsewhere, which answers it.
+  virtual bool RouteOnClose(Connection* /*connection*/, wire::Request& /*request*/) {
+    return false;
+  }
+  // Sets a closed connection's on-close key elsewhere (false: in the table).
+  virtual bool SetOnCloseElsewhere(const std::string& /*key*/, std::string& /*value*/) {
+    return false;
+  }
+
   // ---- the loop (tcp_store_server.cc) ----
   template <typename Handle>
-  void InitHandle(int result, Handle* handle, const std::string& where);
+  void InitHandle(int result, Handle* handle, const std::string& where) {
+    CheckUv(result, where, "could not create a libuv handle");
+    handle->data = this;
+    open_handles_.push_back(reinterpret_cast<uv_handle_t*>(handle));
+  }
   void CheckUv(int result, const std::string& where, const char* what);
   void CloseServerHandles();
   void ResolveBindAddress(const std::string& where, sockaddr_storage* address);
@@ -185,12 +212,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void HandleOnClose(Connection* connection, wire::Request& request);
   void FireOnClose(Connection* connection);
 
-  // ---- a relay's upstream (server_relay.cc) ----
-  void StartRelay();  // after upstream_async_ was made
-  bool RelayRequest(Connection* connection, wire::Request& request);
-  void WatchUpstream(const std::vector<std::string>& keys);
-  static void OnUpstreamResults(uv_async_t* async);
-  void TakeUpstreamResults();
+  // ---- admission ----
   void Admit(Connection* connection);
   void AdmitQueued();
   void ReleaseAdmission(Connection* connection);
@@ -215,7 +237,6 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   uv_timer_t deadline_timer_{};
   uv_timer_t sweep_timer_{};
   uv_async_t stop_async_{};
-  uv_async_t upstream_async_{};  // a relay's upstream results arrived
   uv_check_t turn_check_{};
   uv_poll_t hangup_poll_{};
   int hangup_fd_ = -1;                      // epoll set of the connections not being read
@@ -243,8 +264,6 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   size_t on_close_bytes_ = 0;  // on-close keys registered (within max_stored_bytes)
   size_t trim_high_water_ = 0;
   std::vector<char> read_chunk_;
-  std::unique_ptr<UpstreamRelay> relay_;                    // set on a relay
-  std::unordered_set<std::string> watched_;                 // keys being watched upstream
   std::unordered_map<ClientId, BatchEntry> batch_entries_;  // by the table's id
   std::vector<ClientId> batch_reply_owners_;  // connections with batch replies to send
 
