@@ -33,12 +33,6 @@ constexpr size_t kMaxUnsentBytesOverBudget = size_t{64} << 10;
 // connection); a frame larger than this is admitted whole first.
 constexpr size_t kUnchargedInputBytes = size_t{4} << 10;
 
-struct WriteRequest {
-  uv_write_t request;
-  wire::EncodedReply reply;
-  size_t charge = 0;  // its share of the budget (the value is the store's)
-};
-
 struct ShutdownRequest {
   uv_shutdown_t request;
 };
@@ -315,53 +309,19 @@ void TcpStoreServerImpl::OnHangup(uv_poll_t* poll, int /*status*/, int /*events*
 
 void TcpStoreServerImpl::Send(Connection* connection, wire::EncodedReply reply) {
   if (connection->closing()) return;
-  auto* write = new WriteRequest;
-  write->reply = std::move(reply);
-  // libuv only reads from these buffers; values are shared, not copied.
-  std::vector<uv_buf_t> buffers;
-  const auto add = [&buffers](const std::string& bytes) {
-    if (!bytes.empty()) {
-      buffers.push_back(
-          uv_buf_init(const_cast<char*>(bytes.data()), static_cast<unsigned>(bytes.size())));
-    }
-  };
-  add(write->reply.head);
-  if (write->reply.value) add(*write->reply.value);
-  for (const wire::ReplyPiece& piece : write->reply.more) {
-    add(piece.bytes);
-    if (piece.value) add(*piece.value);
-  }
-  const size_t bytes = write->reply.size();
-  write->charge = write->reply.own_bytes();
-  if (uv_write(&write->request, Stream(connection), buffers.data(),
-               static_cast<unsigned>(buffers.size()), OnWritten) != 0) {
-    delete write;
-    Close(connection);
-    return;
-  }
-  connection->unsent_bytes += bytes;
-  unsent_bytes_ += bytes;
-  reply_charge_ += write->charge;
+  if (!replies_.Write(connection, std::move(reply))) Close(connection);
 }
 
-void TcpStoreServerImpl::OnWritten(uv_write_t* request, int status) {
-  auto* connection = static_cast<Connection*>(request->handle->data);
-  auto* write = reinterpret_cast<WriteRequest*>(request);
-  TcpStoreServerImpl* self = connection->server;
-  const size_t bytes = write->reply.size();
-  self->reply_charge_ -= write->charge;
-  delete write;
-  connection->unsent_bytes -= bytes;
-  self->unsent_bytes_ -= bytes;
+void TcpStoreServerImpl::OnReplyWritten(Connection* connection, int status) {
   if (connection->closing()) {
     // Cancelled by the close; what it held is free for the others.
   } else if (status < 0) {
-    self->Close(connection);
+    Close(connection);
   } else {
-    connection->last_activity = self->Now();
-    self->MarkReady(connection);  // it may have paused on its reply queue
+    connection->last_activity = Now();
+    MarkReady(connection);  // it may have paused on its reply queue
   }
-  self->Pump();
+  Pump();
 }
 
 // Tells the client why, then closes its connection once the reply is out.

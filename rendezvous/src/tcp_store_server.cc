@@ -144,6 +144,7 @@ TcpStoreServerImpl::TcpStoreServerImpl(const TcpStoreServerOptions& options)
     : options_(options),
       hello_terms_(TermsOf(options)),
       table_(LimitsOf(options)),
+      replies_([this](Connection* connection, int status) { OnReplyWritten(connection, status); }),
       strangers_(options.max_unauthenticated_connections, options.max_unauthenticated_per_peer) {
   read_chunk_.resize(kReadChunkBytes);
   limits_.max_keys_per_request = options_.max_keys_per_request;
@@ -286,7 +287,8 @@ void TcpStoreServerImpl::Pump() {
 void TcpStoreServerImpl::PublishCounters() {
   num_keys_.store(table_.num_keys(), std::memory_order_relaxed);
   num_waiters_.store(table_.num_waiters(), std::memory_order_relaxed);
-  buffered_bytes_published_.store(input_bytes_ + unsent_bytes_, std::memory_order_relaxed);
+  buffered_bytes_published_.store(input_bytes_ + replies_.unsent_bytes(),
+                                  std::memory_order_relaxed);
   charged_bytes_published_.store(Charged(), std::memory_order_relaxed);
   stored_bytes_published_.store(table_.stored_bytes(), std::memory_order_relaxed);
 }

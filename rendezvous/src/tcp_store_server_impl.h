@@ -6,8 +6,10 @@
 //   server_accept.cc      the listening socket, accepting, strangers shed
 //                         for the caps and the descriptor reserve, the hello;
 //   server_connection.cc  one client's connection: reading, admission to the
-//                         budget, serving requests, writing, refusing, closing;
-//   server_batch.cc       version 4's batched requests, answered by tag;
+//                         budget, serving requests, refusing, closing
+//                         (Connection: connection.h; its replies go out
+//                         through ReplyWriter: reply_writer.h);
+//   server_batch.cc       batched requests, answered by tag;
 //   server_relay.cc       RelayServer (relay_server.h): a relay's requests
 //                         that go upstream (upstream_relay.h);
 //   server_on_close.cc    keys set when their connection closes.
@@ -31,62 +33,15 @@
 #include <unordered_set>
 #include <vector>
 
+#include "connection.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
+#include "reply_writer.h"
 #include "request_codec.h"
 #include "server_handshake.h"
 #include "strangers.h"
 
 namespace infini::rendezvous::store_server {
-
-class TcpStoreServerImpl;
-
-// Where a connection is in its life, one state at a time. Transitions:
-// kHello -> kServing when its hello is accepted; kServing -> kQueued while
-// its next frame waits for admission, -> kWaiting while its request waits in
-// the table, -> kForwarded while it waits upstream (a relay), each back to
-// kServing; any -> kRefusing (an error being flushed) -> kClosing.
-enum class ConnectionState : uint8_t {
-  kHello,      // its hello not yet accepted: hello frames only
-  kServing,    // read within its allowance, its requests served in order
-  kQueued,     // its next frame waits for room in the budget (not read)
-  kWaiting,    // its request waits in the table (a Get or Wait)
-  kForwarded,  // its request went upstream (a relay), answered from there
-  kRefusing,   // an error reply is being flushed before it is closed
-  kClosing,    // uv_close was called; freed in its callback
-};
-
-struct Connection {
-  uv_tcp_t handle;
-  TcpStoreServerImpl* server = nullptr;
-  ClientId id = 0;
-  wire::FrameParser input;
-  size_t counted_input_bytes = 0;  // input's share of the server's buffered bytes
-  size_t unsent_bytes = 0;         // replies handed to libuv, not yet written
-  size_t admitted_bytes = 0;       // the first frame's size once admitted (charged)
-  ServerHandshake hello;
-  Milliseconds accepted_at = 0;
-  Milliseconds last_activity = 0;  // a byte read or a reply written
-  ConnectionState state = ConnectionState::kHello;
-  // Memberships, orthogonal to the state.
-  bool read_started = false;   // libuv reads it (uv_read_start)
-  bool in_hangup_set = false;  // in the hang-up epoll set (not being read)
-  bool in_ready_queue = false;
-  bool closing() const { return state == ConnectionState::kClosing; }
-  // Refusing or closing: nothing more of it is read or served.
-  bool ending() const {
-    return state == ConnectionState::kRefusing || state == ConnectionState::kClosing;
-  }
-  // The table's ids of its batched requests not yet answered
-  // (each waits in the table as a client of its own), the answers to them
-  // and the batches handled, to be sent in one frame at the end of the turn.
-  std::unordered_set<ClientId> batch_waiters;
-  wire::BatchReplyWriter batch_replies;
-  uint32_t batches_done = 0;           // handled, not yet told
-  bool in_batch_reply_owners = false;  // has batch replies to send this turn
-  // Its on-close keys and their values (server_on_close.cc).
-  std::unordered_map<std::string, std::string> on_close;
-};
 
 // Whose batched request a table id is (server_batch.cc).
 struct BatchEntry {
@@ -185,7 +140,9 @@ class TcpStoreServerImpl : public TcpStoreServer {
     return reinterpret_cast<uv_stream_t*>(&connection->handle);
   }
   // The budget: admitted frames, waiters and unsent replies.
-  size_t Charged() const { return admitted_bytes_ + table_.waiter_bytes() + reply_charge_; }
+  size_t Charged() const {
+    return admitted_bytes_ + table_.waiter_bytes() + replies_.charged_bytes();
+  }
   bool OverBudget() const { return Charged() >= options_.max_buffered_bytes; }
   static size_t InputAllowance(const Connection* connection);
   static void OnAllocate(uv_handle_t* handle, size_t suggested, uv_buf_t* buffer);
@@ -223,7 +180,7 @@ class TcpStoreServerImpl : public TcpStoreServer {
   void Unwatch(Connection* connection);
   static void OnHangup(uv_poll_t* poll, int status, int events);
   void Send(Connection* connection, wire::EncodedReply reply);
-  static void OnWritten(uv_write_t* request, int status);
+  void OnReplyWritten(Connection* connection, int status);
   void Refuse(Connection* connection, const std::string& reason);
   static void OnShutdown(uv_shutdown_t* request, int status);
   // `shed`: closed to make room for others, not refused.
@@ -248,6 +205,7 @@ class TcpStoreServerImpl : public TcpStoreServer {
 
   // Loop thread only.
   KeyValueTable table_;
+  ReplyWriter replies_;
   std::unordered_map<ClientId, Connection*> connections_;
   ClientId last_client_id_ = 0;
   std::deque<Connection*> ready_;
@@ -258,9 +216,7 @@ class TcpStoreServerImpl : public TcpStoreServer {
   bool accept_deferred_ = false;
   bool pumping_ = false;
   size_t input_bytes_ = 0;     // received, not yet handled
-  size_t unsent_bytes_ = 0;    // replies not yet written, values included
   size_t admitted_bytes_ = 0;  // admitted frames, whole (charged)
-  size_t reply_charge_ = 0;    // unsent replies less shared values (charged)
   size_t on_close_bytes_ = 0;  // on-close keys registered (within max_stored_bytes)
   size_t trim_high_water_ = 0;
   std::vector<char> read_chunk_;
