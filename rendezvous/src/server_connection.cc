@@ -179,54 +179,29 @@ void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view 
 
 // ---- admission ----
 
-// The size of the connection's next frame (header included) once its
-// header arrived, else 0.
-size_t TcpStoreServerImpl::NextFrameBytes(const Connection* connection) {
-  if (connection->input.buffered_bytes() < wire::kFrameHeaderBytes) return 0;
-  return wire::kFrameHeaderBytes + connection->input.announced_body_bytes();
-}
-
 // The connection's next frame is not whole: one larger than its uncharged
 // input waits for admission (in the queue) unless it has it.
 void TcpStoreServerImpl::Admit(Connection* connection) {
-  const size_t frame = NextFrameBytes(connection);
-  if (frame <= kUnchargedInputBytes || connection->admitted_bytes > 0 ||
-      connection->state != ConnectionState::kServing) {
-    return;
-  }
-  connection->state = ConnectionState::kQueued;
-  admission_queue_.push_back(connection->id);
-  AdmitQueued();
+  if (admission_.Queue(connection, kUnchargedInputBytes)) AdmitQueued();
 }
 
-// Admits waiting frames, oldest first, while the budget holds each whole.
 void TcpStoreServerImpl::AdmitQueued() {
-  while (!admission_queue_.empty()) {
-    const auto found = connections_.find(admission_queue_.front());
-    if (found == connections_.end() || found->second->state != ConnectionState::kQueued) {
-      admission_queue_.pop_front();  // left, or refused, meanwhile
-      continue;
-    }
-    Connection* connection = found->second;
-    const size_t frame = NextFrameBytes(connection);
-    const size_t charged = Charged();
-    if (charged > options_.max_buffered_bytes || frame > options_.max_buffered_bytes - charged) {
-      return;
-    }
-    admission_queue_.pop_front();
-    connection->state = ConnectionState::kServing;
-    connection->admitted_bytes = frame;
-    admitted_bytes_ += frame;
-    // Room for all of it now, so that the buffer never doubles past it.
-    connection->input.Reserve(frame + kUnchargedInputBytes);
-    connection->last_activity = Now();  // the stall clock starts now
-    UpdateReading(connection);
-  }
+  admission_.AdmitQueued(
+      [this](ClientId id) {
+        const auto found = connections_.find(id);
+        return found == connections_.end() ? nullptr : found->second;
+      },
+      table_.waiter_bytes() + replies_.charged_bytes(),
+      [this](Connection* connection) {
+        // Room for all of it now, so that the buffer never doubles past it.
+        connection->input.Reserve(connection->admitted_bytes + kUnchargedInputBytes);
+        connection->last_activity = Now();  // the stall clock starts now
+        UpdateReading(connection);
+      });
 }
 
 void TcpStoreServerImpl::ReleaseAdmission(Connection* connection) {
-  admitted_bytes_ -= connection->admitted_bytes;
-  connection->admitted_bytes = 0;
+  admission_.Release(connection);
 }
 
 std::string TcpStoreServerImpl::TooLargeText(const Connection* connection) const {

@@ -145,6 +145,7 @@ TcpStoreServerImpl::TcpStoreServerImpl(const TcpStoreServerOptions& options)
       hello_terms_(TermsOf(options)),
       table_(LimitsOf(options)),
       replies_([this](Connection* connection, int status) { OnReplyWritten(connection, status); }),
+      admission_(options.max_buffered_bytes),
       strangers_(options.max_unauthenticated_connections, options.max_unauthenticated_per_peer) {
   read_chunk_.resize(kReadChunkBytes);
   limits_.max_keys_per_request = options_.max_keys_per_request;
@@ -321,7 +322,7 @@ void TcpStoreServerImpl::DeliverCompletions() {
 // many small blocks of keys and waiters stay with the process after they
 // are freed unless they are given back.
 void TcpStoreServerImpl::GiveBackFreedMemory() {
-  const size_t held = table_.stored_bytes() + table_.waiter_bytes() + admitted_bytes_;
+  const size_t held = table_.stored_bytes() + table_.waiter_bytes() + admission_.admitted_bytes();
   trim_high_water_ = std::max(trim_high_water_, held);
   if (trim_high_water_ - held < kTrimAfterFreedBytes) return;
   trim_high_water_ = held;

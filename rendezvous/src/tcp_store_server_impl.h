@@ -8,7 +8,8 @@
 //   server_connection.cc  one client's connection: reading, admission to the
 //                         budget, serving requests, refusing, closing
 //                         (Connection: connection.h; its replies go out
-//                         through ReplyWriter: reply_writer.h);
+//                         through ReplyWriter: reply_writer.h; large frames
+//                         wait in Admission: admission.h);
 //   server_batch.cc       batched requests, answered by tag;
 //   server_relay.cc       RelayServer (relay_server.h): a relay's requests
 //                         that go upstream (upstream_relay.h);
@@ -33,6 +34,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "admission.h"
 #include "connection.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
@@ -141,7 +143,7 @@ class TcpStoreServerImpl : public TcpStoreServer {
   }
   // The budget: admitted frames, waiters and unsent replies.
   size_t Charged() const {
-    return admitted_bytes_ + table_.waiter_bytes() + replies_.charged_bytes();
+    return admission_.admitted_bytes() + table_.waiter_bytes() + replies_.charged_bytes();
   }
   bool OverBudget() const { return Charged() >= options_.max_buffered_bytes; }
   static size_t InputAllowance(const Connection* connection);
@@ -153,7 +155,6 @@ class TcpStoreServerImpl : public TcpStoreServer {
   void MarkReady(Connection* connection);
   void Serve(Connection* connection);
   void HandleRequest(Connection* connection, std::string_view body);
-  static size_t NextFrameBytes(const Connection* connection);
 
   // ---- batched requests (server_batch.cc) ----
   void HandleBatch(Connection* connection, std::string_view body);
@@ -206,17 +207,16 @@ class TcpStoreServerImpl : public TcpStoreServer {
   // Loop thread only.
   KeyValueTable table_;
   ReplyWriter replies_;
+  Admission admission_;
   std::unordered_map<ClientId, Connection*> connections_;
   ClientId last_client_id_ = 0;
   std::deque<Connection*> ready_;
-  std::deque<ClientId> admission_queue_;
   Strangers strangers_;  // connections that may be shed
   DescriptorLimit descriptors_;
   unsigned accepted_this_turn_ = 0;
   bool accept_deferred_ = false;
   bool pumping_ = false;
   size_t input_bytes_ = 0;     // received, not yet handled
-  size_t admitted_bytes_ = 0;  // admitted frames, whole (charged)
   size_t on_close_bytes_ = 0;  // on-close keys registered (within max_stored_bytes)
   size_t trim_high_water_ = 0;
   std::vector<char> read_chunk_;
