@@ -65,19 +65,18 @@ class Connection {
 int TryConnect(const std::string& host, uint16_t port, Clock::time_point deadline,
                std::string* failure);
 
-// A connection past its hello at a chosen version, for a client that drives
+// A connection past its hello, for a client that drives
 // the socket itself (the relay's upstream, upstream_relay.cc), and what the
 // server's hello told it.
 struct GreetedConnection {
   std::unique_ptr<Connection> connection;
-  uint32_t version = 0;  // what the connection speaks (the server's answer)
   size_t max_message_bytes = 0;
   size_t max_keys_per_request = 0;
 };
 // Connects and greets as TcpStoreClient::Connect does (retries, the token),
-// offering `version`; defined in tcp_store_client.cc. Throws StoreError.
+// defined in tcp_store_client.cc. Throws StoreError.
 GreetedConnection ConnectGreeted(const std::string& host, uint16_t port,
                                  milliseconds connect_timeout, const std::string& token,
-                                 uint32_t version, bool retry = true);
+                                 bool retry = true);
 
 }  // namespace infini::rendezvous::store_client

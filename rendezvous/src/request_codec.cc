@@ -380,7 +380,7 @@ std::string DecodeHello(std::string_view body, uint32_t* version, std::string* c
     return "not an InfiniCCL store client (bad hello)";
   }
   // Refused by version, with a clearer message.
-  if (*version < kOldestVersion || *version > kVersion) return "";
+  if (*version != kVersion) return "";
   if (!reader.Str(client_nonce) || !reader.AtEnd() || client_nonce->size() != kNonceBytes) {
     return "malformed hello: it must end with a " + std::to_string(kNonceBytes) +
            "-byte client nonce";

@@ -173,8 +173,8 @@ std::string DecodeBatchReply(std::string_view body, uint32_t* batches_done,
 
 // The client's kHello: "" when `body` is a hello of our magic; else why not.
 // `version` is set whenever the magic matched; `client_nonce` is what follows
-// it (every version from kOldestVersion to kVersion has one; left empty for
-// another version, which the server refuses by version).
+// it (left empty for another version than kVersion, which the server
+// refuses by version).
 std::string DecodeHello(std::string_view body, uint32_t* version, std::string* client_nonce);
 // The client's kProof: "" and the MAC, or why the body is not a proof.
 std::string DecodeProof(std::string_view body, std::string* mac);

@@ -146,9 +146,8 @@ void TcpStoreServerImpl::MakeRoomFor(Connection* connection) {
 }
 
 void TcpStoreServerImpl::Shed(Connection* connection) {
-  connection->shed = true;
   num_shed_.fetch_add(1, std::memory_order_relaxed);
-  Close(connection);
+  Close(connection, /*shed=*/true);
 }
 
 // Past the process's open-file limit, libuv accepts and at once closes the
@@ -197,7 +196,10 @@ void TcpStoreServerImpl::HandleHello(Connection* connection, std::string_view bo
     Refuse(connection, step.refusal);
     return;
   }
-  if (connection->hello.ready()) EnableKeepalive(connection);
+  if (connection->hello.ready()) {
+    connection->state = ConnectionState::kServing;
+    EnableKeepalive(connection);
+  }
   Send(connection, wire::EncodedReply{std::move(step.reply), {}, {}});
 }
 

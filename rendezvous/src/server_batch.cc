@@ -41,8 +41,8 @@ void TcpStoreServerImpl::HandleBatch(Connection* connection, std::string_view bo
 }
 
 void TcpStoreServerImpl::OweBatchReply(Connection* connection) {
-  if (connection->batch_reply_owed) return;
-  connection->batch_reply_owed = true;
+  if (connection->in_batch_reply_owners) return;
+  connection->in_batch_reply_owners = true;
   batch_reply_owners_.push_back(connection->id);
 }
 
@@ -52,7 +52,7 @@ bool TcpStoreServerImpl::RouteBatchReply(Completion& completion) {
   const BatchEntry owner = entry->second;
   batch_entries_.erase(entry);
   const auto found = connections_.find(owner.connection);
-  if (found == connections_.end() || found->second->closing) return true;
+  if (found == connections_.end() || found->second->closing()) return true;
   Connection* connection = found->second;
   connection->batch_waiters.erase(completion.client);
   const wire::Reply& reply = completion.reply;
@@ -62,7 +62,7 @@ bool TcpStoreServerImpl::RouteBatchReply(Completion& completion) {
       connection->batch_replies.body_bytes() + reply_bytes > options_.max_message_bytes) {
     // Within what the client accepts (max_message_bytes and a little).
     Send(connection, connection->batch_replies.Finish(std::exchange(connection->batches_done, 0)));
-    if (connection->closing) return true;
+    if (connection->closing()) return true;
   }
   OweBatchReply(connection);
   connection->batch_replies.Add(owner.tag, reply);
@@ -72,9 +72,9 @@ bool TcpStoreServerImpl::RouteBatchReply(Completion& completion) {
 void TcpStoreServerImpl::SendBatchReplies() {
   for (const ClientId id : std::exchange(batch_reply_owners_, {})) {
     const auto found = connections_.find(id);
-    if (found == connections_.end() || found->second->closing) continue;
+    if (found == connections_.end() || found->second->closing()) continue;
     Connection* connection = found->second;
-    connection->batch_reply_owed = false;
+    connection->in_batch_reply_owners = false;
     if (connection->batch_replies.empty() && connection->batches_done == 0) continue;
     Send(connection, connection->batch_replies.Finish(std::exchange(connection->batches_done, 0)));
   }

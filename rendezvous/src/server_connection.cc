@@ -33,12 +33,6 @@ constexpr size_t kMaxUnsentBytesOverBudget = size_t{64} << 10;
 // connection); a frame larger than this is admitted whole first.
 constexpr size_t kUnchargedInputBytes = size_t{4} << 10;
 
-struct WriteRequest {
-  uv_write_t request;
-  wire::EncodedReply reply;
-  size_t charge = 0;  // its share of the budget (the value is the store's)
-};
-
 struct ShutdownRequest {
   uv_shutdown_t request;
 };
@@ -50,7 +44,8 @@ struct ShutdownRequest {
 // Input a connection past its hello may hold now. A forwarded request's
 // charge is the relay's queue's, not room for the connection's next one.
 size_t TcpStoreServerImpl::InputAllowance(const Connection* connection) {
-  return kUnchargedInputBytes + (connection->forwarded ? 0 : connection->admitted_bytes);
+  return kUnchargedInputBytes +
+         (connection->state == ConnectionState::kForwarded ? 0 : connection->admitted_bytes);
 }
 
 void TcpStoreServerImpl::OnAllocate(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* buffer) {
@@ -81,7 +76,7 @@ void TcpStoreServerImpl::OnRead(uv_stream_t* stream, ssize_t bytes_read, const u
     self->Pump();
     return;
   }
-  if (bytes_read == 0 || connection->refusing || connection->closing) return;
+  if (bytes_read == 0 || connection->ending()) return;
   self->Receive(connection, buffer->base, static_cast<size_t>(bytes_read));
   self->Pump();
 }
@@ -107,7 +102,9 @@ void TcpStoreServerImpl::CountInput(Connection* connection) {
 }
 
 bool TcpStoreServerImpl::CanServe(const Connection* connection) const {
-  return !connection->closing && !connection->refusing && !connection->waiting &&
+  const ConnectionState state = connection->state;
+  return (state == ConnectionState::kHello || state == ConnectionState::kServing ||
+          state == ConnectionState::kQueued) &&
          connection->unsent_bytes <=
              (OverBudget()
                   ? std::min(kMaxUnsentBytesOverBudget, options_.max_unsent_bytes_per_connection)
@@ -115,8 +112,8 @@ bool TcpStoreServerImpl::CanServe(const Connection* connection) const {
 }
 
 void TcpStoreServerImpl::MarkReady(Connection* connection) {
-  if (connection->ready || connection->closing) return;
-  connection->ready = true;
+  if (connection->in_ready_queue || connection->closing()) return;
+  connection->in_ready_queue = true;
   ready_.push_back(connection);
 }
 
@@ -141,21 +138,27 @@ void TcpStoreServerImpl::Serve(Connection* connection) {
       HandleRequest(connection, body);
       // A request forwarded upstream stays charged until the relay wrote it
       // (UpstreamResult::kTaken): ranks wait for room, the relay never grows.
-      if (!connection->forwarded) ReleaseAdmission(connection);
+      if (connection->state != ConnectionState::kForwarded) ReleaseAdmission(connection);
     } else {
       HandleHello(connection, body);
     }
     DeliverCompletions();
   }
-  if (connection->closing || connection->refusing) return;
+  if (connection->ending()) return;
   connection->input.Compact();
   CountInput(connection);
   UpdateReading(connection);
 }
 
 void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view body) {
-  if (connection->hello.version() >= wire::kBatchVersion &&
-      static_cast<MessageType>(body[0]) == MessageType::kBatch) {
+  if (static_cast<MessageType>(body[0]) == MessageType::kBatch) {
+    if (!TakesBatches()) {
+      // Its clients are ranks, which send requests one by one; a batch of
+      // theirs would have to be split between the table and upstream.
+      Refuse(connection,
+             "a relay takes no batches (request type 11): send the requests one by one");
+      return;
+    }
     HandleBatch(connection, body);
     return;
   }
@@ -168,59 +171,37 @@ void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view 
     HandleOnClose(connection, request);
     return;
   }
-  if (relay_ && RelayRequest(connection, request)) return;
-  connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
+  if (Route(connection, request)) return;
+  if (!table_.Handle(connection->id, std::move(request), Now())) {
+    connection->state = ConnectionState::kWaiting;
+  }
 }
 
 // ---- admission ----
 
-// The size of the connection's next frame (header included) once its
-// header arrived, else 0.
-size_t TcpStoreServerImpl::NextFrameBytes(const Connection* connection) {
-  if (connection->input.buffered_bytes() < wire::kFrameHeaderBytes) return 0;
-  return wire::kFrameHeaderBytes + connection->input.announced_body_bytes();
-}
-
 // The connection's next frame is not whole: one larger than its uncharged
 // input waits for admission (in the queue) unless it has it.
 void TcpStoreServerImpl::Admit(Connection* connection) {
-  const size_t frame = NextFrameBytes(connection);
-  if (frame <= kUnchargedInputBytes || connection->admitted_bytes > 0 || connection->queued) {
-    return;
-  }
-  connection->queued = true;
-  admission_queue_.push_back(connection->id);
-  AdmitQueued();
+  if (admission_.Queue(connection, kUnchargedInputBytes)) AdmitQueued();
 }
 
-// Admits waiting frames, oldest first, while the budget holds each whole.
 void TcpStoreServerImpl::AdmitQueued() {
-  while (!admission_queue_.empty()) {
-    const auto found = connections_.find(admission_queue_.front());
-    if (found == connections_.end() || !found->second->queued) {
-      admission_queue_.pop_front();  // left, or refused, meanwhile
-      continue;
-    }
-    Connection* connection = found->second;
-    const size_t frame = NextFrameBytes(connection);
-    const size_t charged = Charged();
-    if (charged > options_.max_buffered_bytes || frame > options_.max_buffered_bytes - charged) {
-      return;
-    }
-    admission_queue_.pop_front();
-    connection->queued = false;
-    connection->admitted_bytes = frame;
-    admitted_bytes_ += frame;
-    // Room for all of it now, so that the buffer never doubles past it.
-    connection->input.Reserve(frame + kUnchargedInputBytes);
-    connection->last_activity = Now();  // the stall clock starts now
-    UpdateReading(connection);
-  }
+  admission_.AdmitQueued(
+      [this](ClientId id) {
+        const auto found = connections_.find(id);
+        return found == connections_.end() ? nullptr : found->second;
+      },
+      table_.waiter_bytes() + replies_.charged_bytes(),
+      [this](Connection* connection) {
+        // Room for all of it now, so that the buffer never doubles past it.
+        connection->input.Reserve(connection->admitted_bytes + kUnchargedInputBytes);
+        connection->last_activity = Now();  // the stall clock starts now
+        UpdateReading(connection);
+      });
 }
 
 void TcpStoreServerImpl::ReleaseAdmission(Connection* connection) {
-  admitted_bytes_ -= connection->admitted_bytes;
-  connection->admitted_bytes = 0;
+  admission_.Release(connection);
 }
 
 std::string TcpStoreServerImpl::TooLargeText(const Connection* connection) const {
@@ -236,7 +217,7 @@ std::string TcpStoreServerImpl::TooLargeText(const Connection* connection) const
 }
 
 bool TcpStoreServerImpl::WantsToRead(const Connection* connection) const {
-  if (connection->closing || connection->refusing || connection->queued) return false;
+  if (connection->ending() || connection->state == ConnectionState::kQueued) return false;
   if (!connection->hello.ready()) return true;
   return connection->input.buffered_bytes() < InputAllowance(connection);
 }
@@ -244,9 +225,9 @@ bool TcpStoreServerImpl::WantsToRead(const Connection* connection) const {
 // Reads when it may; a connection that is not read is watched for its
 // peer's close instead.
 void TcpStoreServerImpl::UpdateReading(Connection* connection) {
-  if (connection->closing || connection->refusing) return;
+  if (connection->ending()) return;
   const bool want = WantsToRead(connection);
-  if (want != connection->reading) {
+  if (want != connection->read_started) {
     if (want) {
       if (uv_read_start(Stream(connection), OnAllocate, OnRead) != 0) {
         Close(connection);
@@ -255,7 +236,7 @@ void TcpStoreServerImpl::UpdateReading(Connection* connection) {
     } else {
       uv_read_stop(Stream(connection));
     }
-    connection->reading = want;
+    connection->read_started = want;
   }
   if (want) {
     Unwatch(connection);
@@ -267,18 +248,18 @@ void TcpStoreServerImpl::UpdateReading(Connection* connection) {
 // ---- hang-ups of connections that are not read ----
 
 void TcpStoreServerImpl::Watch(Connection* connection) {
-  if (connection->watched) return;
+  if (connection->in_hangup_set) return;
   uv_os_fd_t fd = -1;
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
   epoll_event event{};
   event.events = EPOLLRDHUP;  // and EPOLLERR, EPOLLHUP, always reported
   event.data.u64 = connection->id;
-  if (epoll_ctl(hangup_fd_, EPOLL_CTL_ADD, fd, &event) == 0) connection->watched = true;
+  if (epoll_ctl(hangup_fd_, EPOLL_CTL_ADD, fd, &event) == 0) connection->in_hangup_set = true;
 }
 
 void TcpStoreServerImpl::Unwatch(Connection* connection) {
-  if (!connection->watched) return;
-  connection->watched = false;
+  if (!connection->in_hangup_set) return;
+  connection->in_hangup_set = false;
   uv_os_fd_t fd = -1;
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
   epoll_ctl(hangup_fd_, EPOLL_CTL_DEL, fd, nullptr);
@@ -302,71 +283,36 @@ void TcpStoreServerImpl::OnHangup(uv_poll_t* poll, int /*status*/, int /*events*
 // ---- writing, refusing, closing ----
 
 void TcpStoreServerImpl::Send(Connection* connection, wire::EncodedReply reply) {
-  if (connection->closing) return;
-  auto* write = new WriteRequest;
-  write->reply = std::move(reply);
-  // libuv only reads from these buffers; values are shared, not copied.
-  std::vector<uv_buf_t> buffers;
-  const auto add = [&buffers](const std::string& bytes) {
-    if (!bytes.empty()) {
-      buffers.push_back(
-          uv_buf_init(const_cast<char*>(bytes.data()), static_cast<unsigned>(bytes.size())));
-    }
-  };
-  add(write->reply.head);
-  if (write->reply.value) add(*write->reply.value);
-  for (const wire::ReplyPiece& piece : write->reply.more) {
-    add(piece.bytes);
-    if (piece.value) add(*piece.value);
-  }
-  const size_t bytes = write->reply.size();
-  write->charge = write->reply.own_bytes();
-  if (uv_write(&write->request, Stream(connection), buffers.data(),
-               static_cast<unsigned>(buffers.size()), OnWritten) != 0) {
-    delete write;
-    Close(connection);
-    return;
-  }
-  connection->unsent_bytes += bytes;
-  unsent_bytes_ += bytes;
-  reply_charge_ += write->charge;
+  if (connection->closing()) return;
+  if (!replies_.Write(connection, std::move(reply))) Close(connection);
 }
 
-void TcpStoreServerImpl::OnWritten(uv_write_t* request, int status) {
-  auto* connection = static_cast<Connection*>(request->handle->data);
-  auto* write = reinterpret_cast<WriteRequest*>(request);
-  TcpStoreServerImpl* self = connection->server;
-  const size_t bytes = write->reply.size();
-  self->reply_charge_ -= write->charge;
-  delete write;
-  connection->unsent_bytes -= bytes;
-  self->unsent_bytes_ -= bytes;
-  if (connection->closing) {
+void TcpStoreServerImpl::OnReplyWritten(Connection* connection, int status) {
+  if (connection->closing()) {
     // Cancelled by the close; what it held is free for the others.
   } else if (status < 0) {
-    self->Close(connection);
+    Close(connection);
   } else {
-    connection->last_activity = self->Now();
-    self->MarkReady(connection);  // it may have paused on its reply queue
+    connection->last_activity = Now();
+    MarkReady(connection);  // it may have paused on its reply queue
   }
-  self->Pump();
+  Pump();
 }
 
 // Tells the client why, then closes its connection once the reply is out.
 void TcpStoreServerImpl::Refuse(Connection* connection, const std::string& reason) {
-  if (connection->closing || connection->refusing) return;
+  if (connection->ending()) return;
   if (!connection->hello.ready()) {
     num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
   }
   Send(connection,
        wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}, {}});
-  if (connection->closing) return;
-  connection->refusing = true;
-  connection->queued = false;
+  if (connection->closing()) return;
+  connection->state = ConnectionState::kRefusing;
   ReleaseAdmission(connection);
   Unwatch(connection);
   uv_read_stop(Stream(connection));
-  connection->reading = false;
+  connection->read_started = false;
   connection->input.Clear();
   CountInput(connection);
   auto* shutdown = new ShutdownRequest;
@@ -384,15 +330,14 @@ void TcpStoreServerImpl::OnShutdown(uv_shutdown_t* request, int /*status*/) {
   self->Pump();
 }
 
-void TcpStoreServerImpl::Close(Connection* connection) {
-  if (connection->closing) return;
-  if (connection->hello.state() == ServerHandshake::State::kAwaitProof && !connection->refusing &&
-      !connection->shed) {
+void TcpStoreServerImpl::Close(Connection* connection, bool shed) {
+  if (connection->closing()) return;
+  if (connection->hello.state() == ServerHandshake::State::kAwaitProof &&
+      connection->state != ConnectionState::kRefusing && !shed) {
     // A client that would not answer the challenge (it had no token).
     num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
   }
-  connection->closing = true;
-  connection->queued = false;
+  connection->state = ConnectionState::kClosing;
   ReleaseAdmission(connection);
   Unwatch(connection);
   strangers_.Remove(connection->id);

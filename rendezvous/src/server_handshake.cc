@@ -47,13 +47,13 @@ ServerHandshake::Step ServerHandshake::Next(std::string_view body, const HelloTe
   if (std::string error = wire::DecodeHello(body, &version, &client_nonce); !error.empty()) {
     return Refusal(std::move(error));
   }
-  if (version < wire::kOldestVersion || version > wire::kVersion) {
+  if (version != wire::kVersion) {
     return Refusal("store protocol version " + std::to_string(version) +
                    " is not supported; this server speaks version " +
-                   std::to_string(wire::kVersion) + " (and back to " +
-                   std::to_string(wire::kOldestVersion) + ")");
+                   std::to_string(wire::kVersion) +
+                   " only (the client and the store come from different builds)");
   }
-  version_ = std::min(version, terms.max_version);
+  version_ = version;
   if (terms.token.empty()) return Accept(terms);
   Step step;
   std::string server_proof;

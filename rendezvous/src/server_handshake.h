@@ -19,9 +19,6 @@ struct HelloTerms {
   std::string token;  // "": no challenge, a hello of our version is accepted
   uint64_t max_message_bytes = 0;
   size_t max_keys_per_request = 0;
-  // The newest version this server speaks with a client (a relay answers
-  // version 3: it does not take batches).
-  uint32_t max_version = wire::kVersion;
 };
 
 class ServerHandshake {

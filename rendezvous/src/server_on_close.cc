@@ -6,16 +6,11 @@
 // heartbeat's timeout (the launcher's use: a node whose launcher died).
 //
 // Held on the connection, counted against max_stored_bytes with the table.
-// On a relay an upstream key is registered upstream too, on the relay's own
-// connection (forwarded like a Set): the relay sets it upstream when its
-// client's connection closes, and the upstream sets it when the relay's
-// connection closes, so a relay killed with its client (a launcher hosts
-// its node's relay) still sets it.
+// A relay (server_relay.cc) registers an upstream key upstream too.
 
 #include <string>
 #include <utility>
 
-#include "infini/rendezvous/node_local_key.h"
 #include "tcp_store_server_impl.h"
 
 namespace infini::rendezvous::store_server {
@@ -61,12 +56,7 @@ wire::Reply TcpStoreServerImpl::RegisterOnClose(Connection* connection,
 
 void TcpStoreServerImpl::HandleOnClose(Connection* connection, wire::Request& request) {
   wire::Reply reply = RegisterOnClose(connection, request);
-  if (reply.type == MessageType::kOk && relay_ && !IsNodeLocalKey(request.keys.front())) {
-    // Upstream answers; the relay's connection holds it there.
-    connection->waiting = connection->forwarded = true;
-    relay_->Forward(connection->id, std::move(request));
-    return;
-  }
+  if (reply.type == MessageType::kOk && RouteOnClose(connection, request)) return;
   Send(connection, wire::EncodeReply(reply));
 }
 
@@ -76,19 +66,12 @@ void TcpStoreServerImpl::FireOnClose(Connection* connection) {
   for (auto& [key, value] : connection->on_close) {
     on_close_bytes_ -= RegistrationBytes(key, value);
     if (stopping_) continue;  // the server goes; nobody is left to tell
+    if (SetOnCloseElsewhere(key, value)) continue;
     wire::Request set;
     set.type = MessageType::kSet;
     set.keys = {key};
     set.value = std::move(value);
-    if (relay_ && !IsNodeLocalKey(key)) {
-      wire::Request cancel;
-      cancel.type = MessageType::kCancelOnClose;
-      cancel.keys = {key};
-      relay_->Forward(++last_client_id_, std::move(set));
-      relay_->Forward(++last_client_id_, std::move(cancel));
-    } else {
-      table_.Handle(++last_client_id_, std::move(set), Now());
-    }
+    table_.Handle(++last_client_id_, std::move(set), Now());
   }
   connection->on_close.clear();
 }

@@ -1,9 +1,8 @@
-// A relay's requests that go upstream (TcpStoreServerOptions::upstream;
-// docs/rendezvous.md, "Relay"). Node-local keys (node_local_key.h) live in
-// the table as in any store. Writes and checks of other keys are forwarded
-// (UpstreamRelay: one connection, in batches) and their connection waits
-// for the upstream's reply. A Get
-// or Wait parks in the table as usual, on keys that the table never holds
+// RelayServer (relay_server.h): a relay's requests that go upstream
+// (TcpStoreServerOptions::upstream; docs/rendezvous.md, "Relay"). Node-local keys
+// (node_local_key.h) live in the table as in any store. Writes and checks of other keys are
+// forwarded (UpstreamRelay: one connection, in batches) and their connection waits for the
+// upstream's reply. A Get or Wait parks in the table as usual, on keys that the table never holds
 // for long: each upstream key that someone waits on is watched upstream once
 // (one upstream Get), and its value, when it comes, is set and deleted at
 // once, which wakes every waiter on it, each with its own deadline kept by
@@ -18,7 +17,7 @@
 #include <vector>
 
 #include "infini/rendezvous/node_local_key.h"
-#include "tcp_store_server_impl.h"
+#include "relay_server.h"
 
 namespace infini::rendezvous::store_server {
 namespace {
@@ -33,14 +32,20 @@ bool IsUpstreamKey(const std::string& key) { return !IsNodeLocalKey(key); }
 
 }  // namespace
 
-void TcpStoreServerImpl::StartRelay() {
+RelayServer::~RelayServer() {
+  if (relay_) relay_->Stop();  // its workers wake the loop no more
+  StopServing();               // before upstream_async_ and relay_ go
+}
+
+void RelayServer::StartUpstream(const std::string& where) {
+  InitHandle(uv_async_init(&loop_, &upstream_async_, OnUpstreamResults), &upstream_async_, where);
   relay_ = std::make_unique<UpstreamRelay>(
       *options_.upstream, [this] { uv_async_send(&upstream_async_); },
       options_.on_upstream_request);
 }
 
 // Returns false when the table answers `request` as it is.
-bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& request) {
+bool RelayServer::Route(Connection* connection, wire::Request& request) {
   std::vector<std::string> upstream_keys;
   for (const std::string& key : request.keys) {
     if (IsUpstreamKey(key)) upstream_keys.push_back(key);
@@ -62,8 +67,10 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
         request.keys = std::move(upstream_keys);
         break;
       }
-      connection->waiting = !table_.Handle(connection->id, std::move(request), Now());
-      if (connection->waiting) WatchUpstream(upstream_keys);
+      if (!table_.Handle(connection->id, std::move(request), Now())) {
+        connection->state = ConnectionState::kWaiting;
+        WatchUpstream(upstream_keys);
+      }
       return true;
     }
     case MessageType::kCheck: {
@@ -78,7 +85,7 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
       if (upstream_keys.empty()) return false;
       break;
   }
-  connection->waiting = connection->forwarded = true;
+  connection->state = ConnectionState::kForwarded;
   relay_->Forward(connection->id, std::move(request));
   return true;
 }
@@ -87,7 +94,7 @@ bool TcpStoreServerImpl::RelayRequest(Connection* connection, wire::Request& req
 // (at most RelayUpstream::longest_watch), never longer: waits with short timeouts on many
 // keys leave no upstream waiters behind them. A waiter that came while it
 // stood and waits longer is watched again when it ends (kWatchTimeout).
-void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys) {
+void RelayServer::WatchUpstream(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
     if (watched_.contains(key)) continue;
     const Milliseconds latest = table_.LatestDeadlineOn(key);
@@ -99,21 +106,21 @@ void TcpStoreServerImpl::WatchUpstream(const std::vector<std::string>& keys) {
   }
 }
 
-void TcpStoreServerImpl::OnUpstreamResults(uv_async_t* async) {
-  auto* self = static_cast<TcpStoreServerImpl*>(async->data);
+void RelayServer::OnUpstreamResults(uv_async_t* async) {
+  auto* self = static_cast<RelayServer*>(async->data);
   self->TakeUpstreamResults();
   self->Pump();
 }
 
-void TcpStoreServerImpl::TakeUpstreamResults() {
+void RelayServer::TakeUpstreamResults() {
   for (UpstreamResult& result : relay_->TakeResults()) {
     switch (result.kind) {
       case UpstreamResult::Kind::kReply: {
         const auto found = connections_.find(result.client);
-        if (found == connections_.end() || found->second->closing) break;
+        if (found == connections_.end() || found->second->ending()) break;
         Connection* connection = found->second;
         ReleaseAdmission(connection);  // when it failed before it was taken
-        connection->waiting = connection->forwarded = false;
+        connection->state = ConnectionState::kServing;
         Send(connection, wire::EncodeReply(result.reply));
         MarkReady(connection);
         break;
@@ -121,7 +128,7 @@ void TcpStoreServerImpl::TakeUpstreamResults() {
       case UpstreamResult::Kind::kTaken: {
         // Its bytes left the relay: the budget has room for the next rank's.
         const auto found = connections_.find(result.client);
-        if (found != connections_.end() && !found->second->closing) {
+        if (found != connections_.end() && !found->second->closing()) {
           ReleaseAdmission(found->second);
         }
         break;
@@ -149,6 +156,33 @@ void TcpStoreServerImpl::TakeUpstreamResults() {
         break;
     }
   }
+}
+
+// An upstream key is registered upstream too, on the relay's own connection
+// (forwarded like a Set, and answered from there): the relay sets it
+// upstream when its client's connection closes, and the upstream sets it
+// when the relay's connection closes, so a relay killed with its client (a
+// launcher hosts its node's relay) still sets it.
+bool RelayServer::RouteOnClose(Connection* connection, wire::Request& request) {
+  if (!IsUpstreamKey(request.keys.front())) return false;
+  connection->state = ConnectionState::kForwarded;
+  relay_->Forward(connection->id, std::move(request));
+  return true;
+}
+
+bool RelayServer::SetOnCloseElsewhere(const std::string& key, std::string& value) {
+  if (!IsUpstreamKey(key)) return false;
+  wire::Request set;
+  set.type = MessageType::kSet;
+  set.keys = {key};
+  set.value = std::move(value);
+  wire::Request cancel;
+  cancel.type = MessageType::kCancelOnClose;
+  cancel.keys = {key};
+  // Answers to these ids find no connection and are dropped.
+  relay_->Forward(++last_client_id_, std::move(set));
+  relay_->Forward(++last_client_id_, std::move(cancel));
+  return true;
 }
 
 }  // namespace infini::rendezvous::store_server

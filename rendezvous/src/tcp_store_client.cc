@@ -83,22 +83,17 @@ class HelloCut : public StoreError {
 
 class TcpStoreClientImpl final : public TcpStoreClient {
  public:
-  // `hello_version`: the protocol version offered. A client that sends no
-  // batch offers the oldest, so servers of that version serve it too.
-  TcpStoreClientImpl(std::string host, uint16_t port, std::string token,
-                     uint32_t hello_version = wire::kOldestVersion)
+  TcpStoreClientImpl(std::string host, uint16_t port, std::string token)
       : host_(std::move(host)),
         port_(port),
         token_(std::move(token)),
-        endpoint_(OneLine(FormatEndpoint({host_, port_}))),
-        hello_version_(hello_version) {}
+        endpoint_(OneLine(FormatEndpoint({host_, port_}))) {}
 
   // The greeted connection, for a caller that drives it itself; this client
   // is spent.
   store_client::GreetedConnection TakeConnection() {
     std::lock_guard lock(mutex_);
     return {.connection = std::move(connection_),
-            .version = server_version_,
             .max_message_bytes = max_message_bytes_,
             .max_keys_per_request = max_keys_per_request_};
   }
@@ -258,7 +253,7 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     const std::string client_nonce = auth::NonceWithTicket(token_);
     std::string reply = Exchange(FrameWriter(MessageType::kHello)
                                      .U32(wire::kMagic)
-                                     .U32(hello_version_)
+                                     .U32(wire::kVersion)
                                      .Str(client_nonce)
                                      .Finish(),
                                  deadline);
@@ -288,7 +283,13 @@ class TcpStoreClientImpl final : public TcpStoreClient {
     max_message_bytes_ = static_cast<size_t>(
         std::min<uint64_t>(max_message_bytes, std::numeric_limits<uint32_t>::max()));
     max_keys_per_request_ = max_keys;
-    server_version_ = version;
+    if (version != wire::kVersion) {
+      Break("another protocol version");
+      throw StoreHandshakeError("store at " + endpoint_ + " speaks store protocol version " +
+                                std::to_string(version) + " and this client version " +
+                                std::to_string(wire::kVersion) +
+                                " only (they come from different builds)");
+    }
   }
 
   // Checks the server's proof in its challenge, then sends this client's;
@@ -478,14 +479,12 @@ class TcpStoreClientImpl final : public TcpStoreClient {
   const uint16_t port_;
   const std::string token_;
   const std::string endpoint_;  // "host:port", for messages
-  const uint32_t hello_version_;
   std::mutex mutex_;
   std::unique_ptr<Connection> connection_;  // guarded by mutex_
   std::string broken_;                      // why the connection is unusable; guarded by mutex_
   // The server's limits (from its hello); guarded by mutex_.
   size_t max_message_bytes_ = wire::kMaxHelloReplyBytes;
   size_t max_keys_per_request_ = 0;
-  uint32_t server_version_ = 0;
   std::set<std::string> on_close_keys_;  // registered, not cancelled; guarded by mutex_
 };
 
@@ -495,8 +494,8 @@ namespace store_client {
 
 GreetedConnection ConnectGreeted(const std::string& host, uint16_t port,
                                  milliseconds connect_timeout, const std::string& token,
-                                 uint32_t version, bool retry) {
-  TcpStoreClientImpl client(host, port, token, version);
+                                 bool retry) {
+  TcpStoreClientImpl client(host, port, token);
   client.Open(Clamp(connect_timeout), retry);
   return client.TakeConnection();
 }

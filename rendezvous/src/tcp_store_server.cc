@@ -64,6 +64,7 @@
 #include "infini/rendezvous/endpoint.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
+#include "relay_server.h"
 #include "request_codec.h"
 #include "tcp_store_server_impl.h"
 #include "wire_protocol.h"
@@ -134,10 +135,7 @@ TableLimits LimitsOf(const TcpStoreServerOptions& options) {
 HelloTerms TermsOf(const TcpStoreServerOptions& options) {
   return {.token = options.token,
           .max_message_bytes = options.max_message_bytes,
-          .max_keys_per_request = options.max_keys_per_request,
-          // A relay's clients are ranks, which never batch: its batched
-          // requests would have to be forwarded out of order too.
-          .max_version = options.upstream ? wire::kOldestVersion : wire::kVersion};
+          .max_keys_per_request = options.max_keys_per_request};
 }
 
 }  // namespace
@@ -146,21 +144,16 @@ TcpStoreServerImpl::TcpStoreServerImpl(const TcpStoreServerOptions& options)
     : options_(options),
       hello_terms_(TermsOf(options)),
       table_(LimitsOf(options)),
+      replies_([this](Connection* connection, int status) { OnReplyWritten(connection, status); }),
+      admission_(options.max_buffered_bytes),
       strangers_(options.max_unauthenticated_connections, options.max_unauthenticated_per_peer) {
   read_chunk_.resize(kReadChunkBytes);
   limits_.max_keys_per_request = options_.max_keys_per_request;
 }
 
 TcpStoreServerImpl::~TcpStoreServerImpl() {
-  if (relay_) relay_->Stop();  // its workers wake the loop no more
-  if (thread_.joinable()) {
-    uv_async_send(&stop_async_);
-    thread_.join();
-  }
+  StopServing();
   if (loop_initialized_) {
-    // Every handle is closed by OnStop (or by the failed Start); run the
-    // close callbacks that are still due.
-    uv_run(&loop_, UV_RUN_DEFAULT);
     const int result = uv_loop_close(&loop_);
     if (result != 0)
       std::fprintf(stderr, "store server: loop not closed: %s\n", uv_strerror(result));
@@ -168,14 +161,17 @@ TcpStoreServerImpl::~TcpStoreServerImpl() {
   if (hangup_fd_ >= 0) ::close(hangup_fd_);
 }
 
-// ---- set-up ----
-
-template <typename Handle>
-void TcpStoreServerImpl::InitHandle(int result, Handle* handle, const std::string& where) {
-  CheckUv(result, where, "could not create a libuv handle");
-  handle->data = this;
-  open_handles_.push_back(reinterpret_cast<uv_handle_t*>(handle));
+void TcpStoreServerImpl::StopServing() {
+  if (thread_.joinable()) {
+    uv_async_send(&stop_async_);
+    thread_.join();
+  }
+  // Every handle is closed by OnStop (or by the failed Start); run the
+  // close callbacks that are still due.
+  if (loop_initialized_) uv_run(&loop_, UV_RUN_DEFAULT);
 }
+
+// ---- set-up ----
 
 void TcpStoreServerImpl::CheckUv(int result, const std::string& where, const char* what) {
   if (result == 0) return;
@@ -246,10 +242,7 @@ void TcpStoreServerImpl::Listen() {
   const auto interval = SweepIntervalMs();
   uv_timer_start(&sweep_timer_, OnSweep, interval, interval);
   descriptors_.Read();
-  if (options_.upstream) {
-    InitHandle(uv_async_init(&loop_, &upstream_async_, OnUpstreamResults), &upstream_async_, where);
-    StartRelay();
-  }
+  StartUpstream(where);
 }
 
 void TcpStoreServerImpl::StartThread() {
@@ -282,8 +275,8 @@ void TcpStoreServerImpl::Pump() {
   while (!ready_.empty()) {
     Connection* connection = ready_.front();
     ready_.pop_front();
-    connection->ready = false;
-    if (!connection->closing) Serve(connection);
+    connection->in_ready_queue = false;
+    if (!connection->closing()) Serve(connection);
   }
   AdmitQueued();
   pumping_ = false;
@@ -295,7 +288,8 @@ void TcpStoreServerImpl::Pump() {
 void TcpStoreServerImpl::PublishCounters() {
   num_keys_.store(table_.num_keys(), std::memory_order_relaxed);
   num_waiters_.store(table_.num_waiters(), std::memory_order_relaxed);
-  buffered_bytes_published_.store(input_bytes_ + unsent_bytes_, std::memory_order_relaxed);
+  buffered_bytes_published_.store(input_bytes_ + replies_.unsent_bytes(),
+                                  std::memory_order_relaxed);
   charged_bytes_published_.store(Charged(), std::memory_order_relaxed);
   stored_bytes_published_.store(table_.stored_bytes(), std::memory_order_relaxed);
 }
@@ -311,11 +305,11 @@ void TcpStoreServerImpl::DeliverCompletions() {
   for (Completion& completion : table_.TakeCompletions()) {
     if (RouteBatchReply(completion)) continue;
     const auto found = connections_.find(completion.client);
-    if (found == connections_.end() || found->second->closing) continue;
+    if (found == connections_.end() || found->second->closing()) continue;
     Connection* connection = found->second;
     Send(connection, wire::EncodeReply(completion.reply));
-    if (connection->waiting && !table_.IsWaiting(connection->id)) {
-      connection->waiting = false;
+    if (connection->state == ConnectionState::kWaiting && !table_.IsWaiting(connection->id)) {
+      connection->state = ConnectionState::kServing;
       MarkReady(connection);
     }
   }
@@ -328,7 +322,7 @@ void TcpStoreServerImpl::DeliverCompletions() {
 // many small blocks of keys and waiters stay with the process after they
 // are freed unless they are given back.
 void TcpStoreServerImpl::GiveBackFreedMemory() {
-  const size_t held = table_.stored_bytes() + table_.waiter_bytes() + admitted_bytes_;
+  const size_t held = table_.stored_bytes() + table_.waiter_bytes() + admission_.admitted_bytes();
   trim_high_water_ = std::max(trim_high_water_, held);
   if (trim_high_water_ - held < kTrimAfterFreedBytes) return;
   trim_high_water_ = held;
@@ -369,16 +363,18 @@ void TcpStoreServerImpl::OnSweep(uv_timer_t* timer) {
   std::vector<Connection*> stalled;
   for (const auto& [id, connection] : self->connections_) {
     const Milliseconds quiet = now - connection->last_activity;
-    const bool hello_late = !connection->hello.ready() && now - connection->accepted_at >= hello_ms;
-    const bool idle = connection->hello.ready() && idle_ms > 0 && !connection->waiting &&
-                      connection->batch_waiters.empty() && !connection->queued &&
+    const ConnectionState state = connection->state;
+    const bool hello_late =
+        state == ConnectionState::kHello && now - connection->accepted_at >= hello_ms;
+    const bool idle = state == ConnectionState::kServing && idle_ms > 0 &&
+                      connection->batch_waiters.empty() &&
                       connection->on_close.empty() &&  // its close would set them
                       quiet >= idle_ms;
-    const bool refusal_stuck = connection->refusing && quiet >= hello_ms;
+    const bool refusal_stuck = state == ConnectionState::kRefusing && quiet >= hello_ms;
     if (hello_late || idle || refusal_stuck) {
       expired.push_back(connection);
-    } else if (connection->admitted_bytes > 0 && !connection->refusing &&
-               !connection->forwarded &&  // whole, charged until the relay wrote it upstream
+    } else if (connection->admitted_bytes > 0 && state != ConnectionState::kRefusing &&
+               state != ConnectionState::kForwarded &&  // whole, charged until written upstream
                connection->input.buffered_bytes() < connection->admitted_bytes &&
                quiet >= stalled_ms) {
       stalled.push_back(connection);
@@ -408,7 +404,12 @@ void TcpStoreServerImpl::OnStop(uv_async_t* async) {
 
 std::unique_ptr<TcpStoreServer> TcpStoreServer::Start(const TcpStoreServerOptions& options) {
   store_server::CheckOptions(options);
-  auto server = std::make_unique<store_server::TcpStoreServerImpl>(options);
+  std::unique_ptr<store_server::TcpStoreServerImpl> server;
+  if (options.upstream) {
+    server = std::make_unique<store_server::RelayServer>(options);
+  } else {
+    server = std::make_unique<store_server::TcpStoreServerImpl>(options);
+  }
   server->Listen();
   server->StartThread();
   return server;

@@ -6,9 +6,13 @@
 //   server_accept.cc      the listening socket, accepting, strangers shed
 //                         for the caps and the descriptor reserve, the hello;
 //   server_connection.cc  one client's connection: reading, admission to the
-//                         budget, serving requests, writing, refusing, closing;
-//   server_batch.cc       version 4's batched requests, answered by tag;
-//   server_relay.cc       a relay's requests that go upstream (upstream_relay.h);
+//                         budget, serving requests, refusing, closing
+//                         (Connection: connection.h; its replies go out
+//                         through ReplyWriter: reply_writer.h; large frames
+//                         wait in Admission: admission.h);
+//   server_batch.cc       batched requests, answered by tag;
+//   server_relay.cc       RelayServer (relay_server.h): a relay's requests
+//                         that go upstream (upstream_relay.h);
 //   server_on_close.cc    keys set when their connection closes.
 // What knows no sockets is apart: KeyValueTable (keys, values, waiters),
 // ServerHandshake (the hello and the run token's challenge), Strangers and
@@ -30,47 +34,16 @@
 #include <unordered_set>
 #include <vector>
 
+#include "admission.h"
+#include "connection.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
+#include "reply_writer.h"
 #include "request_codec.h"
 #include "server_handshake.h"
 #include "strangers.h"
-#include "upstream_relay.h"
 
 namespace infini::rendezvous::store_server {
-
-class TcpStoreServerImpl;
-
-struct Connection {
-  uv_tcp_t handle;
-  TcpStoreServerImpl* server = nullptr;
-  ClientId id = 0;
-  wire::FrameParser input;
-  size_t counted_input_bytes = 0;  // input's share of the server's buffered bytes
-  size_t unsent_bytes = 0;         // replies handed to libuv, not yet written
-  size_t admitted_bytes = 0;       // the first frame's size once admitted (charged)
-  ServerHandshake hello;
-  Milliseconds accepted_at = 0;
-  Milliseconds last_activity = 0;  // a byte read or a reply written
-  bool reading = false;
-  bool watched = false;    // in the hang-up epoll set (not being read)
-  bool queued = false;     // waits for admission of its first frame
-  bool closing = false;    // uv_close was called; freed in its callback
-  bool refusing = false;   // an error reply is being flushed before closing
-  bool shed = false;       // closed to make room, not refused
-  bool waiting = false;    // its request waits in the table, or upstream
-  bool forwarded = false;  // its request was forwarded upstream (a relay)
-  bool ready = false;      // in the server's ready queue
-  // Version 4: the table's ids of its batched requests not yet answered
-  // (each waits in the table as a client of its own), the answers to them
-  // and the batches handled, to be sent in one frame at the end of the turn.
-  std::unordered_set<ClientId> batch_waiters;
-  wire::BatchReplyWriter batch_replies;
-  uint32_t batches_done = 0;      // handled, not yet told
-  bool batch_reply_owed = false;  // in batch_reply_owners_
-  // Its on-close keys and their values (server_on_close.cc).
-  std::unordered_map<std::string, std::string> on_close;
-};
 
 // Whose batched request a table id is (server_batch.cc).
 struct BatchEntry {
@@ -78,13 +51,19 @@ struct BatchEntry {
   uint64_t tag = 0;
 };
 
-class TcpStoreServerImpl final : public TcpStoreServer {
+// A store server: the table's keys, served over TCP. A relay
+// (relay_server.h) is one whose routing hooks send what its table does not
+// hold upstream.
+class TcpStoreServerImpl : public TcpStoreServer {
  public:
   explicit TcpStoreServerImpl(const TcpStoreServerOptions& options);
   ~TcpStoreServerImpl() override;
 
   void Listen();
   void StartThread();
+  // Stops the loop and its thread and closes every handle (the destructor
+  // does too; a derived server calls it before its own members go).
+  void StopServing();
 
   uint16_t port() const override { return port_; }
   size_t num_keys() const override { return num_keys_.load(std::memory_order_relaxed); }
@@ -105,12 +84,33 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     return stored_bytes_published_.load(std::memory_order_relaxed);
   }
   size_t num_shed_connections() const override { return num_shed_.load(std::memory_order_relaxed); }
-  RelayCounts relay_counts() const override { return relay_ ? relay_->counts() : RelayCounts{}; }
+  RelayCounts relay_counts() const override { return {}; }
 
- private:
+ protected:
+  // ---- routing hooks (a relay's, relay_server.h) ----
+  // Called as the loop starts.
+  virtual void StartUpstream(const std::string& /*where*/) {}
+  // Takes `request` when it is not the table's to answer (false: the table
+  // answers it).
+  virtual bool Route(Connection* /*connection*/, wire::Request& /*request*/) { return false; }
+  virtual bool TakesBatches() const { return true; }
+  // An on-close registration already held by `connection`: true when it
+  // also goes elsewhere, which answers it.
+  virtual bool RouteOnClose(Connection* /*connection*/, wire::Request& /*request*/) {
+    return false;
+  }
+  // Sets a closed connection's on-close key elsewhere (false: in the table).
+  virtual bool SetOnCloseElsewhere(const std::string& /*key*/, std::string& /*value*/) {
+    return false;
+  }
+
   // ---- the loop (tcp_store_server.cc) ----
   template <typename Handle>
-  void InitHandle(int result, Handle* handle, const std::string& where);
+  void InitHandle(int result, Handle* handle, const std::string& where) {
+    CheckUv(result, where, "could not create a libuv handle");
+    handle->data = this;
+    open_handles_.push_back(reinterpret_cast<uv_handle_t*>(handle));
+  }
   void CheckUv(int result, const std::string& where, const char* what);
   void CloseServerHandles();
   void ResolveBindAddress(const std::string& where, sockaddr_storage* address);
@@ -142,7 +142,9 @@ class TcpStoreServerImpl final : public TcpStoreServer {
     return reinterpret_cast<uv_stream_t*>(&connection->handle);
   }
   // The budget: admitted frames, waiters and unsent replies.
-  size_t Charged() const { return admitted_bytes_ + table_.waiter_bytes() + reply_charge_; }
+  size_t Charged() const {
+    return admission_.admitted_bytes() + table_.waiter_bytes() + replies_.charged_bytes();
+  }
   bool OverBudget() const { return Charged() >= options_.max_buffered_bytes; }
   static size_t InputAllowance(const Connection* connection);
   static void OnAllocate(uv_handle_t* handle, size_t suggested, uv_buf_t* buffer);
@@ -153,7 +155,6 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void MarkReady(Connection* connection);
   void Serve(Connection* connection);
   void HandleRequest(Connection* connection, std::string_view body);
-  static size_t NextFrameBytes(const Connection* connection);
 
   // ---- batched requests (server_batch.cc) ----
   void HandleBatch(Connection* connection, std::string_view body);
@@ -169,12 +170,7 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void HandleOnClose(Connection* connection, wire::Request& request);
   void FireOnClose(Connection* connection);
 
-  // ---- a relay's upstream (server_relay.cc) ----
-  void StartRelay();  // after upstream_async_ was made
-  bool RelayRequest(Connection* connection, wire::Request& request);
-  void WatchUpstream(const std::vector<std::string>& keys);
-  static void OnUpstreamResults(uv_async_t* async);
-  void TakeUpstreamResults();
+  // ---- admission ----
   void Admit(Connection* connection);
   void AdmitQueued();
   void ReleaseAdmission(Connection* connection);
@@ -185,10 +181,11 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   void Unwatch(Connection* connection);
   static void OnHangup(uv_poll_t* poll, int status, int events);
   void Send(Connection* connection, wire::EncodedReply reply);
-  static void OnWritten(uv_write_t* request, int status);
+  void OnReplyWritten(Connection* connection, int status);
   void Refuse(Connection* connection, const std::string& reason);
   static void OnShutdown(uv_shutdown_t* request, int status);
-  void Close(Connection* connection);
+  // `shed`: closed to make room for others, not refused.
+  void Close(Connection* connection, bool shed = false);
 
   const TcpStoreServerOptions options_;
   const HelloTerms hello_terms_;
@@ -198,7 +195,6 @@ class TcpStoreServerImpl final : public TcpStoreServer {
   uv_timer_t deadline_timer_{};
   uv_timer_t sweep_timer_{};
   uv_async_t stop_async_{};
-  uv_async_t upstream_async_{};  // a relay's upstream results arrived
   uv_check_t turn_check_{};
   uv_poll_t hangup_poll_{};
   int hangup_fd_ = -1;                      // epoll set of the connections not being read
@@ -210,24 +206,20 @@ class TcpStoreServerImpl final : public TcpStoreServer {
 
   // Loop thread only.
   KeyValueTable table_;
+  ReplyWriter replies_;
+  Admission admission_;
   std::unordered_map<ClientId, Connection*> connections_;
   ClientId last_client_id_ = 0;
   std::deque<Connection*> ready_;
-  std::deque<ClientId> admission_queue_;
   Strangers strangers_;  // connections that may be shed
   DescriptorLimit descriptors_;
   unsigned accepted_this_turn_ = 0;
   bool accept_deferred_ = false;
   bool pumping_ = false;
   size_t input_bytes_ = 0;     // received, not yet handled
-  size_t unsent_bytes_ = 0;    // replies not yet written, values included
-  size_t admitted_bytes_ = 0;  // admitted frames, whole (charged)
-  size_t reply_charge_ = 0;    // unsent replies less shared values (charged)
   size_t on_close_bytes_ = 0;  // on-close keys registered (within max_stored_bytes)
   size_t trim_high_water_ = 0;
   std::vector<char> read_chunk_;
-  std::unique_ptr<UpstreamRelay> relay_;                    // set on a relay
-  std::unordered_set<std::string> watched_;                 // keys being watched upstream
   std::unordered_map<ClientId, BatchEntry> batch_entries_;  // by the table's id
   std::vector<ClientId> batch_reply_owners_;  // connections with batch replies to send
 

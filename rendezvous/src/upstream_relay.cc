@@ -191,17 +191,10 @@ class UpstreamLink {
     try {
       store_client::GreetedConnection greeted =
           store_client::ConnectGreeted(upstream.host, upstream.port, upstream.connect_timeout,
-                                       upstream.token, wire::kBatchVersion,
-                                       /*retry=*/!ever_connected_);
-      if (greeted.version < wire::kBatchVersion) {
-        failure = "the store at " + endpoint_ + " speaks store protocol version " +
-                  std::to_string(greeted.version) + " and a relay needs version " +
-                  std::to_string(wire::kBatchVersion) + " (batches): an older build hosts it";
-      } else {
-        connection_ = std::move(greeted.connection);
-        max_message_bytes_ = greeted.max_message_bytes;
-        max_requests_ = std::max<size_t>(1, greeted.max_keys_per_request);
-      }
+                                       upstream.token, /*retry=*/!ever_connected_);
+      connection_ = std::move(greeted.connection);
+      max_message_bytes_ = greeted.max_message_bytes;
+      max_requests_ = std::max<size_t>(1, greeted.max_keys_per_request);
     } catch (const StoreError& error) {
       failure = error.what();
     }

@@ -14,16 +14,19 @@
 // connection whose first frames are anything else is refused and closed.
 // Requests are answered in order, one reply per request.
 //
-// Version 4 adds one request, kBatch: several requests in one frame, each
+// One request is kBatch: several requests in one frame, each
 // with a tag of the client's choosing, answered by kBatchReply frames that
 // carry (tag, reply) pairs, in any order and over any number of frames (a
 // Get that waits is answered when its key comes, the requests behind it at
 // once). Each kBatchReply also says how many more of the connection's
 // batches the server has handled (`batches_done`): every batch is counted
 // in the frame that carries the answers it had at once (an empty frame if it
-// had none), so a client knows when a batch it sent has been read. A server answers kHelloOk with
-// the version the connection speaks: the client's, at most its own; a connection that speaks 3
-// cannot send kBatch (it is an unknown request there, as on a server of version 3).
+// had none), so a client knows when a batch it sent has been read.
+//
+// One version: a server speaks kVersion only and refuses any other hello
+// naming both versions (client and store of one run come from one build).
+// Every connection may send every request (a relay refuses kBatch: its
+// clients are ranks, and its own batches go upstream).
 #pragma once
 
 #include <cstdint>
@@ -37,12 +40,8 @@ inline constexpr uint32_t kMagic = 0x53434E49;
 // 2: the hello may carry a challenge (run token).
 // 3: both sides prove the token (the client sends a nonce too).
 // 4: kBatch (tagged requests, answered out of order).
-inline constexpr uint32_t kVersion = 4;
-// The oldest version a server still speaks: a client of version 3 is served
-// as before.
-inline constexpr uint32_t kOldestVersion = 3;
-// The first version with kBatch.
-inline constexpr uint32_t kBatchVersion = 4;
+// 5: on-close keys; one version, no older one served.
+inline constexpr uint32_t kVersion = 5;
 // Bytes around each request of a kBatch (its tag and its body's length) and
 // each reply of a kBatchReply.
 inline constexpr size_t kBatchEntryOverheadBytes = 12;
@@ -79,7 +78,7 @@ enum class MessageType : uint8_t {
   kWait = 8,        // u32 key_count, key_count x str key, i64 timeout_ms
   kNumKeys = 9,     // (nothing)
   kProof = 10,      // str client proof (kProofBytes): the answer to kChallenge
-  kBatch = 11,      // u32 count, count x (u64 tag, str request body): version 4
+  kBatch = 11,      // u32 count, count x (u64 tag, str request body)
   // On-close keys: the server sets key = value when this connection closes
   // for any reason but after a kCancelOnClose of the key (answered kOk).
   kSetOnClose = 12,     // str key, str value (replaces the key's earlier value)

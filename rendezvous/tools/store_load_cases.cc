@@ -5,7 +5,7 @@
 //   large_sets   --ranks ranks SET --value_mib MiB each at once, while a
 //                probe GETs a small key and Adds a heartbeat every 100 ms;
 //   batch        one kBatch of 1,536 GETs of a 1 MiB value whose client never
-//                reads (direct only: a relay speaks protocol 3), then another
+//                reads (direct only: a relay takes no batches), then another
 //                client's 1 MiB SET;
 //   waits        65,536 waits of 1 ms on distinct absent keys (64 threads),
 //                then node 0's waiters left, and another client's wait;
@@ -55,6 +55,10 @@ using infini::rendezvous::TcpStoreClient;
 using infini::rendezvous::TcpStoreServer;
 using infini::rendezvous::TcpStoreServerOptions;
 using std::chrono::milliseconds;
+
+// The one version the store speaks (rendezvous/src/wire_protocol.h's
+// kVersion): the raw clients below say it in their hello.
+constexpr uint32_t kStoreProtocolVersion = 5;
 
 long StatusKib(const std::string& field) {
   std::ifstream status("/proc/self/status");
@@ -241,7 +245,7 @@ void LargeSets(bool relayed) {
   const auto start = Clock::now();
   for (int i = 0; i < FLAGS_ranks; ++i) {
     ranks.emplace_back([&] {
-      RawClient rank(path.port(), 3);
+      RawClient rank(path.port(), kStoreProtocolVersion);
       std::string head(1, '\x02');  // kSet
       head += Str("run/large");
       PutLe(&head, value_bytes, 4);
@@ -283,7 +287,7 @@ void UnreadBatch() {
   Path path = MakePath(false);
   const std::string value(size_t{1} << 20, 'v');
   Client(path.node0->port())->Set("run/big", value);
-  RawClient reader(path.node0->port(), 4);
+  RawClient reader(path.node0->port(), kStoreProtocolVersion);
   std::string batch(1, '\x0b');  // kBatch
   PutLe(&batch, 1536, 4);
   for (uint64_t tag = 0; tag < 1536; ++tag) {

@@ -117,8 +117,8 @@ class Flooder {
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<uint16_t>(port));
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    // A hello of protocol version 3 with a nonce that carries no ticket.
-    std::string hello = {'\x2d', 0, 0, 0, 1, 'I', 'N', 'C', 'S', 3, 0, 0, 0, 32, 0, 0, 0};
+    // A hello of the store's protocol version (5) with a nonce that carries no ticket.
+    std::string hello = {'\x2d', 0, 0, 0, 1, 'I', 'N', 'C', 'S', 5, 0, 0, 0, 32, 0, 0, 0};
     hello.append(32, 'x');
     std::vector<int> ring(connections, -1);
     size_t next = 0;

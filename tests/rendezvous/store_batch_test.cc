@@ -172,25 +172,31 @@ TEST(StoreBatchTest, WaitersOfABatchAreForgottenWhenTheirConnectionCloses) {
   ConnectTo(*server)->Set("a", "nobody waits");
 }
 
-TEST(StoreBatchTest, AConnectionOfVersion3CannotBatchAndIsServedAsBefore) {
+TEST(StoreBatchTest, AConnectionOfVersion3Or4IsRefusedNamingBothVersions) {
   auto server = StartLocalServer();
-  RawStoreSocket raw(server->port());
-  ASSERT_TRUE(raw.Send(testing::HelloFrame(wire::kMagic, wire::kOldestVersion)));
-  EXPECT_EQ(HelloOkVersion(raw.ReadFrame()), wire::kOldestVersion);
-  ASSERT_TRUE(raw.Send(Batch({{1, Set("k", "v")}})));
-  const std::string refused = raw.ReadUntilClosed();
-  EXPECT_TRUE(raw.closed());
-  EXPECT_NE(testing::ErrorFrameText(refused).find("unknown request type 11"), std::string::npos)
-      << testing::ErrorFrameText(refused);
-  EXPECT_FALSE(ConnectTo(*server)->Check({"k"}));
+  for (const uint32_t version : {3u, 4u}) {
+    RawStoreSocket raw(server->port());
+    ASSERT_TRUE(raw.Send(testing::HelloFrame(wire::kMagic, version)));
+    const std::string text = testing::ErrorFrameText(raw.ReadUntilClosed());
+    EXPECT_TRUE(raw.closed());
+    EXPECT_NE(text.find("store protocol version " + std::to_string(version) +
+                        " is not supported; this server speaks version " +
+                        std::to_string(wire::kVersion) + " only"),
+              std::string::npos)
+        << text;
+  }
 }
 
-TEST(StoreBatchTest, ARelayAnswersItsHelloWithVersion3) {
+TEST(StoreBatchTest, ARelaySpeaksTheOneVersionAndRefusesABatchSayingSo) {
   auto upstream = StartLocalServer();
   auto relay = testing::StartRelayOf(upstream->port(), milliseconds(1000));
   RawStoreSocket raw(relay->port());
   ASSERT_TRUE(raw.Send(testing::HelloFrame()));
-  EXPECT_EQ(HelloOkVersion(raw.ReadFrame()), wire::kOldestVersion);
+  EXPECT_EQ(HelloOkVersion(raw.ReadFrame()), wire::kVersion);
+  ASSERT_TRUE(raw.Send(Batch({{1, Set("k", "v")}})));
+  const std::string text = testing::ErrorFrameText(raw.ReadUntilClosed());
+  EXPECT_NE(text.find("a relay takes no batches"), std::string::npos) << text;
+  EXPECT_FALSE(ConnectTo(*upstream)->Check({"k"}));
 }
 
 TEST(StoreBatchTest, AMalformedBatchClosesOnlyItsConnection) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "errors.h"
+#include "gloo_store.h"
 #include "host_bootstrap_store.h"
 #include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
@@ -71,10 +72,9 @@ GlooUniqueId NewUniqueId(const infiniCclBootstrap_t* bootstrap) {
   return id;
 }
 
-std::shared_ptr<rendezvous::Store> OpenMeetingStore(const GlooUniqueId& id,
-                                                    const infiniCclBootstrap_t* bootstrap,
-                                                    std::chrono::milliseconds timeout) {
-  std::shared_ptr<rendezvous::Store> store;
+std::shared_ptr<::gloo::rendezvous::Store> OpenMeetingStore(const GlooUniqueId& id,
+                                                            const infiniCclBootstrap_t* bootstrap,
+                                                            std::chrono::milliseconds timeout) {
   if (id.place == MeetingPlace::kHostBootstrap) {
     if (bootstrap == nullptr) {
       throw PluginError(infiniCclInvalidUsage,
@@ -82,13 +82,12 @@ std::shared_ptr<rendezvous::Store> OpenMeetingStore(const GlooUniqueId& id,
                         "none; every rank of a group passes the bootstrap the root passed to "
                         "get_unique_id");
     }
-    store = std::make_shared<HostBootstrapStore>(*bootstrap);
-  } else {
-    store =
-        rendezvous::TcpStoreClient::Connect(id.store_host, id.store_port, timeout, id.store_token);
+    return std::make_shared<HostBootstrapStore>(*bootstrap, timeout);
   }
-  store->set_timeout(timeout);
-  return store;
+  std::unique_ptr<rendezvous::Store> client =
+      rendezvous::TcpStoreClient::Connect(id.store_host, id.store_port, timeout, id.store_token);
+  client->set_timeout(timeout);
+  return std::make_shared<PrivateStore>(std::move(client), timeout);
 }
 
 std::string GroupKeyPrefix(const GlooUniqueId& id) {

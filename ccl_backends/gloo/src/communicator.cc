@@ -1,5 +1,7 @@
 #include "communicator.h"
 
+#include <gloo/rendezvous/prefix_store.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -7,14 +9,13 @@
 
 #include "collectives.h"
 #include "errors.h"
-#include "gloo_store.h"
-#include "infini/rendezvous/prefix_store.h"
 #include "network.h"
 
 namespace infini::gloo_backend {
 
-Communicator::Communicator(int world_size, int rank, std::shared_ptr<rendezvous::Store> store,
-                           std::string key_prefix, CommOptions options)
+Communicator::Communicator(int world_size, int rank,
+                           std::shared_ptr<::gloo::rendezvous::Store> store, std::string key_prefix,
+                           CommOptions options)
     : world_size_(world_size),
       rank_(rank),
       store_(std::move(store)),
@@ -22,19 +23,18 @@ Communicator::Communicator(int world_size, int rank, std::shared_ptr<rendezvous:
       options_(std::move(options)) {}
 
 Communicator* Communicator::Create(int world_size, int rank,
-                                   std::shared_ptr<rendezvous::Store> store, std::string key_prefix,
-                                   CommOptions options) {
+                                   std::shared_ptr<::gloo::rendezvous::Store> store,
+                                   std::string key_prefix, CommOptions options) {
   std::unique_ptr<Communicator, void (*)(Communicator*)> comm(
       new Communicator(world_size, rank, std::move(store), std::move(key_prefix),
                        std::move(options)),
       [](Communicator* c) { c->Release(); });
-  auto keys = std::make_shared<rendezvous::PrefixStore>(comm->key_prefix_, comm->store_);
-  GlooStoreAdapter adapter(keys, comm->timeout());
+  ::gloo::rendezvous::PrefixStore keys(comm->key_prefix_, *comm->store_);
   auto context = std::make_shared<GlooContext>(rank, world_size);
   context->setTimeout(comm->timeout());
   auto device = SharedDevice(
       ChooseHostAddress(comm->options_.socket_interface, "vendor option gloo:socket_ifname"));
-  context->connectFullMesh(adapter, device);
+  context->connectFullMesh(keys, device);
   comm->context_ = std::move(context);
   // Connecting is pairwise: a fast rank may be connected to everyone while a
   // slow one still connects. Returning only when all are connected keeps a

@@ -10,6 +10,8 @@
 // reference is the last.
 #pragma once
 
+#include <gloo/rendezvous/store.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,7 +23,6 @@
 
 #include "config.h"
 #include "infini/ccl/plugin_abi.h"
-#include "infini/rendezvous/store.h"
 #include "transport.h"
 
 namespace infini::gloo_backend {
@@ -30,7 +31,8 @@ class Communicator {
  public:
   // Collective over the `world_size` ranks that use the same `key_prefix`
   // in `store`: every rank publishes its address there and connects to all.
-  static Communicator* Create(int world_size, int rank, std::shared_ptr<rendezvous::Store> store,
+  static Communicator* Create(int world_size, int rank,
+                              std::shared_ptr<::gloo::rendezvous::Store> store,
                               std::string key_prefix, CommOptions options);
 
   Communicator(const Communicator&) = delete;
@@ -105,13 +107,13 @@ class Communicator {
   }
 
  private:
-  Communicator(int world_size, int rank, std::shared_ptr<rendezvous::Store> store,
+  Communicator(int world_size, int rank, std::shared_ptr<::gloo::rendezvous::Store> store,
                std::string key_prefix, CommOptions options);
   ~Communicator() = default;
 
   const int world_size_;
   const int rank_;
-  std::shared_ptr<rendezvous::Store> store_;  // unprefixed; split groups use it too
+  std::shared_ptr<::gloo::rendezvous::Store> store_;  // unprefixed; split groups use it too
   const std::string key_prefix_;
   const CommOptions options_;
   std::shared_ptr<GlooContext> context_;

@@ -1,5 +1,5 @@
-// gloo's rendezvous store interface on top of ours, so gloo's
-// connectFullMesh exchanges its pair addresses through the root's TCP store.
+// The plugin's private TCP store (bootstrap.h: no bootstrap was lent) as
+// gloo's store interface: the one adapter left, used only on that path.
 #pragma once
 
 #include <gloo/rendezvous/store.h>
@@ -13,9 +13,9 @@
 
 namespace infini::gloo_backend {
 
-class GlooStoreAdapter : public ::gloo::rendezvous::Store {
+class PrivateStore : public ::gloo::rendezvous::Store {
  public:
-  GlooStoreAdapter(std::shared_ptr<rendezvous::Store> store, std::chrono::milliseconds timeout)
+  PrivateStore(std::unique_ptr<rendezvous::Store> store, std::chrono::milliseconds timeout)
       : store_(std::move(store)), timeout_(timeout) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
@@ -33,7 +33,7 @@ class GlooStoreAdapter : public ::gloo::rendezvous::Store {
   }
 
  private:
-  std::shared_ptr<rendezvous::Store> store_;
+  std::unique_ptr<rendezvous::Store> store_;
   std::chrono::milliseconds timeout_;
 };
 
