@@ -298,8 +298,15 @@ infiniCclResult_t SharedAllReduce(Stage& stage, const void* sendbuff, void* recv
   // The last copies back have read the result slots before the next call
   // may write them.
   stage.WaitCopies();
-  if (stage.ok()) slots.Publish(SharedSlots::kConsumed, comm.sequence);
-  return stage.Finish();
+  if (stage.ok()) {
+    slots.Publish(SharedSlots::kConsumed, comm.sequence);
+  } else {
+    slots.Abandon();
+  }
+  // The segment is poisoned after any failure: the communicator's too.
+  const infiniCclResult_t result = stage.Finish();
+  if (result != infiniCclSuccess) comm.RecordAsyncError(result, LastError());
+  return result;
 }
 
 // A collective in one step: `in` bytes from sendbuff to the host, the

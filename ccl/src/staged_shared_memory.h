@@ -54,6 +54,9 @@ class SharedSlots {
   // segment: every rank's later wait fails too.
   infiniCclResult_t WaitAll(Phase phase, int64_t sequence, const std::atomic<bool>& aborting,
                             int64_t timeout_ms, std::string* why);
+  // This rank's call failed outside the waits (a device copy): every rank's
+  // waits fail instead of waiting for it forever.
+  void Abandon() { Poison(); }
 
  private:
   struct Header;
