@@ -93,6 +93,9 @@ const infiniCclPlugin_t* ReadV2Table(const void* symbol, const std::string& libr
   }
   RequireAllOrNone({Named("group_start", table.group_start), Named("group_end", table.group_end)},
                    library_path);
+  RequireAllOrNone({Named("host_register", table.host_register),
+                    Named("host_unregister", table.host_unregister)},
+                   library_path);
   RequireDeclaredEntries(table, library_path);
   RequireAllOrNone(
       {Named("stream_begin_capture", table.stream_begin_capture),

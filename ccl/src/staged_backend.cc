@@ -187,6 +187,8 @@ void Fill(infiniCclPlugin_t& table, const infiniCclPlugin_t& transport,
   table.event_query = device.event_query;
   table.event_synchronize = device.event_synchronize;
   table.event_elapsed_ms = device.event_elapsed_ms;
+  table.host_register = device.host_register;
+  table.host_unregister = device.host_unregister;
   table.unique_id_bytes = transport.unique_id_bytes;
   table.get_unique_id = transport.get_unique_id;
   table.comm_init_rank = &CommInitRank;
@@ -243,13 +245,30 @@ infiniCclResult_t FromPlugin(const infiniCclPlugin_t& plugin, infiniCclResult_t 
                           (why != nullptr && *why != '\0' ? why : "failed"));
 }
 
+void RegisteredRange::Register(void* pointer, size_t bytes) {
+  Release();
+  if (Device().host_register == nullptr || pointer == nullptr || bytes == 0) return;
+  if (Device().host_register(pointer, bytes) == infiniCclSuccess) pointer_ = pointer;
+}
+
+void RegisteredRange::Release() {
+  if (pointer_ != nullptr) Device().host_unregister(pointer_);
+  pointer_ = nullptr;
+}
+
+void HostBuffer::Free::operator()(char* data) const { std::free(data); }
+
 char* HostBuffer::Reserve(size_t bytes) {
+  constexpr size_t kPage = 4096;
   if (bytes > bytes_) {
+    registered_.Release();
     data_.reset();
     bytes_ = 0;
-    data_.reset(new (std::nothrow) char[bytes]);
+    const size_t rounded = (bytes + kPage - 1) / kPage * kPage;
+    data_.reset(static_cast<char*>(std::aligned_alloc(kPage, rounded)));
     if (data_ == nullptr) return nullptr;
     bytes_ = bytes;
+    registered_.Register(data_.get(), rounded);
   }
   return data_.get();
 }

@@ -151,6 +151,9 @@ class Stage {
       }
       Host(opened);
       comm_->shared = comm_->slots ? StagedComm::SharedUse::kOn : StagedComm::SharedUse::kOff;
+      if (comm_->slots) {
+        comm_->slots_registered.Register(comm_->slots->mapping(), comm_->slots->mapped_bytes());
+      }
     }
     return ok() && comm_->shared == StagedComm::SharedUse::kOn;
   }

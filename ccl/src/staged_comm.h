@@ -26,14 +26,36 @@ const std::string& LastError();
 infiniCclResult_t FromPlugin(const infiniCclPlugin_t& plugin, infiniCclResult_t result,
                              const char* call);
 
-// Host memory that grows and is never shrunk: a communicator's staging area.
+// Host memory page-locked for Device()'s copies while this lives
+// (host_register), so they run at the link's speed; where the device plugin
+// has no such entry, or it fails, the memory stays pageable: the copies are
+// slower, never wrong.
+class RegisteredRange {
+ public:
+  RegisteredRange() = default;
+  RegisteredRange(const RegisteredRange&) = delete;
+  RegisteredRange& operator=(const RegisteredRange&) = delete;
+  ~RegisteredRange() { Release(); }
+  void Register(void* pointer, size_t bytes);  // releases the range held before
+  void Release();
+
+ private:
+  void* pointer_ = nullptr;
+};
+
+// Host memory that grows and is never shrunk: a communicator's staging area,
+// page-aligned and registered for the device's copies.
 class HostBuffer {
  public:
   char* Reserve(size_t bytes);  // contents are not kept
   size_t capacity() const { return bytes_; }
 
  private:
-  std::unique_ptr<char[]> data_;
+  struct Free {
+    void operator()(char* data) const;
+  };
+  std::unique_ptr<char, Free> data_;
+  RegisteredRange registered_;  // declared after data_: released before it is freed
   size_t bytes_ = 0;
 };
 
@@ -56,6 +78,7 @@ struct StagedComm {
   enum class SharedUse { kUnknown, kOn, kOff };
   SharedUse shared = SharedUse::kUnknown;
   std::unique_ptr<SharedSlots> slots;
+  RegisteredRange slots_registered;   // after `slots`: released before the segment is unmapped
   int64_t sequence = 0;               // chunks through the slots so far
   int64_t timeout_ms = 0;             // a wait's deadline (config.timeout_ms); 0: none
   std::atomic<bool> aborting{false};  // comm_abort: waits in the slots end

@@ -46,6 +46,9 @@ class SharedSlots {
   size_t slot_bytes() const { return slot_bytes_; }
   char* input(int buffer, int rank) const;
   char* result(int buffer) const;
+  // The whole mapping (page-aligned), for registering it with the device.
+  void* mapping() const { return base_; }
+  size_t mapped_bytes() const { return mapped_bytes_; }
 
   void Publish(Phase phase, int64_t sequence);
   // Until every rank published `phase` at `sequence` or later: infiniCclSuccess,

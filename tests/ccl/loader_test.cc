@@ -153,6 +153,14 @@ TEST(PluginLoader, RegisterWithoutDeregisterIsRefused) {
       << text;
 }
 
+TEST(PluginLoader, HostRegisterWithoutHostUnregisterIsRefused) {
+  const std::string text = LoadErrorText(PluginPath("mock_half_host_register"));
+  EXPECT_NE(text.find("sets only some of the entries host_register, host_unregister: expected all "
+                      "of them or none"),
+            std::string::npos)
+      << text;
+}
+
 TEST(PluginLoader, WindowRegisterWithoutWindowDeregisterIsRefused) {
   const std::string text = LoadErrorText(PluginPath("mock_half_window"));
   EXPECT_NE(text.find("has comm_window_register without comm_window_deregister: expected both or "

@@ -12,7 +12,9 @@
 // ARENA_DEVICE_COUNT (default 1) devices share one arena of
 // ARENA_BYTES (default 1 GiB, reserved lazily). With ARENA_COUNT_COPIES=1
 // the process prints "<name>: N copies" on stderr at exit, so a test can
-// tell which device a collective's bytes went through.
+// tell which device a collective's bytes went through, and "<name>: P of N
+// copies with registered host memory" (host_register: whether the staging
+// buffers were page-locked).
 //
 // Built twice: "arena", and with ARENA_SECOND_DEVICE "arenab", another
 // vendor's device for mixed jobs: its own addresses (a pointer of one is
@@ -48,14 +50,25 @@ constexpr uintptr_t kBase = uintptr_t{0x4000} << 48;  // non-canonical: never ho
 constexpr size_t kAlignment = 256;
 #endif
 
+// Host ranges given to host_register: start -> bytes. Never destroyed: a
+// communicator left to the process's end unregisters during static
+// destruction, after this file's statics may be gone.
+std::map<uintptr_t, size_t>& g_registered = *new std::map<uintptr_t, size_t>();
+
 // Copies that moved bytes to or from this device (ARENA_COUNT_COPIES).
 struct CopyCounter {
   std::atomic<uint64_t> copies{0};
+  std::atomic<uint64_t> registered_copies{0};  // whose host side was registered
   ~CopyCounter() {
     const char* wanted = std::getenv("ARENA_COUNT_COPIES");
     if (wanted != nullptr && std::string(wanted) == "1") {
       std::fprintf(stderr, "%s: %llu copies\n", kName,
                    static_cast<unsigned long long>(copies.load()));
+      std::fprintf(stderr,
+                   "%s: %llu of %llu copies with registered host memory, %zu ranges left "
+                   "registered\n",
+                   kName, static_cast<unsigned long long>(registered_copies.load()),
+                   static_cast<unsigned long long>(copies.load()), g_registered.size());
     }
   }
 } g_copy_counter;
@@ -204,6 +217,42 @@ infiniCclResult_t MemFree(void* pointer) {
   return infiniCclSuccess;
 }
 
+// Whether [pointer, pointer + bytes) lies inside one registered range.
+bool IsRegistered(const void* pointer, size_t bytes) {
+  const auto start = reinterpret_cast<uintptr_t>(pointer);
+  auto range = g_registered.upper_bound(start);
+  if (range == g_registered.begin()) return false;
+  --range;
+  return start + bytes <= range->first + range->second;
+}
+
+// Registration changes no byte a copy moves; it is only counted. Overlaps
+// and host_unregister of an unknown pointer are refused, as CUDA does.
+infiniCclResult_t HostRegister(void* pointer, size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  const auto start = reinterpret_cast<uintptr_t>(pointer);
+  if (pointer == nullptr || bytes == 0 || IsDevice(pointer)) {
+    return Fail(infiniCclInvalidArgument, "host_register: expected a host range of bytes > 0");
+  }
+  auto next = g_registered.lower_bound(start);
+  const bool overlaps_next = next != g_registered.end() && next->first < start + bytes;
+  const bool overlaps_previous =
+      next != g_registered.begin() && std::prev(next)->first + std::prev(next)->second > start;
+  if (overlaps_next || overlaps_previous) {
+    return Fail(infiniCclInvalidArgument, "host_register: the range overlaps a registered one");
+  }
+  g_registered[start] = bytes;
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t HostUnregister(void* pointer) {
+  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  if (g_registered.erase(reinterpret_cast<uintptr_t>(pointer)) == 0) {
+    return Fail(infiniCclInvalidArgument, "host_unregister: not a registered pointer");
+  }
+  return infiniCclSuccess;
+}
+
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
                               infiniCclStream_t stream) {
   std::lock_guard<std::recursive_mutex> lock(g_mutex);
@@ -212,6 +261,10 @@ infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCc
   const bool device_dst =
       kind == infiniCclMemcpyHostToDevice || kind == infiniCclMemcpyDeviceToDevice;
   if (bytes > 0) ++g_copy_counter.copies;
+  if (bytes > 0 && kind != infiniCclMemcpyDeviceToDevice &&
+      IsRegistered(device_src ? dst : src, bytes)) {
+    ++g_copy_counter.registered_copies;
+  }
   // Each side must be what `kind` says: a host pointer named as device
   // memory (or the reverse) is the caller's bug, refused here.
   if (bytes > 0 && (IsDevice(src) != device_src || IsDevice(dst) != device_dst ||
@@ -420,4 +473,6 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .comm_window_register = nullptr,
     .comm_window_deregister = nullptr,
     .get_link_bandwidth = nullptr,
+    .host_register = HostRegister,
+    .host_unregister = HostUnregister,
 };

@@ -70,6 +70,23 @@ bool StagedThrough(const std::string& output, int rank, const std::string& devic
   return at != std::string::npos && output.compare(at + line.size(), 2, "0 ") != 0;
 }
 
+// "[rank0]:arena: 9 of 24 copies with registered host memory" (the arena's
+// count at exit): how many of `rank`'s copies on `device` had their host side
+// registered (host_register: the staging buffers page-locked); -1 when the
+// line is missing.
+long RegisteredCopies(const std::string& output, int rank, const std::string& device) {
+  const std::string line = "[rank" + std::to_string(rank) + "]:" + device + ": ";
+  for (size_t at = output.find(line); at != std::string::npos; at = output.find(line, at + 1)) {
+    const size_t number = at + line.size();
+    const size_t end = output.find('\n', number);
+    const std::string rest = output.substr(number, end - number);
+    if (rest.find("copies with registered host memory") != std::string::npos) {
+      return std::stol(rest);
+    }
+  }
+  return -1;
+}
+
 // Ranks of one host meet in shared memory for all_reduce (required here:
 // the run fails if they cannot), and a third arena device lets
 // failure/peer_killed start a rank and SIGKILL it in the middle of an
@@ -80,6 +97,10 @@ TEST(StagedRun, ConformancePassesWithTwoRanksInSharedMemory) {
   EXPECT_TRUE(StagedThrough(output, 0, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 1, "arena")) << output;
   EXPECT_EQ(VerdictOf(Rows(output), "failure/peer_killed"), "pass") << output;
+  // The shared segment and the staging buffers are registered with the
+  // device, so the staged copies run at pinned speed where it has pins.
+  EXPECT_GT(RegisteredCopies(output, 0, "arena"), 0) << output;
+  EXPECT_GT(RegisteredCopies(output, 1, "arena"), 0) << output;
 }
 
 TEST(StagedRun, ABadSharedMemorySettingIsOneLine) {
@@ -110,6 +131,7 @@ TEST(StagedRun, ConformancePassesWithMixedDevicesInOneJob) {
   EXPECT_TRUE(StagedThrough(output, 0, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 1, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 2, "arenab")) << output;
+  EXPECT_GT(RegisteredCopies(output, 2, "arenab"), 0) << output;
   EXPECT_EQ(output.find("[rank3]:arena"), std::string::npos) << output;
   // What one process's backend lacks is unsupported on every rank, said once.
   EXPECT_NE(output.find("a mixed job: processes on gloo+arena, gloo+arena, gloo+arenab, gloo+host"),

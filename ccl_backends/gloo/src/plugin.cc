@@ -163,4 +163,6 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .comm_window_deregister = nullptr,
     // No line rate to report for loopback TCP: ccl_bench keeps its table.
     .get_link_bandwidth = nullptr,
+    .host_register = nullptr,  // host buffers are its device memory
+    .host_unregister = nullptr,
 };

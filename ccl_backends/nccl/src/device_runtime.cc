@@ -162,6 +162,22 @@ infiniCclResult_t MemFree(void* ptr) {
   return CheckCuda(cudaFree(ptr), "mem_free: cudaFree");
 }
 
+// Portable: the pages are pinned for every device's context in this
+// process, not only the current one (a staged communicator may copy from
+// another device than the one current when its buffer was registered).
+infiniCclResult_t HostRegister(void* ptr, size_t bytes) {
+  if (ptr == nullptr || bytes == 0) {
+    return Fail(infiniCclInvalidArgument, "host_register: expected a non-NULL range of bytes > 0");
+  }
+  return CheckCuda(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable),
+                   "host_register: cudaHostRegister of " + std::to_string(bytes) + " bytes");
+}
+
+infiniCclResult_t HostUnregister(void* ptr) {
+  if (ptr == nullptr) return Fail(infiniCclInvalidArgument, "host_unregister: ptr is NULL");
+  return CheckCuda(cudaHostUnregister(ptr), "host_unregister: cudaHostUnregister");
+}
+
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
                               infiniCclStream_t stream) {
   CCLCHECK(RequireDevice("memcpy_async"));

@@ -38,6 +38,8 @@ infiniCclResult_t SetDevice(int device);
 infiniCclResult_t GetDevice(int* device);
 infiniCclResult_t MemAlloc(void** ptr, size_t bytes);
 infiniCclResult_t MemFree(void* ptr);
+infiniCclResult_t HostRegister(void* ptr, size_t bytes);
+infiniCclResult_t HostUnregister(void* ptr);
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
                               infiniCclStream_t stream);
 infiniCclResult_t MemsetAsync(void* ptr, int value, size_t bytes, infiniCclStream_t stream);

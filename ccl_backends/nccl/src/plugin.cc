@@ -170,6 +170,8 @@ __attribute__((visibility("default"))) infiniCclPlugin_v2_t infiniCclPlugin_v2 =
     .comm_window_register = nullptr,  // OfferRecoveryEntries
     .comm_window_deregister = nullptr,
     .get_link_bandwidth = &nccl::Exported<&nccl::GetLinkBandwidth>::Call,
+    .host_register = &nccl::Exported<&nccl::HostRegister>::Call,
+    .host_unregister = &nccl::Exported<&nccl::HostUnregister>::Call,
 };
 }  // extern "C"
 

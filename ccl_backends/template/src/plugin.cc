@@ -257,4 +257,9 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     // Optional: the peak link bandwidth between your devices, for
     // ccl_bench's verdict (which otherwise uses its own table).
     .get_link_bandwidth = nullptr,
+    // Optional: page-lock host memory for your device's copies (the
+    // vendor's cudaHostRegister), so communicators staged through the host
+    // copy at full speed; both or neither.
+    .host_register = nullptr,
+    .host_unregister = nullptr,
 };

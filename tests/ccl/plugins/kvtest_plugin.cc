@@ -1098,4 +1098,6 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .comm_window_register = CommWindowRegister,
     .comm_window_deregister = CommDeregister,
     .get_link_bandwidth = nullptr,
+    .host_register = nullptr,
+    .host_unregister = nullptr,
 };

@@ -28,6 +28,9 @@
  *    after them): collective window registration (ncclCommWindowRegister).
  *  - optional get_link_bandwidth (appended after them): the peak bandwidth
  *    of the link between this backend's devices, for ccl_bench's verdict.
+ *  - optional host_register and host_unregister (appended after it): host
+ *    memory page-locked for the device's copies (cudaHostRegister), so a
+ *    communicator staged through the host copies at the link's speed.
  *
  * Rules (unchanged from v1): plain C only; every call returns an
  * infiniCclResult_t and keeps a one-line explanation for get_last_error();
@@ -536,6 +539,21 @@ typedef struct {
    * Not on a hot path: may load a vendor management library at call time.
    * Optional. */
   infiniCclResult_t (*get_link_bandwidth)(int device, infiniCclLinkBandwidth_t* link);
+
+  /* ---- Host memory for the device's copies (appended after get_link_bandwidth)
+   * Model: cudaHostRegister/cudaHostUnregister (hipHostRegister on ROCm).
+   * Page-locks `bytes` bytes of host memory at `ptr` (memory the caller
+   * allocated: malloc, mmap, a shared segment) so that memcpy_async to and
+   * from it runs at the link's full speed and truly asynchronously, for
+   * every device of this backend in this process. Ranges do not overlap a
+   * range already registered. host_unregister takes the `ptr` given to
+   * host_register; the caller unregisters before it frees or unmaps the
+   * memory. A copy to or from registered memory gives the same bytes as to
+   * or from pageable memory: registration only makes it faster. The host
+   * uses it for the staging buffers of staged communicators (and goes on
+   * with pageable memory when it fails). Both set or both NULL. Optional. */
+  infiniCclResult_t (*host_register)(void* ptr, size_t bytes);
+  infiniCclResult_t (*host_unregister)(void* ptr);
 } infiniCclPlugin_v2_t;
 
 /* comm_shrink's flags. */
@@ -561,6 +579,10 @@ typedef struct {
 /* Likewise get_link_bandwidth. */
 #define INFINI_CCL_PLUGIN_V2_LINK_SIZE \
   INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, get_link_bandwidth)
+
+/* Likewise host_register and host_unregister. */
+#define INFINI_CCL_PLUGIN_V2_HOST_REGISTER_SIZE \
+  INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, host_unregister)
 
 /* The smallest v2 table the host accepts: up to the last required entry.
  * Entries after it that an older v2 plugin's table lacks count as NULL. */
