@@ -747,6 +747,14 @@ void DeviceModel::SetGradientStorage(size_t group, float* data) {
   state_->device_gradient_storage_stale = true;
 }
 
+void DeviceModel::UseOwnGradientStorage() {
+  State& s = *state_;
+  for (size_t g = 0; g < s.groups.size(); ++g) {
+    s.gradient_storage[g] = s.owned_gradients.get() + s.groups[g].offset;
+  }
+  s.device_gradient_storage_stale = true;
+}
+
 float* DeviceModel::gradient_storage(size_t group) const {
   return state_->gradient_storage.at(group);
 }

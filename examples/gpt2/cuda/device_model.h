@@ -59,6 +59,9 @@ class DeviceModel {
   // Gradient group `group` lives at `data` (count floats, device memory)
   // from now on; by default the model owns its gradients.
   void SetGradientStorage(size_t group, float* data);
+  // Every group back on the model's own gradients (before the storage set
+  // above is freed).
+  void UseOwnGradientStorage();
   float* gradient_storage(size_t group) const;
   void ZeroGradients();
 

@@ -57,34 +57,24 @@ class CudaTraining : public DeviceTraining {
                                                     : gpu::DeviceDtype::kFloat32,
                                                 options.max_batch_size, owned_stream_->get());
     model_->LoadWeights(weights);
-
-    sync_ = group.world_size() == 1 ? GradientSync::kNone : options.gradient_sync;
-    if (sync_ == GradientSync::kOverlap) {
-      std::vector<parallel::GradientSpec> specs;
-      for (const gpu::GradientGroup& g : model_->gradient_groups()) {
-        specs.push_back({g.name, ccl::dtype::kFloat32, static_cast<size_t>(g.count)});
-      }
-      parallel::GradientReducerOptions reducer_options;
-      reducer_options.bucket_bytes = options.bucket_bytes;
-      reducer_options.register_buckets = options.register_buckets;
-      reducer_options.average = true;
-      reducer_ = std::make_unique<parallel::GradientReducer>(*group.process_group(),
-                                                             std::move(specs), reducer_options);
-      for (size_t g = 0; g < reducer_->size(); ++g) {
-        model_->SetGradientStorage(g, static_cast<float*>(ccl::DataPointer(reducer_->Gradient(g))));
-      }
-      gradient_scale_ =
-          reducer_->needs_scaling() ? 1.0f / static_cast<float>(group.world_size()) : 1.0f;
-    } else if (sync_ == GradientSync::kAfterBackward) {
-      // The model's own gradients are one contiguous buffer (group 0 first).
-      gradient_scale_ = 1.0f / static_cast<float>(group.world_size());
-    }
+    SetUpGradientSync();
     model_->ZeroGradients();
   }
 
   ~CudaTraining() override {
     // Outstanding work (a bucket's all_reduce) finishes before the buffers go.
     if (owned_stream_) cudaStreamSynchronize(owned_stream_->get());
+  }
+
+  bool Regroup(int64_t max_batch_size) override {
+    if (max_batch_size > options_.max_batch_size) return false;
+    // The old buckets may still be read by work enqueued before the loss.
+    cudaStreamSynchronize(owned_stream_->get());
+    model_->UseOwnGradientStorage();
+    reducer_.reset();
+    SetUpGradientSync();
+    model_->ZeroGradients();
+    return true;
   }
 
   int64_t num_parameters() const override { return model_->num_parameters(); }
@@ -141,9 +131,37 @@ class CudaTraining : public DeviceTraining {
   }
 
  private:
+  // Gradient communication for the group's current world: the reducer's
+  // buckets hold the gradients (--overlap), or the model's own buffer does.
+  void SetUpGradientSync() {
+    sync_ = group_.world_size() == 1 ? GradientSync::kNone : options_.gradient_sync;
+    gradient_scale_ = 1.0f;
+    if (sync_ == GradientSync::kOverlap) {
+      std::vector<parallel::GradientSpec> specs;
+      for (const gpu::GradientGroup& g : model_->gradient_groups()) {
+        specs.push_back({g.name, ccl::dtype::kFloat32, static_cast<size_t>(g.count)});
+      }
+      parallel::GradientReducerOptions reducer_options;
+      reducer_options.bucket_bytes = options_.bucket_bytes;
+      reducer_options.register_buckets = options_.register_buckets;
+      reducer_options.average = true;
+      reducer_ = std::make_unique<parallel::GradientReducer>(*group_.process_group(),
+                                                             std::move(specs), reducer_options);
+      for (size_t g = 0; g < reducer_->size(); ++g) {
+        model_->SetGradientStorage(g, static_cast<float*>(ccl::DataPointer(reducer_->Gradient(g))));
+      }
+      if (reducer_->needs_scaling()) {
+        gradient_scale_ = 1.0f / static_cast<float>(group_.world_size());
+      }
+    } else if (sync_ == GradientSync::kAfterBackward) {
+      // The model's own gradients are one contiguous buffer (group 0 first).
+      gradient_scale_ = 1.0f / static_cast<float>(group_.world_size());
+    }
+  }
+
   // A lost peer is the trainer's RankLostError, as on the host path: the
-  // trainer recovers in place (--on_failure=shrink) and makes this object
-  // again for the new world.
+  // trainer recovers in place (--on_failure=shrink) and regroups this object
+  // for the new world (or makes it again).
   template <typename Work>
   static void Communicating(Work work) {
     try {

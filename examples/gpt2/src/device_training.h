@@ -55,6 +55,12 @@ class DeviceTraining {
   virtual void StoreState(Model& model, AdamW& optimizer) = 0;
   // The other way: a resumed run's weights and moments onto the device.
   virtual void LoadState(const Model& model, AdamW& optimizer) = 0;
+  // The group's world changed (a loss): gradient communication (buckets,
+  // registrations, the gradient scale) made again for it, the gradients
+  // zeroed, the weights and moments kept where they are. false when
+  // micro-batches of `max_batch_size` outgrow the device's buffers: then
+  // make a new DeviceTraining instead.
+  virtual bool Regroup(int64_t max_batch_size) = 0;
   // Mean loss of one micro-batch, no gradients.
   virtual float Evaluate(std::span<const int32_t> inputs, std::span<const int32_t> targets,
                          int64_t batch_size, int64_t sequence_length) = 0;

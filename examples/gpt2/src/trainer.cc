@@ -385,25 +385,33 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     return {loss, device->ReadGradientNorm()};
   };
 
-  // --on_failure=shrink (host path): after a loss the survivors go on from
-  // the step it interrupted, and after an admission the joiners start at the
-  // survivors' step, all with rank 0's weights, optimizer state and data
-  // position (replicas agree, but the lost step may have been applied on
-  // some and not others) and the same global batch over the new DP size.
+  // --on_failure=shrink: after a loss the survivors go on from the step it
+  // interrupted, and after an admission the joiners start at the survivors'
+  // step, all with rank 0's data position and the same global batch over the
+  // new DP size. Replicas stay equal as long as they applied the same steps
+  // (each applies the same all-reduced gradients), so rank 0's weights and
+  // optimizer state travel only to joiners (`fresh_ranks`) or when the lost
+  // step was applied on some survivors and not others: that broadcast of
+  // the whole model and both moments would be most of a recovery's time.
   // Returns the steps done.
   int64_t global_batch = loader->global_batch_size();
-  const auto take_state_from_main = [&](int64_t steps_completed) {
-    // On the device path the device holds rank 0's state: to the host first.
-    if (device && group.is_main()) device->StoreState(model, optimizer);
+  const auto take_state_from_main = [&](int64_t steps_completed, bool fresh_ranks) {
     struct Agreed {
       int64_t steps_completed, optimizer_steps, consumed_samples, global_batch, accumulation;
     } agreed{steps_completed, optimizer.steps_taken(),
              progress.consumed_samples + (steps_completed - progress.steps_done) * global_batch,
              global_batch, accumulation};
     group.BroadcastFromMain(AsBytes(std::span<Agreed>(&agreed, 1)));
-    group.BroadcastFromMain(AsBytes(model.parameters()));
-    group.BroadcastFromMain(AsBytes(optimizer.first_moment()));
-    group.BroadcastFromMain(AsBytes(optimizer.second_moment()));
+    float differs = fresh_ranks || steps_completed != agreed.steps_completed ? 1.0f : 0.0f;
+    group.AllReduceAverage(std::span<float>(&differs, 1));
+    const bool replicas_agree = differs == 0.0f;
+    if (!replicas_agree) {
+      // On the device path the device holds rank 0's state: to the host first.
+      if (device && group.is_main()) device->StoreState(model, optimizer);
+      group.BroadcastFromMain(AsBytes(model.parameters()));
+      group.BroadcastFromMain(AsBytes(optimizer.first_moment()));
+      group.BroadcastFromMain(AsBytes(optimizer.second_moment()));
+    }
     optimizer.set_steps_taken(agreed.optimizer_steps);
     global_batch = agreed.global_batch;
     std::tie(B, accumulation) =
@@ -419,9 +427,12 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
     targets.resize(loader->tokens_per_micro_batch());
     validator = Validator(options, group);
     progress = {agreed.steps_completed, agreed.consumed_samples};
-    if (device) {
-      // Buckets, registrations and the gradient scale belong to the old
-      // world, and the micro-batch may have grown: made again, then loaded.
+    // Buckets, registrations and the gradient scale belong to the old world:
+    // remade around the device's state when it is everyone's and the
+    // micro-batch still fits; otherwise the device training is made again
+    // from the host's copy (rank 0's, or this rank's own).
+    if (device && !(replicas_agree && device->Regroup(B))) {
+      if (replicas_agree) device->StoreState(model, optimizer);
       device.reset();
       device_options.max_batch_size = B;
       device = CreateDeviceTraining(device_options, model, group);
@@ -435,7 +446,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
       try {
         const RecoveredGroup world = group.RecoverFromLoss();
         lost.insert(lost.end(), world.newly_lost_ranks.begin(), world.newly_lost_ranks.end());
-        const int64_t resumed = take_state_from_main(steps_completed);
+        const int64_t resumed = take_state_from_main(steps_completed, false);
         say(Format(
             "lost rank(s) %s at step %lld; world now %d ranks (dp=%d); resuming at step %lld",
             RankList(lost).c_str(), static_cast<long long>(interrupted_step), group.world_size(),
@@ -451,7 +462,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
   const auto admit = [&](int64_t steps_completed) {
     const std::optional<GrownGroup> grown = group.AdmitJoiners();
     if (!grown) return steps_completed;
-    const int64_t resumed = take_state_from_main(steps_completed);
+    const int64_t resumed = take_state_from_main(steps_completed, true);
     say(
         Format("admitted rank(s) %s after step %lld; world now %d ranks (dp=%d); resuming at "
                "step %lld",
@@ -463,7 +474,7 @@ TrainingSummary Train(const TrainOptions& options, DataParallelGroup& group, std
 
   if (joiner) {
     // The survivors broadcast at their admission; take it, and start there.
-    const int64_t resumed = take_state_from_main(0);
+    const int64_t resumed = take_state_from_main(0, true);
     summary.first_step = resumed;
   }
   bool just_joined = joiner;
