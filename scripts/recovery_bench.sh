@@ -21,6 +21,7 @@
 #   scripts/recovery_bench.sh [--build DIR] [--out DIR] [--repeats N]
 #                             [--configs "4x2 8x4"] [--modes "restart elastic shrink"]
 #                             [--checkpoint_every N] [--loopback] [--backend gloo|nccl|staged]
+#                             [--model_flags "--model=d12"]
 #
 # --configs "RANKSxHOSTS ...": RANKS a multiple of HOSTS; "1x1" runs only
 # (a), the one mode a single rank (one GPU, --backend nccl) allows.
@@ -39,6 +40,7 @@ modes="restart elastic shrink"
 loopback=0
 checkpoint_every=1
 backend=gloo
+model_flags="--channels=32"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -49,11 +51,13 @@ while [ $# -gt 0 ]; do
     --checkpoint_every) checkpoint_every="$2"; shift 2 ;;
     --loopback) loopback=1; shift ;;
     --backend) backend="$2"; shift 2 ;;
+    --model_flags) model_flags="$2"; shift 2 ;;
     *) sed -n '2,28p' "$0" >&2; exit 2 ;;
   esac
 done
 [[ "$repeats" =~ ^[1-9][0-9]?$ ]] || { echo "recovery_bench.sh: --repeats='$repeats': expected 1..99" >&2; exit 2; }
 [[ "$checkpoint_every" =~ ^[1-9]$ ]] || { echo "recovery_bench.sh: --checkpoint_every='$checkpoint_every': expected 1..9 (below the kill's step)" >&2; exit 2; }
+[[ "$model_flags" =~ ^(--[a-z_]+=[A-Za-z0-9_.]+ ?)+$ ]] || { echo "recovery_bench.sh: --model_flags='$model_flags': expected gpt2 flags such as '--model=d12' or '--channels=32 --num_layers=2'" >&2; exit 2; }
 [[ "$backend" =~ ^(gloo|nccl|staged)$ ]] || { echo "recovery_bench.sh: --backend='$backend': expected gloo, nccl or staged (gloo staged through nccl: every rank may share one GPU)" >&2; exit 2; }
 for config in $configs; do
   [[ "$config" =~ ^(1x1|[2-8]x[2-4])$ ]] && (( ${config%x*} % ${config#*x} == 0 )) ||
@@ -68,11 +72,11 @@ if [ "$loopback" = 0 ] && ! "$here/netns_hosts.sh" probe 2>/dev/null; then
   echo "recovery_bench.sh: network namespaces cannot be made here: every node on loopback" >&2
   loopback=1
 fi
-exec python3 - "$build" "$out" "$repeats" "$configs" "$modes" "$loopback" "$here/netns_hosts.sh" "$checkpoint_every" "$backend" <<'PYTHON'
+exec python3 - "$build" "$out" "$repeats" "$configs" "$modes" "$loopback" "$here/netns_hosts.sh" "$checkpoint_every" "$backend" "$model_flags" <<'PYTHON'
 import csv, json, os, re, signal, statistics, subprocess, sys, threading, time
 
-build, out, repeats, configs, modes, loopback, netns_script, checkpoint_every, backend = \
-    sys.argv[1:10]
+build, out, repeats, configs, modes, loopback, netns_script, checkpoint_every, backend, \
+    model_flags = sys.argv[1:11]
 repeats, loopback, checkpoint_every = int(repeats), loopback == "1", int(checkpoint_every)
 infini_run, gpt2 = build + "/bin/infini_run", build + "/bin/gpt2"
 KILL_AT = 10         # rank 0's step line after which the SIGKILL is sent
@@ -169,7 +173,7 @@ def run_once(mode, ranks, hosts, index, prefix, port):
                  else ["--ccl_backend=" + backend])
     program = [gpt2, "--steps=%d" % STEPS, "--micro_batch_size=%d" % MICRO_BATCH[ranks],
                "--total_batch_size=%d" % (GLOBAL_SAMPLES[ranks] * SEQUENCE),
-               "--channels=32", "--sequence_length=%d" % SEQUENCE, "--val_batches=1"]
+               "--sequence_length=%d" % SEQUENCE, "--val_batches=1"] + model_flags.split()
     if mode == "restart":
         launcher += ["--max_restarts=1", "--rdzv_conf=" + conf]
     elif mode == "elastic":
