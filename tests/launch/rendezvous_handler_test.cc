@@ -242,5 +242,28 @@ TYPED_TEST(RendezvousHandlerContract, ElasticRoundsCloseAndALaterRoundTakesALate
   }
 }
 
+// TCP: a node that left cleanly cancelled its on-close keys, so its
+// connection closing (however slowly its left key was flushed) never reads
+// as its launcher's death (issue 34).
+class TcpRendezvousHandler : public RendezvousHandlerContract<TcpBackend> {};
+
+TEST_F(TcpRendezvousHandler, ANodeThatLeftCleanlyLeavesNoOnCloseKeyBehind) {
+  JoinBoth();
+  second_.handler->StartWatch([] {});
+  second_.handler->Watch();  // its first step registers its on-close keys
+  second_.handler->LeaveCleanly();
+  second_.handler->Watch();  // the link's last step registers nothing again
+  // A marker on the same connection: the store sets every on-close key of a
+  // connection in one step, so once it shows, any key left shows too.
+  second_.handler->store().SetOnClose("test/closed", "1");
+  second_.handler->Shutdown([](milliseconds) {});
+  second_.handler.reset();  // closes its connection
+  rendezvous::Store& zero = first_.handler->store();
+  zero.Wait({"test/closed"}, seconds(30));
+  EXPECT_FALSE(zero.Check({"infini_run/launcher_gone/1"}));
+  EXPECT_FALSE(zero.Check({"infini_run/launcher_gone"}));
+  EXPECT_TRUE(first_.handler->Watch().lost.empty()) << "not reported lost";
+}
+
 }  // namespace
 }  // namespace infini::launch
