@@ -195,8 +195,8 @@ class Launcher {
 
   // A fixed multi-node run restarting or stopping on a failure: a rank whose
   // collective broke because a node was lost fails about when the loss is
-  // seen, so the failure is told only once a short look found no loss (the
-  // cause is then named the same way every time). Elastic runs wait longer
+  // seen, so the failure is published only once a short look found no loss
+  // (the cause is then named the same way every time). Elastic runs wait longer
   // (FailureWaitsForItsCause); shrink goes on without the lost ranks.
   bool FailureLooksForALossFirst() const {
     return options_.multi_node() && mode_.membership == decisions::Membership::kFixed &&
@@ -204,8 +204,9 @@ class Launcher {
   }
 
   // The node loss (published by the node that saw it) or the store's loss
-  // (node 0's) that shows within the grace, as the attempt's end; nothing
-  // when none does, or another node's failure or restart shows first.
+  // (node 0's) that shows within the grace after a rank's first failure, as
+  // the attempt's end; nothing when none does, or another node's failure or
+  // restart shows first.
   std::optional<Occurrence> LossBehindRankFailure(int attempt) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::max(kLossGraceFloor, 5 * options_.monitor_interval);
@@ -307,8 +308,16 @@ class Launcher {
                  ? StuckRankInMessage(seen->peer->message)
                  : -1;
     };
-    supervision.on_first_failure = [this, attempt](const RankExit& rank) {
-      if (FailureWaitsForItsCause() || FailureLooksForALossFirst()) return;
+    supervision.on_first_failure = [this, attempt, stopped_by](const RankExit& rank) {
+      if (FailureWaitsForItsCause()) return;
+      if (FailureLooksForALossFirst()) {
+        // On the supervisor's thread, as peer_monitor: the loop is held for
+        // the short look only.
+        if (std::optional<Occurrence> loss = LossBehindRankFailure(attempt)) {
+          stopped_by->emplace(std::move(*loss));
+          return;
+        }
+      }
       node_->PublishFailure(attempt, CanRestart(), rank.ExitStatus(), FailureMessage(rank));
     };
     return supervision;
@@ -346,14 +355,9 @@ class Launcher {
       case AttemptOutcome::kRankFailed:
         occurrence.event = decisions::Event::kRankFailed;
         occurrence.exit_status = result->first_failure.ExitStatus();
-        if (FailureLooksForALossFirst()) {
-          if (std::optional<Occurrence> loss = LossBehindRankFailure(attempt)) {
-            occurrence = std::move(*loss);
-          } else {
-            node_->PublishFailure(attempt, CanRestart(), occurrence.exit_status,
-                                  FailureMessage(result->first_failure));
-          }
-        }
+        // A node lost meanwhile broke the rank's collective: the loss is the
+        // cause (on_first_failure looked for it).
+        if (stopped_by && FailureLooksForALossFirst()) occurrence = std::move(*stopped_by);
         break;
       case AttemptOutcome::kSignalled:
         occurrence.event = decisions::Event::kSignalled;
