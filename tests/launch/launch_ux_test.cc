@@ -1,6 +1,7 @@
 // What a torchrun user sees of infini_run (issues 34 and 35): processes it
 // did not start are left alone, torchrun's spellings and PET_ variables,
-// where the logs went, which pid failed. Real launchers, real ranks.
+// where the logs went, which pid failed, a lost node named as the cause.
+// Real launchers, real ranks.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>

@@ -1,7 +1,8 @@
 // The RendezvousHandler contract, one test body for every backend: nodes
 // join one round and agree on it, a node that disagrees or finds the round
 // full is refused in one line and stops the run, and a node that stops is
-// reported lost, once, by the watch; an elastic run's rounds close at MAX,
+// reported lost, once, by the watch (on TCP not when it left cleanly: its
+// on-close keys are cancelled); an elastic run's rounds close at MAX,
 // or after the last call once MIN joined, and a later round takes a late
 // node in. The etcd half needs an etcd binary at
 // configure time (as tests/etcd/ does) and is skipped, saying so, without.
