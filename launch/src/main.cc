@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "infini/common/launch_env.h"
 #include "infini/launch/child_env.h"
@@ -38,6 +40,16 @@ constexpr int kUsageExitCode = 2;
 constexpr int kLauncherErrorExitCode = 1;
 // How long queued console output may take to drain at exit.
 constexpr std::chrono::milliseconds kConsoleFlushBound{2000};
+// How long a fixed run's failed rank waits for a lost node to show before
+// its failure is told, at least (a dead launcher shows within two link
+// steps: node 0 reads its closed connection, the others the failure key).
+constexpr std::chrono::milliseconds kLossGraceFloor{500};
+
+// Whether a published failure is a node's loss ("node K lost: ..." or
+// "node K lost while joining ...", as the watch and the joins write it).
+bool NamesANodeLoss(const PeerFailure& failure) {
+  return failure.message.rfind("node " + std::to_string(failure.node_rank) + " lost", 0) == 0;
+}
 
 NodePlacement PlacementOf(const NodeRendezvous& node) {
   return {node.node_rank(),   node.nnodes(),           node.master_addr(),
@@ -181,6 +193,37 @@ class Launcher {
            decisions::Action::kWait;
   }
 
+  // A fixed multi-node run restarting or stopping on a failure: a rank whose
+  // collective broke because a node was lost fails about when the loss is
+  // seen, so the failure is published only once a short look found no loss
+  // (the cause is then named the same way every time). Elastic runs wait longer
+  // (FailureWaitsForItsCause); shrink goes on without the lost ranks.
+  bool FailureLooksForALossFirst() const {
+    return options_.multi_node() && mode_.membership == decisions::Membership::kFixed &&
+           mode_.on_failure == decisions::OnFailure::kRestart;
+  }
+
+  // The node loss (published by the node that saw it) or the store's loss
+  // (node 0's) that shows within the grace after a rank's first failure, as
+  // the attempt's end; nothing when none does, or another node's failure or
+  // restart shows first.
+  std::optional<Occurrence> LossBehindRankFailure(int attempt) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::max(kLossGraceFloor, 5 * options_.monitor_interval);
+    while (true) {
+      if (std::optional<RunEvent> seen = node_->EventSeen(attempt)) {
+        const bool loss =
+            seen->event == decisions::Event::kStoreLost ||
+            (seen->event == decisions::Event::kPeerFailed && NamesANodeLoss(*seen->peer));
+        if (loss) return Occurrence(std::move(*seen));
+        return std::nullopt;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      // Short: a signal is read once the look ends.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
   // A stop's exit status: the rank's, the failing node's or 128 + signal
   // travel in the occurrence.
   static int StatusOf(const decisions::Decision& decision, const Occurrence& occurrence) {
@@ -265,8 +308,16 @@ class Launcher {
                  ? StuckRankInMessage(seen->peer->message)
                  : -1;
     };
-    supervision.on_first_failure = [this, attempt](const RankExit& rank) {
+    supervision.on_first_failure = [this, attempt, stopped_by](const RankExit& rank) {
       if (FailureWaitsForItsCause()) return;
+      if (FailureLooksForALossFirst()) {
+        // On the supervisor's thread, as peer_monitor: the loop is held for
+        // the short look only.
+        if (std::optional<Occurrence> loss = LossBehindRankFailure(attempt)) {
+          stopped_by->emplace(std::move(*loss));
+          return;
+        }
+      }
       node_->PublishFailure(attempt, CanRestart(), rank.ExitStatus(), FailureMessage(rank));
     };
     return supervision;
@@ -304,6 +355,9 @@ class Launcher {
       case AttemptOutcome::kRankFailed:
         occurrence.event = decisions::Event::kRankFailed;
         occurrence.exit_status = result->first_failure.ExitStatus();
+        // A node lost meanwhile broke the rank's collective: the loss is the
+        // cause (on_first_failure looked for it).
+        if (stopped_by && FailureLooksForALossFirst()) occurrence = std::move(*stopped_by);
         break;
       case AttemptOutcome::kSignalled:
         occurrence.event = decisions::Event::kSignalled;

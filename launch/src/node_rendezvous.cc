@@ -221,7 +221,10 @@ void NodeRendezvous::Leave() {
   const bool hosts = handler_->hosts_store();
   if (!hosts) {
     const std::string identity = NodeIdentity();
-    link_->Post([identity](Store& store) { store.Set(Key("left/" + identity), "1"); });
+    link_->Post([identity, handler = handler_](Store& store) {
+      store.Set(Key("left/" + identity), "1");
+      handler->LeaveCleanly();
+    });
     std::lock_guard lock(link_->mutex);
     link_->stop = true;  // after the queued writes
   }

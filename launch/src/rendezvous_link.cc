@@ -129,18 +129,29 @@ void RendezvousLink::EnterRound(const RendezvousWorld& world) {
 void RendezvousLink::PublishLost(const MembershipChange& change) {
   using decisions::Action;
   using decisions::Event;
-  int current_round, attempt;
+  if (change.lost.empty()) return;
+  int current_round, attempt, members;
   bool ranks_running;
   {
     std::lock_guard lock(mutex);
     current_round = round;
     attempt = watched_attempt;
+    members = nnodes;
     ranks_running = all_ready;
   }
+  // Read after the loss was seen: ReadPeers' last read may predate the lost
+  // node's ready key, though that key reached the store before its loss.
+  bool ready_after_loss = false;
+  if (!ranks_running) {
+    std::vector<std::string> ready;
+    for (int node = 0; node < members; ++node) {
+      ready.push_back(AttemptKey(attempt, "ready/" + std::to_string(node)));
+    }
+    ready_after_loss = handler->store().Check(ready);
+  }
   for (const LostNode& node : change.lost) {
-    const Event event = !ranks_running           ? Event::kNodeLostWhileJoining
-                        : node.connection_closed ? Event::kConnectionClosed
-                                                 : Event::kNodeLost;
+    const Event event =
+        decisions::LostNodeEvent({ranks_running, ready_after_loss, node.connection_closed});
     const decisions::Decision decision = decisions::Decide(mode, event, false);
     if (decision.action == Action::kGoOn) continue;
     std::string message = node.message;

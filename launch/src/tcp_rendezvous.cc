@@ -158,7 +158,7 @@ class TcpRendezvous final : public RendezvousHandler {
     MembershipChange change;
     // From the link thread's first step: the relay (if any) carries the
     // connection by then, and it is this launcher's for good.
-    if (!server_ && registered_round_ != round_) RegisterOnClose();
+    if (!server_ && !left_ && registered_round_ != round_) RegisterOnClose();
     if (server_) change.lost = CheckClosedConnections();
     const Clock::time_point now = Clock::now();
     if (now < next_heartbeat_) return change;
@@ -180,6 +180,13 @@ class TcpRendezvous final : public RendezvousHandler {
   }
 
   void RemoveRun() override {}  // the store ends with node 0
+
+  void LeaveCleanly() override {
+    left_ = true;  // the link's last Watch must not register them again
+    if (registered_round_ < 0) return;
+    store_->CancelOnClose(NodeKeys(registered_round_, "launcher_gone", node_rank_));
+    store_->CancelOnClose(RoundKey(registered_round_, "launcher_gone"));
+  }
 
   void Shutdown(const std::function<void(milliseconds)>&) override { server_.reset(); }
 
@@ -309,6 +316,7 @@ class TcpRendezvous final : public RendezvousHandler {
   // A non-host's round whose on-close keys are registered; node 0: the
   // round's shared on-close key as last read.
   int registered_round_ = -1;
+  bool left_ = false;  // LeaveCleanly: its on-close keys are cancelled
   std::string closed_seen_;
 };
 

@@ -1,6 +1,7 @@
 // What a torchrun user sees of infini_run (issues 34 and 35): processes it
 // did not start are left alone, torchrun's spellings and PET_ variables,
-// where the logs went, which pid failed. Real launchers, real ranks.
+// where the logs went, which pid failed, a lost node named as the cause.
+// Real launchers, real ranks.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -90,6 +91,17 @@ size_t CountLinesStartingWith(const std::string& text, const std::string& prefix
   size_t count = 0;
   for (const std::string& line : Lines(text)) count += line.rfind(prefix, 0) == 0;
   return count;
+}
+
+// The first line infini_run writes about a failure or a loss.
+std::string FirstFailureLine(const std::string& err) {
+  for (const std::string& line : Lines(err)) {
+    if (line.rfind("infini_run:", 0) == 0 &&
+        (line.find("fail") != std::string::npos || line.find("lost") != std::string::npos)) {
+      return line;
+    }
+  }
+  return "";
 }
 
 // bash execs infini_run, so the reader of `> >(...)` is infini_run's child:
@@ -387,6 +399,49 @@ TEST(LaunchUx, AutoSaysOnceThatItFellBackToGloo) {
       << said[0];
 }
 #endif
+
+// A fixed run (--nnodes=3, with and without restarts) whose node 2 is
+// SIGKILLed while its rank is in a collective with the others: the others'
+// ranks see the peer's connection close about when node 0 sees its
+// launcher's, and every survivor names the node's loss as the cause, never a
+// rank's collective error first (issue 34).
+TEST(LaunchUx, ANodeLostInACollectiveIsNamedAsTheCauseNeverARanksError) {
+  for (const std::string restarts : {"0", "1"}) {
+    TempDir dir;
+    const std::string port = std::to_string(FreePort());
+    const auto node = [&](int node_rank) {
+      return std::vector<std::string>{"--nnodes=3",
+                                      "--node_rank=" + std::to_string(node_rank),
+                                      "--nproc_per_node=1",
+                                      "--rdzv_endpoint=127.0.0.1:" + port,
+                                      "--rdzv_id=ux-lost-in-collective-" + restarts,
+                                      "--max_restarts=" + restarts,
+                                      "--",
+                                      PEER_LINK_CHILD_PATH,
+                                      "--dir=" + dir.path()};
+    };
+    LauncherProcess node0(node(0));
+    LauncherProcess node1(node(1));
+    LauncherProcess node2(node(2));
+    for (int rank = 0; rank < 3; ++rank) {
+      ASSERT_TRUE(WaitForFileText(dir.path() + "/" + std::to_string(rank) + ".linked", "1",
+                                  std::chrono::seconds(30)))
+          << rank;
+    }
+    ASSERT_EQ(kill(node2.pid(), SIGKILL), 0);
+    const LauncherResult survivors[] = {node0.Wait(), node1.Wait()};
+    node2.Wait(std::chrono::seconds(5));
+    for (const LauncherResult& survivor : survivors) {
+      EXPECT_EQ(survivor.exit_code, 1) << survivor.err;
+      EXPECT_THAT(FirstFailureLine(survivor.err), HasSubstr("node 2 lost: its infini_run ("))
+          << "--max_restarts=" << restarts << "\n"
+          << survivor.err;
+      EXPECT_THAT(survivor.err, Not(HasSubstr("failure summary"))) << survivor.err;
+      EXPECT_THAT(survivor.err, Not(HasSubstr("restarting"))) << survivor.err;
+    }
+  }
+  EXPECT_TRUE(NoProcessLeft());
+}
 
 }  // namespace
 }  // namespace infini::launch::testing

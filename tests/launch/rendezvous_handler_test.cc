@@ -1,7 +1,8 @@
 // The RendezvousHandler contract, one test body for every backend: nodes
 // join one round and agree on it, a node that disagrees or finds the round
 // full is refused in one line and stops the run, and a node that stops is
-// reported lost, once, by the watch; an elastic run's rounds close at MAX,
+// reported lost, once, by the watch (on TCP not when it left cleanly: its
+// on-close keys are cancelled); an elastic run's rounds close at MAX,
 // or after the last call once MIN joined, and a later round takes a late
 // node in. The etcd half needs an etcd binary at
 // configure time (as tests/etcd/ does) and is skipped, saying so, without.
@@ -240,6 +241,29 @@ TYPED_TEST(RendezvousHandlerContract, ElasticRoundsCloseAndALaterRoundTakesALate
   if (this->first_.handler->hosts_store()) {
     EXPECT_EQ(next[0]->node_rank, 0) << "the store's host is node 0 in every round";
   }
+}
+
+// TCP: a node that left cleanly cancelled its on-close keys, so its
+// connection closing (however slowly its left key was flushed) never reads
+// as its launcher's death (issue 34).
+class TcpRendezvousHandler : public RendezvousHandlerContract<TcpBackend> {};
+
+TEST_F(TcpRendezvousHandler, ANodeThatLeftCleanlyLeavesNoOnCloseKeyBehind) {
+  JoinBoth();
+  second_.handler->StartWatch([] {});
+  second_.handler->Watch();  // its first step registers its on-close keys
+  second_.handler->LeaveCleanly();
+  second_.handler->Watch();  // the link's last step registers nothing again
+  // A marker on the same connection: the store sets every on-close key of a
+  // connection in one step, so once it shows, any key left shows too.
+  second_.handler->store().SetOnClose("test/closed", "1");
+  second_.handler->Shutdown([](milliseconds) {});
+  second_.handler.reset();  // closes its connection
+  rendezvous::Store& zero = first_.handler->store();
+  zero.Wait({"test/closed"}, seconds(30));
+  EXPECT_FALSE(zero.Check({"infini_run/launcher_gone/1"}));
+  EXPECT_FALSE(zero.Check({"infini_run/launcher_gone"}));
+  EXPECT_TRUE(first_.handler->Watch().lost.empty()) << "not reported lost";
 }
 
 }  // namespace

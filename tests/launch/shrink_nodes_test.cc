@@ -152,12 +152,7 @@ TEST(ShrinkNodesTest, ANodeLostWhileJoiningStopsTheOthersBeforeAnyRankStarts) {
 // Nodes 0 and 1 finish, node 2's ranks still run when its launcher is lost:
 // its ranks are a loss, the program finished on the others, so the run
 // succeeds and names the lost node.
-// DISABLED: since a dead launcher is seen at once (on-close keys), node 0
-// sometimes reports node 2's loss as stopping the run "while waiting for every
-// node to start attempt 0" even after node 2's ready key: a race between the
-// loss and the finish rules, failing 1 CI run of 2. To fix in the decision
-// table (issue 34), then enable again.
-TEST(ShrinkNodesTest, DISABLED_ANodeLostAfterTheOthersFinishedEndsTheRunAsASuccessNamingIt) {
+TEST(ShrinkNodesTest, ANodeLostAfterTheOthersFinishedEndsTheRunAsASuccessNamingIt) {
   ShrinkRun run;
   run.run_id = "shrink-node-lost-finishing";
   run.Stop();  // nodes 0 and 1: their ranks exit at once

@@ -137,6 +137,11 @@ class RendezvousHandler {
   // `wait_for_link(bound)` returns once the link thread has left the store
   // (or `bound` passed), for backends whose connection must be idle at exit.
   virtual void RemoveRun() = 0;
+  // A clean exit, on the link thread, once this node's left key is written:
+  // whatever would tell the others it died is withdrawn, so its connection
+  // closing after a slow flush never reads as a loss. TCP cancels its
+  // on-close keys; elsewhere nothing (etcd's lease says it left).
+  virtual void LeaveCleanly() {}
   virtual void Shutdown(const std::function<void(std::chrono::milliseconds)>& wait_for_link) = 0;
 };
 

@@ -101,6 +101,20 @@ const std::vector<Row>& Table();
 // its row throws std::logic_error: the table's tests keep that from happening.
 Decision Decide(const Mode& mode, Event event, bool restarts_left);
 
+// What the link read when it saw another node lost during the watched
+// attempt, in the order it read them.
+struct LossSeen {
+  bool started_before = false;     // every member was ready by an earlier read
+  bool ready_after_loss = false;   // every member's ready key, read after the loss
+  bool connection_closed = false;  // its launcher's store connection closed
+};
+// Which event that loss is: lost while joining only if the attempt had not
+// started. A launcher's writes reach the store before its loss shows, so the
+// ready keys read after the loss tell; a loss seen before the link's last
+// read of them is not one while joining (issue 34). An earlier read counts
+// too: on etcd a lost node's ready key goes with its lease.
+Event LostNodeEvent(const LossSeen& seen);
+
 // The launcher's state (torchrun's WorkerState).
 enum class RunState { kInitial, kHealthy, kUnhealthy, kStopped, kSucceeded, kFailed };
 const char* StateName(RunState state);
