@@ -114,7 +114,6 @@ class EtcdRendezvous final : public RendezvousHandler {
   }
 
   // The launchers meet in etcd, not in the ranks' store: nothing to move.
-  void ReachThroughRelay(uint16_t) override {}
 
   milliseconds StartWatch(std::function<void()> on_change) override {
     etcd_->set_timeout(options_.heartbeat_timeout);

@@ -90,7 +90,6 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& o
     throw;
   }
   node->StartRelay();
-  if (node->relay_) node->handler_->ReachThroughRelay(node->relay_->port());
   node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_, options);
   node->link_->ranks_store = {
       node->world_.store_addr,       node->world_.store_port, options.run_token, options.run_id,
@@ -202,8 +201,7 @@ std::vector<std::string> NodeRendezvous::NodeLossLines() {
 }
 
 NodeRendezvous::~NodeRendezvous() {
-  // The link's last writes may go through the relay (ReachThroughRelay):
-  // the relay ends after them.
+  // The link ends before the relay (its counts are logged last).
   if (link_) Leave();
   if (relay_) {
     const rendezvous::RelayCounts counts = relay_->relay_counts();

@@ -241,9 +241,9 @@ int EstablishedConnectionsTo(int port) {
 // unique id goes upstream once, written by its root's node (the world and
 // the data-parallel groups {0,2}, {1,3}: roots on node 0), and a group of one
 // node's ranks (tensor-parallel {0,1}, {2,3}) never goes upstream; each
-// relay holds one upstream connection for all its ranks' requests and its
-// launcher's, so that node 0's store holds one per node and its own
-// launcher's, never more.
+// relay holds one upstream connection for all its ranks' requests, so that
+// node 0's store holds two per node (the relay's and the launcher's own),
+// never more.
 TEST(ParallelLaunchTest, TwoNodesRelayCrossNodeIdsOnceAndKeepIntraNodeGroupsHome) {
   REQUIRE_LAUNCHER();
   const std::string port = std::to_string(FreePort());
@@ -277,8 +277,10 @@ TEST(ParallelLaunchTest, TwoNodesRelayCrossNodeIdsOnceAndKeepIntraNodeGroupsHome
   sampler.join();
   ASSERT_FALSE(HasFailure());
   EXPECT_GT(samples_with_one.load(), 0) << "the sampler never saw the store's connections";
-  EXPECT_LE(most_connections.load(), 3)
-      << "node 0's store held more than one connection a node and its own launcher's";
+  // Each node's relay and its launcher (kept apart, so that liveness never
+  // queues behind the ranks' values): two a node.
+  EXPECT_LE(most_connections.load(), 4)
+      << "node 0's store held more than two connections a node (its relay's, its launcher's)";
   std::map<std::string, std::vector<std::string>> id_writers;  // key -> "node N" per write
   std::vector<std::string> lines;
   FILE* file = std::fopen(log.c_str(), "r");

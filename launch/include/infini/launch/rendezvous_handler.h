@@ -107,14 +107,6 @@ class RendezvousHandler {
   // keys under RoundKey); nodes reported lost in earlier rounds are
   // forgotten. On the thread that owns the connection.
   virtual void EnterRound(int round, int nnodes) = 0;
-  // Once this node's store relay serves its ranks at 127.0.0.1:`relay_port`
-  // (after the join, before StartWatch): where the meeting point is the
-  // run's store (TCP), a node that does not host it reaches it through the
-  // relay from here on, so that node 0 holds one connection per node (the
-  // relay's upstream one) and its own launcher's. A backend that meets
-  // elsewhere (etcd) keeps its own connection.
-  virtual void ReachThroughRelay(uint16_t relay_port) = 0;
-
   // Heartbeat/lease and watch, from here on the link thread's: `on_change`
   // is called (on any thread) whenever the meeting point reports a change.
   // Returns how long the link may go without reading when no change came
