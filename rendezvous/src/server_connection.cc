@@ -1,10 +1,9 @@
-// One client's connection in the store server: its bytes read within its
-// allowance, large requests admitted to the budget whole, its requests
-// served in order (the hello through HandleHello, the rest by the table),
-// its replies written, a refusal flushed before it is closed, and its
-// peer's close noticed while it is not read (the hang-up epoll set).
+// One client's connection in the store server: opened for the Acceptor, its
+// bytes read within its allowance, large requests admitted to the budget
+// whole, its requests served in order (the hello through HelloStage, the
+// rest by the table), its replies written, a refusal flushed before it is
+// closed; while it is not read, HangupWatch notices its peer's close.
 
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -38,6 +37,47 @@ struct ShutdownRequest {
 };
 
 }  // namespace
+
+// ---- opening (for the Acceptor) ----
+
+Connection* TcpStoreServerImpl::OpenConnection() {
+  auto* connection = new Connection;
+  connection->server = this;
+  connection->id = ++last_client_id_;
+  connection->handle.data = connection;
+  if (uv_tcp_init(&loop_, &connection->handle) != 0) {
+    delete connection;
+    return nullptr;
+  }
+  connections_.emplace(connection->id, connection);
+  num_connections_.store(connections_.size(), std::memory_order_relaxed);
+  return connection;
+}
+
+Connection* TcpStoreServerImpl::FindConnection(ClientId id) {
+  const auto found = connections_.find(id);
+  return found == connections_.end() ? nullptr : found->second;
+}
+
+void TcpStoreServerImpl::Welcome(Connection* connection) {
+  ReadWhatArrived(connection);
+  UpdateReading(connection);
+  Pump();
+}
+
+// The hello that the client sent right after connecting is usually there
+// by the time it is accepted: read it now, so that a client holding the
+// token is known before any other connection can push it out.
+void TcpStoreServerImpl::ReadWhatArrived(Connection* connection) {
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
+  const ssize_t got = ::recv(fd, read_chunk_.data(), read_chunk_.size(), MSG_DONTWAIT);
+  if (got > 0) {
+    Receive(connection, read_chunk_.data(), static_cast<size_t>(got));
+  } else if (got == 0) {
+    Close(connection);
+  }  // nothing yet, or an error that the first read reports
+}
 
 // ---- reading ----
 
@@ -140,7 +180,7 @@ void TcpStoreServerImpl::Serve(Connection* connection) {
       // (UpstreamResult::kTaken): ranks wait for room, the relay never grows.
       if (connection->state != ConnectionState::kForwarded) ReleaseAdmission(connection);
     } else {
-      HandleHello(connection, body);
+      hello_stage_.Take(connection, body);
     }
     DeliverCompletions();
   }
@@ -187,10 +227,7 @@ void TcpStoreServerImpl::Admit(Connection* connection) {
 
 void TcpStoreServerImpl::AdmitQueued() {
   admission_.AdmitQueued(
-      [this](ClientId id) {
-        const auto found = connections_.find(id);
-        return found == connections_.end() ? nullptr : found->second;
-      },
+      [this](ClientId id) { return FindConnection(id); },
       table_.waiter_bytes() + replies_.charged_bytes(),
       [this](Connection* connection) {
         // Room for all of it now, so that the buffer never doubles past it.
@@ -239,45 +276,10 @@ void TcpStoreServerImpl::UpdateReading(Connection* connection) {
     connection->read_started = want;
   }
   if (want) {
-    Unwatch(connection);
+    hangups_.Unwatch(connection);
   } else {
-    Watch(connection);
+    hangups_.Watch(connection);
   }
-}
-
-// ---- hang-ups of connections that are not read ----
-
-void TcpStoreServerImpl::Watch(Connection* connection) {
-  if (connection->in_hangup_set) return;
-  uv_os_fd_t fd = -1;
-  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
-  epoll_event event{};
-  event.events = EPOLLRDHUP;  // and EPOLLERR, EPOLLHUP, always reported
-  event.data.u64 = connection->id;
-  if (epoll_ctl(hangup_fd_, EPOLL_CTL_ADD, fd, &event) == 0) connection->in_hangup_set = true;
-}
-
-void TcpStoreServerImpl::Unwatch(Connection* connection) {
-  if (!connection->in_hangup_set) return;
-  connection->in_hangup_set = false;
-  uv_os_fd_t fd = -1;
-  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
-  epoll_ctl(hangup_fd_, EPOLL_CTL_DEL, fd, nullptr);
-}
-
-void TcpStoreServerImpl::OnHangup(uv_poll_t* poll, int /*status*/, int /*events*/) {
-  auto* self = static_cast<TcpStoreServerImpl*>(poll->data);
-  epoll_event events[64];
-  int count = 0;
-  while ((count = epoll_wait(self->hangup_fd_, events, 64, 0)) > 0) {
-    for (int i = 0; i < count; ++i) {
-      const ClientId id = events[i].data.u64;  // a copy: epoll_event is packed
-      const auto found = self->connections_.find(id);
-      if (found != self->connections_.end()) self->Close(found->second);
-    }
-    if (count < 64) break;
-  }
-  self->Pump();
 }
 
 // ---- writing, refusing, closing ----
@@ -302,15 +304,13 @@ void TcpStoreServerImpl::OnReplyWritten(Connection* connection, int status) {
 // Tells the client why, then closes its connection once the reply is out.
 void TcpStoreServerImpl::Refuse(Connection* connection, const std::string& reason) {
   if (connection->ending()) return;
-  if (!connection->hello.ready()) {
-    num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
-  }
+  hello_stage_.Refusing(connection);
   Send(connection,
        wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}, {}});
   if (connection->closing()) return;
   connection->state = ConnectionState::kRefusing;
   ReleaseAdmission(connection);
-  Unwatch(connection);
+  hangups_.Unwatch(connection);
   uv_read_stop(Stream(connection));
   connection->read_started = false;
   connection->input.Clear();
@@ -332,15 +332,11 @@ void TcpStoreServerImpl::OnShutdown(uv_shutdown_t* request, int /*status*/) {
 
 void TcpStoreServerImpl::Close(Connection* connection, bool shed) {
   if (connection->closing()) return;
-  if (connection->hello.state() == ServerHandshake::State::kAwaitProof &&
-      connection->state != ConnectionState::kRefusing && !shed) {
-    // A client that would not answer the challenge (it had no token).
-    num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
-  }
+  hello_stage_.Closing(connection, shed);
   connection->state = ConnectionState::kClosing;
   ReleaseAdmission(connection);
-  Unwatch(connection);
-  strangers_.Remove(connection->id);
+  hangups_.Unwatch(connection);
+  acceptor_.NoLongerStranger(connection->id);
   table_.Forget(connection->id);
   ForgetBatches(connection);
   FireOnClose(connection);
