@@ -1,5 +1,5 @@
 // What the store server's pieces that act on connections (Acceptor,
-// HelloStage, HangupWatch) ask of the server that owns the connections: the
+// HelloStage, ConnectionReader, HangupWatch) ask of the server that owns the connections: the
 // server (tcp_store_server_impl.h) implements it and wires the pieces to it.
 #pragma once
 
@@ -21,6 +21,8 @@ class ConnectionOwner {
   virtual size_t open_connections() const = 0;
   // An accepted connection starts being read (its hello may be there already).
   virtual void Welcome(Connection* connection) = 0;
+  // Bytes of `connection` arrived: it is to be served.
+  virtual void Arrived(Connection* connection) = 0;
   virtual void SendReply(Connection* connection, wire::EncodedReply reply) = 0;
   // Tells the client why, then closes its connection.
   virtual void RefuseConnection(Connection* connection, const std::string& reason) = 0;

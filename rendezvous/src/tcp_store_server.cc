@@ -73,7 +73,6 @@ namespace infini::rendezvous {
 namespace store_server {
 namespace {
 
-constexpr size_t kReadChunkBytes = size_t{64} << 10;
 // Free memory given back to the system (malloc_trim) once this much of what
 // the store held (keys, values, waiters, requests) was freed.
 constexpr size_t kTrimAfterFreedBytes = size_t{32} << 20;
@@ -148,8 +147,7 @@ TcpStoreServerImpl::TcpStoreServerImpl(const TcpStoreServerOptions& options)
       acceptor_(*this, options.max_unauthenticated_connections,
                 options.max_unauthenticated_per_peer),
       hello_stage_(*this, acceptor_, TermsOf(options)),
-      hangups_(*this) {
-  read_chunk_.resize(kReadChunkBytes);
+      reader_(*this, options.max_unauthenticated_bytes) {
   limits_.max_keys_per_request = options_.max_keys_per_request;
 }
 
@@ -224,7 +222,7 @@ void TcpStoreServerImpl::Listen() {
   InitHandle(uv_timer_init(&loop_, &deadline_timer_), &deadline_timer_, where);
   InitHandle(uv_timer_init(&loop_, &sweep_timer_), &sweep_timer_, where);
   InitHandle(uv_async_init(&loop_, &stop_async_, OnStop), &stop_async_, where);
-  if (const std::string failed = hangups_.Start(&loop_, &open_handles_); !failed.empty()) {
+  if (const std::string failed = reader_.Start(&loop_, &open_handles_); !failed.empty()) {
     CloseServerHandles();
     throw StoreError("store server on " + where + " " + failed);
   }
@@ -276,7 +274,7 @@ void TcpStoreServerImpl::Pump() {
 void TcpStoreServerImpl::PublishCounters() {
   num_keys_.store(table_.num_keys(), std::memory_order_relaxed);
   num_waiters_.store(table_.num_waiters(), std::memory_order_relaxed);
-  buffered_bytes_published_.store(input_bytes_ + replies_.unsent_bytes(),
+  buffered_bytes_published_.store(reader_.input_bytes() + replies_.unsent_bytes(),
                                   std::memory_order_relaxed);
   charged_bytes_published_.store(Charged(), std::memory_order_relaxed);
   stored_bytes_published_.store(table_.stored_bytes(), std::memory_order_relaxed);

@@ -43,7 +43,7 @@
 #include "admission.h"
 #include "connection.h"
 #include "connection_owner.h"
-#include "hangup_watch.h"
+#include "connection_reader.h"
 #include "hello_stage.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
@@ -136,6 +136,7 @@ class TcpStoreServerImpl : public TcpStoreServer, private ConnectionOwner {
   Connection* FindConnection(ClientId id) override;
   size_t open_connections() const override { return connections_.size(); }
   void Welcome(Connection* connection) override;
+  void Arrived(Connection* connection) override { MarkReady(connection); }
   void SendReply(Connection* connection, wire::EncodedReply reply) override {
     Send(connection, std::move(reply));
   }
@@ -144,7 +145,6 @@ class TcpStoreServerImpl : public TcpStoreServer, private ConnectionOwner {
   }
   void CloseConnection(Connection* connection, bool shed) override { Close(connection, shed); }
   void PumpReady() override { Pump(); }
-  void ReadWhatArrived(Connection* connection);
   static uv_stream_t* Stream(Connection* connection) {
     return reinterpret_cast<uv_stream_t*>(&connection->handle);
   }
@@ -153,11 +153,6 @@ class TcpStoreServerImpl : public TcpStoreServer, private ConnectionOwner {
     return admission_.admitted_bytes() + table_.waiter_bytes() + replies_.charged_bytes();
   }
   bool OverBudget() const { return Charged() >= options_.max_buffered_bytes; }
-  static size_t InputAllowance(const Connection* connection);
-  static void OnAllocate(uv_handle_t* handle, size_t suggested, uv_buf_t* buffer);
-  static void OnRead(uv_stream_t* stream, ssize_t bytes_read, const uv_buf_t* buffer);
-  void Receive(Connection* connection, const char* bytes, size_t count);
-  void CountInput(Connection* connection);
   bool CanServe(const Connection* connection) const;
   void MarkReady(Connection* connection);
   void Serve(Connection* connection);
@@ -182,8 +177,6 @@ class TcpStoreServerImpl : public TcpStoreServer, private ConnectionOwner {
   void AdmitQueued();
   void ReleaseAdmission(Connection* connection);
   std::string TooLargeText(const Connection* connection) const;
-  bool WantsToRead(const Connection* connection) const;
-  void UpdateReading(Connection* connection);
   void Send(Connection* connection, wire::EncodedReply reply);
   void OnReplyWritten(Connection* connection, int status);
   void Refuse(Connection* connection, const std::string& reason);
@@ -211,12 +204,10 @@ class TcpStoreServerImpl : public TcpStoreServer, private ConnectionOwner {
   std::deque<Connection*> ready_;
   Acceptor acceptor_;
   HelloStage hello_stage_;  // after acceptor_, which it tells of holders of the token
-  HangupWatch hangups_;
+  ConnectionReader reader_;
   bool pumping_ = false;
-  size_t input_bytes_ = 0;     // received, not yet handled
   size_t on_close_bytes_ = 0;  // on-close keys registered (within max_stored_bytes)
   size_t trim_high_water_ = 0;
-  std::vector<char> read_chunk_;
   std::unordered_map<ClientId, BatchEntry> batch_entries_;  // by the table's id
   std::vector<ClientId> batch_reply_owners_;  // connections with batch replies to send
 
