@@ -400,10 +400,16 @@ int AsRank() {
       store->Set("shaped/small", "s");
       double worst = 0;
       long gets = 0;
+      const auto start = Clock::now();
       while (store->Add(kStoredKey, 0) < FLAGS_ranks) {
         const auto asked = Clock::now();
         if (store->Get("shaped/small") != "s") throw StoreError("shaped/small came back changed");
-        worst = std::max(worst, MsSince(asked));
+        const double took = MsSince(asked);
+        if (took > 1000) {
+          std::printf("shaped: a small GET asked %.0f ms in took %.0f ms\n",
+                      std::chrono::duration<double, std::milli>(asked - start).count(), took);
+        }
+        worst = std::max(worst, took);
         ++gets;
         std::this_thread::sleep_for(milliseconds(100));
       }
@@ -411,12 +417,17 @@ int AsRank() {
       store->Set(kFinishedKey, "1");
     } else if (node == 0 && local == 0) {
       int64_t last = -1;
-      auto moved = Clock::now();
+      const auto begin = Clock::now();
+      auto moved = begin;
       double longest = 0;
       while (!store->Check({kFinishedKey})) {
         const int64_t count =
             store->Check({kNodeOneHeartbeat}) ? store->Add(kNodeOneHeartbeat, 0) : -1;
         if (count != last) {
+          if (last >= 0 && MsSince(moved) > 5000) {
+            std::printf("shaped: node 1's heartbeat stood still %.0f ms until %.0f ms in\n",
+                        MsSince(moved), MsSince(begin));
+          }
           if (last >= 0) longest = std::max(longest, MsSince(moved));
           last = count;
           moved = Clock::now();
