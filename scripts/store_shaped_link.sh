@@ -40,7 +40,7 @@ for arg in "$@"; do
     --logs=*) logs="${arg#*=}" ;;
     --assert) assert=1 ;;
     --heartbeat_timeout=*) heartbeat_timeout="${arg#*=}" ;;
-    *) sed -n '2,23p' "$0" >&2; echo "store_shaped_link.sh: unknown argument '$arg'" >&2; exit 2 ;;
+    *) echo "store_shaped_link.sh: unknown argument '$arg' (expected --ranks=N, --value_mib=M, --relay=1,0, --bin=DIR, --rate=R, --logs=DIR, --heartbeat_timeout=S or --assert; see the script's header)" >&2; exit 2 ;;
   esac
 done
 [[ "$ranks" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "store_shaped_link.sh: --ranks=$ranks: expected 1..999" >&2; exit 2; }
