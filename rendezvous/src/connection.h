@@ -17,6 +17,7 @@
 
 namespace infini::rendezvous::store_server {
 
+class ConnectionReader;
 class TcpStoreServerImpl;
 
 // Where a connection is in its life, one state at a time. Transitions:
@@ -37,6 +38,7 @@ enum class ConnectionState : uint8_t {
 struct Connection {
   uv_tcp_t handle;
   TcpStoreServerImpl* server = nullptr;
+  ConnectionReader* reader = nullptr;  // the server's, which reads it
   ClientId id = 0;
   wire::FrameParser input;
   size_t counted_input_bytes = 0;  // input's share of the server's buffered bytes

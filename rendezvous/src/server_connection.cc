@@ -1,10 +1,9 @@
-// One client's connection in the store server: its bytes read within its
-// allowance, large requests admitted to the budget whole, its requests
-// served in order (the hello through HandleHello, the rest by the table),
-// its replies written, a refusal flushed before it is closed, and its
-// peer's close noticed while it is not read (the hang-up epoll set).
+// One client's connection in the store server: opened for the Acceptor,
+// served when ConnectionReader says bytes arrived, large requests admitted
+// to the budget whole, its requests served in order (the hello through
+// HelloStage, the rest by the table), its replies written, a refusal
+// flushed before it is closed.
 
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -28,10 +27,7 @@ using wire::MessageType;
 // While the budget is spent, a connection's replies queued above this (not
 // max_unsent_bytes_per_connection) pause it.
 constexpr size_t kMaxUnsentBytesOverBudget = size_t{64} << 10;
-// Input a connection past its hello may hold without admission: small
-// requests, and the start of the next one. Not charged (bounded per
-// connection); a frame larger than this is admitted whole first.
-constexpr size_t kUnchargedInputBytes = size_t{4} << 10;
+constexpr size_t kUnchargedInputBytes = ConnectionReader::kUnchargedInputBytes;
 
 struct ShutdownRequest {
   uv_shutdown_t request;
@@ -39,67 +35,34 @@ struct ShutdownRequest {
 
 }  // namespace
 
-// ---- reading ----
+// ---- opening (for the Acceptor) ----
 
-// Input a connection past its hello may hold now. A forwarded request's
-// charge is the relay's queue's, not room for the connection's next one.
-size_t TcpStoreServerImpl::InputAllowance(const Connection* connection) {
-  return kUnchargedInputBytes +
-         (connection->state == ConnectionState::kForwarded ? 0 : connection->admitted_bytes);
-}
-
-void TcpStoreServerImpl::OnAllocate(uv_handle_t* handle, size_t /*suggested*/, uv_buf_t* buffer) {
-  // One buffer for every connection: the loop is single-threaded and OnRead
-  // copies what it got before the next read. A connection past its hello
-  // reads no more than its allowance (a connection before it is refused
-  // above max_unauthenticated_bytes, unread).
-  auto* connection = static_cast<Connection*>(handle->data);
-  auto* self = connection->server;
-  size_t room = self->read_chunk_.size();
-  if (connection->hello.ready()) {
-    const size_t allowance = InputAllowance(connection);
-    const size_t held = connection->input.buffered_bytes();
-    room = std::min(room, allowance > held ? allowance - held : 0);
+Connection* TcpStoreServerImpl::OpenConnection() {
+  auto* connection = new Connection;
+  connection->server = this;
+  connection->reader = &reader_;
+  connection->id = ++last_client_id_;
+  connection->handle.data = connection;
+  if (uv_tcp_init(&loop_, &connection->handle) != 0) {
+    delete connection;
+    return nullptr;
   }
-  *buffer = uv_buf_init(self->read_chunk_.data(), static_cast<unsigned>(room));
+  connections_.emplace(connection->id, connection);
+  num_connections_.store(connections_.size(), std::memory_order_relaxed);
+  return connection;
 }
 
-void TcpStoreServerImpl::OnRead(uv_stream_t* stream, ssize_t bytes_read, const uv_buf_t* buffer) {
-  auto* connection = static_cast<Connection*>(stream->data);
-  TcpStoreServerImpl* self = connection->server;
-  if (bytes_read == UV_ENOBUFS) {  // its allowance is full: stop reading
-    self->UpdateReading(connection);
-    return;
-  }
-  if (bytes_read < 0) {  // EOF or a broken connection
-    self->Close(connection);
-    self->Pump();
-    return;
-  }
-  if (bytes_read == 0 || connection->ending()) return;
-  self->Receive(connection, buffer->base, static_cast<size_t>(bytes_read));
-  self->Pump();
+Connection* TcpStoreServerImpl::FindConnection(ClientId id) {
+  const auto found = connections_.find(id);
+  return found == connections_.end() ? nullptr : found->second;
 }
 
-void TcpStoreServerImpl::Receive(Connection* connection, const char* bytes, size_t count) {
-  if (!connection->hello.ready() &&
-      connection->input.buffered_bytes() + count > options_.max_unauthenticated_bytes) {
-    // Not even copied: a stranger gets a few KiB of this server, no more.
-    Refuse(connection, "more than " + std::to_string(options_.max_unauthenticated_bytes) +
-                           " bytes before the hello was accepted");
-    return;
-  }
-  connection->input.Append(bytes, count);
-  CountInput(connection);
-  connection->last_activity = Now();
-  MarkReady(connection);
+void TcpStoreServerImpl::Welcome(Connection* connection) {
+  reader_.Welcome(connection);
+  Pump();
 }
 
-void TcpStoreServerImpl::CountInput(Connection* connection) {
-  const size_t held = connection->input.buffered_bytes();
-  input_bytes_ = input_bytes_ - connection->counted_input_bytes + held;
-  connection->counted_input_bytes = held;
-}
+// ---- serving ----
 
 bool TcpStoreServerImpl::CanServe(const Connection* connection) const {
   const ConnectionState state = connection->state;
@@ -140,14 +103,14 @@ void TcpStoreServerImpl::Serve(Connection* connection) {
       // (UpstreamResult::kTaken): ranks wait for room, the relay never grows.
       if (connection->state != ConnectionState::kForwarded) ReleaseAdmission(connection);
     } else {
-      HandleHello(connection, body);
+      hello_stage_.Take(connection, body);
     }
     DeliverCompletions();
   }
   if (connection->ending()) return;
   connection->input.Compact();
-  CountInput(connection);
-  UpdateReading(connection);
+  reader_.Recount(connection);
+  reader_.Update(connection);
 }
 
 void TcpStoreServerImpl::HandleRequest(Connection* connection, std::string_view body) {
@@ -187,16 +150,13 @@ void TcpStoreServerImpl::Admit(Connection* connection) {
 
 void TcpStoreServerImpl::AdmitQueued() {
   admission_.AdmitQueued(
-      [this](ClientId id) {
-        const auto found = connections_.find(id);
-        return found == connections_.end() ? nullptr : found->second;
-      },
+      [this](ClientId id) { return FindConnection(id); },
       table_.waiter_bytes() + replies_.charged_bytes(),
       [this](Connection* connection) {
         // Room for all of it now, so that the buffer never doubles past it.
         connection->input.Reserve(connection->admitted_bytes + kUnchargedInputBytes);
         connection->last_activity = Now();  // the stall clock starts now
-        UpdateReading(connection);
+        reader_.Update(connection);
       });
 }
 
@@ -214,70 +174,6 @@ std::string TcpStoreServerImpl::TooLargeText(const Connection* connection) const
   return "message of " + std::to_string(announced) +
          " bytes refused: the store's max_message_bytes is " +
          std::to_string(options_.max_message_bytes);
-}
-
-bool TcpStoreServerImpl::WantsToRead(const Connection* connection) const {
-  if (connection->ending() || connection->state == ConnectionState::kQueued) return false;
-  if (!connection->hello.ready()) return true;
-  return connection->input.buffered_bytes() < InputAllowance(connection);
-}
-
-// Reads when it may; a connection that is not read is watched for its
-// peer's close instead.
-void TcpStoreServerImpl::UpdateReading(Connection* connection) {
-  if (connection->ending()) return;
-  const bool want = WantsToRead(connection);
-  if (want != connection->read_started) {
-    if (want) {
-      if (uv_read_start(Stream(connection), OnAllocate, OnRead) != 0) {
-        Close(connection);
-        return;
-      }
-    } else {
-      uv_read_stop(Stream(connection));
-    }
-    connection->read_started = want;
-  }
-  if (want) {
-    Unwatch(connection);
-  } else {
-    Watch(connection);
-  }
-}
-
-// ---- hang-ups of connections that are not read ----
-
-void TcpStoreServerImpl::Watch(Connection* connection) {
-  if (connection->in_hangup_set) return;
-  uv_os_fd_t fd = -1;
-  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
-  epoll_event event{};
-  event.events = EPOLLRDHUP;  // and EPOLLERR, EPOLLHUP, always reported
-  event.data.u64 = connection->id;
-  if (epoll_ctl(hangup_fd_, EPOLL_CTL_ADD, fd, &event) == 0) connection->in_hangup_set = true;
-}
-
-void TcpStoreServerImpl::Unwatch(Connection* connection) {
-  if (!connection->in_hangup_set) return;
-  connection->in_hangup_set = false;
-  uv_os_fd_t fd = -1;
-  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&connection->handle), &fd) != 0) return;
-  epoll_ctl(hangup_fd_, EPOLL_CTL_DEL, fd, nullptr);
-}
-
-void TcpStoreServerImpl::OnHangup(uv_poll_t* poll, int /*status*/, int /*events*/) {
-  auto* self = static_cast<TcpStoreServerImpl*>(poll->data);
-  epoll_event events[64];
-  int count = 0;
-  while ((count = epoll_wait(self->hangup_fd_, events, 64, 0)) > 0) {
-    for (int i = 0; i < count; ++i) {
-      const ClientId id = events[i].data.u64;  // a copy: epoll_event is packed
-      const auto found = self->connections_.find(id);
-      if (found != self->connections_.end()) self->Close(found->second);
-    }
-    if (count < 64) break;
-  }
-  self->Pump();
 }
 
 // ---- writing, refusing, closing ----
@@ -302,19 +198,13 @@ void TcpStoreServerImpl::OnReplyWritten(Connection* connection, int status) {
 // Tells the client why, then closes its connection once the reply is out.
 void TcpStoreServerImpl::Refuse(Connection* connection, const std::string& reason) {
   if (connection->ending()) return;
-  if (!connection->hello.ready()) {
-    num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
-  }
+  hello_stage_.Refusing(connection);
   Send(connection,
        wire::EncodedReply{FrameWriter(MessageType::kError).Str(reason).Finish(), {}, {}});
   if (connection->closing()) return;
   connection->state = ConnectionState::kRefusing;
   ReleaseAdmission(connection);
-  Unwatch(connection);
-  uv_read_stop(Stream(connection));
-  connection->read_started = false;
-  connection->input.Clear();
-  CountInput(connection);
+  reader_.Stop(connection);
   auto* shutdown = new ShutdownRequest;
   if (uv_shutdown(&shutdown->request, Stream(connection), OnShutdown) != 0) {
     delete shutdown;
@@ -332,20 +222,14 @@ void TcpStoreServerImpl::OnShutdown(uv_shutdown_t* request, int /*status*/) {
 
 void TcpStoreServerImpl::Close(Connection* connection, bool shed) {
   if (connection->closing()) return;
-  if (connection->hello.state() == ServerHandshake::State::kAwaitProof &&
-      connection->state != ConnectionState::kRefusing && !shed) {
-    // A client that would not answer the challenge (it had no token).
-    num_refused_hellos_.fetch_add(1, std::memory_order_relaxed);
-  }
+  hello_stage_.Closing(connection, shed);
   connection->state = ConnectionState::kClosing;
   ReleaseAdmission(connection);
-  Unwatch(connection);
-  strangers_.Remove(connection->id);
+  reader_.Stop(connection);
+  acceptor_.NoLongerStranger(connection->id);
   table_.Forget(connection->id);
   ForgetBatches(connection);
   FireOnClose(connection);
-  connection->input.Clear();
-  CountInput(connection);
   connections_.erase(connection->id);
   num_connections_.store(connections_.size(), std::memory_order_relaxed);
   uv_close(reinterpret_cast<uv_handle_t*>(&connection->handle),

@@ -73,7 +73,6 @@ namespace infini::rendezvous {
 namespace store_server {
 namespace {
 
-constexpr size_t kReadChunkBytes = size_t{64} << 10;
 // Free memory given back to the system (malloc_trim) once this much of what
 // the store held (keys, values, waiters, requests) was freed.
 constexpr size_t kTrimAfterFreedBytes = size_t{32} << 20;
@@ -142,12 +141,13 @@ HelloTerms TermsOf(const TcpStoreServerOptions& options) {
 
 TcpStoreServerImpl::TcpStoreServerImpl(const TcpStoreServerOptions& options)
     : options_(options),
-      hello_terms_(TermsOf(options)),
       table_(LimitsOf(options)),
       replies_([this](Connection* connection, int status) { OnReplyWritten(connection, status); }),
       admission_(options.max_buffered_bytes),
-      strangers_(options.max_unauthenticated_connections, options.max_unauthenticated_per_peer) {
-  read_chunk_.resize(kReadChunkBytes);
+      acceptor_(*this, options.max_unauthenticated_connections,
+                options.max_unauthenticated_per_peer),
+      hello_stage_(*this, acceptor_, TermsOf(options)),
+      reader_(*this, options.max_unauthenticated_bytes) {
   limits_.max_keys_per_request = options_.max_keys_per_request;
 }
 
@@ -158,7 +158,6 @@ TcpStoreServerImpl::~TcpStoreServerImpl() {
     if (result != 0)
       std::fprintf(stderr, "store server: loop not closed: %s\n", uv_strerror(result));
   }
-  if (hangup_fd_ >= 0) ::close(hangup_fd_);
 }
 
 void TcpStoreServerImpl::StopServing() {
@@ -212,36 +211,23 @@ void TcpStoreServerImpl::Listen() {
   const std::string where = OneLine(FormatEndpoint({options_.host, options_.port}));
   CheckUv(uv_loop_init(&loop_), where, "could not create its event loop");
   loop_initialized_ = true;
-  InitHandle(uv_tcp_init(&loop_, &listener_), &listener_, where);
   sockaddr_storage address{};
   ResolveBindAddress(where, &address);
-  CheckUv(uv_tcp_bind(&listener_, reinterpret_cast<const sockaddr*>(&address), 0), where,
-          "could not bind");
-  // libuv sets SO_REUSEADDR on bind, so a restarted launcher rebinds at once.
-  CheckUv(uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), SOMAXCONN, OnConnection), where,
-          "could not listen");
-  sockaddr_storage bound{};
-  int bound_length = sizeof(bound);
-  CheckUv(uv_tcp_getsockname(&listener_, reinterpret_cast<sockaddr*>(&bound), &bound_length), where,
-          "could not read its port");
-  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  const std::string listen_failed = acceptor_.Listen(&loop_, address, &open_handles_);
+  if (!listen_failed.empty()) {
+    CloseServerHandles();
+    throw StoreError("store server on " + where + " " + listen_failed);
+  }
+  acceptor_.set_endpoint(FormatEndpoint({options_.host, acceptor_.port()}));
   InitHandle(uv_timer_init(&loop_, &deadline_timer_), &deadline_timer_, where);
   InitHandle(uv_timer_init(&loop_, &sweep_timer_), &sweep_timer_, where);
   InitHandle(uv_async_init(&loop_, &stop_async_, OnStop), &stop_async_, where);
-  InitHandle(uv_check_init(&loop_, &turn_check_), &turn_check_, where);
-  uv_check_start(&turn_check_, OnTurnEnd);
-  hangup_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (hangup_fd_ < 0) {
+  if (const std::string failed = reader_.Start(&loop_, &open_handles_); !failed.empty()) {
     CloseServerHandles();
-    throw StoreError("store server on " + where +
-                     " could not create an epoll instance: " + std::strerror(errno));
+    throw StoreError("store server on " + where + " " + failed);
   }
-  InitHandle(uv_poll_init(&loop_, &hangup_poll_, hangup_fd_), &hangup_poll_, where);
-  uv_poll_start(&hangup_poll_, UV_READABLE, OnHangup);
   const auto interval = SweepIntervalMs();
   uv_timer_start(&sweep_timer_, OnSweep, interval, interval);
-  descriptors_.Read();
   StartUpstream(where);
 }
 
@@ -288,7 +274,7 @@ void TcpStoreServerImpl::Pump() {
 void TcpStoreServerImpl::PublishCounters() {
   num_keys_.store(table_.num_keys(), std::memory_order_relaxed);
   num_waiters_.store(table_.num_waiters(), std::memory_order_relaxed);
-  buffered_bytes_published_.store(input_bytes_ + replies_.unsent_bytes(),
+  buffered_bytes_published_.store(reader_.input_bytes() + replies_.unsent_bytes(),
                                   std::memory_order_relaxed);
   charged_bytes_published_.store(Charged(), std::memory_order_relaxed);
   stored_bytes_published_.store(table_.stored_bytes(), std::memory_order_relaxed);
@@ -354,7 +340,7 @@ void TcpStoreServerImpl::OnDeadline(uv_timer_t* timer) {
 // those whose admitted request stopped arriving.
 void TcpStoreServerImpl::OnSweep(uv_timer_t* timer) {
   auto* self = static_cast<TcpStoreServerImpl*>(timer->data);
-  self->descriptors_.Read();
+  self->acceptor_.ReadDescriptorLimit();
   const Milliseconds now = self->Now();
   const Milliseconds hello_ms = self->options_.hello_timeout.count();
   const Milliseconds idle_ms = self->options_.idle_timeout.count();
@@ -395,6 +381,7 @@ void TcpStoreServerImpl::OnSweep(uv_timer_t* timer) {
 void TcpStoreServerImpl::OnStop(uv_async_t* async) {
   auto* self = static_cast<TcpStoreServerImpl*>(async->data);
   self->stopping_ = true;
+  self->acceptor_.Stop();
   std::vector<Connection*> open;
   for (const auto& [id, connection] : self->connections_) open.push_back(connection);
   for (Connection* connection : open) self->Close(connection);

@@ -3,10 +3,9 @@
 // tcp_store_server.cc):
 //   tcp_store_server.cc   options, the loop and its thread, Pump(), timers,
 //                         the sweep, memory given back, stop;
-//   server_accept.cc      the listening socket, accepting, strangers shed
-//                         for the caps and the descriptor reserve, the hello;
-//   server_connection.cc  one client's connection: reading, admission to the
-//                         budget, serving requests, refusing, closing
+//   server_connection.cc  one client's connection: opening it for the
+//                         Acceptor, reading, admission to the budget, serving
+//                         requests, refusing, closing
 //                         (Connection: connection.h; its replies go out
 //                         through ReplyWriter: reply_writer.h; large frames
 //                         wait in Admission: admission.h);
@@ -14,6 +13,12 @@
 //   server_relay.cc       RelayServer (relay_server.h): a relay's requests
 //                         that go upstream (upstream_relay.h);
 //   server_on_close.cc    keys set when their connection closes.
+// Pieces with one job each, which act on connections through the server as
+// their ConnectionOwner (connection_owner.h): Acceptor (acceptor.h: the
+// listening socket, accepting, strangers shed for the caps and the
+// descriptor reserve), HelloStage (hello_stage.h: a new connection's hello
+// turned into a served connection or a refusal), HangupWatch
+// (hangup_watch.h: the peer's close of a connection that is not read).
 // What knows no sockets is apart: KeyValueTable (keys, values, waiters),
 // ServerHandshake (the hello and the run token's challenge), Strangers and
 // DescriptorLimit (who is shed), request_codec (framing).
@@ -34,14 +39,16 @@
 #include <unordered_set>
 #include <vector>
 
+#include "acceptor.h"
 #include "admission.h"
 #include "connection.h"
+#include "connection_owner.h"
+#include "connection_reader.h"
+#include "hello_stage.h"
 #include "infini/rendezvous/tcp_store.h"
 #include "key_value_table.h"
 #include "reply_writer.h"
 #include "request_codec.h"
-#include "server_handshake.h"
-#include "strangers.h"
 
 namespace infini::rendezvous::store_server {
 
@@ -54,7 +61,7 @@ struct BatchEntry {
 // A store server: the table's keys, served over TCP. A relay
 // (relay_server.h) is one whose routing hooks send what its table does not
 // hold upstream.
-class TcpStoreServerImpl : public TcpStoreServer {
+class TcpStoreServerImpl : public TcpStoreServer, private ConnectionOwner {
  public:
   explicit TcpStoreServerImpl(const TcpStoreServerOptions& options);
   ~TcpStoreServerImpl() override;
@@ -65,15 +72,13 @@ class TcpStoreServerImpl : public TcpStoreServer {
   // does too; a derived server calls it before its own members go).
   void StopServing();
 
-  uint16_t port() const override { return port_; }
+  uint16_t port() const override { return acceptor_.port(); }
   size_t num_keys() const override { return num_keys_.load(std::memory_order_relaxed); }
   size_t num_waiters() const override { return num_waiters_.load(std::memory_order_relaxed); }
   size_t num_connections() const override {
     return num_connections_.load(std::memory_order_relaxed);
   }
-  size_t num_refused_hellos() const override {
-    return num_refused_hellos_.load(std::memory_order_relaxed);
-  }
+  size_t num_refused_hellos() const override { return hello_stage_.num_refused(); }
   size_t buffered_bytes() const override {
     return buffered_bytes_published_.load(std::memory_order_relaxed);
   }
@@ -83,7 +88,7 @@ class TcpStoreServerImpl : public TcpStoreServer {
   size_t stored_bytes() const override {
     return stored_bytes_published_.load(std::memory_order_relaxed);
   }
-  size_t num_shed_connections() const override { return num_shed_.load(std::memory_order_relaxed); }
+  size_t num_shed_connections() const override { return acceptor_.num_shed(); }
   RelayCounts relay_counts() const override { return {}; }
 
  protected:
@@ -125,19 +130,21 @@ class TcpStoreServerImpl : public TcpStoreServer {
   static void OnSweep(uv_timer_t* timer);
   static void OnStop(uv_async_t* async);
 
-  // ---- accepting, strangers, the hello (server_accept.cc) ----
-  static void OnConnection(uv_stream_t* listener, int status);
-  static void OnTurnEnd(uv_check_t* check);
-  void AcceptOne();
-  void ReadWhatArrived(Connection* connection);
-  void MakeRoomFor(Connection* connection);
-  void Shed(Connection* connection);
-  void WarnIfNearDescriptorLimit(Connection* accepted, int status);
-  void WarnAboutDescriptors(bool reached);
-  static void EnableKeepalive(Connection* connection);
-  void HandleHello(Connection* connection, std::string_view body);
-
   // ---- one connection (server_connection.cc) ----
+  // ConnectionOwner: what the Acceptor, HelloStage and HangupWatch ask.
+  Connection* OpenConnection() override;
+  Connection* FindConnection(ClientId id) override;
+  size_t open_connections() const override { return connections_.size(); }
+  void Welcome(Connection* connection) override;
+  void Arrived(Connection* connection) override { MarkReady(connection); }
+  void SendReply(Connection* connection, wire::EncodedReply reply) override {
+    Send(connection, std::move(reply));
+  }
+  void RefuseConnection(Connection* connection, const std::string& reason) override {
+    Refuse(connection, reason);
+  }
+  void CloseConnection(Connection* connection, bool shed) override { Close(connection, shed); }
+  void PumpReady() override { Pump(); }
   static uv_stream_t* Stream(Connection* connection) {
     return reinterpret_cast<uv_stream_t*>(&connection->handle);
   }
@@ -146,11 +153,6 @@ class TcpStoreServerImpl : public TcpStoreServer {
     return admission_.admitted_bytes() + table_.waiter_bytes() + replies_.charged_bytes();
   }
   bool OverBudget() const { return Charged() >= options_.max_buffered_bytes; }
-  static size_t InputAllowance(const Connection* connection);
-  static void OnAllocate(uv_handle_t* handle, size_t suggested, uv_buf_t* buffer);
-  static void OnRead(uv_stream_t* stream, ssize_t bytes_read, const uv_buf_t* buffer);
-  void Receive(Connection* connection, const char* bytes, size_t count);
-  void CountInput(Connection* connection);
   bool CanServe(const Connection* connection) const;
   void MarkReady(Connection* connection);
   void Serve(Connection* connection);
@@ -175,11 +177,6 @@ class TcpStoreServerImpl : public TcpStoreServer {
   void AdmitQueued();
   void ReleaseAdmission(Connection* connection);
   std::string TooLargeText(const Connection* connection) const;
-  bool WantsToRead(const Connection* connection) const;
-  void UpdateReading(Connection* connection);
-  void Watch(Connection* connection);
-  void Unwatch(Connection* connection);
-  static void OnHangup(uv_poll_t* poll, int status, int events);
   void Send(Connection* connection, wire::EncodedReply reply);
   void OnReplyWritten(Connection* connection, int status);
   void Refuse(Connection* connection, const std::string& reason);
@@ -188,20 +185,14 @@ class TcpStoreServerImpl : public TcpStoreServer {
   void Close(Connection* connection, bool shed = false);
 
   const TcpStoreServerOptions options_;
-  const HelloTerms hello_terms_;
   wire::RequestLimits limits_;
   uv_loop_t loop_{};
-  uv_tcp_t listener_{};
   uv_timer_t deadline_timer_{};
   uv_timer_t sweep_timer_{};
   uv_async_t stop_async_{};
-  uv_check_t turn_check_{};
-  uv_poll_t hangup_poll_{};
-  int hangup_fd_ = -1;                      // epoll set of the connections not being read
   std::vector<uv_handle_t*> open_handles_;  // the server's own handles, to close
   bool loop_initialized_ = false;
   bool stopping_ = false;
-  uint16_t port_ = 0;
   std::thread thread_;
 
   // Loop thread only.
@@ -211,23 +202,18 @@ class TcpStoreServerImpl : public TcpStoreServer {
   std::unordered_map<ClientId, Connection*> connections_;
   ClientId last_client_id_ = 0;
   std::deque<Connection*> ready_;
-  Strangers strangers_;  // connections that may be shed
-  DescriptorLimit descriptors_;
-  unsigned accepted_this_turn_ = 0;
-  bool accept_deferred_ = false;
+  Acceptor acceptor_;
+  HelloStage hello_stage_;  // after acceptor_, which it tells of holders of the token
+  ConnectionReader reader_;
   bool pumping_ = false;
-  size_t input_bytes_ = 0;     // received, not yet handled
   size_t on_close_bytes_ = 0;  // on-close keys registered (within max_stored_bytes)
   size_t trim_high_water_ = 0;
-  std::vector<char> read_chunk_;
   std::unordered_map<ClientId, BatchEntry> batch_entries_;  // by the table's id
   std::vector<ClientId> batch_reply_owners_;  // connections with batch replies to send
 
   std::atomic<size_t> num_keys_{0};
   std::atomic<size_t> num_waiters_{0};
   std::atomic<size_t> num_connections_{0};
-  std::atomic<size_t> num_refused_hellos_{0};
-  std::atomic<size_t> num_shed_{0};
   std::atomic<size_t> buffered_bytes_published_{0};
   std::atomic<size_t> charged_bytes_published_{0};
   std::atomic<size_t> stored_bytes_published_{0};

@@ -17,6 +17,13 @@
 //
 // It uses the public API only, so the same source built against an older
 // library measures "before".
+//
+// With --as_rank it is instead a rank of a real 2-node infini_run
+// (scripts/store_shaped_link.sh): on node 1, local ranks below --ranks SET
+// --value_mib MiB each through the store the launcher lent them and local rank
+// --ranks GETs a small key every 100 ms (printing the worst); on node 0, local
+// rank 0 reads node 1's heartbeat counter every 50 ms (printing the longest
+// time it stood still); every other rank waits for the end.
 
 #include <arpa/inet.h>
 #include <gflags/gflags.h>
@@ -39,10 +46,14 @@
 #include <vector>
 
 #include "infini/common/flags.h"
+#include "infini/rendezvous/run_token.h"
 #include "infini/rendezvous/tcp_store.h"
 
 DEFINE_int32(ranks, 30, "ranks that SET a large value at once (large_sets)");
 DEFINE_int32(value_mib, 60, "MiB each rank SETs (large_sets)");
+DEFINE_bool(as_rank, false,
+            "be a rank of scripts/store_shaped_link.sh's run (reads RANK, GROUP_RANK, "
+            "LOCAL_RANK and the store from the launcher's environment)");
 DEFINE_string(cases, "large_sets,batch,waits,get_0ms", "comma-separated cases to play");
 
 namespace {
@@ -355,12 +366,95 @@ void ZeroMsGet(bool relayed) {
   Report("get_0ms", path, 0, 0, outcome);
 }
 
+// ---- --as_rank: one rank of the shaped-link run ----
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? "" : value;
+}
+
+constexpr char kStoredKey[] = "shaped/stored";
+constexpr char kFinishedKey[] = "shaped/finished";
+// What node 1's launcher adds to every heartbeat_interval (launch/src/
+// tcp_rendezvous.cc's NodeKeys(0, "heartbeat", 1); round 0 is unprefixed).
+constexpr char kNodeOneHeartbeat[] = "infini_run/heartbeat/1";
+
+int AsRank() {
+  const int node = std::atoi(Env("GROUP_RANK").c_str());
+  const int local = std::atoi(Env("LOCAL_RANK").c_str());
+  std::unique_ptr<TcpStoreClient> store;
+  try {
+    store =
+        TcpStoreClient::Connect(Env("INFINI_STORE_ADDR"),
+                                static_cast<uint16_t>(std::atoi(Env("INFINI_STORE_PORT").c_str())),
+                                milliseconds(30000), infini::rendezvous::RunTokenFromEnvironment());
+    store->set_timeout(milliseconds(300000));
+    if (node == 1 && local < FLAGS_ranks) {
+      const auto start = Clock::now();
+      store->Set("shaped/value",
+                 std::string(size_t(FLAGS_value_mib) << 20, static_cast<char>('a' + local % 26)));
+      std::printf("shaped: rank %d set %d MiB in %.0f ms\n", local, FLAGS_value_mib,
+                  MsSince(start));
+      store->Add(kStoredKey, 1);
+    } else if (node == 1 && local == FLAGS_ranks) {
+      store->Set("shaped/small", "s");
+      double worst = 0;
+      long gets = 0;
+      const auto start = Clock::now();
+      while (store->Add(kStoredKey, 0) < FLAGS_ranks) {
+        const auto asked = Clock::now();
+        if (store->Get("shaped/small") != "s") throw StoreError("shaped/small came back changed");
+        const double took = MsSince(asked);
+        if (took > 1000) {
+          std::printf("shaped: a small GET asked %.0f ms in took %.0f ms\n",
+                      std::chrono::duration<double, std::milli>(asked - start).count(), took);
+        }
+        worst = std::max(worst, took);
+        ++gets;
+        std::this_thread::sleep_for(milliseconds(100));
+      }
+      std::printf("shaped: worst_small_get_ms=%.0f gets=%ld\n", worst, gets);
+      store->Set(kFinishedKey, "1");
+    } else if (node == 0 && local == 0) {
+      int64_t last = -1;
+      const auto begin = Clock::now();
+      auto moved = begin;
+      double longest = 0;
+      while (!store->Check({kFinishedKey})) {
+        const int64_t count =
+            store->Check({kNodeOneHeartbeat}) ? store->Add(kNodeOneHeartbeat, 0) : -1;
+        if (count != last) {
+          if (last >= 0 && MsSince(moved) > 5000) {
+            std::printf("shaped: node 1's heartbeat stood still %.0f ms until %.0f ms in\n",
+                        MsSince(moved), MsSince(begin));
+          }
+          if (last >= 0) longest = std::max(longest, MsSince(moved));
+          last = count;
+          moved = Clock::now();
+        }
+        std::this_thread::sleep_for(milliseconds(50));
+      }
+      longest = std::max(longest, MsSince(moved));
+      std::printf("shaped: longest_heartbeat_gap_ms=%.0f\n", longest);
+    } else {
+      store->Wait({kFinishedKey});
+    }
+  } catch (const StoreError& error) {
+    std::printf("shaped: node %d local rank %d failed: %s\n", node, local, error.what());
+    return 1;
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  infini::flags::Parse(&argc, &argv, "store_load_cases [--ranks=N] [--value_mib=M] [--cases=A,B]",
-                       "Plays issue 32's loads against a node-0 store, direct and through a "
-                       "relay, and prints peak RSS, worst small-request latency and outcomes.");
+  infini::flags::Parse(
+      &argc, &argv,
+      "store_load_cases [--ranks=N] [--value_mib=M] [--cases=A,B] | --as_rank (under infini_run)",
+      "Plays issue 32's loads against a node-0 store, direct and through a "
+      "relay, and prints peak RSS, worst small-request latency and outcomes.");
   if (FLAGS_ranks < 1 || FLAGS_ranks > 1000) {
     std::fprintf(stderr, "store_load_cases: --ranks=%d: expected 1..1000\n", FLAGS_ranks);
     return 2;
@@ -372,6 +466,7 @@ int main(int argc, char** argv) {
                  FLAGS_value_mib);
     return 2;
   }
+  if (FLAGS_as_rank) return AsRank();
   const std::string cases = "," + FLAGS_cases + ",";
   const auto wanted = [&](const char* name) {
     return cases.find("," + std::string(name) + ",") != std::string::npos;
