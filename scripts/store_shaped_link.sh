@@ -9,13 +9,15 @@
 # (the default) and once with --rdzv_conf=relay=0, one row each:
 #   peak RSS (VmHWM) of node 0's and node 1's launcher, the worst small GET,
 #   the longest time node 1's heartbeat stood still as node 0 saw it (its
-#   launcher adds one every heartbeat_timeout / 4 = 3.75 s; node 0 declares it
-#   lost after 15 s), the packets host 1's tbf dropped (its queue past 50 ms),
+#   launcher adds one every heartbeat_timeout / 4 = 3.75 s, at most 5 s; node
+#   0 declares it lost after 15 s) and how much later than that interval it
+#   came, the packets host 1's tbf dropped (its queue past 50 ms),
 #   and whether the run lived (both launchers exit 0, no "lost" line).
 # Needs root (namespaces; exit 77 where they cannot be made); the namespaces
-# go on every exit. --assert (the hosts test): exit 1 unless every run lived
-# and node 1's relaying launcher peaked within the relay's budget (256 MiB,
-# max_buffered_bytes) + 2 values + 128 MiB.
+# go on every exit. --assert (the hosts test): exit 1 unless every run lived,
+# node 1's relaying launcher peaked within the relay's budget (256 MiB,
+# max_buffered_bytes) + 2 values + 128 MiB, and node 1's heartbeat never
+# came 1 s or more later than its interval.
 #
 #   scripts/store_shaped_link.sh [--ranks=30] [--value_mib=60] [--relay=1,0]
 #                                [--bin=build/bin] [--rate=1gbit] [--logs=DIR]
@@ -77,8 +79,11 @@ tbf_drops() {
   ip netns exec "$prefix$1" tc -s qdisc show dev eth0 | sed -n 's/.*(dropped \([0-9]*\),.*/\1/p' | head -1
 }
 
-printf '%-6s %6s %6s %15s %15s %13s %18s %11s  %s\n' relay ranks MiB node0_peak_MiB node1_peak_MiB \
-  worst_get_ms heartbeat_gap_ms tbf_drops_1 lived
+printf '%-6s %6s %6s %15s %15s %13s %18s %18s %11s  %s\n' relay ranks MiB node0_peak_MiB \
+  node1_peak_MiB worst_get_ms heartbeat_gap_ms heartbeat_late_ms tbf_drops_1 lived
+# The launcher's heartbeat interval (launch/src/tcp_rendezvous.cc): a quarter
+# of the timeout, at most 5 s.
+heartbeat_interval_ms=$((heartbeat_timeout * 250 < 5000 ? heartbeat_timeout * 250 : 5000))
 lived_all=0
 for relay in ${relays//,/ }; do
   port=$((29500 + relay))
@@ -121,9 +126,14 @@ for relay in ${relays//,/ }; do
     echo "store_shaped_link.sh: node 1's relaying launcher peaked at ${peak[1]} MiB, above the relay's budget + 2 values + 128 MiB ($relay_bound MiB)" >&2
     lived_all=1
   fi
+  late=$(( ${gap:-0} > heartbeat_interval_ms ? ${gap:-0} - heartbeat_interval_ms : 0 ))
+  if [ "$assert" = 1 ] && [ "$late" -ge 1000 ]; then
+    echo "store_shaped_link.sh: node 1's heartbeat stood still for $gap ms, $late ms past its ${heartbeat_interval_ms} ms interval (expected under 1000 ms late)" >&2
+    lived_all=1
+  fi
   drops=$(($(tbf_drops 1) - drops_before))
-  printf '%-6s %6s %6s %15s %15s %13s %18s %11s  %s\n' "$relay" "$ranks" "$value_mib" "${peak[0]}" \
-    "${peak[1]}" "${worst_get:--}" "${gap:--}" "$drops" "$lived"
+  printf '%-6s %6s %6s %15s %15s %13s %18s %18s %11s  %s\n' "$relay" "$ranks" "$value_mib" \
+    "${peak[0]}" "${peak[1]}" "${worst_get:--}" "${gap:--}" "$late" "$drops" "$lived"
 done
 [ "$assert" = 1 ] || exit 0
 exit "$lived_all"
