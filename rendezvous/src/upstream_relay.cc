@@ -86,26 +86,32 @@ struct UpstreamRelay::Job {
   wire::Request request;  // a watch: its key, and the timeout in `number`
 };
 
+// The two ways upstream, each its own connection and thread: small
+// requests (at most upstream.small_request_bytes: watches, counters, Gets)
+// and the others. A small request then never follows a large value's bytes
+// on a connection, nor waits for the upstream to handle one.
+enum Lane : int { kSmallLane = 0, kLargeLane = 1, kLanes = 2 };
+
 struct UpstreamRelay::State {
   RelayUpstream upstream;
   std::function<void()> wake;  // empty once the relay is gone
   Observer observe;
-  int wake_fd = -1;  // eventfd: new work, or Stop
+  int wake_fd[kLanes] = {-1, -1};  // eventfds: new work for the lane, or Stop
 
   mutable std::mutex mutex;
-  std::deque<Job> queued_small;  // not yet sent: at most upstream.small_request_bytes
-  std::deque<Job> queued_large;  // not yet sent: the others
+  std::deque<Job> queued[kLanes];  // not yet sent
   std::deque<UpstreamResult> results;
   bool stopping = false;
   RelayCounts counts;
 
   ~State() {
-    if (wake_fd >= 0) ::close(wake_fd);
+    for (const int fd : wake_fd) {
+      if (fd >= 0) ::close(fd);
+    }
   }
-  bool Idle() const { return queued_small.empty() && queued_large.empty(); }
-  void Signal() const {
+  void Signal(Lane lane) const {
     const uint64_t one = 1;
-    if (::write(wake_fd, &one, sizeof(one)) < 0) {
+    if (::write(wake_fd[lane], &one, sizeof(one)) < 0) {
       // The counter is full: the thread has a wake-up pending anyway.
     }
   }
@@ -113,12 +119,13 @@ struct UpstreamRelay::State {
 
 namespace {
 
-// The relay's thread: one upstream connection, the batches in flight on it,
+// One lane's thread: its upstream connection, the batches in flight on it,
 // and the loop that polls the socket and the wake-up.
 class UpstreamLink {
  public:
-  explicit UpstreamLink(std::shared_ptr<UpstreamRelay::State> state)
+  UpstreamLink(std::shared_ptr<UpstreamRelay::State> state, Lane lane)
       : state_(std::move(state)),
+        lane_(lane),
         endpoint_(OneLine(FormatEndpoint({state_->upstream.host, state_->upstream.port}))) {}
 
   void Run() {
@@ -128,7 +135,7 @@ class UpstreamLink {
       {
         std::lock_guard lock(state_->mutex);
         if (state_->stopping) return;
-        if (!connection_ && !state_->Idle()) {
+        if (!connection_ && !state_->queued[lane_].empty()) {
           connect = true;
         } else if (connection_ && batches_in_flight_ == 0 && output_.empty()) {
           batch = TakeBatch();
@@ -149,22 +156,24 @@ class UpstreamLink {
     Clock::time_point deadline;
   };
 
-  // Under the state's lock: the queued jobs that fit one frame, counted and
-  // observed (after Stop() returns, no observer is called).
+  // Under the state's lock: the lane's queued jobs that fit one frame,
+  // counted and observed (after Stop() returns, no observer is called).
   std::vector<UpstreamRelay::Job> TakeBatch() {
     std::vector<UpstreamRelay::Job> batch;
     size_t bytes = 1 + 4;
     size_t large_bytes = 0;
-    const auto take = [&](std::deque<UpstreamRelay::Job>& queue, bool large) {
+    const bool large = lane_ == kLargeLane;
+    std::deque<UpstreamRelay::Job>& queue = state_->queued[lane_];
+    {
       while (!queue.empty() && batch.size() < max_requests_) {
         UpstreamRelay::Job& job = queue.front();
         const size_t job_bytes = RequestBytes(job.request) + wire::kBatchEntryOverheadBytes;
-        if (!batch.empty() && bytes + job_bytes > max_message_bytes_) return;
+        if (!batch.empty() && bytes + job_bytes > max_message_bytes_) break;
         // Large requests share a batch up to large_bytes_per_frame; one
         // larger travels alone, so that small ones never wait for it twice.
         if (large && !batch.empty() &&
             large_bytes + job_bytes > state_->upstream.large_bytes_per_frame) {
-          return;
+          break;
         }
         bytes += job_bytes;
         if (large) large_bytes += job_bytes;
@@ -179,9 +188,7 @@ class UpstreamLink {
         batch.push_back(std::move(job));
         queue.pop_front();
       }
-    };
-    take(state_->queued_small, /*large=*/false);
-    take(state_->queued_large, /*large=*/true);
+    }
     return batch;
   }
 
@@ -206,8 +213,8 @@ class UpstreamLink {
     }
     // Whatever waited for this connection fails, as a call on a lost store
     // does; work that comes later tries again.
-    for (auto* queue : {&state_->queued_small, &state_->queued_large}) {
-      for (UpstreamRelay::Job& job : std::exchange(*queue, {})) Deliver(Failed(job, failure));
+    for (UpstreamRelay::Job& job : std::exchange(state_->queued[lane_], {})) {
+      Deliver(Failed(job, failure));
     }
     Wake();
   }
@@ -254,7 +261,7 @@ class UpstreamLink {
   }
 
   void PollOnce() {
-    pollfd fds[2] = {{.fd = state_->wake_fd, .events = POLLIN, .revents = 0},
+    pollfd fds[2] = {{.fd = state_->wake_fd[lane_], .events = POLLIN, .revents = 0},
                      {.fd = -1, .events = 0, .revents = 0}};
     nfds_t count = 1;
     if (connection_) {
@@ -275,7 +282,7 @@ class UpstreamLink {
     }
     if (fds[0].revents & POLLIN) {
       uint64_t signals = 0;
-      if (::read(state_->wake_fd, &signals, sizeof(signals)) < 0) {
+      if (::read(state_->wake_fd[lane_], &signals, sizeof(signals)) < 0) {
         // Nothing pending after all (another read took it).
       }
     }
@@ -456,6 +463,7 @@ class UpstreamLink {
   }
 
   std::shared_ptr<UpstreamRelay::State> state_;
+  const Lane lane_;
   const std::string endpoint_;  // "host:port", for messages
   std::unique_ptr<store_client::Connection> connection_;
   bool ever_connected_ = false;  // then a lost upstream is tried once
@@ -477,12 +485,16 @@ UpstreamRelay::UpstreamRelay(RelayUpstream upstream, std::function<void()> wake,
   state_->upstream = std::move(upstream);
   state_->observe = std::move(observe);
   state_->wake = std::move(wake);
-  state_->wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (state_->wake_fd < 0) {
-    throw StoreError(std::string("cannot make the relay's wake-up descriptor: ") +
-                     std::strerror(errno));
+  for (int& fd : state_->wake_fd) {
+    fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd < 0) {
+      throw StoreError(std::string("cannot make the relay's wake-up descriptor: ") +
+                       std::strerror(errno));
+    }
   }
-  std::thread([state = state_] { UpstreamLink(state).Run(); }).detach();
+  for (const Lane lane : {kSmallLane, kLargeLane}) {
+    std::thread([state = state_, lane] { UpstreamLink(state, lane).Run(); }).detach();
+  }
 }
 
 UpstreamRelay::~UpstreamRelay() { Stop(); }
@@ -491,9 +503,10 @@ void UpstreamRelay::Stop() {
   std::lock_guard lock(state_->mutex);
   state_->stopping = true;
   state_->wake = nullptr;
-  state_->queued_small.clear();
-  state_->queued_large.clear();
-  state_->Signal();
+  for (const Lane lane : {kSmallLane, kLargeLane}) {
+    state_->queued[lane].clear();
+    state_->Signal(lane);
+  }
 }
 
 void UpstreamRelay::Forward(ClientId client, wire::Request request) {
@@ -511,12 +524,12 @@ void UpstreamRelay::Watch(const std::string& key, std::chrono::milliseconds time
 void UpstreamRelay::Submit(Job job) {
   std::lock_guard lock(state_->mutex);
   if (state_->stopping) return;
-  const bool idle = state_->Idle();
-  (RequestBytes(job.request) <= state_->upstream.small_request_bytes ? state_->queued_small
-                                                                     : state_->queued_large)
-      .push_back(std::move(job));
+  const Lane lane =
+      RequestBytes(job.request) <= state_->upstream.small_request_bytes ? kSmallLane : kLargeLane;
+  const bool idle = state_->queued[lane].empty();
+  state_->queued[lane].push_back(std::move(job));
   // One wake-up per burst: the thread takes everything queued when it runs.
-  if (idle) state_->Signal();
+  if (idle) state_->Signal(lane);
 }
 
 std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
@@ -527,7 +540,7 @@ std::deque<UpstreamResult> UpstreamRelay::TakeResults() {
 RelayCounts UpstreamRelay::counts() const {
   std::lock_guard lock(state_->mutex);
   RelayCounts counts = state_->counts;
-  counts.queued = state_->queued_small.size() + state_->queued_large.size();
+  counts.queued = state_->queued[kSmallLane].size() + state_->queued[kLargeLane].size();
   return counts;
 }
 

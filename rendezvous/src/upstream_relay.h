@@ -1,8 +1,10 @@
 // A relay store's way upstream: the requests that a relay (a TcpStoreServer
 // with TcpStoreServerOptions::upstream) does not answer itself go to the
-// run's store on one connection, owned by one thread, in batches (protocol
-// version 4, wire_protocol.h: kBatch); the results come back to the server's
-// loop through a queue and `wake`.
+// run's store in batches (wire_protocol.h: kBatch) on two connections, each
+// owned by a thread of its own: one lane for small requests (watches,
+// counters, Gets, small Sets: at most RelayUpstream::small_request_bytes)
+// and one for the others. The results come back to the server's loop through
+// a queue and `wake`.
 //
 // Two kinds of work: a forwarded request (Set, Add, CompareSet, Delete,
 // Check, NumKeys on upstream keys), answered with the reply the upstream
@@ -10,30 +12,30 @@
 // parked on it), answered with the value, or that it timed out or failed.
 // The server watches each key once, however many of its clients wait on it.
 //
-// Batching, Nagle's way and without a timer: when no batch is in flight,
-// whatever is queued leaves at once as one frame; while one is (sent, and
-// the upstream has not yet said it handled it: the kBatchReply that carries
-// its immediate answers says so), new work queues and leaves as the next
-// frame when it has. A watch still waiting upstream holds nothing up once
-// its batch was handled: the upstream answers each request by its tag,
-// whenever it can. So an idle relay adds no latency, and a busy one sends
-// one frame per round trip.
+// Batching, Nagle's way and without a timer, per lane: when no batch is in
+// flight, whatever is queued leaves at once as one frame; while one is
+// (sent, and the upstream has not yet said it handled it: the kBatchReply
+// that carries its immediate answers says so), new work queues and leaves
+// as the next frame when it has. A watch still waiting upstream holds
+// nothing up once its batch was handled: the upstream answers each request
+// by its tag, whenever it can. So an idle relay adds no latency, and a busy
+// lane sends one frame per round trip.
 //
-// Fair shares: small requests (watches, heartbeats, counters: at most
-// RelayUpstream::small_request_bytes) leave first, and a batch carries large
-// ones of at most RelayUpstream::large_bytes_per_frame together, or one
-// larger alone, so a small request waits
-// for at most the one batch in flight ahead of it, never for every large
-// value queued. A forwarded request's bytes are the relay's until they were written
+// Fair shares: a small request never follows a large value's bytes on a
+// connection, nor waits for the upstream to handle one (a 60 MiB Set takes
+// 0.5 s at 1 Gb/s); large ones share a frame up to
+// RelayUpstream::large_bytes_per_frame, or one larger travels alone. A
+// forwarded request's bytes are the relay's until they were written
 // upstream whole (kTaken): the server keeps them charged to its budget until
 // then, so ranks wait for room instead of the relay growing.
 //
-// The thread connects on the first work and again after the connection
-// failed; a failure answers every request in flight (and, when connecting
-// failed, every one queued) with the error, as a lost connection did to the
-// ranks before. The destructor does not wait for the thread, which may be
-// connecting (RelayUpstream::connect_timeout): it shares the queue's state
-// and is detached, and never calls `wake` after the relay is gone.
+// A lane connects on its first work and again after its connection failed;
+// a failure answers every request in flight on it (and, when connecting
+// failed, every one queued for it) with the error, as a lost connection did
+// to the ranks before. The destructor does not wait for the threads, which
+// may be connecting (RelayUpstream::connect_timeout): they share the
+// queues' state and are detached, and never call `wake` after the relay is
+// gone.
 #pragma once
 
 #include <chrono>
