@@ -17,6 +17,7 @@
 #include "infini/common/device_backend_choice.h"
 #include "infini/common/launch_env.h"
 #include "staged_comm.h"
+#include "staged_hierarchy.h"
 
 namespace infini::ccl::internal {
 namespace staged {
@@ -293,6 +294,7 @@ infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort) {
     comm->aborting.store(true, std::memory_order_release);
     result = FromPlugin(Transport(), Transport().comm_abort(comm->transport), "comm_abort");
   }
+  FreeIslands(*comm, abort);
   {
     std::lock_guard<std::mutex> lock(comm->calls);
     // The last copies back may still read the host buffers.
