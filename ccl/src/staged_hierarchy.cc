@@ -20,7 +20,14 @@ namespace infini::ccl::internal::staged {
 namespace {
 
 constexpr const char* kThresholdVariable = "INFINI_CCL_STAGED_HIERARCHY_BYTES";
-constexpr int64_t kDefaultThreshold = int64_t{256} << 10;
+// Unset, the threshold depends on what flat staging would do. Ranks all on
+// one host meet in shared memory there (INFINI_CCL_STAGED_SHM), which beat
+// the arena islands on 2 CPU cores below 4 to 16 MiB; ranks that go through
+// the transport's sockets were slower flat at every size measured (1 KiB
+// to 64 MiB, docs/ccl.md).
+constexpr int64_t kOneHostThreshold = int64_t{8} << 20;
+constexpr int64_t kSocketsThreshold = 0;
+constexpr int64_t kUnset = -2;
 constexpr int64_t kNever = -1;
 constexpr size_t kIdBytes = 256;  // the largest device unique id carried
 
@@ -64,9 +71,10 @@ struct Record {
   int64_t threshold;
   uint8_t supported[kSupportBytes];
 };
-constexpr int32_t kShares = 1;        // ranks may share a device in its CCL
-constexpr int32_t kBadThreshold = 2;  // its INFINI_CCL_STAGED_HIERARCHY_BYTES is not a size
-constexpr int32_t kCannotSplit = 4;   // its transport has no comm_split
+constexpr int32_t kShares = 1;          // ranks may share a device in its CCL
+constexpr int32_t kBadThreshold = 2;    // its INFINI_CCL_STAGED_HIERARCHY_BYTES is not a size
+constexpr int32_t kCannotSplit = 4;     // its transport has no comm_split
+constexpr int32_t kNoSharedMemory = 8;  // INFINI_CCL_STAGED_SHM=0
 
 struct IdRecord {
   int32_t failed;
@@ -78,7 +86,7 @@ struct IdRecord {
 // (binary), or `never`. False for anything else.
 bool ReadThreshold(int64_t* threshold) {
   const char* text = std::getenv(kThresholdVariable);
-  *threshold = kDefaultThreshold;
+  *threshold = kUnset;
   if (text == nullptr || *text == '\0') return true;
   if (std::strcmp(text, "never") == 0) {
     *threshold = kNever;
@@ -125,6 +133,9 @@ Record MyRecord(const StagedComm& comm) {
   mine.device_index = comm.device;
   if (!ReadThreshold(&mine.threshold)) mine.flags |= kBadThreshold;
   if (Transport().comm_split == nullptr) mine.flags |= kCannotSplit;
+  const char* shared_memory = std::getenv("INFINI_CCL_STAGED_SHM");
+  if (shared_memory != nullptr && std::strcmp(shared_memory, "0") == 0)
+    mine.flags |= kNoSharedMemory;
   return mine;
 }
 
@@ -193,20 +204,27 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
   const std::vector<int> leader = LeadersOf(all);
   std::vector<int> members;  // of this rank's island, in rank order
   int island_count = 0;
-  bool some_island_shared = false, can_split = true;
+  bool some_island_shared = false, can_split = true, flat_shares_memory = true;
   for (int r = 0; r < nranks; ++r) {
     const int its = leader[static_cast<size_t>(r)];
     if (its == r) ++island_count;
     if (its != r) some_island_shared = true;
     if (its == leader[static_cast<size_t>(rank)]) members.push_back(r);
-    if ((all[static_cast<size_t>(r)].flags & kCannotSplit) != 0) can_split = false;
+    const Record& record = all[static_cast<size_t>(r)];
+    if ((record.flags & kCannotSplit) != 0) can_split = false;
+    if ((record.flags & kNoSharedMemory) != 0 ||
+        std::strncmp(record.host, all[0].host, sizeof(record.host)) != 0) {
+      flat_shares_memory = false;
+    }
   }
   if (!some_island_shared || !can_split || all[0].threshold == kNever) return infiniCclSuccess;
 
   auto islands = std::make_shared<Islands>();
   islands->nranks = nranks;
   islands->island_count = island_count;
-  islands->threshold = all[0].threshold;
+  islands->threshold = all[0].threshold != kUnset ? all[0].threshold
+                       : flat_shares_memory       ? kOneHostThreshold
+                                                  : kSocketsThreshold;
   // What every island of two or more does.
   islands->supported.assign(kSupportBytes, 0xff);
   for (int r = 0; r < nranks; ++r) {
@@ -247,6 +265,7 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
       transport.comm_destroy(child);
     } else {
       islands->leaders->timeout_ms = comm.timeout_ms;
+      islands->leaders->islands_use = StagedComm::IslandUse::kOff;  // flat among the leaders
     }
   }
   if (leads && child != nullptr && islands->leaders == nullptr && why.empty()) why = LastError();
@@ -337,9 +356,14 @@ infiniCclResult_t IslandAllReduce(const void* sendbuff, void* recvbuff, size_t c
   }
   // One island: its reduce and broadcast are the whole all_reduce.
   if (islands.leaders != nullptr && islands.island_count > 1) {
-    const infiniCclResult_t across = TransportAllReduce(
-        islands.island != nullptr ? recvbuff : sendbuff, recvbuff, count, dtype, island_op,
-        op == infiniCclAvg ? islands.nranks : 1, islands.leaders, stream);
+    // The leaders' flat all_reduce (in shared memory when they share a
+    // host); an average's sum is divided on the host, through the transport.
+    const void* input = islands.island != nullptr ? recvbuff : sendbuff;
+    const infiniCclResult_t across =
+        op == infiniCclAvg
+            ? TransportAllReduce(input, recvbuff, count, dtype, island_op, islands.nranks,
+                                 islands.leaders, stream)
+            : AllReduce(input, recvbuff, count, dtype, op, Handle(islands.leaders), stream);
     if (across != infiniCclSuccess) return across;
   }
   if (islands.island != nullptr) {

@@ -7,9 +7,11 @@
 // its own CCL. Only the leaders' bytes cross the host.
 //
 // Chosen per call by size: all_reduce of at least
-// INFINI_CCL_STAGED_HIERARCHY_BYTES (rank 0's value; default 256 KiB;
-// `never` keeps every call flat) when some island has two ranks or more and
-// every island's CCL does reduce and broadcast of the type and operator.
+// INFINI_CCL_STAGED_HIERARCHY_BYTES (rank 0's value; `never` keeps every
+// call flat; unset: 8 MiB when all ranks are on one host and flat staging
+// shares memory there, else every size) when some island has two ranks or
+// more and every island's CCL does reduce and broadcast of the type and
+// operator.
 // Avg is a sum inside the islands, divided on the leaders' host, so only
 // the types the host divides (float32, float64) average hierarchically.
 #pragma once

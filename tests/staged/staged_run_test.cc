@@ -125,13 +125,14 @@ TEST(StagedRun, ConformancePassesWithMixedDevicesInOneJob) {
 // Issue 33 item 3, hierarchical: ranks 0 and 1 on arena and 2 and 3 on
 // arenab are two islands, each with its plugin's own CCL; rank 4 on the host
 // is an island of one. `threshold`: INFINI_CCL_STAGED_HIERARCHY_BYTES.
-RunResult RunIslandJob(const std::string& threshold, const std::string& filter) {
+RunResult RunIslandJob(const std::string& threshold, const std::string& filter,
+                       const std::string& environment = "") {
   const std::string arena = ARENA_PLUGIN_PATH, arenab = ARENAB_PLUGIN_PATH;
   return RunCommand("env ARENA_COUNT_COPIES=1 INFINI_CCL_STAGED_HIERARCHY_BYTES=" + threshold +
-                    " " + INFINI_RUN_PATH + " --ccl_backend=gloo --device_backend=0:" + arena +
-                    ",1:" + arena + ",2:" + arenab + ",3:" + arenab +
-                    ",4:none --nproc_per_node=5 -- " + CCL_CONFORMANCE_PATH +
-                    " --quick --filter=" + filter);
+                    " " + environment + " " + INFINI_RUN_PATH +
+                    " --ccl_backend=gloo --device_backend=0:" + arena + ",1:" + arena +
+                    ",2:" + arenab + ",3:" + arenab + ",4:none --nproc_per_node=5 -- " +
+                    CCL_CONFORMANCE_PATH + " --quick --filter=" + filter);
 }
 
 // A rank's arena line at exit: "[rank1]:arena: 46 copies, 4 island calls
@@ -204,6 +205,19 @@ TEST(StagedRun, AboveTheThresholdOnlyIslandLeadersStageThroughTheHost) {
     EXPECT_EQ(island_member.copies, flat_member.copies - island_member.island_calls)
         << islands.output;
   }
+}
+
+// Unset, the threshold follows what flat staging does: ranks of one host
+// that share memory stay flat up to 8 MiB (conformance's largest item is 1
+// MiB); ranks that go through the transport's sockets use the islands at
+// every size (the smallest item is one float32).
+TEST(StagedRun, TheDefaultThresholdFollowsFlatStaging) {
+  const RunResult shared = RunIslandJob("", "all_reduce/float32/sum");
+  const RunResult sockets = RunIslandJob("", "all_reduce/float32/sum", "INFINI_CCL_STAGED_SHM=0");
+  ExpectNoFailure(shared);
+  ExpectNoFailure(sockets);
+  EXPECT_EQ(CountsOf(shared.output, 1, "arena").island_calls, 0) << shared.output;
+  EXPECT_EQ(CountsOf(sockets.output, 1, "arena").least_bytes, 4) << sockets.output;
 }
 
 TEST(StagedRun, ABadHierarchyThresholdIsOneLine) {
