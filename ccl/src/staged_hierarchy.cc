@@ -21,14 +21,15 @@ namespace {
 
 constexpr const char* kThresholdVariable = "INFINI_CCL_STAGED_HIERARCHY_BYTES";
 // Unset, the threshold depends on what flat staging would do. Ranks all on
-// one host meet in shared memory there (INFINI_CCL_STAGED_SHM), which beat
-// the arena islands on 2 CPU cores below 4 to 16 MiB; ranks that go through
-// the transport's sockets were slower flat at every size measured (1 KiB
-// to 64 MiB, docs/ccl.md).
-constexpr int64_t kOneHostThreshold = int64_t{8} << 20;
+// one host meet in shared memory there (INFINI_CCL_STAGED_SHM), which the
+// arena islands never clearly beat on 2 CPU cores (256 KiB to 64 MiB, within
+// noise or slower): flat. Ranks that go through the transport's sockets were
+// slower flat at every size measured (1 KiB to 64 MiB): hierarchical at
+// every size. docs/ccl.md has the figures.
+constexpr int64_t kNever = -1;
+constexpr int64_t kOneHostThreshold = kNever;
 constexpr int64_t kSocketsThreshold = 0;
 constexpr int64_t kUnset = -2;
-constexpr int64_t kNever = -1;
 constexpr size_t kIdBytes = 256;  // the largest device unique id carried
 
 // The types a rank says its CCL reduces and broadcasts, one bit per type
@@ -217,14 +218,15 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
       flat_shares_memory = false;
     }
   }
-  if (!some_island_shared || !can_split || all[0].threshold == kNever) return infiniCclSuccess;
+  const int64_t threshold = all[0].threshold != kUnset ? all[0].threshold
+                            : flat_shares_memory       ? kOneHostThreshold
+                                                       : kSocketsThreshold;
+  if (!some_island_shared || !can_split || threshold == kNever) return infiniCclSuccess;
 
   auto islands = std::make_shared<Islands>();
   islands->nranks = nranks;
   islands->island_count = island_count;
-  islands->threshold = all[0].threshold != kUnset ? all[0].threshold
-                       : flat_shares_memory       ? kOneHostThreshold
-                                                  : kSocketsThreshold;
+  islands->threshold = threshold;
   // What every island of two or more does.
   islands->supported.assign(kSupportBytes, 0xff);
   for (int r = 0; r < nranks; ++r) {
@@ -268,7 +270,6 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
       islands->leaders->islands_use = StagedComm::IslandUse::kOff;  // flat among the leaders
     }
   }
-  if (leads && child != nullptr && islands->leaders == nullptr && why.empty()) why = LastError();
 
   // The island's own communicator on the device.
   const IdRecord& island_id = ids[static_cast<size_t>(members[0])];
@@ -345,6 +346,8 @@ infiniCclResult_t ChooseIslands(StagedComm& comm, size_t count, DLDataType dtype
 infiniCclResult_t IslandAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                   DLDataType dtype, infiniCclRedOp_t op, StagedComm& comm,
                                   infiniCclStream_t stream) {
+  // comm_abort frees the islands once this call has seen its failure.
+  std::lock_guard<std::mutex> lock(comm.calls);
   const Islands& islands = *comm.islands;
   const infiniCclPlugin_t& device = Device();
   const infiniCclRedOp_t island_op = op == infiniCclAvg ? infiniCclSum : op;
@@ -376,18 +379,32 @@ infiniCclResult_t IslandAllReduce(const void* sendbuff, void* recvbuff, size_t c
   return infiniCclSuccess;
 }
 
+void UnblockIslands(StagedComm& comm) {
+  if (!comm.islands) return;
+  Islands& islands = *comm.islands;
+  const infiniCclPlugin_t& device = Device();
+  if (islands.island != nullptr && device.comm_abort != nullptr && !islands.island_aborted) {
+    islands.island_aborted = true;
+    device.comm_abort(islands.island);
+  }
+  if (islands.leaders != nullptr &&
+      !islands.leaders->aborting.exchange(true, std::memory_order_acq_rel)) {
+    Transport().comm_abort(islands.leaders->transport);
+  }
+}
+
 void FreeIslands(StagedComm& comm, bool abort) {
   if (!comm.islands) return;
   Islands& islands = *comm.islands;
-  if (islands.island != nullptr) {
+  if (islands.island != nullptr && !islands.island_aborted) {
     const infiniCclPlugin_t& device = Device();
     if (abort && device.comm_abort != nullptr) {
       device.comm_abort(islands.island);
     } else {
       device.comm_destroy(islands.island);
     }
-    islands.island = nullptr;
   }
+  islands.island = nullptr;
   if (islands.leaders != nullptr) {
     FreeStagedComm(islands.leaders, abort);
     islands.leaders = nullptr;

@@ -8,7 +8,7 @@
 //
 // Chosen per call by size: all_reduce of at least
 // INFINI_CCL_STAGED_HIERARCHY_BYTES (rank 0's value; `never` keeps every
-// call flat; unset: 8 MiB when all ranks are on one host and flat staging
+// call flat; unset: `never` when all ranks are on one host and flat staging
 // shares memory there, else every size) when some island has two ranks or
 // more and every island's CCL does reduce and broadcast of the type and
 // operator.
@@ -30,6 +30,7 @@ struct Islands {
   // This rank's island's communicator of the device plugin; NULL for an
   // island of one.
   infiniCclComm_t island = nullptr;
+  bool island_aborted = false;  // by UnblockIslands: freed already
   // The leaders' staged communicator over the transport; NULL on a rank
   // that is not its island's leader.
   StagedComm* leaders = nullptr;
@@ -52,7 +53,12 @@ infiniCclResult_t IslandAllReduce(const void* sendbuff, void* recvbuff, size_t c
                                   DLDataType dtype, infiniCclRedOp_t op, StagedComm& comm,
                                   infiniCclStream_t stream);
 
-// Frees the island and leaders' communicators (comm_destroy or comm_abort).
+// comm_abort's first half, from any thread: aborts the island's and the
+// leaders' communicators, so a hierarchical call in flight fails instead of
+// waiting. Nothing is freed.
+void UnblockIslands(StagedComm& comm);
+// The second half, or comm_destroy's, once no call is in flight (under
+// comm.calls): frees what is left of them.
 void FreeIslands(StagedComm& comm, bool abort);
 
 // staged_collectives.cc: the flat chunked all_reduce over `comm`'s

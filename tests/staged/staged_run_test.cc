@@ -208,9 +208,8 @@ TEST(StagedRun, AboveTheThresholdOnlyIslandLeadersStageThroughTheHost) {
 }
 
 // Unset, the threshold follows what flat staging does: ranks of one host
-// that share memory stay flat up to 8 MiB (conformance's largest item is 1
-// MiB); ranks that go through the transport's sockets use the islands at
-// every size (the smallest item is one float32).
+// that share memory stay flat; ranks that go through the transport's
+// sockets use the islands at every size (the smallest item is one float32).
 TEST(StagedRun, TheDefaultThresholdFollowsFlatStaging) {
   const RunResult shared = RunIslandJob("", "all_reduce/float32/sum");
   const RunResult sockets = RunIslandJob("", "all_reduce/float32/sum", "INFINI_CCL_STAGED_SHM=0");
