@@ -276,10 +276,14 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
   if (in_island && why.empty() && island_id.failed == 0) {
     const int island_rank =
         static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
-    infiniCclResult_t joined = device.set_device(comm.device);
+    // On the communicator's device; the caller's current device is kept.
+    int current = comm.device;
+    infiniCclResult_t joined = device.get_device(&current);
+    if (joined == infiniCclSuccess) joined = device.set_device(comm.device);
     if (joined == infiniCclSuccess) {
       joined = device.comm_init_rank(&islands->island, static_cast<int>(members.size()),
                                      island_id.id, island_rank, nullptr, nullptr);
+      device.set_device(current);
     }
     if (joined != infiniCclSuccess) {
       islands->island = nullptr;
