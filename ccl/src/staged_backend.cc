@@ -17,6 +17,7 @@
 #include "infini/common/device_backend_choice.h"
 #include "infini/common/launch_env.h"
 #include "staged_comm.h"
+#include "staged_hierarchy.h"
 
 namespace infini::ccl::internal {
 namespace staged {
@@ -308,12 +309,17 @@ infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort) {
   const infiniCclPlugin_t& device = Device();
   infiniCclResult_t result = infiniCclSuccess;
   if (abort) {
-    // Unblocks a call of another thread, which then gives the staging area up.
-    comm->aborting.store(true, std::memory_order_release);
-    result = FromPlugin(Transport(), Transport().comm_abort(comm->transport), "comm_abort");
+    // Unblocks a call of another thread, which then gives the staging area
+    // up. Once: the islands' leaders' communicator was aborted already when
+    // its parent's abort unblocked a hierarchical call.
+    if (!comm->aborting.exchange(true, std::memory_order_acq_rel)) {
+      result = FromPlugin(Transport(), Transport().comm_abort(comm->transport), "comm_abort");
+    }
+    UnblockIslands(*comm);
   }
   {
     std::lock_guard<std::mutex> lock(comm->calls);
+    FreeIslands(*comm, abort);
     // The last copies back may still read the host buffers.
     const infiniCclResult_t synced = device.stream_synchronize(comm->stream);
     if (!abort && synced != infiniCclSuccess) result = FromPlugin(device, synced, "comm_destroy");

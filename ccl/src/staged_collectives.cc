@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "staged_comm.h"
+#include "staged_hierarchy.h"
 #include "staged_shared_memory.h"
 
 namespace infini::ccl::internal::staged {
@@ -370,6 +371,12 @@ infiniCclResult_t PointToPoint(const char* call, bool sending, void* buffer, siz
 
 infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
                             infiniCclRedOp_t op, infiniCclComm_t comm, infiniCclStream_t stream) {
+  if (count > 0 && t_group_depth == 0) {
+    bool islands = false;  // staged_hierarchy.h: large ones through the islands' CCLs
+    const infiniCclResult_t chosen = ChooseIslands(*Of(comm), count, dtype, op, &islands);
+    if (chosen != infiniCclSuccess) return chosen;
+    if (islands) return IslandAllReduce(sendbuff, recvbuff, count, dtype, op, *Of(comm), stream);
+  }
   Stage stage(comm, stream, "all_reduce");
   if (count > 0 && !stage.grouped() && HostReduces(dtype, op) && stage.SharedSlotsOpen()) {
     return SharedAllReduce(stage, sendbuff, recvbuff, count, dtype, op);
@@ -377,6 +384,20 @@ infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, 
   return Chunked(stage, sendbuff, recvbuff, count, dtype, true, true,
                  [&](char* host, size_t n, infiniCclComm_t transport) {
                    return Transport().all_reduce(host, host, n, dtype, op, transport, nullptr);
+                 });
+}
+
+infiniCclResult_t TransportAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                     DLDataType dtype, infiniCclRedOp_t op, int divisor,
+                                     StagedComm* comm, infiniCclStream_t stream) {
+  Stage stage(Handle(comm), stream, "all_reduce");
+  return Chunked(stage, sendbuff, recvbuff, count, dtype, true, true,
+                 [&](char* host, size_t n, infiniCclComm_t transport) {
+                   const infiniCclResult_t result =
+                       Transport().all_reduce(host, host, n, dtype, op, transport, nullptr);
+                   if (result == infiniCclSuccess && divisor > 1)
+                     HostDivide(host, n, dtype, divisor);
+                   return result;
                  });
 }
 

@@ -15,6 +15,8 @@
 
 namespace infini::ccl::internal::staged {
 
+struct Islands;
+
 // The composed pair; set once by ComposeStaged.
 const infiniCclPlugin_t& Transport();
 const infiniCclPlugin_t& Device();
@@ -82,6 +84,12 @@ struct StagedComm {
   int64_t sequence = 0;               // chunks through the slots so far
   int64_t timeout_ms = 0;             // a wait's deadline (config.timeout_ms); 0: none
   std::atomic<bool> aborting{false};  // comm_abort: waits in the slots end
+
+  // Hierarchical all_reduce (staged_hierarchy.h): whether the ranks form
+  // islands is found at the first all_reduce.
+  enum class IslandUse { kUnknown, kOn, kOff };
+  IslandUse islands_use = IslandUse::kUnknown;
+  std::shared_ptr<Islands> islands;
 
   // The first failure in the slots (the transport keeps its own), for
   // comm_get_async_error.

@@ -111,4 +111,13 @@ void HostReduce(void* out, const char* const* sources, int n, size_t count, DLDa
   WithType(dtype, [&](auto type) { ReduceAs<decltype(type)>(out, sources, n, count, op); });
 }
 
+void HostDivide(void* data, size_t count, DLDataType dtype, int divisor) {
+  WithType(dtype, [&](auto type) {
+    using T = decltype(type);
+    T* values = static_cast<T*>(data);
+    for (size_t i = 0; i < count; ++i)
+      values[i] = static_cast<T>(values[i] / static_cast<T>(divisor));
+  });
+}
+
 }  // namespace infini::ccl::internal::staged

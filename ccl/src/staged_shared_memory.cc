@@ -39,14 +39,6 @@ struct Record {
   int32_t padding;
 };
 
-std::string HostKey() {
-  std::string boot_id;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
-  char name[64] = {};
-  gethostname(name, sizeof(name) - 1);
-  return boot_id + "/" + name;
-}
-
 constexpr const char* kShmVariable = "INFINI_CCL_STAGED_SHM";
 
 // INFINI_CCL_STAGED_SHM: unset or empty, when the ranks can; 0, never; 1,
@@ -76,6 +68,14 @@ infiniCclResult_t AgreeOnLeast(const infiniCclPlugin_t& transport, infiniCclComm
 }
 
 }  // namespace
+
+std::string HostKey() {
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  char name[64] = {};
+  gethostname(name, sizeof(name) - 1);
+  return boot_id + "/" + name;
+}
 
 struct SharedSlots::Header {
   uint64_t magic;

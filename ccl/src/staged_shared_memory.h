@@ -23,6 +23,11 @@ bool HostReduces(DLDataType dtype, infiniCclRedOp_t op);
 // reads `out` sees the same bits); avg divides the sum by n.
 void HostReduce(void* out, const char* const* sources, int n, size_t count, DLDataType dtype,
                 infiniCclRedOp_t op);
+// data[i] /= divisor, for the types HostReduces averages.
+void HostDivide(void* data, size_t count, DLDataType dtype, int divisor);
+
+// This machine (boot id and host name): ranks with the same key share memory.
+std::string HostKey();
 
 class SharedSlots {
  public:

@@ -6,15 +6,20 @@
 // something waits on them (stream_synchronize, event_synchronize,
 // event_query, or a stream waiting on an event), so a copy that was
 // enqueued but not waited for has not happened: a caller that reads a host
-// buffer without ordering sees the old bytes. Its communicator entries
-// refuse: it is a --device_backend, never a --ccl_backend.
+// buffer without ordering sees the old bytes. It is a --device_backend,
+// never a --ccl_backend, but it has a small CCL of its own, as a vendor's
+// device has (arena_island_ccl.h): all_reduce, reduce and broadcast among
+// processes of one build on this machine, which a staged communicator uses
+// to reduce inside an island of ranks of one device plugin. Those
+// collectives run when called, after the work already on their stream.
 //
 // ARENA_DEVICE_COUNT (default 1) devices share one arena of
 // ARENA_BYTES (default 1 GiB, reserved lazily). With ARENA_COUNT_COPIES=1
-// the process prints "<name>: N copies" on stderr at exit, so a test can
-// tell which device a collective's bytes went through, and "<name>: P of N
-// copies with registered host memory" (host_register: whether the staging
-// buffers were page-locked).
+// the process prints "<name>: N copies, K island calls (S to L bytes)" on
+// stderr at exit, so a test can tell which device a collective's bytes went
+// through, and whether (and from which size) they went through its CCL; and
+// "<name>: P of N copies with registered host memory" (host_register:
+// whether the staging buffers were page-locked).
 //
 // Built twice: "arena", and with ARENA_SECOND_DEVICE "arenab", another
 // vendor's device for mixed jobs: its own addresses (a pointer of one is
@@ -34,6 +39,7 @@
 #include <mutex>
 #include <string>
 
+#include "arena_island_ccl.h"
 #include "infini/ccl/plugin_abi.h"
 
 namespace {
@@ -55,20 +61,35 @@ constexpr size_t kAlignment = 256;
 // destruction, after this file's statics may be gone.
 std::map<uintptr_t, size_t>& g_registered = *new std::map<uintptr_t, size_t>();
 
-// Copies that moved bytes to or from this device (ARENA_COUNT_COPIES).
+// Copies that moved bytes to or from this device (and those whose host side
+// was registered), and island collectives with their least and largest
+// sizes (ARENA_COUNT_COPIES).
 struct CopyCounter {
   std::atomic<uint64_t> copies{0};
-  std::atomic<uint64_t> registered_copies{0};  // whose host side was registered
+  std::atomic<uint64_t> registered_copies{0};
+  std::atomic<uint64_t> island_calls{0};
+  std::atomic<uint64_t> island_least{UINT64_MAX}, island_largest{0};
+  void CountIsland(uint64_t bytes) {
+    ++island_calls;
+    for (uint64_t least = island_least.load(); bytes < least;) {
+      if (island_least.compare_exchange_weak(least, bytes)) break;
+    }
+    for (uint64_t largest = island_largest.load(); bytes > largest;) {
+      if (island_largest.compare_exchange_weak(largest, bytes)) break;
+    }
+  }
   ~CopyCounter() {
     const char* wanted = std::getenv("ARENA_COUNT_COPIES");
     if (wanted != nullptr && std::string(wanted) == "1") {
-      std::fprintf(stderr, "%s: %llu copies\n", kName,
+      const uint64_t calls = island_calls.load();
+      std::fprintf(stderr, "%s: %llu copies, %llu island calls (%llu to %llu bytes)\n", kName,
+                   static_cast<unsigned long long>(copies.load()),
+                   static_cast<unsigned long long>(calls),
+                   static_cast<unsigned long long>(calls == 0 ? 0 : island_least.load()),
+                   static_cast<unsigned long long>(island_largest.load()));
+      std::fprintf(stderr, "%s: %llu of %llu copies with registered host memory\n", kName,
+                   static_cast<unsigned long long>(registered_copies.load()),
                    static_cast<unsigned long long>(copies.load()));
-      std::fprintf(stderr,
-                   "%s: %llu of %llu copies with registered host memory, %zu ranges left "
-                   "registered\n",
-                   kName, static_cast<unsigned long long>(registered_copies.load()),
-                   static_cast<unsigned long long>(copies.load()), g_registered.size());
     }
   }
 } g_copy_counter;
@@ -163,7 +184,18 @@ infiniCclResult_t GetVersion(const char** version) {
 }
 const char* GetErrorString(infiniCclResult_t) { return "arena test device error"; }
 const char* GetLastError() { return t_error.c_str(); }
-int Supports(infiniCclCollective_t, DLDataType, infiniCclRedOp_t) { return 0; }
+int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_t op) {
+  switch (collective) {
+    case infiniCclCollAllReduce:
+      return arena_island::Supports(arena_island::Kind::kAllReduce, dtype, op) ? 1 : 0;
+    case infiniCclCollReduce:
+      return arena_island::Supports(arena_island::Kind::kReduce, dtype, op) ? 1 : 0;
+    case infiniCclCollBroadcast:
+      return arena_island::Supports(arena_island::Kind::kBroadcast, dtype, op) ? 1 : 0;
+    default:
+      return 0;
+  }
+}
 
 int DeviceCount() { return static_cast<int>(EnvSize("ARENA_DEVICE_COUNT", 1)); }
 
@@ -363,32 +395,97 @@ infiniCclResult_t EventElapsedMs(infiniCclEvent_t start, infiniCclEvent_t end, f
   return infiniCclSuccess;
 }
 
+// The island CCL's entries (arena_island_ccl.h); what it lacks refuses.
 constexpr const char* kNoComms =
-    "a device-runtime-only test plugin: it makes no communicators (use it as --device_backend)";
+    "the arena test device's CCL has all_reduce, reduce and broadcast only";
 
-infiniCclResult_t GetUniqueId(void*, const infiniCclBootstrap_t*) {
-  return Fail(infiniCclUnsupported, std::string("get_unique_id: ") + kNoComms);
+arena_island::Comm* IslandOf(infiniCclComm_t comm) {
+  return reinterpret_cast<arena_island::Comm*>(comm);
 }
-infiniCclResult_t CommInitRank(infiniCclComm_t*, int, const void*, int, const infiniCclConfig_t*,
-                               const infiniCclBootstrap_t*) {
-  return Fail(infiniCclUnsupported, std::string("comm_init_rank: ") + kNoComms);
+
+infiniCclResult_t GetUniqueId(void* unique_id, const infiniCclBootstrap_t*) {
+  if (unique_id == nullptr) return Fail(infiniCclInvalidArgument, "get_unique_id: NULL");
+  arena_island::MakeUniqueId(unique_id);
+  return infiniCclSuccess;
+}
+infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* unique_id, int rank,
+                               const infiniCclConfig_t*, const infiniCclBootstrap_t*) {
+  if (comm == nullptr || unique_id == nullptr) {
+    return Fail(infiniCclInvalidArgument, "comm_init_rank: comm or unique_id is NULL");
+  }
+  arena_island::Comm* made = nullptr;
+  std::string why;
+  const infiniCclResult_t result = arena_island::Join(kName, unique_id, nranks, rank, &made, &why);
+  *comm = reinterpret_cast<infiniCclComm_t>(made);
+  return result == infiniCclSuccess ? result : Fail(result, why);
 }
 infiniCclResult_t Refuse() { return Fail(infiniCclUnsupported, kNoComms); }
-infiniCclResult_t CommDestroy(infiniCclComm_t) { return Refuse(); }
-infiniCclResult_t CommAsyncError(infiniCclComm_t, infiniCclResult_t*, const char**) {
-  return Refuse();
+infiniCclResult_t CommDestroy(infiniCclComm_t comm) {
+  arena_island::Leave(IslandOf(comm));
+  return infiniCclSuccess;
 }
-infiniCclResult_t CommInt(infiniCclComm_t, int*) { return Refuse(); }
-infiniCclResult_t Collective(const void*, void*, size_t, DLDataType, infiniCclRedOp_t,
-                             infiniCclComm_t, infiniCclStream_t) {
-  return Refuse();
+infiniCclResult_t CommAbort(infiniCclComm_t comm) {
+  arena_island::Abort(IslandOf(comm));
+  return infiniCclSuccess;
 }
-infiniCclResult_t Rooted(const void*, void*, size_t, DLDataType, int, infiniCclComm_t,
-                         infiniCclStream_t) {
-  return Refuse();
+infiniCclResult_t CommAsyncError(infiniCclComm_t, infiniCclResult_t* error, const char**) {
+  if (error != nullptr) *error = infiniCclSuccess;
+  return infiniCclSuccess;
 }
-infiniCclResult_t RootedReduce(const void*, void*, size_t, DLDataType, infiniCclRedOp_t, int,
-                               infiniCclComm_t, infiniCclStream_t) {
+infiniCclResult_t CommCount(infiniCclComm_t comm, int* nranks) {
+  *nranks = arena_island::SizeOf(IslandOf(comm));
+  return infiniCclSuccess;
+}
+infiniCclResult_t CommUserRank(infiniCclComm_t comm, int* rank) {
+  *rank = arena_island::RankOf(IslandOf(comm));
+  return infiniCclSuccess;
+}
+
+// After the work already on `stream`, on the arena bytes behind the
+// device buffers (`send` only where this rank contributes).
+infiniCclResult_t Island(arena_island::Kind kind, const void* send, void* recv, size_t count,
+                         DLDataType dtype, infiniCclRedOp_t op, int root, infiniCclComm_t comm,
+                         infiniCclStream_t stream) {
+  if (comm == nullptr) return Fail(infiniCclInvalidArgument, "collective: comm is NULL");
+  arena_island::Comm* island = IslandOf(comm);
+  const int rank = arena_island::RankOf(island);
+  const bool reads = kind != arena_island::Kind::kBroadcast || rank == root;
+  const bool writes = kind != arena_island::Kind::kReduce || rank == root;
+  const size_t bytes = count * ((static_cast<size_t>(dtype.bits) * dtype.lanes + 7) / 8);
+  const char* from = nullptr;
+  char* to = nullptr;
+  {
+    std::lock_guard<std::recursive_mutex> lock(g_mutex);
+    Drain(Of(stream), Of(stream)->enqueued);
+    from = reads ? Resolve(send, bytes) : nullptr;
+    to = writes ? Resolve(recv, bytes) : nullptr;
+  }
+  if (bytes > 0 && ((reads && from == nullptr) || (writes && to == nullptr))) {
+    return Fail(infiniCclInvalidArgument, "collective: a buffer is not an arena range");
+  }
+  if (!arena_island::Supports(kind, dtype, op)) return Refuse();
+  g_copy_counter.CountIsland(bytes);
+  std::string why;
+  const infiniCclResult_t result =
+      arena_island::Run(island, kind, from, to, count, dtype, op, root, &why);
+  return result == infiniCclSuccess ? result : Fail(result, why);
+}
+infiniCclResult_t AllReduce(const void* send, void* recv, size_t count, DLDataType dtype,
+                            infiniCclRedOp_t op, infiniCclComm_t comm, infiniCclStream_t stream) {
+  return Island(arena_island::Kind::kAllReduce, send, recv, count, dtype, op, 0, comm, stream);
+}
+infiniCclResult_t Broadcast(const void* send, void* recv, size_t count, DLDataType dtype, int root,
+                            infiniCclComm_t comm, infiniCclStream_t stream) {
+  return Island(arena_island::Kind::kBroadcast, send, recv, count, dtype, infiniCclSum, root, comm,
+                stream);
+}
+infiniCclResult_t Reduce(const void* send, void* recv, size_t count, DLDataType dtype,
+                         infiniCclRedOp_t op, int root, infiniCclComm_t comm,
+                         infiniCclStream_t stream) {
+  return Island(arena_island::Kind::kReduce, send, recv, count, dtype, op, root, comm, stream);
+}
+infiniCclResult_t ReduceScatter(const void*, void*, size_t, DLDataType, infiniCclRedOp_t,
+                                infiniCclComm_t, infiniCclStream_t) {
   return Refuse();
 }
 infiniCclResult_t Gathering(const void*, void*, size_t, DLDataType, infiniCclComm_t,
@@ -412,7 +509,8 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .get_version = GetVersion,
     .get_error_string = GetErrorString,
     .get_last_error = GetLastError,
-    .features = 0,
+    // Ranks of an island may share an arena device.
+    .features = INFINI_CCL_FEATURE_DEVICE_SHARING,
     .supports = Supports,
     .device_type = kDLExtDev,
     .device_vendor = "test",
@@ -435,23 +533,23 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .event_query = EventQuery,
     .event_synchronize = EventSynchronize,
     .event_elapsed_ms = EventElapsedMs,
-    .unique_id_bytes = 8,
+    .unique_id_bytes = arena_island::kUniqueIdBytes,
     .get_unique_id = GetUniqueId,
     .comm_init_rank = CommInitRank,
     .comm_init_ranks = nullptr,
     .comm_split = nullptr,
     .comm_destroy = CommDestroy,
-    .comm_abort = nullptr,
+    .comm_abort = CommAbort,
     .comm_get_async_error = CommAsyncError,
-    .comm_count = CommInt,
-    .comm_user_rank = CommInt,
+    .comm_count = CommCount,
+    .comm_user_rank = CommUserRank,
     .group_start = nullptr,
     .group_end = nullptr,
-    .all_reduce = Collective,
-    .broadcast = Rooted,
-    .reduce = RootedReduce,
+    .all_reduce = AllReduce,
+    .broadcast = Broadcast,
+    .reduce = Reduce,
     .all_gather = Gathering,
-    .reduce_scatter = Collective,
+    .reduce_scatter = ReduceScatter,
     .send = SendEntry,
     .recv = RecvEntry,
     .all_to_all = nullptr,

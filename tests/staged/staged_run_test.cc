@@ -7,8 +7,10 @@
 // communicator on two different device plugins and on the host.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -93,7 +95,8 @@ long RegisteredCopies(const std::string& output, int rank, const std::string& de
 // all_reduce: the survivors must fail, not wait forever.
 TEST(StagedRun, ConformancePassesWithTwoRanksInSharedMemory) {
   const std::string output = ExpectStagedConformancePasses(
-      2, ARENA_PLUGIN_PATH, "INFINI_CCL_STAGED_SHM=1 ARENA_DEVICE_COUNT=3");
+      2, ARENA_PLUGIN_PATH,
+      "INFINI_CCL_STAGED_SHM=1 ARENA_DEVICE_COUNT=3 INFINI_CCL_STAGED_HIERARCHY_BYTES=never");
   EXPECT_TRUE(StagedThrough(output, 0, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 1, "arena")) << output;
   EXPECT_EQ(VerdictOf(Rows(output), "failure/peer_killed"), "pass") << output;
@@ -122,12 +125,14 @@ TEST(StagedRun, ABadSharedMemorySettingIsOneLine) {
 // 64 KiB chunks: the largest all_reduce, broadcast and reduce items (262149
 // float32) go in 17 chunks, which the host rank must match call for call.
 // Through the transport (gloo's sockets; INFINI_CCL_STAGED_SHM=0): the
-// shared-memory all_reduce has the test above.
+// shared-memory all_reduce has the test above. Flat: the hierarchical
+// all_reduce (ranks 0 and 1 are an island of the arena's CCL) has its own.
 TEST(StagedRun, ConformancePassesWithMixedDevicesInOneJob) {
   const std::string arena = ARENA_PLUGIN_PATH, arenab = ARENAB_PLUGIN_PATH;
   const std::string output =
       ExpectStagedConformancePasses(4, "0:" + arena + ",1:" + arena + ",2:" + arenab + ",3:none",
-                                    "INFINI_CCL_STAGED_CHUNK_BYTES=65536 INFINI_CCL_STAGED_SHM=0");
+                                    "INFINI_CCL_STAGED_CHUNK_BYTES=65536 INFINI_CCL_STAGED_SHM=0 "
+                                    "INFINI_CCL_STAGED_HIERARCHY_BYTES=never");
   EXPECT_TRUE(StagedThrough(output, 0, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 1, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 2, "arenab")) << output;
@@ -137,6 +142,112 @@ TEST(StagedRun, ConformancePassesWithMixedDevicesInOneJob) {
   EXPECT_NE(output.find("a mixed job: processes on gloo+arena, gloo+arena, gloo+arenab, gloo+host"),
             std::string::npos)
       << output;
+}
+
+// Issue 33 item 3, hierarchical: ranks 0 and 1 on arena and 2 and 3 on
+// arenab are two islands, each with its plugin's own CCL; rank 4 on the host
+// is an island of one. `threshold`: INFINI_CCL_STAGED_HIERARCHY_BYTES.
+RunResult RunIslandJob(const std::string& threshold, const std::string& filter,
+                       const std::string& environment = "") {
+  const std::string arena = ARENA_PLUGIN_PATH, arenab = ARENAB_PLUGIN_PATH;
+  return RunCommand("env ARENA_COUNT_COPIES=1 INFINI_CCL_STAGED_HIERARCHY_BYTES=" + threshold +
+                    " " + environment + " " + INFINI_RUN_PATH +
+                    " --ccl_backend=gloo --device_backend=0:" + arena + ",1:" + arena +
+                    ",2:" + arenab + ",3:" + arenab + ",4:none --nproc_per_node=5 -- " +
+                    CCL_CONFORMANCE_PATH + " --quick --filter=" + filter);
+}
+
+// A rank's arena line at exit: "[rank1]:arena: 46 copies, 4 island calls
+// (1048596 to 1048596 bytes)".
+struct DeviceCounts {
+  long long copies = -1, island_calls = -1, least_bytes = -1;
+};
+DeviceCounts CountsOf(const std::string& output, int rank, const std::string& device) {
+  DeviceCounts counts;
+  const std::string line = "[rank" + std::to_string(rank) + "]:" + device + ": ";
+  const size_t at = output.find(line);
+  if (at == std::string::npos) return counts;
+  long long largest = 0;
+  std::sscanf(output.c_str() + at + line.size(), "%lld copies, %lld island calls (%lld to %lld",
+              &counts.copies, &counts.island_calls, &counts.least_bytes, &largest);
+  return counts;
+}
+
+void ExpectNoFailure(const RunResult& run) {
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const Row& row : Rows(run.output)) {
+    EXPECT_TRUE(row.verdict == "pass" || row.verdict == "unsupported")
+        << row.name << " " << row.verdict << "\n"
+        << run.output;
+  }
+}
+
+// Every all_reduce item (every type and operator, in place and out of
+// place, each count but 0) through the islands: results right.
+TEST(StagedRun, HierarchicalAllReduceIsRightForEveryTypeAndOperator) {
+  const RunResult run = RunIslandJob("0", "all_reduce/");
+  ExpectNoFailure(run);
+  EXPECT_GT(Rows(run.output).size(), 40u) << run.output;
+  for (const char* name :
+       {"all_reduce/float32/sum", "all_reduce/float64/avg", "all_reduce/int64/prod",
+        "all_reduce/uint8/max", "all_reduce/int32/min", "all_reduce/bfloat16/sum"}) {
+    EXPECT_EQ(VerdictOf(Rows(run.output), name), "pass") << name << "\n" << run.output;
+  }
+  for (const auto& [rank, device] : std::vector<std::pair<int, std::string>>{
+           {0, "arena"}, {1, "arena"}, {2, "arenab"}, {3, "arenab"}}) {
+    EXPECT_GT(CountsOf(run.output, rank, device).island_calls, 0) << rank << "\n" << run.output;
+  }
+}
+
+// all_reduce/float32/sum's counts are 1, 13, 1031 (below 64 KiB) and 262149
+// (1 MiB, one staging chunk), in place and out of place. Above the
+// threshold each all_reduce is two island calls (reduce, broadcast) and
+// spares an island's member its two staging copies (to the host and
+// back); its leader stages as a flat call would. Below it, flat: the
+// island's CCL sees nothing smaller than the threshold.
+TEST(StagedRun, AboveTheThresholdOnlyIslandLeadersStageThroughTheHost) {
+  const RunResult flat = RunIslandJob("never", "all_reduce/float32/sum");
+  const RunResult islands = RunIslandJob("65536", "all_reduce/float32/sum");
+  ExpectNoFailure(flat);
+  ExpectNoFailure(islands);
+  for (const auto& [leader, member, device] :
+       std::vector<std::tuple<int, int, std::string>>{{0, 1, "arena"}, {2, 3, "arenab"}}) {
+    const DeviceCounts flat_leader = CountsOf(flat.output, leader, device);
+    const DeviceCounts flat_member = CountsOf(flat.output, member, device);
+    EXPECT_EQ(flat_leader.island_calls, 0) << flat.output;
+    EXPECT_EQ(flat_member.island_calls, 0) << flat.output;
+    EXPECT_GT(flat_member.copies, 0) << flat.output;
+    EXPECT_EQ(flat_leader.copies, flat_member.copies) << flat.output;
+
+    const DeviceCounts island_leader = CountsOf(islands.output, leader, device);
+    const DeviceCounts island_member = CountsOf(islands.output, member, device);
+    EXPECT_GT(island_member.island_calls, 0) << islands.output;
+    EXPECT_GE(island_member.least_bytes, 65536) << islands.output;
+    EXPECT_EQ(island_leader.copies, flat_leader.copies) << islands.output;
+    EXPECT_EQ(island_member.copies, flat_member.copies - island_member.island_calls)
+        << islands.output;
+  }
+}
+
+// Unset, the threshold follows what flat staging does: ranks of one host
+// that share memory stay flat; ranks that go through the transport's
+// sockets use the islands at every size (the smallest item is one float32).
+TEST(StagedRun, TheDefaultThresholdFollowsFlatStaging) {
+  const RunResult shared = RunIslandJob("", "all_reduce/float32/sum");
+  const RunResult sockets = RunIslandJob("", "all_reduce/float32/sum", "INFINI_CCL_STAGED_SHM=0");
+  ExpectNoFailure(shared);
+  ExpectNoFailure(sockets);
+  EXPECT_EQ(CountsOf(shared.output, 1, "arena").island_calls, 0) << shared.output;
+  EXPECT_EQ(CountsOf(sockets.output, 1, "arena").least_bytes, 4) << sockets.output;
+}
+
+TEST(StagedRun, ABadHierarchyThresholdIsOneLine) {
+  const RunResult run = RunIslandJob("lots", "all_reduce/float32/sum --fail_fast");
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("INFINI_CCL_STAGED_HIERARCHY_BYTES='lots': expected a size in bytes "
+                            "(e.g. 1048576 or 1M; 0: every size)"),
+            std::string::npos)
+      << run.output;
 }
 
 TEST(StagedRun, AWrongPerRankDeviceBackendIsOneLineFromTheLauncher) {
