@@ -227,6 +227,13 @@ TEST(TcpStoreMemoryTest, SixteenWaitsOn65536KeysGiveTheirMemoryBackWhenTheyEnd) 
     keys.push_back(key);
   }
   constexpr int kWaiters = 16;
+#ifdef INFINI_STORE_TEST_SANITIZED
+  // Long enough for all 16 to be waiting at once under TSan on a loaded
+  // machine (4 s once was not: the first timed out before the last arrived).
+  constexpr seconds kWaitFor(10);
+#else
+  constexpr seconds kWaitFor(4);
+#endif
   std::vector<std::unique_ptr<TcpStoreClient>> clients;
   for (int i = 0; i < kWaiters; ++i) clients.push_back(Connect(store.port(), seconds(60)));
   const long baseline_kib = store.Status()["rss_kib"];
@@ -234,7 +241,7 @@ TEST(TcpStoreMemoryTest, SixteenWaitsOn65536KeysGiveTheirMemoryBackWhenTheyEnd) 
   for (int i = 0; i < kWaiters; ++i) {
     waits.push_back(std::async(std::launch::async, [&, i] {
       try {
-        clients[i]->Wait(keys, seconds(4));
+        clients[i]->Wait(keys, kWaitFor);
       } catch (const StoreTimeoutError&) {
         return true;
       }
