@@ -22,9 +22,6 @@
 
 #include "child_flags.h"
 #include "infini/common/loss_notice.h"
-#include "infini/rendezvous/prefix_store.h"
-#include "infini/rendezvous/run_token.h"
-#include "infini/rendezvous/tcp_store.h"
 
 namespace {
 
@@ -33,6 +30,7 @@ namespace loss_notice = infini::loss_notice;
 
 using infini::launch::testing::Env;
 using infini::launch::testing::Flag;
+using infini::launch::testing::RankStore;
 
 void Touch(const std::string& path) {
   const std::string temporary = path + ".tmp";
@@ -43,21 +41,13 @@ void Touch(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using infini::rendezvous::PrefixStore;
-  using infini::rendezvous::TcpStoreClient;
   const std::string dir = Flag(argc, argv, "dir", ".");
   const int losses = std::atoi(Flag(argc, argv, "losses", "0").c_str());
   const int joins = std::atoi(Flag(argc, argv, "joins", "0").c_str());
   const std::chrono::seconds timeout(std::atoi(Flag(argc, argv, "timeout_s", "60").c_str()));
   const std::string rank = Env("RANK");
   try {
-    auto client =
-        TcpStoreClient::Connect(Env("INFINI_STORE_ADDR"),
-                                static_cast<uint16_t>(std::atoi(Env("INFINI_STORE_PORT").c_str())),
-                                timeout, infini::rendezvous::RunTokenFromEnvironment());
-    client->set_timeout(timeout);
-    PrefixStore store(Env("INFINI_RUN_ID") + "/" + Env("INFINI_RESTART_COUNT"),
-                      std::shared_ptr<TcpStoreClient>(std::move(client)));
+    const auto store = RankStore("", timeout);
     if (!Env("INFINI_JOINING").empty()) {
       const int64_t number = std::atoll(Env("INFINI_JOINING").c_str());
       std::printf(
@@ -65,7 +55,7 @@ int main(int argc, char** argv) {
           "INFINI_JOINING=%s notice=%s\n",
           rank.c_str(), Env("WORLD_SIZE").c_str(), Env("LOCAL_RANK").c_str(),
           Env("GROUP_RANK").c_str(), Env("NNODES").c_str(), Env("INFINI_JOINING").c_str(),
-          store.Get(loss_notice::JoinNoticeKey(number)).c_str());
+          store->Get(loss_notice::JoinNoticeKey(number)).c_str());
       std::fflush(stdout);
       Touch(dir + "/" + rank + ".joined");
       return 0;
@@ -74,18 +64,18 @@ int main(int argc, char** argv) {
     const auto deadline = Clock::now() + timeout;
     int64_t seen = 0;
     while (true) {
-      const int64_t lost = store.Add(loss_notice::kCountKey, 0);
-      const int64_t joined = store.Add(loss_notice::kJoinCountKey, 0);
+      const int64_t lost = store->Add(loss_notice::kCountKey, 0);
+      const int64_t joined = store->Add(loss_notice::kJoinCountKey, 0);
       for (; seen < lost + joined; ++seen)
         Touch(dir + "/" + rank + ".saw_" + std::to_string(seen + 1));
       if (lost >= losses && joined >= joins && access((dir + "/stop").c_str(), F_OK) == 0) {
         for (int64_t n = 1; n <= lost; ++n) {
           std::printf("rank %s sees %s=%s\n", rank.c_str(), loss_notice::NoticeKey(n).c_str(),
-                      store.Get(loss_notice::NoticeKey(n)).c_str());
+                      store->Get(loss_notice::NoticeKey(n)).c_str());
         }
         for (int64_t n = 1; n <= joined; ++n) {
           std::printf("rank %s sees %s=%s\n", rank.c_str(), loss_notice::JoinNoticeKey(n).c_str(),
-                      store.Get(loss_notice::JoinNoticeKey(n)).c_str());
+                      store->Get(loss_notice::JoinNoticeKey(n)).c_str());
         }
         std::printf("rank %s finished WORLD_SIZE=%s\n", rank.c_str(), Env("WORLD_SIZE").c_str());
         return 0;

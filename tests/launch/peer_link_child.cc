@@ -21,14 +21,12 @@
 #include <vector>
 
 #include "child_flags.h"
-#include "infini/rendezvous/prefix_store.h"
-#include "infini/rendezvous/run_token.h"
-#include "infini/rendezvous/tcp_store.h"
 
 namespace {
 
 using infini::launch::testing::Env;
 using infini::launch::testing::Flag;
+using infini::launch::testing::RankStore;
 
 int Listen(uint16_t* port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -59,28 +57,20 @@ int Connect(uint16_t port) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  using infini::rendezvous::PrefixStore;
-  using infini::rendezvous::TcpStoreClient;
   const std::string dir = Flag(argc, argv, "dir", ".");
   const int rank = std::atoi(Env("RANK").c_str());
   const int world_size = std::atoi(Env("WORLD_SIZE").c_str());
   const std::chrono::seconds timeout(60);
   std::vector<int> peers(static_cast<size_t>(world_size), -1);
   try {
-    auto client =
-        TcpStoreClient::Connect(Env("INFINI_STORE_ADDR"),
-                                static_cast<uint16_t>(std::atoi(Env("INFINI_STORE_PORT").c_str())),
-                                timeout, infini::rendezvous::RunTokenFromEnvironment());
-    client->set_timeout(timeout);
-    PrefixStore store(Env("INFINI_RUN_ID") + "/" + Env("INFINI_RESTART_COUNT") + "/peer_link",
-                      std::shared_ptr<TcpStoreClient>(std::move(client)));
+    const auto store = RankStore("/peer_link", timeout);
     uint16_t port = 0;
     const int listener = Listen(&port);
-    store.Set("port/" + std::to_string(rank), std::to_string(port));
+    store->Set("port/" + std::to_string(rank), std::to_string(port));
     for (int peer = rank + 1; peer < world_size; ++peer) {
       const std::string key = "port/" + std::to_string(peer);
-      store.Wait({key});
-      const int fd = Connect(static_cast<uint16_t>(std::atoi(store.Get(key).c_str())));
+      store->Wait({key});
+      const int fd = Connect(static_cast<uint16_t>(std::atoi(store->Get(key).c_str())));
       const char id = static_cast<char>(rank);
       if (write(fd, &id, 1) != 1) throw std::runtime_error("cannot greet a peer");
       peers[static_cast<size_t>(peer)] = fd;

@@ -11,43 +11,33 @@
 #include <string>
 
 #include "child_flags.h"
-#include "infini/rendezvous/prefix_store.h"
-#include "infini/rendezvous/run_token.h"
-#include "infini/rendezvous/tcp_store.h"
 
 namespace {
 
 using infini::launch::testing::Env;
 using infini::launch::testing::Flag;
+using infini::launch::testing::RankStore;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  using infini::rendezvous::PrefixStore;
-  using infini::rendezvous::TcpStoreClient;
   const size_t bytes = std::stoull(Flag(argc, argv, "bytes", std::to_string(size_t{60} << 20)));
   const std::chrono::seconds timeout(std::stoi(Flag(argc, argv, "timeout_s", "60")));
   const int rank = std::atoi(Env("RANK").c_str());
   const int world = std::atoi(Env("WORLD_SIZE").c_str());
   const auto start = std::chrono::steady_clock::now();
   try {
-    auto client =
-        TcpStoreClient::Connect(Env("INFINI_STORE_ADDR"),
-                                static_cast<uint16_t>(std::atoi(Env("INFINI_STORE_PORT").c_str())),
-                                timeout, infini::rendezvous::RunTokenFromEnvironment());
-    client->set_timeout(timeout);
-    PrefixStore store(Env("INFINI_RUN_ID") + "/" + Env("INFINI_RESTART_COUNT") + "/store_load",
-                      std::shared_ptr<TcpStoreClient>(std::move(client)));
+    const auto store = RankStore("/store_load", timeout);
     const std::string value(bytes, static_cast<char>('a' + rank % 26));
-    store.Set("value/" + std::to_string(rank), value);
+    store->Set("value/" + std::to_string(rank), value);
     const int next = (rank + 1) % world;
-    const std::string theirs = store.Get("value/" + std::to_string(next));
+    const std::string theirs = store->Get("value/" + std::to_string(next));
     if (theirs != std::string(bytes, static_cast<char>('a' + next % 26))) {
       std::fprintf(stderr, "rank %d: rank %d's value came back changed (%zu bytes)\n", rank, next,
                    theirs.size());
       return 1;
     }
-    store.Add("done", 1);
+    store->Add("done", 1);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "rank %d: %s\n", rank, error.what());
     return 1;
