@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "infini/ccl/capabilities.h"
 #include "staged_comm.h"
 #include "staged_shared_memory.h"
 
@@ -32,35 +33,15 @@ constexpr int64_t kSocketsThreshold = 0;
 constexpr int64_t kUnset = -2;
 constexpr size_t kIdBytes = 256;  // the largest device unique id carried
 
-// The types a rank says its CCL reduces and broadcasts, one bit per type
-// and operator; a type not listed stays flat.
-constexpr DLDataType kTypes[] = {{kDLInt, 8, 1},
-                                 {kDLInt, 16, 1},
-                                 {kDLInt, 32, 1},
-                                 {kDLInt, 64, 1},
-                                 {kDLUInt, 8, 1},
-                                 {kDLUInt, 16, 1},
-                                 {kDLUInt, 32, 1},
-                                 {kDLUInt, 64, 1},
-                                 {kDLFloat, 16, 1},
-                                 {kDLFloat, 32, 1},
-                                 {kDLFloat, 64, 1},
-                                 {kDLBfloat, 16, 1},
-                                 {INFINI_CCL_DL_BOOL, 8, 1},
-                                 {INFINI_CCL_DL_FLOAT8_E4M3FN, 8, 1},
-                                 {INFINI_CCL_DL_FLOAT8_E5M2, 8, 1}};
-constexpr int kTypeCount = static_cast<int>(sizeof(kTypes) / sizeof(kTypes[0]));
+// The types a rank says its CCL reduces and broadcasts: one bit per known
+// type (capabilities.h) and operator; another type stays flat.
+constexpr int kTypeCount = kNumKnownDataTypes;
 constexpr size_t kSupportBytes = (kTypeCount * infiniCclNumOps + 7) / 8;
 
 int BitOf(DLDataType dtype, infiniCclRedOp_t op) {
-  if (op < 0 || op >= infiniCclNumOps) return -1;
-  for (int t = 0; t < kTypeCount; ++t) {
-    if (kTypes[t].code == dtype.code && kTypes[t].bits == dtype.bits &&
-        kTypes[t].lanes == dtype.lanes) {
-      return t * infiniCclNumOps + static_cast<int>(op);
-    }
-  }
-  return -1;
+  const int type = KnownDataTypeIndex(dtype);
+  if (type < 0 || op < 0 || op >= infiniCclNumOps) return -1;
+  return type * infiniCclNumOps + static_cast<int>(op);
 }
 
 // What a rank tells the others at its communicator's first all_reduce.
@@ -122,8 +103,8 @@ Record MyRecord(const StagedComm& comm) {
       for (int op = 0; op < infiniCclNumOps; ++op) {
         // An average is a sum in the island.
         const auto island_op = static_cast<infiniCclRedOp_t>(op == infiniCclAvg ? 0 : op);
-        if (device.supports(infiniCclCollReduce, kTypes[t], island_op) != 0 &&
-            device.supports(infiniCclCollBroadcast, kTypes[t], infiniCclSum) != 0) {
+        if (device.supports(infiniCclCollReduce, KnownDataType(t), island_op) != 0 &&
+            device.supports(infiniCclCollBroadcast, KnownDataType(t), infiniCclSum) != 0) {
           const int bit = t * infiniCclNumOps + op;
           mine.supported[bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
         }
