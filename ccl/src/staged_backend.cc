@@ -59,7 +59,12 @@ infiniCclResult_t StageTransport(infiniCclComm_t transport, const infiniCclConfi
     Transport().comm_destroy(transport);
     return Fail(staged, why);
   }
-  if (const infiniCclResult_t settled = SettleIslands(*made); settled != infiniCclSuccess) {
+  infiniCclResult_t settled = SettleIslands(*made);
+  // The segment is opened and pinned now, on every rank alike (a mixed
+  // job's ranks differ in whether their calls are deferred), while no call
+  // of it can be waiting (see HostBuffer).
+  if (settled == infiniCclSuccess) settled = OpenSharedSlots(*made, "comm_init (shared memory)");
+  if (settled != infiniCclSuccess) {
     const std::string why = t_last_error;
     FreeStagedComm(made, false);
     return Fail(settled, why);
@@ -268,7 +273,7 @@ void RegisteredRange::Release() {
 
 void HostBuffer::Free::operator()(char* data) const { std::free(data); }
 
-char* HostBuffer::Reserve(size_t bytes) {
+char* HostBuffer::Reserve(size_t bytes, bool pin) {
   constexpr size_t kPage = 4096;
   if (bytes > bytes_) {
     registered_.Release();
@@ -278,7 +283,7 @@ char* HostBuffer::Reserve(size_t bytes) {
     data_.reset(static_cast<char*>(std::aligned_alloc(kPage, rounded)));
     if (data_ == nullptr) return nullptr;
     bytes_ = bytes;
-    registered_.Register(data_.get(), rounded);
+    if (pin) registered_.Register(data_.get(), rounded);
   }
   return data_.get();
 }
@@ -363,6 +368,19 @@ void StartDeferring(StagedComm& comm) {
 }
 
 }  // namespace
+
+infiniCclResult_t OpenSharedSlots(StagedComm& comm, const char* call) {
+  std::string why;
+  const infiniCclResult_t opened =
+      SharedSlots::Open(Transport(), comm.transport, &comm.slots, &why);
+  if (opened != infiniCclSuccess) {
+    return why.empty() ? FromPlugin(Transport(), opened, call)
+                       : Fail(opened, std::string(call) + ": " + why);
+  }
+  comm.shared = comm.slots ? StagedComm::SharedUse::kOn : StagedComm::SharedUse::kOff;
+  if (comm.slots) comm.slots_registered.Register(comm.slots->mapping(), comm.slots->mapped_bytes());
+  return infiniCclSuccess;
+}
 
 infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
                                  StagedComm** made, bool deferred) {

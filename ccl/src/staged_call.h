@@ -75,8 +75,8 @@ class Stage {
       if (send_bytes > comm_->send.capacity() || recv_bytes > comm_->recv.capacity()) {
         Device(Dev().stream_synchronize(comm_->stream));
       }
-      host_send_ = comm_->send.Reserve(std::max<size_t>(send_bytes, 1));
-      host_recv_ = comm_->recv.Reserve(std::max<size_t>(recv_bytes, 1));
+      host_send_ = comm_->send.Reserve(std::max<size_t>(send_bytes, 1), !deferred_);
+      host_recv_ = comm_->recv.Reserve(std::max<size_t>(recv_bytes, 1), !deferred_);
     }
     if (ok() && (host_send_ == nullptr || host_recv_ == nullptr)) {
       result_ = Fail(infiniCclSystemError, std::string(call_) + ": cannot allocate " +
@@ -125,27 +125,9 @@ class Stage {
     return rank;
   }
 
-  // Ranks of one host: whether the communicator's shared segment is open
-  // (opened at its first call that can use one: a collective of the
-  // transport, which every rank reaches at the same call).
-  bool SharedSlotsOpen() {
-    if (!ok()) return false;
-    if (comm_->shared == StagedComm::SharedUse::kUnknown) {
-      std::string why;
-      const infiniCclResult_t opened =
-          SharedSlots::Open(Transport(), comm_->transport, &comm_->slots, &why);
-      if (opened != infiniCclSuccess && !why.empty()) {
-        result_ = Fail(opened, std::string(call_) + ": " + why);
-        return false;
-      }
-      Host(opened);
-      comm_->shared = comm_->slots ? StagedComm::SharedUse::kOn : StagedComm::SharedUse::kOff;
-      if (comm_->slots) {
-        comm_->slots_registered.Register(comm_->slots->mapping(), comm_->slots->mapped_bytes());
-      }
-    }
-    return ok() && comm_->shared == StagedComm::SharedUse::kOn;
-  }
+  // Ranks of one host: whether they meet in the communicator's shared
+  // segment (opened when the communicator was made).
+  bool SharedSlotsOpen() const { return ok() && comm_->shared == StagedComm::SharedUse::kOn; }
   // Waits in the shared segment; a failure is this call's and the
   // communicator's (comm_get_async_error).
   void Shared(SharedSlots::Phase phase, int64_t sequence) {

@@ -48,10 +48,14 @@ class RegisteredRange {
 };
 
 // Host memory that grows and is never shrunk: a communicator's staging area,
-// page-aligned and registered for the device's copies.
+// page-aligned and, where `pin` asks for it, registered for the device's
+// copies. A deferred call's worker never pins: registering page-locks
+// memory, which waits for every stream of the device (CUDA's implicit
+// synchronization), the caller's included, and that stream waits for the
+// worker's flag.
 class HostBuffer {
  public:
-  char* Reserve(size_t bytes);  // contents are not kept
+  char* Reserve(size_t bytes, bool pin = true);  // contents are not kept
   size_t capacity() const { return bytes_; }
 
  private:
@@ -99,10 +103,10 @@ struct StagedComm {
   EventPool ready_events;
 
   // Ranks of one host meet in a shared segment instead of the transport
-  // (all_reduce of the types the host reduces): whether they do is found
-  // at the first such call.
-  enum class SharedUse { kUnknown, kOn, kOff };
-  SharedUse shared = SharedUse::kUnknown;
+  // (all_reduce of the types the host reduces): whether they do is settled
+  // when the communicator is made.
+  enum class SharedUse { kOn, kOff };
+  SharedUse shared = SharedUse::kOff;
   std::unique_ptr<SharedSlots> slots;
   RegisteredRange slots_registered;   // after `slots`: released before the segment is unmapped
   int64_t sequence = 0;               // chunks through the slots so far
@@ -129,6 +133,11 @@ struct StagedComm {
 
   std::unique_ptr<StagedWorker> worker;  // last: ends before what its jobs use
 };
+
+// Opens the communicator's shared segment, or finds the ranks cannot
+// share one (comm.shared says which), and registers it with the device:
+// collective over the transport. `call` names the caller in the failure.
+infiniCclResult_t OpenSharedSlots(StagedComm& comm, const char* call);
 
 // A communicator of `transport` staged on the calling thread's current
 // device of Device(), its calls deferred to a worker where the device

@@ -290,6 +290,8 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
                     (why.empty() ? std::string("on another rank") : why) + "); " +
                     kThresholdVariable + "=never keeps all_reduce flat");
   }
+  // Leaders of one host meet in shared memory, as any staged ranks do.
+  if (leads) return OpenSharedSlots(*(*found)->leaders, "comm_init (the islands' leaders)");
   return infiniCclSuccess;
 }
 

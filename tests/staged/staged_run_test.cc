@@ -150,7 +150,8 @@ TEST(StagedRun, ConformancePassesWithMixedDevicesInOneJob) {
   EXPECT_TRUE(StagedThrough(output, 0, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 1, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 2, "arenab")) << output;
-  EXPECT_GT(RegisteredCopies(output, 2, "arenab"), 0) << output;
+  // (The staging buffers of deferred calls are not pinned: see HostBuffer;
+  // the shared segment is, ConformancePassesWithTwoRanksInSharedMemory.)
   EXPECT_EQ(output.find("[rank3]:arena"), std::string::npos) << output;
   // What one process's backend lacks is unsupported on every rank, said once.
   EXPECT_NE(output.find("a mixed job: processes on gloo+arena, gloo+arena, gloo+arenab, gloo+host"),
