@@ -46,8 +46,8 @@ grep -q "summary:.* 0 FAIL" "$logs/conformance.log" && [[ $status -eq 0 ]] || fa
 
 echo "== deferred calls: 2 ranks on cuda:0, rank 1 starts its 20 all_reduces 3 s late"
 if [[ -x "$build/bin/deferred_call_program" ]]; then
-  timeout 120 "$run" --ccl_backend=gloo --device_backend=nccl --nproc_per_node=2 -- \
-    "$build/bin/deferred_call_program" --calls=20 --late_rank=1 --late_ms=3000 \
+  INFINI_CCL_STAGED_DEFER=1 timeout 120 "$run" --ccl_backend=gloo --device_backend=nccl \
+    --nproc_per_node=2 -- "$build/bin/deferred_call_program" --calls=20 --late_rank=1 --late_ms=3000 \
     >"$logs/deferred.log" 2>&1 || failed=1
   grep "deferred_call:" "$logs/deferred.log"
   issued=$(sed -n 's/.*rank 0 issued 20 calls in \([0-9]*\) ms, done after \([0-9]*\) ms, sums right.*/\1 \2/p' \

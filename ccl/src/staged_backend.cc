@@ -359,6 +359,22 @@ HostFlags& Flags() {
 }
 
 // Makes the worker's thread run on `device` and deferred calls possible.
+// INFINI_CCL_STAGED_DEFER: 1 defers calls where the device has host flags;
+// unset, empty or 0 keeps every call on its caller's thread (the default
+// while the worker enqueues device copies after the caller's stream waits:
+// a device-wide implicit synchronization by another thread of the process,
+// cudaFree or cudaMalloc, can then wait for a stream that waits for a copy
+// it holds back; gpt2 on one H200 hangs so). Sets *why for another value.
+bool DeferRequested(std::string* why) {
+  const char* text = std::getenv("INFINI_CCL_STAGED_DEFER");
+  if (text == nullptr || *text == '\0' || std::string(text) == "0") return false;
+  if (std::string(text) == "1") return true;
+  *why = std::string("INFINI_CCL_STAGED_DEFER='") + text +
+         "': expected 1 (staged calls return once enqueued, where the device has host flags) "
+         "or 0 (they return after their host part; the default)";
+  return false;
+}
+
 void StartDeferring(StagedComm& comm) {
   comm.flag = Flags().Take(comm.stream);
   if (comm.flag == nullptr) return;
@@ -384,6 +400,9 @@ infiniCclResult_t OpenSharedSlots(StagedComm& comm, const char* call) {
 
 infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
                                  StagedComm** made, bool deferred) {
+  std::string bad_setting;
+  const bool defer = deferred && DeferRequested(&bad_setting);
+  if (!bad_setting.empty()) return Fail(infiniCclInvalidUsage, bad_setting);
   auto comm = std::make_unique<StagedComm>();
   comm->transport = transport;
   if (config != nullptr &&
@@ -408,7 +427,7 @@ infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfi
     if (comm->stream != nullptr) device.stream_destroy(comm->stream);
     return Fail(failed, why);
   }
-  if (deferred) StartDeferring(*comm);
+  if (defer) StartDeferring(*comm);
   *made = comm.release();
   return infiniCclSuccess;
 }

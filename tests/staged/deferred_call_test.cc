@@ -1,9 +1,10 @@
-// A staged collective returns once enqueued, as a device collective does
-// (issue 33 item 1), where the device can wait for the host (the arena's
-// host flags): with a peer 3 s late, the punctual rank's calls return at
-// once and its stream waits; twenty calls in flight at once each get their
-// own sum. Without host flags (ARENA_NO_HOST_FLAGS=1) each call returns
-// after its host part, and the sums are the same.
+// With INFINI_CCL_STAGED_DEFER=1 a staged collective returns once enqueued,
+// as a device collective does (issue 33 item 1), where the device can wait
+// for the host (the arena's host flags): with a peer 3 s late, the punctual
+// rank's calls return at once and its stream waits; twenty calls in flight
+// at once each get their own sum. By default, and without host flags
+// (ARENA_NO_HOST_FLAGS=1), each call returns after its host part, and the
+// sums are the same; a bad value is one line.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -46,7 +47,7 @@ RunResult RunLate(const std::string& environment, int calls) {
 }
 
 TEST(StagedCalls, ReturnOnceEnqueuedAndTheStreamWaitsForTheLatePeer) {
-  const RunResult run = RunLate("ARENA_NO_HOST_FLAGS=0", 20);
+  const RunResult run = RunLate("INFINI_CCL_STAGED_DEFER=1", 20);
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const Timing punctual = TimingOf(run.output, 0);
   ASSERT_GE(punctual.issued_ms, 0) << run.output;
@@ -57,13 +58,26 @@ TEST(StagedCalls, ReturnOnceEnqueuedAndTheStreamWaitsForTheLatePeer) {
   EXPECT_GE(punctual.done_ms, kLateMs * 2 / 3) << run.output;
 }
 
-TEST(StagedCalls, WithoutHostFlagsEachCallReturnsAfterItsHostPart) {
-  const RunResult run = RunLate("ARENA_NO_HOST_FLAGS=1", 3);
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  const Timing punctual = TimingOf(run.output, 0);
-  EXPECT_TRUE(punctual.right) << run.output;
-  EXPECT_TRUE(TimingOf(run.output, 1).right) << run.output;
-  EXPECT_GE(punctual.issued_ms, kLateMs * 2 / 3) << run.output;
+TEST(StagedCalls, ByDefaultAndWithoutHostFlagsEachCallReturnsAfterItsHostPart) {
+  for (const char* environment :
+       {"INFINI_CCL_STAGED_DEFER=", "INFINI_CCL_STAGED_DEFER=1 ARENA_NO_HOST_FLAGS=1"}) {
+    const RunResult run = RunLate(environment, 3);
+    ASSERT_EQ(run.exit_code, 0) << environment << "\n" << run.output;
+    const Timing punctual = TimingOf(run.output, 0);
+    EXPECT_TRUE(punctual.right) << run.output;
+    EXPECT_TRUE(TimingOf(run.output, 1).right) << run.output;
+    EXPECT_GE(punctual.issued_ms, kLateMs * 2 / 3) << environment << "\n" << run.output;
+  }
+}
+
+TEST(StagedCalls, ABadDeferSettingIsOneLine) {
+  const RunResult run =
+      RunCommand(std::string("env INFINI_CCL_STAGED_DEFER=yes ") + INFINI_RUN_PATH +
+                 " --nproc_per_node=2 --ccl_backend=gloo --device_backend=" + ARENA_PLUGIN_PATH +
+                 " -- " + DEFERRED_CALL_PROGRAM_PATH);
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("INFINI_CCL_STAGED_DEFER='yes': expected 1"), std::string::npos)
+      << run.output;
 }
 
 }  // namespace

@@ -96,7 +96,8 @@ long RegisteredCopies(const std::string& output, int rank, const std::string& de
 TEST(StagedRun, ConformancePassesWithTwoRanksInSharedMemory) {
   const std::string output = ExpectStagedConformancePasses(
       2, ARENA_PLUGIN_PATH,
-      "INFINI_CCL_STAGED_SHM=1 ARENA_DEVICE_COUNT=3 INFINI_CCL_STAGED_HIERARCHY_BYTES=never");
+      "INFINI_CCL_STAGED_SHM=1 ARENA_DEVICE_COUNT=3 INFINI_CCL_STAGED_HIERARCHY_BYTES=never "
+      "INFINI_CCL_STAGED_DEFER=1");
   EXPECT_TRUE(StagedThrough(output, 0, "arena")) << output;
   EXPECT_TRUE(StagedThrough(output, 1, "arena")) << output;
   EXPECT_EQ(VerdictOf(Rows(output), "failure/peer_killed"), "pass") << output;
