@@ -44,7 +44,9 @@ constexpr const char* kKnownVariables[] = {"INFINI_RUN_ID",
                                            "TORCHELASTIC_RESTART_COUNT",
                                            "INFINI_RESTART_COUNT",
                                            "INFINI_CCL_ALLOW_DEVICE_SHARING",
-                                           "TORCHELASTIC_RUN_ID"};
+                                           "TORCHELASTIC_RUN_ID",
+                                           "INFINI_CCL_STORE_CONNECT_TIMEOUT_S",
+                                           "INFINI_RUN_WAITING_NOTE_S"};
 constexpr size_t kKnownCount = sizeof(kKnownVariables) / sizeof(kKnownVariables[0]);
 
 infini::parallel::Environment Parse(const uint8_t* data, size_t size) {

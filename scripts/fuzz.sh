@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh [seconds]
 # New inputs go to a temporary folder (the repository's corpus is only read);
 # a crash leaves its input under $FUZZ_BUILD_DIR/artifacts/ and fails the script.
-# Environment: FUZZ_BUILD_DIR (default build-fuzz), JOBS (default: CPU count).
+# Environment: FUZZ_BUILD_DIR (default build-fuzz), JOBS (default: CPU count;
+# also how many harnesses run at once).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,13 +28,32 @@ cmake --build "$build_dir" -j "$jobs" --target "${harnesses[@]}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p "$build_dir/artifacts"
-for harness in "${harnesses[@]}"; do
+# run HARNESS: fuzzes it for SECONDS; its exit status goes to $scratch/HARNESS.status.
+run() {
+  local harness=$1 status=0
   mkdir -p "$scratch/$harness"
-  echo "fuzz.sh: $harness for ${seconds}s"
-  status=0
   "$build_dir/bin/$harness" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=4096 \
     -print_final_stats=1 -artifact_prefix="$build_dir/artifacts/$harness-" \
     "$scratch/$harness" "$here/fuzz/corpus/$harness" >"$scratch/$harness.log" 2>&1 || status=$?
+  echo "$status" >"$scratch/$harness.status"
+}
+
+# As many harnesses at once as JOBS (each is one process on one core), then
+# each one's figures in order; the first that failed fails the script.
+running=0
+for harness in "${harnesses[@]}"; do
+  echo "fuzz.sh: $harness for ${seconds}s"
+  run "$harness" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+for harness in "${harnesses[@]}"; do
+  status=$(cat "$scratch/$harness.status")
+  echo "fuzz.sh: $harness"
   grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$scratch/$harness.log" || true
   if [ "$status" -ne 0 ]; then
     tail -n 40 "$scratch/$harness.log" >&2

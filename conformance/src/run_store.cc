@@ -13,10 +13,6 @@
 namespace infini::conformance {
 namespace {
 
-// Store waits outlast a collective's deadline a little, so that the
-// program's own timeout, which names the operation, fires first.
-constexpr std::chrono::seconds kStoreTimeoutMargin{30};
-
 // Stores of a run prove the launcher's token (INFINI_RUN_TOKEN), when any.
 rendezvous::TcpStoreServerOptions ServerOptions(const std::string& host, uint16_t port) {
   rendezvous::TcpStoreServerOptions options;
@@ -34,7 +30,7 @@ RunStore::RunStore(const parallel::RuntimeSettings& settings,
       program_(program),
       host_(settings.store.host),
       port_(settings.store.port),
-      timeout_(settings.timeout + kStoreTimeoutMargin),
+      timeout_(settings.timeout + parallel::kStoreTimeoutMargin),
       prefix_(settings.run_id + "/" + std::to_string(settings.restart_count) + "/" + program) {
   using Kind = parallel::StoreLocation::Kind;
   if (settings.store.kind == Kind::kInProcess) {

@@ -29,9 +29,6 @@
 namespace infini::parallel {
 namespace {
 
-// Store calls wait a little longer than collectives may, so that a missing
-// peer is reported by the watchdog, which names the operation.
-constexpr std::chrono::seconds kStoreTimeoutMargin{30};
 constexpr std::chrono::milliseconds kLossWatcherStoreTimeout{5000};
 
 // The backend as asked: the flag's value, else INFINI_CCL_BACKEND's, else auto.
@@ -87,7 +84,7 @@ RunStoreEndpoint OpenRunStore(const Environment& environment, const ProcessTopol
   const StoreLocation& location = settings.store;
   std::string host = location.host;
   uint16_t port = location.port;
-  endpoint.connect_timeout =
+  endpoint.store_timeout =
       std::chrono::duration_cast<std::chrono::milliseconds>(settings.timeout + kStoreTimeoutMargin);
   if (location.kind == StoreLocation::Kind::kInProcess) {
     auto server = HostStore("127.0.0.1", 0, token);
@@ -120,7 +117,7 @@ std::string KeyNamespace(const RuntimeSettings& settings) {
 }
 
 std::shared_ptr<rendezvous::Store> RunStoreEndpoint::Connect() const {
-  return ConnectRunStore(host, port, connect_timeout, token, key_namespace, settings);
+  return ConnectRunStore(host, port, store_timeout, token, key_namespace, settings);
 }
 
 std::shared_ptr<rendezvous::Store> ConnectRunStore(const std::string& host, uint16_t port,
@@ -230,7 +227,7 @@ std::shared_ptr<Context> Context::Create(const ContextOptions& options) {
   context->store_token_ = endpoint.token;
   context->store_host_ = host;
   context->store_port_ = port;
-  context->store_timeout_ = endpoint.connect_timeout;
+  context->store_timeout_ = endpoint.store_timeout;
   context->store_ = context->ConnectStore();
   context->launch_rank_of_.resize(static_cast<size_t>(rank.world_size()));
   for (int r = 0; r < rank.world_size(); ++r) context->launch_rank_of_[static_cast<size_t>(r)] = r;

@@ -25,6 +25,22 @@ std::string Quoted(const Environment& environment, const std::string& name) {
   return name + "='" + (it == environment.end() ? std::string() : OneLine(it->second)) + "'";
 }
 
+// INFINI_RUN_WAITING_NOTE_S, read as infini_run reads it (fractions too), so
+// that one value sets how often the launcher and its ranks say they wait.
+std::optional<std::chrono::milliseconds> ReadWaitingNoteInterval(const Environment& environment) {
+  auto it = environment.find("INFINI_RUN_WAITING_NOTE_S");
+  if (it == environment.end() || it->second.empty()) return std::nullopt;
+  const std::string& text = it->second;
+  double seconds = 0;
+  auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (error != std::errc() || stop != text.data() + text.size() || !(seconds > 0) ||
+      seconds >= 1e7) {
+    Fail(Quoted(environment, "INFINI_RUN_WAITING_NOTE_S") +
+         ": expected seconds between notes of a waiting process, above 0 and below 10^7");
+  }
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000)));
+}
+
 bool IsSet(const Environment& environment, const std::string& name) {
   return environment.count(name) != 0;
 }
@@ -331,6 +347,18 @@ RuntimeSettings ReadRuntimeSettings(const Environment& environment,
   if (auto seconds = ReadInteger(environment, "INFINI_CCL_TIMEOUT_S", 1, 7 * 24 * 3600,
                                  "a whole number of seconds in 1..604800")) {
     settings.timeout = std::chrono::seconds(*seconds);
+  }
+  const std::chrono::seconds store_timeout =
+      std::chrono::duration_cast<std::chrono::seconds>(settings.timeout) + kStoreTimeoutMargin;
+  if (auto seconds = ReadInteger(
+          environment, "INFINI_CCL_STORE_CONNECT_TIMEOUT_S", 1, store_timeout.count(),
+          "a whole number of seconds in 1.." + std::to_string(store_timeout.count()) +
+              " (INFINI_CCL_TIMEOUT_S + " + std::to_string(kStoreTimeoutMargin.count()) +
+              " s; raise INFINI_CCL_TIMEOUT_S to wait longer)")) {
+    settings.store_connect_timeout = std::chrono::seconds(*seconds);
+  }
+  if (auto interval = ReadWaitingNoteInterval(environment)) {
+    settings.waiting_note_interval = *interval;
   }
   if (auto debug = Get(environment, "INFINI_CCL_DEBUG")) {
     const std::string level = Lowercase(*debug);

@@ -18,7 +18,8 @@ struct RunStoreEndpoint {
   std::string host;
   uint16_t port = 0;
   std::string token;  // INFINI_RUN_TOKEN, or "" (never logged)
-  std::chrono::milliseconds connect_timeout{0};
+  // Of store calls; a connect may end sooner (StoreConnectTimeout).
+  std::chrono::milliseconds store_timeout{0};
   std::string key_namespace;  // "<run_id>/<restart_count>"
   RuntimeSettings settings;   // what a wait for the store says (store_access.h)
 

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -41,12 +42,33 @@ std::string StoreVariables(const StoreLocation& location) {
   return "";
 }
 
+std::chrono::milliseconds StoreConnectTimeout(const RuntimeSettings& settings,
+                                              milliseconds store_timeout) {
+  // Never longer than the caller's own bound (the loss watcher's 5 s).
+  return std::min(settings.store_connect_timeout.value_or(store_timeout), store_timeout);
+}
+
+namespace {
+
+// Where a connect deadline of `connect_timeout` came from, as the user set it:
+// "INFINI_CCL_STORE_CONNECT_TIMEOUT_S=7" or "INFINI_CCL_TIMEOUT_S=600 + 30 s".
+std::string ConnectDeadlineSource(const RuntimeSettings& settings, milliseconds connect_timeout) {
+  if (settings.store_connect_timeout) {
+    return "INFINI_CCL_STORE_CONNECT_TIMEOUT_S=" + std::to_string(RoundedSeconds(connect_timeout));
+  }
+  return "INFINI_CCL_TIMEOUT_S=" + std::to_string(RoundedSeconds(settings.timeout)) + " + " +
+         std::to_string(RoundedSeconds(connect_timeout - settings.timeout)) + " s";
+}
+
+}  // namespace
+
 rendezvous::ConnectProgress StoreWaitReporter(const RuntimeSettings& settings, std::string prefix) {
   rendezvous::ConnectProgress progress;
+  progress.first = std::min<milliseconds>(progress.first, settings.waiting_note_interval);
+  progress.every = settings.waiting_note_interval;
   const std::string variables = StoreVariables(settings.store);
-  const milliseconds collective_timeout = settings.timeout;
   progress.report = [prefix = std::move(prefix), variables,
-                     collective_timeout](const rendezvous::ConnectWait& wait) {
+                     settings](const rendezvous::ConnectWait& wait) {
     const milliseconds connect_timeout = wait.waited + wait.left;
     const std::string line =
         prefix + "waiting for the run's store at " + wait.endpoint +
@@ -54,8 +76,7 @@ rendezvous::ConnectProgress StoreWaitReporter(const RuntimeSettings& settings, s
         ", " + std::to_string(RoundedSeconds(wait.waited)) +
         " s ago (last try: " + OneLine(wait.last_failure) + "); gives up at " +
         ClockTime(wait.since + connect_timeout) + ", in " + std::to_string(SecondsUp(wait.left)) +
-        " s (INFINI_CCL_TIMEOUT_S=" + std::to_string(RoundedSeconds(collective_timeout)) + " + " +
-        std::to_string(RoundedSeconds(connect_timeout - collective_timeout)) + " s)\n";
+        " s (" + ConnectDeadlineSource(settings, connect_timeout) + ")\n";
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
   };
@@ -63,8 +84,9 @@ rendezvous::ConnectProgress StoreWaitReporter(const RuntimeSettings& settings, s
 }
 
 std::unique_ptr<rendezvous::TcpStoreClient> ConnectToRunStore(
-    const std::string& host, uint16_t port, std::chrono::milliseconds connect_timeout,
+    const std::string& host, uint16_t port, std::chrono::milliseconds store_timeout,
     const std::string& token, const RuntimeSettings& settings, const std::string& prefix) {
+  const milliseconds connect_timeout = StoreConnectTimeout(settings, store_timeout);
   try {
     return rendezvous::TcpStoreClient::Connect(host, port, connect_timeout, token,
                                                StoreWaitReporter(settings, prefix));
@@ -73,10 +95,9 @@ std::unique_ptr<rendezvous::TcpStoreClient> ConnectToRunStore(
   } catch (const rendezvous::StoreError& error) {
     const std::string variables = StoreVariables(settings.store);
     if (variables.empty()) throw;
-    throw rendezvous::StoreError(
-        std::string(error.what()) + " (the run's store, named by " + variables +
-        "; INFINI_CCL_TIMEOUT_S=" + std::to_string(RoundedSeconds(settings.timeout)) + " + " +
-        std::to_string(RoundedSeconds(connect_timeout - settings.timeout)) + " s)");
+    throw rendezvous::StoreError(std::string(error.what()) + " (the run's store, named by " +
+                                 variables + "; " +
+                                 ConnectDeadlineSource(settings, connect_timeout) + ")");
   }
 }
 

@@ -496,14 +496,15 @@ int UnusedLoopbackPort() {
 
 // The run's store of ccl_conformance and ccl_bench (conformance/'s
 // RunStore): a process whose store is dead says what it waits for and until
-// when (the first line after 5 s, then every 30 s), and gives up at
-// INFINI_CCL_TIMEOUT_S + 30 s with one line. Before, 31 s without a word.
+// when (the first line after 5 s, then every 30 s), and gives up at its
+// deadline with one line: INFINI_CCL_TIMEOUT_S + 30 s by default, 7 s here
+// (INFINI_CCL_STORE_CONNECT_TIMEOUT_S). Before, 31 s without a word.
 TEST(ConformanceRun, AProcessWaitingForADeadRunStoreSaysWhatItWaitsFor) {
   const std::string port = std::to_string(UnusedLoopbackPort());
   const std::string environment =
       "env RANK=1 LOCAL_RANK=1 WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 INFINI_STORE_ADDR=127.0.0.1 "
       "INFINI_STORE_PORT=" +
-      port + " INFINI_CCL_TIMEOUT_S=1 ";
+      port + " INFINI_CCL_TIMEOUT_S=1 INFINI_CCL_STORE_CONNECT_TIMEOUT_S=7 ";
   std::vector<std::pair<std::string, std::string>> programs = {
       {"ccl_conformance", std::string(CCL_CONFORMANCE_PATH) + " --ccl_backend=gloo --quick"}};
 #ifdef CCL_BENCH_PATH
@@ -522,10 +523,11 @@ TEST(ConformanceRun, AProcessWaitingForADeadRunStoreSaysWhatItWaitsFor) {
     for (const std::string& part : {name + ": waiting for the run's store at 127.0.0.1:" + port +
                                         " (INFINI_STORE_ADDR/INFINI_STORE_PORT) since ",
                                     std::string("(last try: Connection refused); gives up at "),
-                                    std::string(" s (INFINI_CCL_TIMEOUT_S=1 + 30 s)\n"),
+                                    std::string(" s (INFINI_CCL_STORE_CONNECT_TIMEOUT_S=7)\n"),
                                     name + ": could not connect to store at 127.0.0.1:" + port +
-                                        " after 31s: Connection refused (the run's store, named by "
-                                        "INFINI_STORE_ADDR/INFINI_STORE_PORT"}) {
+                                        " after 7s: Connection refused (the run's store, named by "
+                                        "INFINI_STORE_ADDR/INFINI_STORE_PORT; "
+                                        "INFINI_CCL_STORE_CONNECT_TIMEOUT_S=7)"}) {
       EXPECT_NE(run.output.find(part), std::string::npos) << name << ": " << part << "\n"
                                                           << run.output;
     }

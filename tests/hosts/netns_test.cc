@@ -271,10 +271,12 @@ TEST_F(HostsInNamespaces, GlooRefusesAMasterNameThatResolvesToLoopbackWhenTheRun
             "GROUP_RANK=" + std::to_string(rank), "WORLD_SIZE=2", "LOCAL_RANK=0",
             "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=node0.test", "MASTER_PORT=29500",
             // Rank 1 may look for the store only after rank 0 refused and
-            // left: it then retries until the store's connect deadline
-            // (this timeout + 30 s), which must end inside the test's bound.
-            "INFINI_CCL_TIMEOUT_S=5", kBinDir + "/parallel_check", "--ccl_backend=gloo",
-            "--tensor_parallel=1", "--pipeline_parallel=1"},
+            // left: it then retries until the store's connect deadline,
+            // which must end inside the test's bound (by default
+            // INFINI_CCL_TIMEOUT_S + 30 s; 5 s is enough to meet a live store).
+            "INFINI_CCL_TIMEOUT_S=5", "INFINI_CCL_STORE_CONNECT_TIMEOUT_S=5",
+            kBinDir + "/parallel_check", "--ccl_backend=gloo", "--tensor_parallel=1",
+            "--pipeline_parallel=1"},
         std::vector<std::string>{"GLOO_SOCKET_IFNAME="},
         scratch_.path() + "/rank" + std::to_string(rank) + ".log"));
   }

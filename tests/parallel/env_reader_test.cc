@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "infini/parallel/errors.h"
@@ -260,6 +261,37 @@ TEST(EnvReaderTest, ReadsRuntimeSettings) {
 TEST(EnvReaderTest, DefaultTimeoutIsGenerous) {
   EXPECT_EQ(ReadRuntimeSettings({}, {}).timeout, std::chrono::seconds(kDefaultTimeoutSeconds));
   EXPECT_GE(kDefaultTimeoutSeconds, 300);
+}
+
+// How long a rank tries to reach the store: by default as long as its store
+// calls may take (INFINI_CCL_TIMEOUT_S + 30 s); a user may shorten it, and
+// lengthen it up to there. How often it says it waits: 30 s by default, or
+// infini_run's INFINI_RUN_WAITING_NOTE_S, read the way the launcher reads it.
+TEST(EnvReaderTest, ReadsTheStoreConnectTimeoutAndTheWaitingNoteInterval) {
+  const RuntimeSettings defaults = ReadRuntimeSettings({}, {});
+  EXPECT_FALSE(defaults.store_connect_timeout.has_value());
+  EXPECT_EQ(defaults.waiting_note_interval, std::chrono::seconds(30));
+  EXPECT_EQ(kStoreTimeoutMargin, std::chrono::seconds(30));
+  const RuntimeSettings set = ReadRuntimeSettings({{"INFINI_CCL_TIMEOUT_S", "5"},
+                                                   {"INFINI_CCL_STORE_CONNECT_TIMEOUT_S", "35"},
+                                                   {"INFINI_RUN_WAITING_NOTE_S", "0.5"}},
+                                                  {});
+  EXPECT_EQ(set.store_connect_timeout, std::chrono::seconds(35));
+  EXPECT_EQ(set.waiting_note_interval, std::chrono::milliseconds(500));
+  EXPECT_EQ(ReadRuntimeSettings({{"INFINI_RUN_WAITING_NOTE_S", ""}}, {}).waiting_note_interval,
+            std::chrono::seconds(30));
+  EXPECT_EQ(ErrorOf({{"INFINI_CCL_TIMEOUT_S", "5"}, {"INFINI_CCL_STORE_CONNECT_TIMEOUT_S", "36"}}),
+            "INFINI_CCL_STORE_CONNECT_TIMEOUT_S='36': expected a whole number of seconds in 1..35 "
+            "(INFINI_CCL_TIMEOUT_S + 30 s; raise INFINI_CCL_TIMEOUT_S to wait longer)");
+  EXPECT_THAT(ErrorOf({{"INFINI_CCL_STORE_CONNECT_TIMEOUT_S", "0"}}),
+              HasSubstr("INFINI_CCL_STORE_CONNECT_TIMEOUT_S='0': expected"));
+  EXPECT_THAT(ErrorOf({{"INFINI_CCL_STORE_CONNECT_TIMEOUT_S", "5s"}}),
+              HasSubstr("INFINI_CCL_STORE_CONNECT_TIMEOUT_S='5s': expected"));
+  for (const char* bad : {"soon", "0", "-1", "1e7", "2s"}) {
+    EXPECT_EQ(ErrorOf({{"INFINI_RUN_WAITING_NOTE_S", bad}}),
+              "INFINI_RUN_WAITING_NOTE_S='" + std::string(bad) +
+                  "': expected seconds between notes of a waiting process, above 0 and below 10^7");
+  }
 }
 
 TEST(EnvReaderTest, RefusesBadRuntimeSettings) {

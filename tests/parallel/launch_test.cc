@@ -346,29 +346,33 @@ std::vector<std::string> LinesContaining(const std::string& output, const std::s
 }
 
 // A rank whose store is dead says so within 10 s, naming the store, the
-// variables that named it and when it gives up; again every 30 s; and ends
-// with one line (exit 1) at the store's deadline, INFINI_CCL_TIMEOUT_S + 30 s.
-// Before, it waited that long without a word.
+// variables that named it and when it gives up; again every period; and ends
+// with one line (exit 1) at the store's deadline. Before, it waited that long
+// without a word. The deadline and the period are the user's
+// (INFINI_CCL_STORE_CONNECT_TIMEOUT_S, INFINI_RUN_WAITING_NOTE_S), short here;
+// their defaults (INFINI_CCL_TIMEOUT_S + 30 s, 30 s) are in store_access_test.
 TEST(ParallelLaunchTest, ARankWaitingForAnUnreachableStoreSaysSoAndGivesUpWithOneLine) {
   const std::string dead_port = std::to_string(FreePort());
   const std::map<std::string, std::string> rank1 = {{"RANK", "1"},
                                                     {"LOCAL_RANK", "1"},
                                                     {"WORLD_SIZE", "2"},
                                                     {"LOCAL_WORLD_SIZE", "2"},
-                                                    {"INFINI_CCL_BACKEND", "gloo"}};
+                                                    {"INFINI_CCL_BACKEND", "gloo"},
+                                                    {"INFINI_CCL_TIMEOUT_S", "1"},
+                                                    {"INFINI_CCL_STORE_CONNECT_TIMEOUT_S", "7"}};
   auto with = [&rank1](std::map<std::string, std::string> extra) {
     extra.insert(rank1.begin(), rank1.end());
     return extra;
   };
   const std::vector<std::string> check = {kBinDir + "/parallel_check"};
-  // The launcher's variables, with the shortest timeout: it gives up at 31 s.
-  Child launcher_store(check, with({{"INFINI_STORE_ADDR", "127.0.0.1"},
-                                    {"INFINI_STORE_PORT", dead_port},
-                                    {"INFINI_CCL_TIMEOUT_S", "1"}}));
-  // torchrun's, with a deadline past the second line (at 35 s): 36 s.
+  // The launcher's variables, the default period: one line (at 5 s) before
+  // it gives up at 7 s.
+  Child launcher_store(
+      check, with({{"INFINI_STORE_ADDR", "127.0.0.1"}, {"INFINI_STORE_PORT", dead_port}}));
+  // torchrun's, every 3 s: at 3 s and 6 s, then it gives up at 7 s.
   Child master_store(check, with({{"MASTER_ADDR", "127.0.0.1"},
                                   {"MASTER_PORT", dead_port},
-                                  {"INFINI_CCL_TIMEOUT_S", "6"}}));
+                                  {"INFINI_RUN_WAITING_NOTE_S", "3"}}));
   const std::string waiting = "waiting for the run's store at 127.0.0.1:" + dead_port;
   const double first_line = launcher_store.SecondsUntilOutput(waiting, std::chrono::seconds(10));
   EXPECT_GE(first_line, 0) << "no line within 10 s";
@@ -378,31 +382,31 @@ TEST(ParallelLaunchTest, ARankWaitingForAnUnreachableStoreSaysSoAndGivesUpWithOn
   const Outcome launcher = launcher_store.Finish(std::chrono::seconds(60));
   EXPECT_FALSE(launcher.timed_out);
   EXPECT_EQ(launcher.exit_code, 1) << launcher.output;
-  EXPECT_GT(launcher.seconds + first_line, 29) << launcher.output;
+  EXPECT_GT(launcher.seconds + first_line, 6) << launcher.output;
   const std::vector<std::string> launcher_waits = LinesContaining(launcher.output, waiting);
   ASSERT_EQ(launcher_waits.size(), 1u) << launcher.output;
   EXPECT_THAT(launcher_waits[0], AllOf(HasSubstr("[rank 1 "),
                                        HasSubstr(" (INFINI_STORE_ADDR/INFINI_STORE_PORT) since "),
                                        HasSubstr("(last try: Connection refused); gives up at "),
-                                       HasSubstr(" s (INFINI_CCL_TIMEOUT_S=1 + 30 s)")));
+                                       HasSubstr(" s (INFINI_CCL_STORE_CONNECT_TIMEOUT_S=7)")));
   // Then one line at the end, and nothing else.
   const std::vector<std::string> launcher_lines = LinesContaining(launcher.output, "");
   ASSERT_EQ(launcher_lines.size(), 2u) << launcher.output;
   EXPECT_THAT(launcher_lines[1],
               AllOf(HasSubstr("parallel_check: could not connect to store at 127.0.0.1:" +
-                              dead_port + " after 31s: Connection refused"),
+                              dead_port + " after 7s: Connection refused"),
                     HasSubstr("INFINI_STORE_ADDR/INFINI_STORE_PORT")));
 
   const Outcome master = master_store.Finish(std::chrono::seconds(60));
   EXPECT_EQ(master.exit_code, 1) << master.output;
   const std::vector<std::string> master_waits = LinesContaining(master.output, waiting);
-  ASSERT_EQ(master_waits.size(), 2u) << master.output;  // at 5 s and 35 s
+  ASSERT_EQ(master_waits.size(), 2u) << master.output;  // at 3 s and 6 s
   EXPECT_THAT(master_waits[0], AllOf(HasSubstr(" (MASTER_ADDR/MASTER_PORT) since "),
-                                     HasSubstr(" s (INFINI_CCL_TIMEOUT_S=6 + 30 s)")));
-  // 30 s after the first (a loaded machine may wake half a second late).
-  EXPECT_THAT(master_waits[1], AnyOf(HasSubstr(", 35 s ago "), HasSubstr(", 36 s ago ")));
-  EXPECT_THAT(master.output, AllOf(HasSubstr("after 36s: Connection refused"),
-                                   Not(HasSubstr("terminate called"))));
+                                     HasSubstr(" s (INFINI_CCL_STORE_CONNECT_TIMEOUT_S=7)")));
+  // 3 s after the first (a loaded machine may wake half a second late).
+  EXPECT_THAT(master_waits[1], AnyOf(HasSubstr(", 6 s ago "), HasSubstr(", 7 s ago ")));
+  EXPECT_THAT(master.output,
+              AllOf(HasSubstr("after 7s: Connection refused"), Not(HasSubstr("terminate called"))));
 }
 
 // Whether a TCP connection to address:port is accepted now.

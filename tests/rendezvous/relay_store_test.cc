@@ -125,12 +125,18 @@ TEST(RelayStoreTest, WaitsInShortSlicesLeaveNoWatchBehind) {
 // Waits with a 1 ms timeout on 65,536 distinct absent keys through a relay
 // leave no upstream waiters behind them (before: 65,536 watches of 30 s each,
 // and more of them fill node 0's waiter budget), and a wait of another
-// client is answered meanwhile.
+// client is answered meanwhile. Under a sanitizer 8,192 keys: a watch left
+// behind still shows, and the 64 threads still race.
 TEST(RelayStoreTest, ShortWaitsOnManyAbsentKeysLeaveNoUpstreamWaiters) {
   auto upstream = StartLocalServer();
   auto relay = StartRelayOf(upstream->port());
+#ifdef INFINI_STORE_TEST_SANITIZED
+  constexpr int kKeys = 8192;
+#else
+  constexpr int kKeys = 65536;
+#endif
   constexpr int kThreads = 64;
-  constexpr int kWaitsPerThread = 65536 / kThreads;
+  constexpr int kWaitsPerThread = kKeys / kThreads;
   std::atomic<int> timed_out{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -151,7 +157,7 @@ TEST(RelayStoreTest, ShortWaitsOnManyAbsentKeysLeaveNoUpstreamWaiters) {
   other->Wait({"run/present"}, milliseconds(5000));
   EXPECT_EQ(other->Get("run/present"), "yes");
   for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(timed_out.load(), 65536);
+  EXPECT_EQ(timed_out.load(), kKeys);
   // Each watch lasted its waiter's millisecond (and a round trip).
   EXPECT_TRUE(Eventually([&] { return upstream->num_waiters() == 0; }, milliseconds(1000)))
       << upstream->num_waiters() << " upstream waiters are left";

@@ -70,6 +70,13 @@ struct RuntimeSettings {
   // INFINI_CCL_TIMEOUT_S: how long a collective (or a store wait for a
   // group's id) may take before the watchdog ends the process.
   std::chrono::milliseconds timeout{std::chrono::seconds(600)};
+  // INFINI_CCL_STORE_CONNECT_TIMEOUT_S: how long a process tries to reach the
+  // run's store before it gives up, at most the store's timeout
+  // (INFINI_CCL_TIMEOUT_S + kStoreTimeoutMargin), which is also the default.
+  std::optional<std::chrono::milliseconds> store_connect_timeout;
+  // INFINI_RUN_WAITING_NOTE_S (infini_run's too): how often a process still
+  // trying to reach the store says so; the first note after at most 5 s.
+  std::chrono::milliseconds waiting_note_interval{std::chrono::seconds(30)};
   DebugLevel debug = DebugLevel::kOff;  // INFINI_CCL_DEBUG
   bool allow_device_sharing = false;    // INFINI_CCL_ALLOW_DEVICE_SHARING
   bool devices_isolated = false;        // INFINI_CCL_DEVICES_ISOLATED
@@ -85,6 +92,10 @@ struct RuntimeSettings {
 };
 
 inline constexpr int kDefaultTimeoutSeconds = 600;
+
+// Store calls wait this much longer than a collective may take, so that a
+// missing peer is reported by the watchdog, which names the operation.
+inline constexpr std::chrono::seconds kStoreTimeoutMargin{30};
 
 // Throws ParallelConfigError. `topology` decides whether a multi-process run
 // without a launcher store needs MASTER_ADDR/MASTER_PORT.
