@@ -215,5 +215,43 @@ TYPED_TEST(RunRecordStoreContract, TwoLaunchersJoinOneRoundThroughTheRecord) {
   EXPECT_EQ(record.version, 2);
 }
 
+// Node 0's TCP store holds the record for the whole run: the keys that
+// watchers wait on stay bounded, and a value that is no record is refused.
+TEST(TcpRunRecordStore, KeepsSixteenVersionKeysHoweverLongTheRunWrites) {
+  std::unique_ptr<rendezvous::TcpStoreServer> server = rendezvous::TcpStoreServer::Start();
+  std::unique_ptr<rendezvous::TcpStoreClient> client =
+      rendezvous::TcpStoreClient::Connect("127.0.0.1", server->port(), seconds(10));
+  std::unique_ptr<RunRecordStore> store = MakeKeyRunRecordStore(*client);
+  for (int version = 0; version < 40; ++version) {
+    ASSERT_TRUE(store->CompareAndSet(version, WithAttempt(version)).stored);
+  }
+  EXPECT_EQ(server->num_keys(), 1u + 16u);  // the record, versions 25..40
+  EXPECT_FALSE(client->Check({"infini_run/record_version/24"}));
+  EXPECT_TRUE(client->Check({"infini_run/record_version/25", "infini_run/record_version/40"}));
+}
+
+TEST(TcpRunRecordStore, AValueThatIsNoRecordIsRefusedInOneLine) {
+  std::unique_ptr<rendezvous::TcpStoreServer> server = rendezvous::TcpStoreServer::Start();
+  std::unique_ptr<rendezvous::TcpStoreClient> client =
+      rendezvous::TcpStoreClient::Connect("127.0.0.1", server->port(), seconds(10));
+  std::unique_ptr<RunRecordStore> store = MakeKeyRunRecordStore(*client);
+  client->Set("infini_run/record", "garbage");
+  try {
+    store->Get();
+    ADD_FAILURE() << "a value without a write id was read as a record";
+  } catch (const RunRecordError& error) {
+    EXPECT_STREQ(error.what(),
+                 "run record at 'infini_run/record': expected '<write id> <JSON>', got no write "
+                 "id");
+  }
+  client->Set("infini_run/record", "1.1 {\"version\":1}");
+  try {
+    store->Get();
+    ADD_FAILURE() << "a record without its fields was read";
+  } catch (const RunRecordError& error) {
+    EXPECT_STREQ(error.what(), "run record: 'round': expected a field (it is missing)");
+  }
+}
+
 }  // namespace
 }  // namespace infini::launch

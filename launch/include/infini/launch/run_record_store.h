@@ -47,19 +47,21 @@ class RunRecordStore {
 // In this process: a single-node run's record.
 std::unique_ptr<RunRecordStore> MakeLocalRunRecordStore();
 
-// On a key-value store (node 0's TCP store; etcd through the next): the
-// record is one key, "infini_run/record", holding "<write id> <JSON>" and
-// compare-and-set with the store's CompareSet on that value. The write id
-// (the handle's random id and its count of writes) makes every written
-// value unique, even where two launchers make the same change to the same
-// version, so comparing values is comparing versions. A write of version v
-// also sets "infini_run/record_version/<v>" (and v - 1's, should its writer
-// have died before it); Watch waits on those. `store` must outlive the
-// result.
+// On a key-value store (node 0's TCP store): the record is one key,
+// "infini_run/record", holding "<write id> <JSON>" and compare-and-set with
+// the store's CompareSet on that value. The write id (the handle's random id
+// and its count of writes) makes every written value unique, even where two
+// launchers make the same change to the same version, so comparing values is
+// comparing versions. A write of version v also sets
+// "infini_run/record_version/<v>" (and v - 1's, should its writer have died
+// before it) and removes v - 16's; Watch waits on those. `store` must
+// outlive the result.
 std::unique_ptr<RunRecordStore> MakeKeyRunRecordStore(rendezvous::Store& store);
 
 // On etcd, through a connection of its own without a lease (the record must
-// outlive whichever launcher wrote it last), under `options.key_prefix`.
+// outlive whichever launcher wrote it last), under `options.key_prefix`: the
+// key "infini_run/record" holding the JSON, compare-and-set in one
+// transaction on its mod_revision, followed by the connection's watch.
 // Throws rendezvous::StoreError when no endpoint answers.
 std::unique_ptr<RunRecordStore> MakeEtcdRunRecordStore(rendezvous::EtcdStoreOptions options);
 
