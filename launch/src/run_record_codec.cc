@@ -139,7 +139,9 @@ std::string EncodeRunRecord(const RunRecord& record) {
                      {"message", record.message},
                      {"join_deadline_ms", Millis(record.join_deadline)},
                      {"last_call_deadline_ms", Millis(record.last_call_deadline)}};
-  return json.dump();
+  // A message or host name that is not UTF-8 is written with U+FFFD where
+  // its bad bytes were, not refused.
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 RunRecord DecodeRunRecord(const std::string& text) {

@@ -403,6 +403,12 @@ TEST(RunRecordCodec, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(DecodeRunRecord(EncodeRunRecord(RunRecord{})), RunRecord{});
 }
 
+TEST(RunRecordCodec, TextThatIsNotUtf8IsWrittenWithReplacementCharacters) {
+  RunRecord record;
+  record.message = "rank said \xff\xfe";
+  EXPECT_EQ(DecodeRunRecord(EncodeRunRecord(record)).message, "rank said \xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
 std::string RefusalOf(const std::string& text) {
   try {
     DecodeRunRecord(text);
