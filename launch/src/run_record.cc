@@ -221,6 +221,7 @@ RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember&
   member.ready = member.done = false;
   member.last_keep_alive = now;
   const bool fixed = rules.mode.membership == decisions::Membership::kFixed;
+  if (!fixed) member.requested_slot = -1;  // elastic ranks by arrival (torchrun ignores it too)
   if (fixed && member.requested_slot >= rules.max_nodes) {
     throw RunRecordError("--node_rank=" + std::to_string(member.requested_slot) +
                          ": expected below --nnodes=" + std::to_string(rules.max_nodes));

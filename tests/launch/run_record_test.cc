@@ -106,6 +106,14 @@ TEST(RunRecordJoin, AnAskedNodeRankIsKeptAndAClaimedOrTooLargeOneRefused) {
   EXPECT_EQ(Owners(record.members), (std::vector<std::string>{"b:1", "a:1"}));
 }
 
+TEST(RunRecordJoin, AnElasticRunRanksByArrivalWhateverNodeRankWasAsked) {
+  const RunRules rules = Elastic(2, 2);
+  RunRecord record = record::Join({}, rules, Node("a:1", false, 1), kStart).record;
+  record = record::Join(record, rules, Node("b:1", false, 1), kStart).record;
+  ASSERT_TRUE(record.round_closed);
+  EXPECT_EQ(Owners(record.members), (std::vector<std::string>{"a:1", "b:1"}));
+}
+
 TEST(RunRecordJoin, JoiningAgainIsAKeepAliveNotASecondMember) {
   const RunRules rules = Fixed(2);
   RunRecord record = record::Join({}, rules, Node("a:1"), kStart).record;

@@ -32,7 +32,7 @@ struct RunMember {
   int slot = -1;
   // It hosts the ranks' store, so it is node 0 of the round it closes in.
   bool hosts_store = false;
-  // It asked for this node rank (--node_rank); -1: any.
+  // It asked for this node rank (--node_rank; fixed runs only); -1: any.
   int requested_slot = -1;
   WallTime last_keep_alive{};
   bool ready = false;  // ready to start the record's attempt
