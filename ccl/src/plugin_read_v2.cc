@@ -96,6 +96,10 @@ const infiniCclPlugin_t* ReadV2Table(const void* symbol, const std::string& libr
   RequireAllOrNone({Named("host_register", table.host_register),
                     Named("host_unregister", table.host_unregister)},
                    library_path);
+  RequireAllOrNone({Named("host_flag_create", table.host_flag_create),
+                    Named("host_flag_destroy", table.host_flag_destroy),
+                    Named("stream_wait_host_flag", table.stream_wait_host_flag)},
+                   library_path);
   RequireDeclaredEntries(table, library_path);
   RequireAllOrNone(
       {Named("stream_begin_capture", table.stream_begin_capture),

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "infini/ccl/error.h"
 #include "infini/ccl/plugin_table.h"
@@ -46,6 +47,27 @@ int Supports(infiniCclCollective_t collective, DLDataType dtype, infiniCclRedOp_
   return Transport().supports(collective, dtype, op);
 }
 
+// The user's staged communicator over a new transport communicator, its
+// islands settled (collective, like the transport's creation); on failure
+// nothing is left, the transport communicator included.
+infiniCclResult_t StageTransport(infiniCclComm_t transport, const infiniCclConfig_t* config,
+                                 infiniCclComm_t* out) {
+  StagedComm* made = nullptr;
+  if (const infiniCclResult_t staged = MakeStagedComm(transport, config, &made);
+      staged != infiniCclSuccess) {
+    const std::string why = t_last_error;
+    Transport().comm_destroy(transport);
+    return Fail(staged, why);
+  }
+  if (const infiniCclResult_t settled = SettleIslands(*made); settled != infiniCclSuccess) {
+    const std::string why = t_last_error;
+    FreeStagedComm(made, false);
+    return Fail(settled, why);
+  }
+  *out = Handle(made);
+  return infiniCclSuccess;
+}
+
 infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* unique_id, int rank,
                                const infiniCclConfig_t* config,
                                const infiniCclBootstrap_t* bootstrap) {
@@ -55,15 +77,7 @@ infiniCclResult_t CommInitRank(infiniCclComm_t* comm, int nranks, const void* un
   const infiniCclResult_t result =
       Transport().comm_init_rank(&transport, nranks, unique_id, rank, config, bootstrap);
   if (result != infiniCclSuccess) return FromPlugin(Transport(), result, "comm_init_rank");
-  StagedComm* made = nullptr;
-  if (const infiniCclResult_t staged = MakeStagedComm(transport, config, &made);
-      staged != infiniCclSuccess) {
-    const std::string why = t_last_error;
-    Transport().comm_destroy(transport);
-    return Fail(staged, why);
-  }
-  *comm = Handle(made);
-  return infiniCclSuccess;
+  return StageTransport(transport, config, comm);
 }
 
 // A transport communicator made from another one (split, shrink), staged
@@ -73,15 +87,7 @@ infiniCclResult_t Wrap(infiniCclResult_t result, infiniCclComm_t transport,
   *out = nullptr;
   if (result != infiniCclSuccess) return FromPlugin(Transport(), result, call);
   if (transport == nullptr) return infiniCclSuccess;
-  StagedComm* made = nullptr;
-  if (const infiniCclResult_t staged = MakeStagedComm(transport, config, &made);
-      staged != infiniCclSuccess) {
-    const std::string why = t_last_error;
-    Transport().comm_destroy(transport);
-    return Fail(staged, why);
-  }
-  *out = Handle(made);
-  return infiniCclSuccess;
+  return StageTransport(transport, config, out);
 }
 
 infiniCclResult_t CommSplit(infiniCclComm_t comm, int color, int key, infiniCclComm_t* newcomm,
@@ -161,7 +167,7 @@ void Fill(infiniCclPlugin_t& table, const infiniCclPlugin_t& transport,
   table.get_error_string = &GetErrorString;
   table.get_last_error = &GetLastError;
   // Ranks may share a device: staging never makes a device communicator.
-  // Calls are host-blocking, so never non-blocking.
+  // Calls are deferred or done when they return, never in progress.
   table.features = (transport.features &
                     (INFINI_CCL_FEATURE_CONCURRENT_INIT | INFINI_CCL_FEATURE_ABORT_UNBLOCKS |
                      INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS)) |
@@ -190,6 +196,9 @@ void Fill(infiniCclPlugin_t& table, const infiniCclPlugin_t& transport,
   table.event_elapsed_ms = device.event_elapsed_ms;
   table.host_register = device.host_register;
   table.host_unregister = device.host_unregister;
+  table.host_flag_create = device.host_flag_create;
+  table.host_flag_destroy = device.host_flag_destroy;
+  table.stream_wait_host_flag = device.stream_wait_host_flag;
   table.unique_id_bytes = transport.unique_id_bytes;
   table.get_unique_id = transport.get_unique_id;
   table.comm_init_rank = &CommInitRank;
@@ -274,8 +283,89 @@ char* HostBuffer::Reserve(size_t bytes) {
   return data_.get();
 }
 
+EventPool::~EventPool() {
+  for (infiniCclEvent_t event : free_) Device().event_destroy(event);
+}
+
+infiniCclResult_t EventPool::Take(infiniCclEvent_t* event) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      *event = free_.back();
+      free_.pop_back();
+      return infiniCclSuccess;
+    }
+  }
+  return FromPlugin(Device(), Device().event_create(event), "event_create");
+}
+
+void EventPool::Give(infiniCclEvent_t event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  free_.push_back(event);
+}
+
+namespace {
+
+// Host flags outlive their communicators: a caller's stream may reach its
+// wait on one after comm_destroy returned, so a flag is never freed, only
+// handed to the next communicator with the value it reached (every wait on
+// it is met by that value, and the new tickets count on from it).
+class HostFlags {
+ public:
+  // A flag, or NULL where the device plugin has none or they do not work
+  // on this device (then no communicator asks again).
+  uint32_t* Take(infiniCclStream_t probe_stream) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      uint32_t* flag = free_.back();
+      free_.pop_back();
+      return flag;
+    }
+    const infiniCclPlugin_t& device = Device();
+    if (unusable_ || device.host_flag_create == nullptr) return nullptr;
+    uint32_t* flag = nullptr;
+    if (device.host_flag_create(&flag) != infiniCclSuccess || flag == nullptr) {
+      unusable_ = true;
+      return nullptr;
+    }
+    // A wait that is met at once: whether the device can wait on the host.
+    if (device.stream_wait_host_flag(probe_stream, flag, 0) != infiniCclSuccess ||
+        device.stream_synchronize(probe_stream) != infiniCclSuccess) {
+      device.host_flag_destroy(flag);
+      unusable_ = true;
+      return nullptr;
+    }
+    return flag;
+  }
+  void Give(uint32_t* flag) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(flag);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<uint32_t*> free_;
+  bool unusable_ = false;
+};
+
+HostFlags& Flags() {
+  static HostFlags& flags = *new HostFlags();  // never destroyed: see HostFlags
+  return flags;
+}
+
+// Makes the worker's thread run on `device` and deferred calls possible.
+void StartDeferring(StagedComm& comm) {
+  comm.flag = Flags().Take(comm.stream);
+  if (comm.flag == nullptr) return;
+  comm.issued = __atomic_load_n(comm.flag, __ATOMIC_ACQUIRE);
+  const int device = comm.device;
+  comm.worker = std::make_unique<StagedWorker>([device] { Device().set_device(device); });
+}
+
+}  // namespace
+
 infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
-                                 StagedComm** made) {
+                                 StagedComm** made, bool deferred) {
   auto comm = std::make_unique<StagedComm>();
   comm->transport = transport;
   if (config != nullptr &&
@@ -300,6 +390,7 @@ infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfi
     if (comm->stream != nullptr) device.stream_destroy(comm->stream);
     return Fail(failed, why);
   }
+  if (deferred) StartDeferring(*comm);
   *made = comm.release();
   return infiniCclSuccess;
 }
@@ -317,6 +408,10 @@ infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort) {
     }
     UnblockIslands(*comm);
   }
+  // Deferred calls run first (after an abort they fail at once), each
+  // releasing its caller's stream.
+  comm->worker.reset();
+  if (comm->flag != nullptr) Flags().Give(comm->flag);
   {
     std::lock_guard<std::mutex> lock(comm->calls);
     FreeIslands(*comm, abort);

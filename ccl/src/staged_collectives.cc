@@ -1,33 +1,38 @@
 // The staged collectives. Each call orders the communicator's own stream
 // after the caller's (an event), copies the device input to host memory
 // there, runs the transport's collective on the host buffers, copies the
-// result back there and orders the caller's stream after that (another
-// event): the caller's stream is never synchronized by the host. The call
-// returns once the host collective is done and the copies back are
-// enqueued (the ABI has no entry that would let a stream wait for host
-// work, so the host part cannot be deferred past the return).
+// result back there and orders the caller's stream after that: the
+// caller's stream is never synchronized by the host.
+//
+// Where the device plugin has host flags (stream_wait_host_flag), a call is
+// deferred: the caller records its event, makes its stream wait for the
+// call's ticket in the communicator's host flag, hands the rest to the
+// communicator's worker thread and returns, as a device collective does.
+// The worker runs the calls in order and writes each ticket once its copies
+// back are done; a failure there is the communicator's asynchronous error
+// and refuses its later calls. Without host flags, inside a group, and for
+// the hierarchical all_reduce, the call runs on the caller's thread (after
+// the deferred ones) and returns once the host part is done.
 //
 // Element-wise collectives (all_reduce, broadcast, reduce) go in chunks of
 // INFINI_CCL_STAGED_CHUNK_BYTES (default 4 MiB): the copy to the host of
 // chunk k+1 runs while the host reduces chunk k.
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <new>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "staged_call.h"
 #include "staged_comm.h"
 #include "staged_hierarchy.h"
 #include "staged_shared_memory.h"
 
 namespace infini::ccl::internal::staged {
 namespace {
-
-size_t ElementBytes(DLDataType dtype) {
-  return (static_cast<size_t>(dtype.bits) * dtype.lanes + 7) / 8;
-}
 
 size_t ChunkBytes() {
   static const size_t bytes = [] {
@@ -43,175 +48,6 @@ size_t ChunkBytes() {
 
 const char* At(const void* base, size_t offset) { return static_cast<const char*>(base) + offset; }
 char* At(void* base, size_t offset) { return static_cast<char*>(base) + offset; }
-
-// Collectives between GroupStart and GroupEnd on this thread: the
-// transport runs them at its group_end, so each keeps host buffers of its
-// own until then, and its copies back are enqueued after it.
-struct CopyBack {
-  void* device;
-  size_t host_offset, bytes;
-};
-struct GroupedCall {
-  StagedComm* comm;
-  infiniCclStream_t caller;
-  std::unique_ptr<char[]> send, recv;
-  std::vector<CopyBack> copies;
-};
-thread_local int t_group_depth = 0;
-thread_local std::vector<GroupedCall> t_grouped;
-
-// One staged call on one communicator: each step does nothing once one
-// failed, and Finish says the first failure.
-class Stage {
- public:
-  Stage(infiniCclComm_t comm, infiniCclStream_t caller, const char* call)
-      : comm_(Of(comm)), caller_(caller), call_(call), lock_(comm_->calls) {
-    Device(Dev().event_record(comm_->ready, caller_));
-    Device(Dev().stream_wait_event(comm_->stream, comm_->ready));
-  }
-
-  bool ok() const { return result_ == infiniCclSuccess; }
-  bool grouped() const { return t_group_depth > 0; }
-  StagedComm& comm() { return *comm_; }
-
-  // Host buffers of at least these sizes; the copies still in flight from
-  // the last call are waited for before a buffer is replaced.
-  void Reserve(size_t send_bytes, size_t recv_bytes) {
-    if (!ok()) return;
-    if (grouped()) {
-      own_send_.reset(new (std::nothrow) char[std::max<size_t>(send_bytes, 1)]);
-      own_recv_.reset(new (std::nothrow) char[std::max<size_t>(recv_bytes, 1)]);
-      host_send_ = own_send_.get();
-      host_recv_ = own_recv_.get();
-    } else {
-      if (send_bytes > comm_->send.capacity() || recv_bytes > comm_->recv.capacity()) {
-        Device(Dev().stream_synchronize(comm_->stream));
-      }
-      host_send_ = comm_->send.Reserve(std::max<size_t>(send_bytes, 1));
-      host_recv_ = comm_->recv.Reserve(std::max<size_t>(recv_bytes, 1));
-    }
-    if (ok() && (host_send_ == nullptr || host_recv_ == nullptr)) {
-      result_ = Fail(infiniCclSystemError, std::string(call_) + ": cannot allocate " +
-                                               std::to_string(send_bytes + recv_bytes) +
-                                               " bytes of host staging memory");
-    }
-  }
-  char* host_send() { return host_send_; }
-  char* host_recv() { return host_recv_; }
-
-  void ToHost(char* host, const void* device, size_t bytes) {
-    if (ok() && bytes > 0) {
-      Device(Dev().memcpy_async(host, device, bytes, infiniCclMemcpyDeviceToHost, comm_->stream));
-    }
-  }
-  // From host_recv() + offset; in a group, after the group's end.
-  void ToDevice(void* device, size_t offset, size_t bytes) {
-    if (!ok() || bytes == 0) return;
-    if (grouped()) {
-      copies_.push_back({device, offset, bytes});
-      return;
-    }
-    Device(Dev().memcpy_async(device, host_recv_ + offset, bytes, infiniCclMemcpyHostToDevice,
-                              comm_->stream));
-  }
-  void MarkCopied(int slot) {
-    if (ok()) Device(Dev().event_record(comm_->chunk_copied[slot], comm_->stream));
-  }
-  void WaitCopied(int slot) {
-    if (ok()) Device(Dev().event_synchronize(comm_->chunk_copied[slot]));
-  }
-  void WaitCopies() {
-    if (ok()) Device(Dev().stream_synchronize(comm_->stream));
-  }
-  void Host(infiniCclResult_t result) {
-    if (ok()) result_ = FromPlugin(Transport(), result, call_);
-  }
-  int Count() {
-    int nranks = 0;
-    Host(Transport().comm_count(comm_->transport, &nranks));
-    return nranks;
-  }
-  int Rank() {
-    int rank = 0;
-    Host(Transport().comm_user_rank(comm_->transport, &rank));
-    return rank;
-  }
-
-  // Ranks of one host: whether the communicator's shared segment is open
-  // (opened at its first call that can use one: a collective of the
-  // transport, which every rank reaches at the same call).
-  bool SharedSlotsOpen() {
-    if (!ok()) return false;
-    if (comm_->shared == StagedComm::SharedUse::kUnknown) {
-      std::string why;
-      const infiniCclResult_t opened =
-          SharedSlots::Open(Transport(), comm_->transport, &comm_->slots, &why);
-      if (opened != infiniCclSuccess && !why.empty()) {
-        result_ = Fail(opened, std::string(call_) + ": " + why);
-        return false;
-      }
-      Host(opened);
-      comm_->shared = comm_->slots ? StagedComm::SharedUse::kOn : StagedComm::SharedUse::kOff;
-      if (comm_->slots) {
-        comm_->slots_registered.Register(comm_->slots->mapping(), comm_->slots->mapped_bytes());
-      }
-    }
-    return ok() && comm_->shared == StagedComm::SharedUse::kOn;
-  }
-  // Waits in the shared segment; a failure is this call's and the
-  // communicator's (comm_get_async_error).
-  void Shared(SharedSlots::Phase phase, int64_t sequence) {
-    if (!ok()) return;
-    std::string why;
-    const infiniCclResult_t result =
-        comm_->slots->WaitAll(phase, sequence, comm_->aborting, comm_->timeout_ms, &why);
-    if (result != infiniCclSuccess) {
-      result_ = Fail(result, std::string(call_) + ": " + why);
-      comm_->RecordAsyncError(result, LastError());
-    }
-  }
-  // From any host address (the shared result slot).
-  void ToDeviceFrom(void* device, const char* host, size_t bytes) {
-    if (ok() && bytes > 0) {
-      Device(Dev().memcpy_async(device, host, bytes, infiniCclMemcpyHostToDevice, comm_->stream));
-    }
-  }
-  void MarkBack() {
-    if (ok()) Device(Dev().event_record(comm_->done, comm_->stream));
-  }
-  void WaitBack() {
-    if (ok()) Device(Dev().event_synchronize(comm_->done));
-  }
-
-  // The caller's stream goes on after the copies back; in a group, the
-  // buffers wait for GroupEnd.
-  infiniCclResult_t Finish() {
-    if (ok() && grouped()) {
-      t_grouped.push_back(
-          {comm_, caller_, std::move(own_send_), std::move(own_recv_), std::move(copies_)});
-      return result_;
-    }
-    if (ok()) Device(Dev().event_record(comm_->done, comm_->stream));
-    if (ok()) Device(Dev().stream_wait_event(caller_, comm_->done));
-    return result_;
-  }
-
- private:
-  static const infiniCclPlugin_t& Dev() { return staged::Device(); }
-  void Device(infiniCclResult_t result) {
-    if (ok()) result_ = FromPlugin(Dev(), result, call_);
-  }
-
-  StagedComm* comm_;
-  infiniCclStream_t caller_;
-  const char* call_;
-  std::lock_guard<std::mutex> lock_;
-  infiniCclResult_t result_ = infiniCclSuccess;
-  char* host_send_ = nullptr;
-  char* host_recv_ = nullptr;
-  std::unique_ptr<char[]> own_send_, own_recv_;
-  std::vector<CopyBack> copies_;
-};
 
 // An element-wise collective in chunks, on one host buffer: `copy_in` and
 // `copy_out` say whether this rank's input and result move; `host` runs
@@ -344,47 +180,62 @@ std::vector<Block> Blocks(const size_t* counts, const size_t* displs, int n, siz
   return blocks;
 }
 
+// A v-collective's counts, kept for its deferred part (the caller's arrays
+// are valid during the call only).
+using Counts = std::vector<size_t>;
+Counts Copy(const size_t* values, int n) {
+  return values == nullptr ? Counts(static_cast<size_t>(n), 0) : Counts(values, values + n);
+}
+int CountOf(infiniCclComm_t comm) {
+  int nranks = 0;
+  Transport().comm_count(Of(comm)->transport, &nranks);
+  return nranks;
+}
+
 infiniCclResult_t PointToPoint(const char* call, bool sending, void* buffer, size_t count,
                                DLDataType dtype, int peer, infiniCclComm_t comm,
                                infiniCclStream_t stream) {
   const size_t bytes = count * ElementBytes(dtype);
-  Stage stage(comm, stream, call);
-  stage.Reserve(sending ? bytes : 0, sending ? 0 : bytes);
-  if (sending) {
-    stage.ToHost(stage.host_send(), buffer, bytes);
-    stage.WaitCopies();
-    if (stage.ok()) {
-      stage.Host(
-          Transport().send(stage.host_send(), count, dtype, peer, Of(comm)->transport, nullptr));
+  return Run(comm, stream, call, [=](Stage& stage) {
+    stage.Reserve(sending ? bytes : 0, sending ? 0 : bytes);
+    infiniCclComm_t transport = stage.comm().transport;
+    if (sending) {
+      stage.ToHost(stage.host_send(), buffer, bytes);
+      stage.WaitCopies();
+      if (stage.ok()) {
+        stage.Host(Transport().send(stage.host_send(), count, dtype, peer, transport, nullptr));
+      }
+    } else {
+      if (stage.ok()) {
+        stage.Host(Transport().recv(stage.host_recv(), count, dtype, peer, transport, nullptr));
+      }
+      stage.ToDevice(buffer, 0, bytes);
     }
-  } else {
-    if (stage.ok()) {
-      stage.Host(
-          Transport().recv(stage.host_recv(), count, dtype, peer, Of(comm)->transport, nullptr));
-    }
-    stage.ToDevice(buffer, 0, bytes);
-  }
-  return stage.Finish();
+    return stage.Finish();
+  });
 }
 
 }  // namespace
 
 infiniCclResult_t AllReduce(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
                             infiniCclRedOp_t op, infiniCclComm_t comm, infiniCclStream_t stream) {
-  if (count > 0 && t_group_depth == 0) {
+  if (count > 0 && GroupDepth() == 0 && Of(comm)->islands_use == StagedComm::IslandUse::kOn) {
+    // The island path runs on this thread.
+    DrainDeferred(*Of(comm));
     bool islands = false;  // staged_hierarchy.h: large ones through the islands' CCLs
     const infiniCclResult_t chosen = ChooseIslands(*Of(comm), count, dtype, op, &islands);
     if (chosen != infiniCclSuccess) return chosen;
     if (islands) return IslandAllReduce(sendbuff, recvbuff, count, dtype, op, *Of(comm), stream);
   }
-  Stage stage(comm, stream, "all_reduce");
-  if (count > 0 && !stage.grouped() && HostReduces(dtype, op) && stage.SharedSlotsOpen()) {
-    return SharedAllReduce(stage, sendbuff, recvbuff, count, dtype, op);
-  }
-  return Chunked(stage, sendbuff, recvbuff, count, dtype, true, true,
-                 [&](char* host, size_t n, infiniCclComm_t transport) {
-                   return Transport().all_reduce(host, host, n, dtype, op, transport, nullptr);
-                 });
+  return Run(comm, stream, "all_reduce", [=](Stage& stage) {
+    if (count > 0 && !stage.grouped() && HostReduces(dtype, op) && stage.SharedSlotsOpen()) {
+      return SharedAllReduce(stage, sendbuff, recvbuff, count, dtype, op);
+    }
+    return Chunked(stage, sendbuff, recvbuff, count, dtype, true, true,
+                   [&](char* host, size_t n, infiniCclComm_t transport) {
+                     return Transport().all_reduce(host, host, n, dtype, op, transport, nullptr);
+                   });
+  });
 }
 
 infiniCclResult_t TransportAllReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -405,11 +256,12 @@ infiniCclResult_t Broadcast(const void* sendbuff, void* recvbuff, size_t count, 
                             int root, infiniCclComm_t comm, infiniCclStream_t stream) {
   int rank = 0;
   Transport().comm_user_rank(Of(comm)->transport, &rank);
-  Stage stage(comm, stream, "broadcast");
-  return Chunked(stage, sendbuff, recvbuff, count, dtype, rank == root, true,
-                 [&](char* host, size_t n, infiniCclComm_t transport) {
-                   return Transport().broadcast(host, host, n, dtype, root, transport, nullptr);
-                 });
+  return Run(comm, stream, "broadcast", [=](Stage& stage) {
+    return Chunked(stage, sendbuff, recvbuff, count, dtype, rank == root, true,
+                   [&](char* host, size_t n, infiniCclComm_t transport) {
+                     return Transport().broadcast(host, host, n, dtype, root, transport, nullptr);
+                   });
+  });
 }
 
 infiniCclResult_t Reduce(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
@@ -417,110 +269,128 @@ infiniCclResult_t Reduce(const void* sendbuff, void* recvbuff, size_t count, DLD
                          infiniCclStream_t stream) {
   int rank = 0;
   Transport().comm_user_rank(Of(comm)->transport, &rank);
-  Stage stage(comm, stream, "reduce");
-  return Chunked(stage, sendbuff, recvbuff, count, dtype, true, rank == root && recvbuff != nullptr,
-                 [&](char* host, size_t n, infiniCclComm_t transport) {
-                   return Transport().reduce(host, host, n, dtype, op, root, transport, nullptr);
-                 });
+  return Run(comm, stream, "reduce", [=](Stage& stage) {
+    return Chunked(stage, sendbuff, recvbuff, count, dtype, true,
+                   rank == root && recvbuff != nullptr,
+                   [&](char* host, size_t n, infiniCclComm_t transport) {
+                     return Transport().reduce(host, host, n, dtype, op, root, transport, nullptr);
+                   });
+  });
 }
 
 infiniCclResult_t AllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                             DLDataType dtype, infiniCclComm_t comm, infiniCclStream_t stream) {
-  Stage stage(comm, stream, "all_gather");
-  const size_t in = sendcount * ElementBytes(dtype);
-  const size_t out = in * static_cast<size_t>(stage.Count());
-  return Whole(stage, sendbuff, in, recvbuff, out, {{0, out}},
-               [&](char* send, char* recv, infiniCclComm_t transport) {
-                 return Transport().all_gather(send, recv, sendcount, dtype, transport, nullptr);
-               });
+  return Run(comm, stream, "all_gather", [=](Stage& stage) {
+    const size_t in = sendcount * ElementBytes(dtype);
+    const size_t out = in * static_cast<size_t>(stage.Count());
+    return Whole(stage, sendbuff, in, recvbuff, out, {{0, out}},
+                 [&](char* send, char* recv, infiniCclComm_t transport) {
+                   return Transport().all_gather(send, recv, sendcount, dtype, transport, nullptr);
+                 });
+  });
 }
 
 infiniCclResult_t ReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                 DLDataType dtype, infiniCclRedOp_t op, infiniCclComm_t comm,
                                 infiniCclStream_t stream) {
-  Stage stage(comm, stream, "reduce_scatter");
-  const size_t out = recvcount * ElementBytes(dtype);
-  const size_t in = out * static_cast<size_t>(stage.Count());
-  return Whole(stage, sendbuff, in, recvbuff, out, {{0, out}},
-               [&](char* send, char* recv, infiniCclComm_t transport) {
-                 return Transport().reduce_scatter(send, recv, recvcount, dtype, op, transport,
-                                                   nullptr);
-               });
+  return Run(comm, stream, "reduce_scatter", [=](Stage& stage) {
+    const size_t out = recvcount * ElementBytes(dtype);
+    const size_t in = out * static_cast<size_t>(stage.Count());
+    return Whole(stage, sendbuff, in, recvbuff, out, {{0, out}},
+                 [&](char* send, char* recv, infiniCclComm_t transport) {
+                   return Transport().reduce_scatter(send, recv, recvcount, dtype, op, transport,
+                                                     nullptr);
+                 });
+  });
 }
 
 infiniCclResult_t AllToAll(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
                            infiniCclComm_t comm, infiniCclStream_t stream) {
-  Stage stage(comm, stream, "all_to_all");
-  const size_t bytes = count * ElementBytes(dtype) * static_cast<size_t>(stage.Count());
-  return Whole(stage, sendbuff, bytes, recvbuff, bytes, {{0, bytes}},
-               [&](char* send, char* recv, infiniCclComm_t transport) {
-                 return Transport().all_to_all(send, recv, count, dtype, transport, nullptr);
-               });
+  return Run(comm, stream, "all_to_all", [=](Stage& stage) {
+    const size_t bytes = count * ElementBytes(dtype) * static_cast<size_t>(stage.Count());
+    return Whole(stage, sendbuff, bytes, recvbuff, bytes, {{0, bytes}},
+                 [&](char* send, char* recv, infiniCclComm_t transport) {
+                   return Transport().all_to_all(send, recv, count, dtype, transport, nullptr);
+                 });
+  });
 }
 
 infiniCclResult_t Gather(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
                          int root, infiniCclComm_t comm, infiniCclStream_t stream) {
-  Stage stage(comm, stream, "gather");
-  const size_t in = count * ElementBytes(dtype);
-  const size_t out = stage.Rank() == root ? in * static_cast<size_t>(stage.Count()) : 0;
-  return Whole(stage, sendbuff, in, recvbuff, out, {{0, out}},
-               [&](char* send, char* recv, infiniCclComm_t transport) {
-                 return Transport().gather(send, recv, count, dtype, root, transport, nullptr);
-               });
+  return Run(comm, stream, "gather", [=](Stage& stage) {
+    const size_t in = count * ElementBytes(dtype);
+    const size_t out = stage.Rank() == root ? in * static_cast<size_t>(stage.Count()) : 0;
+    return Whole(stage, sendbuff, in, recvbuff, out, {{0, out}},
+                 [&](char* send, char* recv, infiniCclComm_t transport) {
+                   return Transport().gather(send, recv, count, dtype, root, transport, nullptr);
+                 });
+  });
 }
 
 infiniCclResult_t Scatter(const void* sendbuff, void* recvbuff, size_t count, DLDataType dtype,
                           int root, infiniCclComm_t comm, infiniCclStream_t stream) {
-  Stage stage(comm, stream, "scatter");
-  const size_t out = count * ElementBytes(dtype);
-  const size_t in = stage.Rank() == root ? out * static_cast<size_t>(stage.Count()) : 0;
-  return Whole(stage, sendbuff, in, recvbuff, out, {{0, out}},
-               [&](char* send, char* recv, infiniCclComm_t transport) {
-                 return Transport().scatter(send, recv, count, dtype, root, transport, nullptr);
-               });
+  return Run(comm, stream, "scatter", [=](Stage& stage) {
+    const size_t out = count * ElementBytes(dtype);
+    const size_t in = stage.Rank() == root ? out * static_cast<size_t>(stage.Count()) : 0;
+    return Whole(stage, sendbuff, in, recvbuff, out, {{0, out}},
+                 [&](char* send, char* recv, infiniCclComm_t transport) {
+                   return Transport().scatter(send, recv, count, dtype, root, transport, nullptr);
+                 });
+  });
 }
 
 infiniCclResult_t AllToAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
                             void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
                             DLDataType dtype, infiniCclComm_t comm, infiniCclStream_t stream) {
-  Stage stage(comm, stream, "all_to_all_v");
-  const int n = stage.Count();
-  const size_t element = ElementBytes(dtype);
-  return Whole(stage, sendbuff, Extent(sendcounts, sdispls, n, element), recvbuff,
-               Extent(recvcounts, rdispls, n, element), Blocks(recvcounts, rdispls, n, element),
-               [&](char* send, char* recv, infiniCclComm_t transport) {
-                 return Transport().all_to_all_v(send, sendcounts, sdispls, recv, recvcounts,
-                                                 rdispls, dtype, transport, nullptr);
-               });
+  const int n = CountOf(comm);
+  const Counts send_counts = Copy(sendcounts, n), send_displs = Copy(sdispls, n);
+  const Counts recv_counts = Copy(recvcounts, n), recv_displs = Copy(rdispls, n);
+  return Run(comm, stream, "all_to_all_v", [=](Stage& stage) {
+    const size_t element = ElementBytes(dtype);
+    return Whole(stage, sendbuff, Extent(send_counts.data(), send_displs.data(), n, element),
+                 recvbuff, Extent(recv_counts.data(), recv_displs.data(), n, element),
+                 Blocks(recv_counts.data(), recv_displs.data(), n, element),
+                 [&](char* send, char* recv, infiniCclComm_t transport) {
+                   return Transport().all_to_all_v(send, send_counts.data(), send_displs.data(),
+                                                   recv, recv_counts.data(), recv_displs.data(),
+                                                   dtype, transport, nullptr);
+                 });
+  });
 }
 
 infiniCclResult_t AllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
                              const size_t* recvcounts, const size_t* rdispls, DLDataType dtype,
                              infiniCclComm_t comm, infiniCclStream_t stream) {
-  Stage stage(comm, stream, "all_gather_v");
-  const int n = stage.Count();
-  const size_t element = ElementBytes(dtype);
-  return Whole(stage, sendbuff, sendcount * element, recvbuff,
-               Extent(recvcounts, rdispls, n, element), Blocks(recvcounts, rdispls, n, element),
-               [&](char* send, char* recv, infiniCclComm_t transport) {
-                 return Transport().all_gather_v(send, sendcount, recv, recvcounts, rdispls, dtype,
-                                                 transport, nullptr);
-               });
+  const int n = CountOf(comm);
+  const Counts recv_counts = Copy(recvcounts, n), recv_displs = Copy(rdispls, n);
+  return Run(comm, stream, "all_gather_v", [=](Stage& stage) {
+    const size_t element = ElementBytes(dtype);
+    return Whole(stage, sendbuff, sendcount * element, recvbuff,
+                 Extent(recv_counts.data(), recv_displs.data(), n, element),
+                 Blocks(recv_counts.data(), recv_displs.data(), n, element),
+                 [&](char* send, char* recv, infiniCclComm_t transport) {
+                   return Transport().all_gather_v(send, sendcount, recv, recv_counts.data(),
+                                                   recv_displs.data(), dtype, transport, nullptr);
+                 });
+  });
 }
 
 infiniCclResult_t ReduceScatterV(const void* sendbuff, const size_t* sendcounts,
                                  const size_t* sdispls, void* recvbuff, size_t recvcount,
                                  DLDataType dtype, infiniCclRedOp_t op, infiniCclComm_t comm,
                                  infiniCclStream_t stream) {
-  Stage stage(comm, stream, "reduce_scatter_v");
-  const int n = stage.Count();
-  const size_t element = ElementBytes(dtype);
-  const size_t out = recvcount * element;
-  return Whole(stage, sendbuff, Extent(sendcounts, sdispls, n, element), recvbuff, out, {{0, out}},
-               [&](char* send, char* recv, infiniCclComm_t transport) {
-                 return Transport().reduce_scatter_v(send, sendcounts, sdispls, recv, recvcount,
-                                                     dtype, op, transport, nullptr);
-               });
+  const int n = CountOf(comm);
+  const Counts send_counts = Copy(sendcounts, n), send_displs = Copy(sdispls, n);
+  return Run(comm, stream, "reduce_scatter_v", [=](Stage& stage) {
+    const size_t element = ElementBytes(dtype);
+    const size_t out = recvcount * element;
+    return Whole(stage, sendbuff, Extent(send_counts.data(), send_displs.data(), n, element),
+                 recvbuff, out, {{0, out}}, [&](char* send, char* recv, infiniCclComm_t transport) {
+                   return Transport().reduce_scatter_v(send, send_counts.data(), send_displs.data(),
+                                                       recv, recvcount, dtype, op, transport,
+                                                       nullptr);
+                 });
+  });
 }
 
 infiniCclResult_t Send(const void* sendbuff, size_t count, DLDataType dtype, int peer,
@@ -534,22 +404,23 @@ infiniCclResult_t Recv(void* recvbuff, size_t count, DLDataType dtype, int peer,
 }
 
 infiniCclResult_t Barrier(infiniCclComm_t comm, infiniCclStream_t) {
+  DrainDeferred(*Of(comm));  // every call made before it has been entered
   return FromPlugin(Transport(), Transport().barrier(Of(comm)->transport, nullptr), "barrier");
 }
 
 infiniCclResult_t GroupStart() {
   const infiniCclResult_t result =
       FromPlugin(Transport(), Transport().group_start(), "group_start");
-  if (result == infiniCclSuccess) ++t_group_depth;
+  if (result == infiniCclSuccess) ++GroupDepth();
   return result;
 }
 
 infiniCclResult_t GroupEnd() {
-  if (t_group_depth > 0) --t_group_depth;
+  if (GroupDepth() > 0) --GroupDepth();
   infiniCclResult_t result = FromPlugin(Transport(), Transport().group_end(), "group_end");
-  if (t_group_depth > 0) return result;
-  std::vector<GroupedCall> grouped = std::move(t_grouped);
-  t_grouped.clear();
+  if (GroupDepth() > 0) return result;
+  std::vector<GroupedCall> grouped = std::move(GroupedCalls());
+  GroupedCalls().clear();
   // The results to their devices, then wait: the host buffers die here.
   for (GroupedCall& call : grouped) {
     if (result != infiniCclSuccess) break;

@@ -9,9 +9,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "infini/ccl/plugin_abi.h"
 #include "staged_shared_memory.h"
+#include "staged_worker.h"
 
 namespace infini::ccl::internal::staged {
 
@@ -61,6 +63,19 @@ class HostBuffer {
   size_t bytes_ = 0;
 };
 
+// Events for calls in flight: each deferred call's caller records one that
+// the worker's copies wait for, so a call's event cannot be the next one's.
+class EventPool {
+ public:
+  ~EventPool();
+  infiniCclResult_t Take(infiniCclEvent_t* event);
+  void Give(infiniCclEvent_t event);
+
+ private:
+  std::mutex mutex_;
+  std::vector<infiniCclEvent_t> free_;
+};
+
 struct StagedComm {
   infiniCclComm_t transport = nullptr;
   int device = 0;
@@ -74,6 +89,15 @@ struct StagedComm {
   // One call at a time uses the staging area.
   std::mutex calls;
 
+  // Deferred calls (the device plugin's host flags): the caller's stream
+  // waits until `flag` reaches the call's ticket, which `worker` writes
+  // once it has run the call's host part and its copies back are done; the
+  // call returns once that is enqueued. NULL flag: no worker, and each call
+  // returns after its host part (staged_collectives.cc).
+  uint32_t* flag = nullptr;
+  uint32_t issued = 0;  // the last ticket given (by the caller's thread)
+  EventPool ready_events;
+
   // Ranks of one host meet in a shared segment instead of the transport
   // (all_reduce of the types the host reduces): whether they do is found
   // at the first such call.
@@ -86,13 +110,13 @@ struct StagedComm {
   std::atomic<bool> aborting{false};  // comm_abort: waits in the slots end
 
   // Hierarchical all_reduce (staged_hierarchy.h): whether the ranks form
-  // islands is found at the first all_reduce.
-  enum class IslandUse { kUnknown, kOn, kOff };
-  IslandUse islands_use = IslandUse::kUnknown;
+  // islands, settled when the communicator is made.
+  enum class IslandUse { kOn, kOff };
+  IslandUse islands_use = IslandUse::kOff;
   std::shared_ptr<Islands> islands;
 
-  // The first failure in the slots (the transport keeps its own), for
-  // comm_get_async_error.
+  // The first failure of a deferred call or in the slots (the transport
+  // keeps its own), for comm_get_async_error.
   void RecordAsyncError(infiniCclResult_t result, const std::string& message) {
     std::lock_guard<std::mutex> lock(error_mutex);
     if (async_error != infiniCclSuccess) return;
@@ -102,12 +126,21 @@ struct StagedComm {
   std::mutex error_mutex;
   infiniCclResult_t async_error = infiniCclSuccess;
   std::string async_message;
+
+  std::unique_ptr<StagedWorker> worker;  // last: ends before what its jobs use
 };
 
 // A communicator of `transport` staged on the calling thread's current
-// device of Device(); on failure destroys nothing it did not make.
+// device of Device(), its calls deferred to a worker where the device
+// plugin has host flags and `deferred` asks for it; on failure destroys
+// nothing it did not make.
 infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
-                                 StagedComm** made);
+                                 StagedComm** made, bool deferred = true);
+// Returns once every call deferred on `comm` has run (a call that runs on
+// the caller's thread comes after them).
+inline void DrainDeferred(StagedComm& comm) {
+  if (comm.worker) comm.worker->Drain();
+}
 // Waits for the copies in flight, then frees the device objects and the
 // transport communicator (with comm_destroy, or comm_abort when `abort`).
 infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort);

@@ -157,10 +157,10 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
   const infiniCclPlugin_t& device = Device();
   int nranks = 0, rank = 0;
   infiniCclResult_t result = FromPlugin(transport, transport.comm_count(comm.transport, &nranks),
-                                        "all_reduce (finding islands)");
+                                        "comm_init (finding islands)");
   if (result == infiniCclSuccess) {
     result = FromPlugin(transport, transport.comm_user_rank(comm.transport, &rank),
-                        "all_reduce (finding islands)");
+                        "comm_init (finding islands)");
   }
   if (result != infiniCclSuccess || nranks < 2) return result;
 
@@ -169,7 +169,7 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
   result = FromPlugin(transport,
                       transport.all_gather(&mine, all.data(), sizeof(Record),
                                            DLDataType{kDLUInt, 8, 1}, comm.transport, nullptr),
-                      "all_reduce (finding islands)");
+                      "comm_init (finding islands)");
   if (result != infiniCclSuccess) return result;
   for (int r = 0; r < nranks; ++r) {
     if ((all[static_cast<size_t>(r)].flags & kBadThreshold) == 0) continue;
@@ -225,7 +225,7 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
     if (const infiniCclResult_t made = device.get_unique_id(my_id.id, nullptr);
         made != infiniCclSuccess) {
       my_id.failed = 1;
-      FromPlugin(device, made, "all_reduce (island get_unique_id)");
+      FromPlugin(device, made, "comm_init (island get_unique_id)");
       why = LastError();
     }
   }
@@ -233,22 +233,21 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
   result = FromPlugin(transport,
                       transport.all_gather(&my_id, ids.data(), sizeof(IdRecord),
                                            DLDataType{kDLUInt, 8, 1}, comm.transport, nullptr),
-                      "all_reduce (island ids)");
+                      "comm_init (island ids)");
   if (result != infiniCclSuccess) return result;
 
   // The leaders' communicator over the transport (a split every rank joins).
   infiniCclComm_t child = nullptr;
   result = FromPlugin(transport,
                       transport.comm_split(comm.transport, leads ? 0 : -1, rank, &child, nullptr),
-                      "all_reduce (the islands' leaders)");
+                      "comm_init (the islands' leaders)");
   if (result != infiniCclSuccess) return result;
   if (child != nullptr) {
-    if (MakeStagedComm(child, nullptr, &islands->leaders) != infiniCclSuccess) {
+    if (MakeStagedComm(child, nullptr, &islands->leaders, /*deferred=*/false) != infiniCclSuccess) {
       why = LastError();
       transport.comm_destroy(child);
     } else {
-      islands->leaders->timeout_ms = comm.timeout_ms;
-      islands->leaders->islands_use = StagedComm::IslandUse::kOff;  // flat among the leaders
+      islands->leaders->timeout_ms = comm.timeout_ms;  // flat among the leaders
     }
   }
 
@@ -268,7 +267,7 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
     }
     if (joined != infiniCclSuccess) {
       islands->island = nullptr;
-      FromPlugin(device, joined, "all_reduce (island comm_init_rank)");
+      FromPlugin(device, joined, "comm_init (island comm_init_rank)");
       why = LastError();
     }
   }
@@ -282,12 +281,12 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
   result = FromPlugin(transport,
                       transport.all_reduce(&ok, &ok, 1, DLDataType{kDLInt, 32, 1}, infiniCclMin,
                                            comm.transport, nullptr),
-                      "all_reduce (agreeing on the islands)");
+                      "comm_init (agreeing on the islands)");
   *found = std::move(islands);
   if (result != infiniCclSuccess) return result;
   if (ok == 0) {
     return Fail(infiniCclInternalError,
-                "all_reduce: a hierarchical communicator's islands could not be made (" +
+                "comm_init: a hierarchical communicator's islands could not be made (" +
                     (why.empty() ? std::string("on another rank") : why) + "); " +
                     kThresholdVariable + "=never keeps all_reduce flat");
   }
@@ -296,24 +295,26 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
 
 }  // namespace
 
+infiniCclResult_t SettleIslands(StagedComm& comm) {
+  std::shared_ptr<Islands> found;
+  infiniCclResult_t result;
+  {
+    std::lock_guard<std::mutex> lock(comm.calls);
+    result = FindIslands(comm, &found);
+  }
+  comm.islands = std::move(found);
+  if (result != infiniCclSuccess) {
+    FreeIslands(comm, true);
+    comm.islands_use = StagedComm::IslandUse::kOff;
+    return result;
+  }
+  comm.islands_use = comm.islands ? StagedComm::IslandUse::kOn : StagedComm::IslandUse::kOff;
+  return infiniCclSuccess;
+}
+
 infiniCclResult_t ChooseIslands(StagedComm& comm, size_t count, DLDataType dtype,
                                 infiniCclRedOp_t op, bool* chosen) {
   *chosen = false;
-  if (comm.islands_use == StagedComm::IslandUse::kUnknown) {
-    std::shared_ptr<Islands> found;
-    infiniCclResult_t result;
-    {
-      std::lock_guard<std::mutex> lock(comm.calls);
-      result = FindIslands(comm, &found);
-    }
-    comm.islands = std::move(found);
-    if (result != infiniCclSuccess) {
-      FreeIslands(comm, true);
-      comm.islands_use = StagedComm::IslandUse::kOff;
-      return result;
-    }
-    comm.islands_use = comm.islands ? StagedComm::IslandUse::kOn : StagedComm::IslandUse::kOff;
-  }
   if (comm.islands_use != StagedComm::IslandUse::kOn) return infiniCclSuccess;
   const Islands& islands = *comm.islands;
   const size_t bytes = count * ((static_cast<size_t>(dtype.bits) * dtype.lanes + 7) / 8);

@@ -41,10 +41,13 @@ struct Islands {
   std::vector<uint8_t> supported;
 };
 
+// Finds the communicator's islands and makes their communicators, or
+// leaves it flat: collective over the transport, when the communicator is
+// made (so that no collective call waits for it); a failure is the
+// communicator's creation's.
+infiniCclResult_t SettleIslands(StagedComm& comm);
+
 // Whether this all_reduce of `count` elements goes through the islands.
-// A communicator's first all_reduce finds its islands and makes their
-// communicators (collective over the transport, as every rank reaches that
-// call); a failure there is this call's.
 infiniCclResult_t ChooseIslands(StagedComm& comm, size_t count, DLDataType dtype,
                                 infiniCclRedOp_t op, bool* chosen);
 

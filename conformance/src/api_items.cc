@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,6 +50,112 @@ Outcome StreamsAndEvents(RankContext& context) {
   if (!stop.Query()) return Fail("event_query says not done after event_synchronize");
   const float ms = stop.ElapsedMsSince(start);
   if (!(ms >= 0)) return Fail("event_elapsed_ms gave " + std::to_string(ms) + ", expected >= 0");
+  return Pass();
+}
+
+namespace {
+
+// How long a stream held by a flag must stay held, and how long a release
+// may take to show.
+constexpr std::chrono::milliseconds kHeld{300};
+constexpr std::chrono::seconds kReleaseBound{10};
+
+// Writes `value` to `flag` after `delay`, from another thread, as a staged
+// communicator's worker does; joined by the destructor.
+class LateWrite {
+ public:
+  LateWrite(uint32_t* flag, uint32_t value, std::chrono::milliseconds delay)
+      : thread_([flag, value, delay] {
+          std::this_thread::sleep_for(delay);
+          __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+        }) {}
+  ~LateWrite() { thread_.join(); }
+  LateWrite(const LateWrite&) = delete;
+  LateWrite& operator=(const LateWrite&) = delete;
+
+ private:
+  std::thread thread_;
+};
+
+// Milliseconds until `stream`'s work is done, or -1 after kReleaseBound
+// (a stream that never lets go: the waiting thread is left behind).
+int64_t MillisecondsToDrain(const std::shared_ptr<ccl::Stream>& stream) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread([stream, done] {
+    stream->Synchronize();
+    done->store(true);
+  }).detach();
+  while (!done->load()) {
+    if (std::chrono::steady_clock::now() - start > kReleaseBound) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start)
+      .count();
+}
+
+}  // namespace
+
+// Host flags, which a staged communicator's deferred calls stand on: work
+// behind stream_wait_host_flag runs only once the host has written the
+// value (or one after it, counting cyclically past 2^32), and a value
+// already reached holds nothing.
+Outcome HostFlags(RankContext& context) {
+  const infiniCclPlugin_t& plugin = ccl::PluginTable(*context.backend);
+  if (plugin.host_flag_create == nullptr) {
+    return Unsupported("no host flags (optional: staged calls then return after their host part)");
+  }
+  context.ActivateDevice();
+  // Shared with a thread that may outlive this item (MillisecondsToDrain).
+  const auto stream = std::make_shared<ccl::Stream>(context.backend);
+  uint32_t* flag = nullptr;
+  context.backend->Check(plugin.host_flag_create(&flag), "host_flag_create");
+  if (flag == nullptr) return Fail("host_flag_create succeeded and gave no flag");
+  if (*flag != 0) return Fail("a new flag holds " + std::to_string(*flag) + ", expected 0");
+  const DLDataType dtype = ccl::dtype::kInt32;
+  ccl::DeviceBuffer buffer = Upload(context, dtype, std::vector<double>(4, 7));
+  // value: what the stream waits for; from, to: the flag before and after
+  // the late write.
+  const auto held = [&](uint32_t from, uint32_t value, uint32_t to, int fill) {
+    __atomic_store_n(flag, from, __ATOMIC_RELEASE);
+    context.backend->Check(plugin.stream_wait_host_flag(stream->handle(), flag, value),
+                           "stream_wait_host_flag");
+    context.backend->MemsetAsync(buffer.data(), fill, 4 * sizeof(int32_t), *stream);
+    int64_t ms;
+    {
+      LateWrite write(flag, to, kHeld);
+      ms = MillisecondsToDrain(stream);
+    }
+    const std::string waited = "waiting for " + std::to_string(value) + " with the flag at " +
+                               std::to_string(from) + " then " + std::to_string(to);
+    if (ms < 0) return waited + ": the stream was not released";
+    if (ms < kHeld.count() * 2 / 3) {
+      return waited + ": the work behind the wait ran after " + std::to_string(ms) +
+             " ms, before the flag was written";
+    }
+    const std::string filled = Judge({Collective::kBroadcast, dtype, std::nullopt, 4, false}, 1,
+                                     std::vector<double>(4, fill * (1 + 256 + 65536 + 16777216.0)),
+                                     Download(buffer, dtype, 0, 4));
+    return filled.empty() ? std::string() : waited + ": " + filled;
+  };
+  const auto not_held = [&](uint32_t at, uint32_t value) {
+    __atomic_store_n(flag, at, __ATOMIC_RELEASE);
+    context.backend->Check(plugin.stream_wait_host_flag(stream->handle(), flag, value),
+                           "stream_wait_host_flag");
+    const int64_t ms = MillisecondsToDrain(stream);
+    if (ms >= 0) return std::string();
+    return "waiting for " + std::to_string(value) + " with the flag at " + std::to_string(at) +
+           " already: the stream was held";
+  };
+  // In turn, up to the first problem: a stream left held makes the rest moot.
+  std::string wrong = held(0, 1, 1, 1);
+  if (wrong.empty()) wrong = held(0xfffffff0u, 5, 6, 2);  // across the wrap
+  if (wrong.empty()) wrong = not_held(6, 6);
+  if (wrong.empty()) wrong = not_held(6, 0xfffffff0u);  // behind, across the wrap
+  if (wrong.empty()) wrong = not_held(9, 3);
+  if (!wrong.empty()) return Fail(wrong);  // the flag stays: a stream may still wait on it
+  context.backend->Check(plugin.host_flag_destroy(flag), "host_flag_destroy");
   return Pass();
 }
 

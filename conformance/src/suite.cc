@@ -66,6 +66,7 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
   add("runtime/device_count", false, internal::DeviceCount);
   add("runtime/memory", false, internal::Memory);
   add("runtime/streams_and_events", false, internal::StreamsAndEvents);
+  add("runtime/host_flags", false, internal::HostFlags);
   add("init/unique_id_through_store", false, internal::UniqueIdThroughStore);
   add("init/world", false, internal::WorldInit);
   items.back().makes_world = true;

@@ -120,6 +120,7 @@ std::string CheckMembers(RankContext& context, const ccl::Communicator& comm, Po
 Outcome DeviceCount(RankContext& context);
 Outcome Memory(RankContext& context);
 Outcome StreamsAndEvents(RankContext& context);
+Outcome HostFlags(RankContext& context);
 Outcome UniqueIdThroughStore(RankContext& context);
 Outcome WorldInit(RankContext& context);
 Outcome RankAndCount(RankContext& context);

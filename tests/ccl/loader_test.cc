@@ -161,6 +161,14 @@ TEST(PluginLoader, HostRegisterWithoutHostUnregisterIsRefused) {
       << text;
 }
 
+TEST(PluginLoader, HostFlagsWithoutHostFlagDestroyAreRefused) {
+  const std::string text = LoadErrorText(PluginPath("mock_half_host_flag"));
+  EXPECT_NE(text.find("sets only some of the entries host_flag_create, host_flag_destroy, "
+                      "stream_wait_host_flag: expected all of them or none"),
+            std::string::npos)
+      << text;
+}
+
 TEST(PluginLoader, WindowRegisterWithoutWindowDeregisterIsRefused) {
   const std::string text = LoadErrorText(PluginPath("mock_half_window"));
   EXPECT_NE(text.find("has comm_window_register without comm_window_deregister: expected both or "

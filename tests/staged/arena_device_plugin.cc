@@ -38,6 +38,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "arena_island_ccl.h"
 #include "infini/ccl/plugin_abi.h"
@@ -96,7 +97,33 @@ struct CopyCounter {
 
 thread_local std::string t_error;
 thread_local int t_device = 0;
-std::recursive_mutex g_mutex;  // one lock for the arena, streams and events
+std::recursive_mutex g_mutex;       // one lock for the arena, streams and events
+thread_local int t_lock_depth = 0;  // how often this thread holds g_mutex
+
+struct ArenaLock {
+  ArenaLock() {
+    g_mutex.lock();
+    ++t_lock_depth;
+  }
+  ~ArenaLock() {
+    --t_lock_depth;
+    g_mutex.unlock();
+  }
+  ArenaLock(const ArenaLock&) = delete;
+  ArenaLock& operator=(const ArenaLock&) = delete;
+};
+
+// Lets the other threads at the arena for a moment, from wherever this
+// thread holds g_mutex: a stream waiting for a host flag waits for a
+// thread that needs the arena to write it.
+void LetOthersRun() {
+  const int depth = t_lock_depth;
+  for (int held = 0; held < depth; ++held) g_mutex.unlock();
+  t_lock_depth = 0;
+  std::this_thread::sleep_for(std::chrono::microseconds(20));
+  for (int held = 0; held < depth; ++held) g_mutex.lock();
+  t_lock_depth = depth;
+}
 
 infiniCclResult_t Fail(infiniCclResult_t result, std::string message) {
   t_error = std::string(kName) + ": " + std::move(message);
@@ -148,6 +175,9 @@ char* Resolve(const void* pointer, size_t bytes) {
 struct Stream {
   std::deque<std::function<void()>> pending;
   uint64_t enqueued = 0, executed = 0;
+  // A thread runs this stream's wait for a host flag, having let go of the
+  // lock: no other thread runs the work behind it meanwhile.
+  bool parked = false;
 };
 
 Stream g_default_stream;
@@ -159,6 +189,10 @@ Stream* Of(infiniCclStream_t stream) {
 // Runs `stream`'s work up to its `upto`-th call.
 void Drain(Stream* stream, uint64_t upto) {
   while (stream->executed < upto && !stream->pending.empty()) {
+    if (stream->parked) {
+      LetOthersRun();
+      continue;
+    }
     std::function<void()> work = std::move(stream->pending.front());
     stream->pending.pop_front();
     ++stream->executed;
@@ -218,7 +252,7 @@ infiniCclResult_t GetDevice(int* device) {
 }
 
 infiniCclResult_t MemAlloc(void** pointer, size_t bytes) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   *pointer = nullptr;
   if (bytes == 0) return infiniCclSuccess;
   Arena& arena = GetArena();
@@ -240,7 +274,7 @@ infiniCclResult_t MemAlloc(void** pointer, size_t bytes) {
 }
 
 infiniCclResult_t MemFree(void* pointer) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   if (pointer == nullptr) return infiniCclSuccess;
   if (!IsDevice(pointer) ||
       GetArena().used.erase(reinterpret_cast<uintptr_t>(pointer) - kBase) == 0) {
@@ -261,7 +295,7 @@ bool IsRegistered(const void* pointer, size_t bytes) {
 // Registration changes no byte a copy moves; it is only counted. Overlaps
 // and host_unregister of an unknown pointer are refused, as CUDA does.
 infiniCclResult_t HostRegister(void* pointer, size_t bytes) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   const auto start = reinterpret_cast<uintptr_t>(pointer);
   if (pointer == nullptr || bytes == 0 || IsDevice(pointer)) {
     return Fail(infiniCclInvalidArgument, "host_register: expected a host range of bytes > 0");
@@ -278,7 +312,7 @@ infiniCclResult_t HostRegister(void* pointer, size_t bytes) {
 }
 
 infiniCclResult_t HostUnregister(void* pointer) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   if (g_registered.erase(reinterpret_cast<uintptr_t>(pointer)) == 0) {
     return Fail(infiniCclInvalidArgument, "host_unregister: not a registered pointer");
   }
@@ -287,7 +321,7 @@ infiniCclResult_t HostUnregister(void* pointer) {
 
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
                               infiniCclStream_t stream) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   const bool device_src =
       kind == infiniCclMemcpyDeviceToHost || kind == infiniCclMemcpyDeviceToDevice;
   const bool device_dst =
@@ -315,7 +349,7 @@ infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCc
 }
 
 infiniCclResult_t MemsetAsync(void* pointer, int value, size_t bytes, infiniCclStream_t stream) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   if (bytes > 0 && Resolve(pointer, bytes) == nullptr) {
     return Fail(infiniCclInvalidArgument, "memset_async: not an arena range");
   }
@@ -330,12 +364,12 @@ infiniCclResult_t StreamCreate(infiniCclStream_t* stream) {
   return infiniCclSuccess;
 }
 infiniCclResult_t StreamSynchronize(infiniCclStream_t stream) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   Drain(Of(stream), Of(stream)->enqueued);
   return infiniCclSuccess;
 }
 infiniCclResult_t StreamDestroy(infiniCclStream_t stream) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   // Drained and kept: a stream that waits on one of its events may still
   // name it (a test plugin's streams are few).
   return StreamSynchronize(stream);
@@ -348,7 +382,7 @@ infiniCclResult_t EventCreate(infiniCclEvent_t* event) {
 Event* Of(infiniCclEvent_t event) { return reinterpret_cast<Event*>(event); }
 
 infiniCclResult_t EventRecord(infiniCclEvent_t handle, infiniCclStream_t stream) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   Event* event = Of(handle);
   Stream* on = Of(stream);
   event->stream = on;
@@ -361,7 +395,7 @@ infiniCclResult_t EventRecord(infiniCclEvent_t handle, infiniCclStream_t stream)
   return infiniCclSuccess;
 }
 infiniCclResult_t EventSynchronize(infiniCclEvent_t handle) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   Event* event = Of(handle);
   if (event->stream != nullptr) Drain(event->stream, event->point);
   return infiniCclSuccess;
@@ -372,13 +406,13 @@ infiniCclResult_t EventQuery(infiniCclEvent_t handle, int* done) {
   return infiniCclSuccess;
 }
 infiniCclResult_t EventDestroy(infiniCclEvent_t handle) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   EventSynchronize(handle);  // its record is queued work that names it
   delete Of(handle);
   return infiniCclSuccess;
 }
 infiniCclResult_t StreamWaitEvent(infiniCclStream_t stream, infiniCclEvent_t handle) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   const Event* event = Of(handle);
   if (event->stream == nullptr) return infiniCclSuccess;  // never recorded: nothing to wait for
   Stream* other = event->stream;
@@ -386,8 +420,47 @@ infiniCclResult_t StreamWaitEvent(infiniCclStream_t stream, infiniCclEvent_t han
   Enqueue(Of(stream), [other, point] { Drain(other, point); });
   return infiniCclSuccess;
 }
+// A host flag is a plain word of host memory: the arena's "device" is
+// this process. ARENA_NO_HOST_FLAGS=1 refuses to make one, so a staged
+// communicator falls back to returning after its host part.
+infiniCclResult_t HostFlagCreate(uint32_t** flag) {
+  if (flag == nullptr) return Fail(infiniCclInvalidArgument, "host_flag_create: flag is NULL");
+  *flag = nullptr;
+  const char* refuse = std::getenv("ARENA_NO_HOST_FLAGS");
+  if (refuse != nullptr && std::string(refuse) == "1") {
+    return Fail(infiniCclUnsupported, "host_flag_create: refused (ARENA_NO_HOST_FLAGS=1)");
+  }
+  *flag = new uint32_t(0);
+  return infiniCclSuccess;
+}
+infiniCclResult_t HostFlagDestroy(uint32_t* flag) {
+  delete flag;
+  return infiniCclSuccess;
+}
+infiniCclResult_t StreamWaitHostFlag(infiniCclStream_t handle, const uint32_t* flag,
+                                     uint32_t value) {
+  if (flag == nullptr) return Fail(infiniCclInvalidArgument, "stream_wait_host_flag: flag is NULL");
+  // ARENA_HOST_FLAGS_IGNORED=1: a broken plugin whose waits hold nothing,
+  // which the conformance suite must fail.
+  static const bool ignored = [] {
+    const char* text = std::getenv("ARENA_HOST_FLAGS_IGNORED");
+    return text != nullptr && std::string(text) == "1";
+  }();
+  if (ignored) return infiniCclSuccess;
+  ArenaLock lock;
+  Stream* stream = Of(handle);
+  Enqueue(stream, [stream, flag, value] {
+    stream->parked = true;
+    while (static_cast<int32_t>(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) < 0) {
+      LetOthersRun();
+    }
+    stream->parked = false;
+  });
+  return infiniCclSuccess;
+}
+
 infiniCclResult_t EventElapsedMs(infiniCclEvent_t start, infiniCclEvent_t end, float* ms) {
-  std::lock_guard<std::recursive_mutex> lock(g_mutex);
+  ArenaLock lock;
   if (!Of(start)->reached || !Of(end)->reached) {
     return Fail(infiniCclInvalidUsage, "event_elapsed_ms: an event has not completed");
   }
@@ -455,7 +528,7 @@ infiniCclResult_t Island(arena_island::Kind kind, const void* send, void* recv, 
   const char* from = nullptr;
   char* to = nullptr;
   {
-    std::lock_guard<std::recursive_mutex> lock(g_mutex);
+    ArenaLock lock;
     Drain(Of(stream), Of(stream)->enqueued);
     from = reads ? Resolve(send, bytes) : nullptr;
     to = writes ? Resolve(recv, bytes) : nullptr;
@@ -573,4 +646,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .get_link_bandwidth = nullptr,
     .host_register = HostRegister,
     .host_unregister = HostUnregister,
+    .host_flag_create = HostFlagCreate,
+    .host_flag_destroy = HostFlagDestroy,
+    .stream_wait_host_flag = StreamWaitHostFlag,
 };

@@ -118,6 +118,20 @@ TEST(StagedRun, ABadSharedMemorySettingIsOneLine) {
       << run.output;
 }
 
+// A device whose stream_wait_host_flag holds nothing: deferred staged calls
+// would hand the caller's stream results not yet there (whether a given
+// collective then reads old bytes is a race). The runtime item says so
+// every time.
+TEST(StagedRun, ADeviceWhoseHostFlagsHoldNothingFails) {
+  const RunResult run =
+      RunCommand(std::string("env ARENA_HOST_FLAGS_IGNORED=1 ") + INFINI_RUN_PATH +
+                 " --ccl_backend=gloo --device_backend=" + ARENA_PLUGIN_PATH +
+                 " --nproc_per_node=2 -- " + CCL_CONFORMANCE_PATH + " --filter=runtime/host_flags");
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(VerdictOf(Rows(run.output), "runtime/host_flags"), "FAIL") << run.output;
+  EXPECT_NE(run.output.find("before the flag was written"), std::string::npos) << run.output;
+}
+
 // Issue 33 item 3, flat staging: local ranks 0 and 1 on one arena device,
 // 2 on another plugin's device (arenab: other addresses, other alignment),
 // 3 on host buffers, in one gloo communicator. Also the four-rank case of

@@ -1,5 +1,8 @@
 #include "device_runtime.h"
 
+#include <cuda.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -176,6 +179,74 @@ infiniCclResult_t HostRegister(void* ptr, size_t bytes) {
 infiniCclResult_t HostUnregister(void* ptr) {
   if (ptr == nullptr) return Fail(infiniCclInvalidArgument, "host_unregister: ptr is NULL");
   return CheckCuda(cudaHostUnregister(ptr), "host_unregister: cudaHostUnregister");
+}
+
+// The flag is mapped pinned memory, so the GPU's front end reads the host's
+// stores through the bus; Portable: every device's context in this process
+// may wait on it.
+infiniCclResult_t HostFlagCreate(uint32_t** flag) {
+  if (flag == nullptr) return Fail(infiniCclInvalidArgument, "host_flag_create: flag is NULL");
+  *flag = nullptr;
+  void* memory = nullptr;
+  CCLCHECK(CheckCuda(
+      cudaHostAlloc(&memory, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable),
+      "host_flag_create: cudaHostAlloc"));
+  *flag = static_cast<uint32_t*>(memory);
+  __atomic_store_n(*flag, 0u, __ATOMIC_RELEASE);
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t HostFlagDestroy(uint32_t* flag) {
+  if (flag == nullptr) return infiniCclSuccess;
+  return CheckCuda(cudaFreeHost(flag), "host_flag_destroy: cudaFreeHost");
+}
+
+namespace {
+
+// cuStreamWaitValue32 is a driver entry the runtime does not wrap: found
+// once through the runtime, so the plugin does not link libcuda itself.
+using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+StreamWaitValue32 FindStreamWaitValue32(std::string* why) {
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+  const cudaError_t error = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &entry, 12000,
+                                                             cudaEnableDefault, &found);
+#else
+  const cudaError_t error =
+      cudaGetDriverEntryPoint("cuStreamWaitValue32", &entry, cudaEnableDefault, &found);
+#endif
+  if (error != cudaSuccess || found != cudaDriverEntryPointSuccess || entry == nullptr) {
+    cudaGetLastError();
+    *why = "the driver has no cuStreamWaitValue32 (" +
+           std::string(error != cudaSuccess ? cudaGetErrorName(error) : "symbol not found") + ")";
+    return nullptr;
+  }
+  return reinterpret_cast<StreamWaitValue32>(entry);
+}
+
+}  // namespace
+
+infiniCclResult_t StreamWaitHostFlag(infiniCclStream_t stream, const uint32_t* flag,
+                                     uint32_t value) {
+  static std::string why_missing;
+  static const StreamWaitValue32 wait = FindStreamWaitValue32(&why_missing);
+  if (wait == nullptr) return Fail(infiniCclSystemError, "stream_wait_host_flag: " + why_missing);
+  if (flag == nullptr) return Fail(infiniCclInvalidArgument, "stream_wait_host_flag: flag is NULL");
+  CCLCHECK(RequireDevice("stream_wait_host_flag"));
+  void* mapped = nullptr;
+  CCLCHECK(CheckCuda(cudaHostGetDevicePointer(&mapped, const_cast<uint32_t*>(flag), 0),
+                     "stream_wait_host_flag: cudaHostGetDevicePointer (not a host flag?)"));
+  const CUresult result =
+      wait(reinterpret_cast<CUstream>(ToCuda(stream)), reinterpret_cast<CUdeviceptr>(mapped), value,
+           CU_STREAM_WAIT_VALUE_GEQ);
+  if (result != CUDA_SUCCESS) {
+    return Fail(infiniCclUnhandledDeviceError,
+                "stream_wait_host_flag: cuStreamWaitValue32 failed with CUresult " +
+                    std::to_string(static_cast<int>(result)));
+  }
+  return infiniCclSuccess;
 }
 
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,

@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <string_view>
 
 #include "infini/ccl/plugin_abi.h"
@@ -40,6 +41,10 @@ infiniCclResult_t MemAlloc(void** ptr, size_t bytes);
 infiniCclResult_t MemFree(void* ptr);
 infiniCclResult_t HostRegister(void* ptr, size_t bytes);
 infiniCclResult_t HostUnregister(void* ptr);
+infiniCclResult_t HostFlagCreate(uint32_t** flag);
+infiniCclResult_t HostFlagDestroy(uint32_t* flag);
+infiniCclResult_t StreamWaitHostFlag(infiniCclStream_t stream, const uint32_t* flag,
+                                     uint32_t value);
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
                               infiniCclStream_t stream);
 infiniCclResult_t MemsetAsync(void* ptr, int value, size_t bytes, infiniCclStream_t stream);

@@ -172,6 +172,9 @@ __attribute__((visibility("default"))) infiniCclPlugin_v2_t infiniCclPlugin_v2 =
     .get_link_bandwidth = &nccl::Exported<&nccl::GetLinkBandwidth>::Call,
     .host_register = &nccl::Exported<&nccl::HostRegister>::Call,
     .host_unregister = &nccl::Exported<&nccl::HostUnregister>::Call,
+    .host_flag_create = &nccl::Exported<&nccl::HostFlagCreate>::Call,
+    .host_flag_destroy = &nccl::Exported<&nccl::HostFlagDestroy>::Call,
+    .stream_wait_host_flag = &nccl::Exported<&nccl::StreamWaitHostFlag>::Call,
 };
 }  // extern "C"
 

@@ -262,4 +262,10 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     // copy at full speed; both or neither.
     .host_register = nullptr,
     .host_unregister = nullptr,
+    // Optional: a stream that waits for a word of host memory (the vendor's
+    // cuStreamWaitValue32), so staged collectives return once enqueued;
+    // all three or none.
+    .host_flag_create = nullptr,
+    .host_flag_destroy = nullptr,
+    .stream_wait_host_flag = nullptr,
 };

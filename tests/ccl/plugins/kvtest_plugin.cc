@@ -1100,4 +1100,7 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .get_link_bandwidth = nullptr,
     .host_register = nullptr,
     .host_unregister = nullptr,
+    .host_flag_create = nullptr,
+    .host_flag_destroy = nullptr,
+    .stream_wait_host_flag = nullptr,
 };

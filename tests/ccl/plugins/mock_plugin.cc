@@ -20,7 +20,9 @@
 // it cannot have; MOCK_HALF_REGISTER has comm_register without
 // comm_deregister, MOCK_HALF_WINDOW comm_window_register without
 // comm_window_deregister, MOCK_HALF_HOST_REGISTER host_register without
-// host_unregister (the host must refuse the table). MOCK_NO_GROUP
+// host_unregister, MOCK_HALF_HOST_FLAG host_flag_create and
+// stream_wait_host_flag without host_flag_destroy (the host must refuse
+// the table). MOCK_NO_GROUP
 // has no group entries; MOCK_FEATURES overrides the declared features and
 // MOCK_NO_ABORT leaves comm_abort NULL (declared-but-missing tables).
 #ifdef MOCK_V1
@@ -379,30 +381,32 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRU
 #define MOCK_TABLE_NAME infiniCclPlugin_v2
 #endif
 
-#define MOCK_V2_TABLE                                                                              \
-  {                                                                                                \
-    .struct_size = MOCK_STRUCT_SIZE, .abi_version = MOCK_ABI_VERSION, .name = "mock",              \
-    .get_version = GetVersion, .get_error_string = ErrorString, .get_last_error = LastError,       \
-    .features = MOCK_FEATURES, .supports = Supports, .device_type = kDLCPU,                        \
-    .device_vendor = "host", .device_kind = "CPU", .visible_devices_env = "MOCK_VISIBLE_DEVICES",  \
-    .get_device_count = DeviceCount, .set_device = SetDevice, .get_device = GetDevice,             \
-    .mem_alloc = MemAlloc, .mem_free = MemFree, .memcpy_async = Memcpy, .memset_async = Memset,    \
-    .stream_create = StreamCreate, .stream_destroy = StreamOp, .stream_synchronize = StreamOp,     \
-    .stream_wait_event = StreamWait, .event_create = EventCreate, .event_destroy = EventOp,        \
-    .event_record = EventRecord, .event_query = EventQuery, .event_synchronize = EventOp,          \
-    .event_elapsed_ms = EventElapsed, .unique_id_bytes = kMockIdBytes, .get_unique_id = UniqueId,  \
-    .comm_init_rank = InitRank, .comm_init_ranks = nullptr, .comm_split = Split,                   \
-    .comm_destroy = Destroy, .comm_abort = MOCK_ABORT, .comm_get_async_error = AsyncError,         \
-    .comm_count = Count, .comm_user_rank = UserRank, .group_start = MOCK_GROUP,                    \
-    .group_end = MOCK_GROUP, .all_reduce = MOCK_ALL_REDUCE, .broadcast = Broadcast,                \
-    .reduce = Reduce, .all_gather = Gather, .reduce_scatter = ReduceScatter, .send = Send,         \
-    .recv = Recv, .all_to_all = nullptr, .barrier = Barrier, .all_to_all_v = nullptr,              \
-    .all_gather_v = nullptr, .reduce_scatter_v = nullptr, .gather = nullptr, .scatter = nullptr,   \
-    .stream_begin_capture = nullptr, .stream_end_capture = nullptr, .graph_launch = nullptr,       \
-    .graph_destroy = nullptr, .init = Init, .comm_shrink = Shrink, .comm_revoke = Revoke,          \
-    .comm_register = MOCK_REGISTER, .comm_deregister = nullptr,                                    \
-    .comm_window_register = MOCK_WINDOW_REGISTER, .comm_window_deregister = nullptr,               \
-    .get_link_bandwidth = nullptr, .host_register = MOCK_HOST_REGISTER, .host_unregister = nullptr \
+#define MOCK_V2_TABLE                                                                             \
+  {                                                                                               \
+    .struct_size = MOCK_STRUCT_SIZE, .abi_version = MOCK_ABI_VERSION, .name = "mock",             \
+    .get_version = GetVersion, .get_error_string = ErrorString, .get_last_error = LastError,      \
+    .features = MOCK_FEATURES, .supports = Supports, .device_type = kDLCPU,                       \
+    .device_vendor = "host", .device_kind = "CPU", .visible_devices_env = "MOCK_VISIBLE_DEVICES", \
+    .get_device_count = DeviceCount, .set_device = SetDevice, .get_device = GetDevice,            \
+    .mem_alloc = MemAlloc, .mem_free = MemFree, .memcpy_async = Memcpy, .memset_async = Memset,   \
+    .stream_create = StreamCreate, .stream_destroy = StreamOp, .stream_synchronize = StreamOp,    \
+    .stream_wait_event = StreamWait, .event_create = EventCreate, .event_destroy = EventOp,       \
+    .event_record = EventRecord, .event_query = EventQuery, .event_synchronize = EventOp,         \
+    .event_elapsed_ms = EventElapsed, .unique_id_bytes = kMockIdBytes, .get_unique_id = UniqueId, \
+    .comm_init_rank = InitRank, .comm_init_ranks = nullptr, .comm_split = Split,                  \
+    .comm_destroy = Destroy, .comm_abort = MOCK_ABORT, .comm_get_async_error = AsyncError,        \
+    .comm_count = Count, .comm_user_rank = UserRank, .group_start = MOCK_GROUP,                   \
+    .group_end = MOCK_GROUP, .all_reduce = MOCK_ALL_REDUCE, .broadcast = Broadcast,               \
+    .reduce = Reduce, .all_gather = Gather, .reduce_scatter = ReduceScatter, .send = Send,        \
+    .recv = Recv, .all_to_all = nullptr, .barrier = Barrier, .all_to_all_v = nullptr,             \
+    .all_gather_v = nullptr, .reduce_scatter_v = nullptr, .gather = nullptr, .scatter = nullptr,  \
+    .stream_begin_capture = nullptr, .stream_end_capture = nullptr, .graph_launch = nullptr,      \
+    .graph_destroy = nullptr, .init = Init, .comm_shrink = Shrink, .comm_revoke = Revoke,         \
+    .comm_register = MOCK_REGISTER, .comm_deregister = nullptr,                                   \
+    .comm_window_register = MOCK_WINDOW_REGISTER, .comm_window_deregister = nullptr,              \
+    .get_link_bandwidth = nullptr, .host_register = MOCK_HOST_REGISTER,                           \
+    .host_unregister = nullptr, .host_flag_create = MOCK_HOST_FLAG_CREATE,                        \
+    .host_flag_destroy = nullptr, .stream_wait_host_flag = MOCK_STREAM_WAIT_HOST_FLAG             \
   }
 #ifdef MOCK_HALF_REGISTER
 infiniCclResult_t HalfRegister(infiniCclComm_t, void*, size_t, void**) { return infiniCclSuccess; }
@@ -423,6 +427,17 @@ infiniCclResult_t HalfHostRegister(void*, size_t) { return infiniCclSuccess; }
 #define MOCK_HOST_REGISTER HalfHostRegister
 #else
 #define MOCK_HOST_REGISTER nullptr
+#endif
+#ifdef MOCK_HALF_HOST_FLAG
+infiniCclResult_t HalfFlagCreate(uint32_t**) { return infiniCclSuccess; }
+infiniCclResult_t HalfWaitFlag(infiniCclStream_t, const uint32_t*, uint32_t) {
+  return infiniCclSuccess;
+}
+#define MOCK_HOST_FLAG_CREATE HalfFlagCreate
+#define MOCK_STREAM_WAIT_HOST_FLAG HalfWaitFlag
+#else
+#define MOCK_HOST_FLAG_CREATE nullptr
+#define MOCK_STREAM_WAIT_HOST_FLAG nullptr
 #endif
 #ifndef MOCK_FEATURES
 #define MOCK_FEATURES INFINI_CCL_FEATURE_NONBLOCKING

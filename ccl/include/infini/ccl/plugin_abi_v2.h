@@ -1,5 +1,6 @@
 /*
  * InfiniCCL plugin ABI, version 2.
+ * Longer than 600 lines: one versioned table, which a porter reads whole.
  *
  * Shaped by the libraries a port wraps (NCCL, RCCL, HCCL, CNCL, BKCL, MCCL,
  * oneCCL), not by NCCL alone. What v2 adds over v1, and why:
@@ -554,6 +555,26 @@ typedef struct {
    * with pageable memory when it fails). Both set or both NULL. Optional. */
   infiniCclResult_t (*host_register)(void* ptr, size_t bytes);
   infiniCclResult_t (*host_unregister)(void* ptr);
+
+  /* ---- Streams that wait for the host (appended after host_unregister) ---
+   * Model: cuStreamWaitValue32 with CU_STREAM_WAIT_VALUE_GEQ on host memory
+   * mapped for the device (hipStreamWaitValue32 on ROCm).
+   * host_flag_create: *flag = a 32-bit word of host memory, zero, that any
+   * host thread may write (an atomic release store) and that every device
+   * of this backend in this process can read. host_flag_destroy frees it,
+   * once no stream waits on it any more.
+   * stream_wait_host_flag: work enqueued on `stream` after this call runs
+   * only once (int32_t)(*flag - value) >= 0 (a cyclic comparison, so a
+   * counter may wrap), without blocking the calling thread; a stream may
+   * wait on a flag that another thread writes later.
+   * The host uses them so that a staged collective returns as soon as it
+   * is enqueued: a thread of the communicator runs the host part and
+   * releases the caller's stream by writing the flag. All three or none.
+   * Optional: without them a staged call returns after its host part. */
+  infiniCclResult_t (*host_flag_create)(uint32_t** flag);
+  infiniCclResult_t (*host_flag_destroy)(uint32_t* flag);
+  infiniCclResult_t (*stream_wait_host_flag)(infiniCclStream_t stream, const uint32_t* flag,
+                                             uint32_t value);
 } infiniCclPlugin_v2_t;
 
 /* comm_shrink's flags. */
@@ -583,6 +604,10 @@ typedef struct {
 /* Likewise host_register and host_unregister. */
 #define INFINI_CCL_PLUGIN_V2_HOST_REGISTER_SIZE \
   INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, host_unregister)
+
+/* Likewise host_flag_create, host_flag_destroy and stream_wait_host_flag. */
+#define INFINI_CCL_PLUGIN_V2_HOST_FLAG_SIZE \
+  INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, stream_wait_host_flag)
 
 /* The smallest v2 table the host accepts: up to the last required entry.
  * Entries after it that an older v2 plugin's table lacks count as NULL. */
