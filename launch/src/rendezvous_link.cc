@@ -201,6 +201,7 @@ std::optional<std::string> RendezvousLink::PublishNodeLoss(const LostNode& node,
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  slots.Update(store);  // a replacement that took the slot since the last read owns other ranks
   const loss_notice::LossNotice notice{slots.RanksOf(node.node_rank), now, how};
   ShrinkSettings settings = ranks_store;
   settings.key_namespace += "/" + std::to_string(attempt);
