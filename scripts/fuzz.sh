@@ -13,7 +13,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 seconds=${1:-60}
 build_dir=${FUZZ_BUILD_DIR:-$here/build-fuzz}
 jobs=${JOBS:-$(nproc)}
-harnesses=(store_frame_fuzz store_table_fuzz store_server_fuzz command_line_fuzz env_reader_fuzz)
+harnesses=(store_frame_fuzz store_table_fuzz store_server_fuzz command_line_fuzz env_reader_fuzz
+  run_record_fuzz)
 
 case "$seconds" in
   '' | *[!0-9]*) echo "fuzz.sh: seconds='$seconds': expected a whole number of seconds" >&2; exit 2 ;;

@@ -44,44 +44,38 @@ constexpr milliseconds kWriteFlushBound{2000};
 // connection; past it the rank's request fails (the launcher sees the loss).
 constexpr milliseconds kRelayConnectTimeout{10000};
 // Poll step of the supervising thread's waits: signals are seen at once
-// (the signal pipe wakes the poll), snapshots within this.
+// (the signal pipe wakes the poll), and so is the link's next snapshot
+// (its read_fd); anything else within this.
 constexpr milliseconds kWaitStep{20};
 
-// Sleeps up to `duration`, waking (and throwing) on SIGINT/SIGTERM/SIGHUP.
-void SleepUnlessSignalled(milliseconds duration) {
-  pollfd entry{SignalWatcher::fd(), POLLIN, 0};
-  if (poll(&entry, 1, static_cast<int>(duration.count())) > 0) {
-    for (int signal_number : SignalWatcher::TakeSignals()) {
-      if (SignalWatcher::StopsTheLauncher(signal_number)) throw Interrupted(signal_number);
-    }
+// Sleeps up to `duration`, waking on the link's next snapshot (`link_fd`)
+// and (throwing) on SIGINT/SIGTERM/SIGHUP.
+void SleepUnlessSignalled(milliseconds duration, int link_fd = -1) {
+  pollfd entries[2] = {{SignalWatcher::fd(), POLLIN, 0}, {link_fd, POLLIN, 0}};
+  if (poll(entries, 2, static_cast<int>(duration.count())) <= 0) return;
+  uint64_t snapshots;  // drained: the next wait sleeps until the next snapshot
+  if ((entries[1].revents & POLLIN) && ::read(link_fd, &snapshots, sizeof(snapshots)) < 0) {
+  }
+  if (!(entries[0].revents & POLLIN)) return;
+  for (int signal_number : SignalWatcher::TakeSignals()) {
+    if (SignalWatcher::StopsTheLauncher(signal_number)) throw Interrupted(signal_number);
   }
 }
 
 }  // namespace
 
-std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& options) {
+std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& given) {
   std::unique_ptr<NodeRendezvous> node(new NodeRendezvous());
-  node->options_ = options;
+  LaunchOptions options = given;
   if (!options.multi_node()) {
-    // Ranks are local: the store and MASTER_ADDR are loopback.
-    TcpStoreServerOptions server_options;
-    server_options.host = "127.0.0.1";
-    server_options.port = options.rendezvous_port;
-    server_options.token = options.run_token;
-    try {
-      node->local_server_ = TcpStoreServer::Start(server_options);
-    } catch (const StoreError& error) {
-      throw LaunchError("cannot host the launcher's store on 127.0.0.1:" +
-                        std::to_string(options.rendezvous_port) +
-                        " (--rdzv_endpoint/--master_port): " + error.what());
-    }
-    node->world_.node_rank = 0;
-    node->world_.store_addr = "127.0.0.1";
-    node->world_.store_port = node->local_server_->port();
-    node->world_.master_addr = "127.0.0.1";
-    node->world_.master_port = PickFreePort("127.0.0.1");
-    return node;
+    // A run of one node, node 0 of the same protocol on its own TCP store:
+    // its ranks, store and MASTER_ADDR are loopback, nothing is relayed.
+    options.rendezvous_on_etcd = false;
+    options.rendezvous_host = "127.0.0.1";
+    options.local_addr.clear();
+    options.relay_store = false;
   }
+  node->options_ = options;
   node->handler_ = MakeRendezvousHandler(options);
   try {
     node->world_ = JoinRound(*node->handler_, options);
@@ -149,12 +143,9 @@ rendezvous::RelayCounts NodeRendezvous::relay_counts() const {
   return relay_ ? relay_->relay_counts() : rendezvous::RelayCounts{};
 }
 
-void NodeRendezvous::StartLink() {
-  if (link_) link_->Start();
-}
+void NodeRendezvous::StartLink() { link_->Start(); }
 
 void NodeRendezvous::JoinRunningAttempt(int attempt) {
-  if (!link_) return;
   {
     std::lock_guard lock(link_->mutex);
     link_->watched_attempt = attempt;
@@ -167,25 +158,28 @@ void NodeRendezvous::JoinRunningAttempt(int attempt) {
 }
 
 void NodeRendezvous::PublishJoin(const loss_notice::LossNotice& join) {
-  if (!link_) return;
   const NodeJoinEntry entry{world_.node_rank, NodeIdentity(), HostName(), join};
   link_->Post([entry](Store& store) { AppendNodeJoin(store, entry); });
   // Written before the ranks start: a loss of this node from then on is
   // published with these ranks.
-  const auto deadline = Clock::now() + kWriteFlushBound;
-  while (Clock::now() < deadline) {
-    {
-      std::lock_guard lock(link_->mutex);
-      if (!link_->lost.empty()) break;
-      if (link_->Flushed()) return;
-    }
-    SleepUnlessSignalled(kWaitStep);
-  }
+  if (WaitForLink(kWriteFlushBound, [this] { return link_->Flushed(); })) return;
   throw LaunchError(LostMessage("telling the other nodes which ranks this node took"));
 }
 
+bool NodeRendezvous::WaitForLink(milliseconds bound, const std::function<bool()>& done) {
+  const auto deadline = Clock::now() + bound;
+  while (Clock::now() < deadline) {
+    {
+      std::lock_guard lock(link_->mutex);
+      if (!link_->lost.empty()) return false;
+      if (done()) return true;
+    }
+    SleepUnlessSignalled(kWaitStep, link_->read_fd);
+  }
+  return false;
+}
+
 void NodeRendezvous::SayNews() {
-  if (!link_) return;
   std::vector<std::string> lines;
   {
     std::lock_guard lock(link_->mutex);
@@ -195,13 +189,13 @@ void NodeRendezvous::SayNews() {
 }
 
 std::vector<std::string> NodeRendezvous::NodeLossLines() {
-  if (!link_) return {};
   std::lock_guard lock(link_->mutex);
   return link_->node_loss_lines;
 }
 
 NodeRendezvous::~NodeRendezvous() {
-  // The link ends before the relay (its counts are logged last).
+  // The link ends before the relay (its counts are logged last); there is
+  // none when joining failed.
   if (link_) Leave();
   if (relay_) {
     const rendezvous::RelayCounts counts = relay_->relay_counts();
@@ -228,15 +222,9 @@ void NodeRendezvous::Leave() {
   }
   // Bounded, and a signal cuts it short: the process is ending. The host
   // keeps its store up until every node has read the outcome and left.
-  const auto deadline = Clock::now() + (hosts ? kHostLinger : kWriteFlushBound);
   try {
-    while (Clock::now() < deadline) {
-      {
-        std::lock_guard lock(link_->mutex);
-        if (!link_->lost.empty() || (link_->Flushed() && (!hosts || link_->all_left))) break;
-      }
-      SleepUnlessSignalled(kWaitStep);
-    }
+    WaitForLink(hosts ? kHostLinger : kWriteFlushBound,
+                [&] { return link_->Flushed() && (!hosts || link_->all_left); });
   } catch (const Interrupted&) {
   }
   if (hosts) RemoveRun();
@@ -252,15 +240,8 @@ void NodeRendezvous::Leave() {
 // leases. Through the link thread, which owns the connection.
 void NodeRendezvous::RemoveRun() {
   link_->Post([handler = handler_](Store&) { handler->RemoveRun(); });
-  const auto deadline = Clock::now() + kWriteFlushBound;
   try {
-    while (Clock::now() < deadline) {
-      {
-        std::lock_guard lock(link_->mutex);
-        if (!link_->lost.empty() || link_->Flushed()) return;
-      }
-      SleepUnlessSignalled(kWaitStep);
-    }
+    WaitForLink(kWriteFlushBound, [this] { return link_->Flushed(); });
   } catch (const Interrupted&) {
   }
 }
@@ -278,7 +259,7 @@ std::string NodeRendezvous::StoreLossNote() const {
 }
 
 std::optional<PeerFailure> NodeRendezvous::MembershipChanged() {
-  if (!link_ || !options_.elastic()) return std::nullopt;
+  if (!options_.elastic()) return std::nullopt;
   std::lock_guard lock(link_->mutex);
   if (link_->reopen) return link_->reopen;
   // A count would include members already gone ahead to the next round.
@@ -338,13 +319,12 @@ int NodeRendezvous::NextRound(int next_attempt) {
       std::lock_guard lock(link_->mutex);
       if (!link_->lost.empty()) break;
     }
-    SleepUnlessSignalled(kWaitStep);
+    SleepUnlessSignalled(kWaitStep, link_->read_fd);
   }
   throw LaunchError(LostMessage("meeting the other nodes again"));
 }
 
 bool NodeRendezvous::WaitAllNodesReady(int attempt) {
-  if (!link_) return true;
   {
     std::lock_guard lock(link_->mutex);
     link_->watched_attempt = attempt;
@@ -408,19 +388,17 @@ bool NodeRendezvous::WaitAllNodesReady(int attempt) {
       });
       missing_node = -1;
     }
-    SleepUnlessSignalled(kWaitStep);
+    SleepUnlessSignalled(kWaitStep, link_->read_fd);
   }
   throw LaunchError(LostMessage(doing));
 }
 
 std::optional<PeerFailure> NodeRendezvous::PeerFailed() {
-  if (!link_) return std::nullopt;
   std::lock_guard lock(link_->mutex);
   return link_->failure;
 }
 
 std::optional<RunEvent> NodeRendezvous::EventSeen(int attempt) {
-  if (!link_) return std::nullopt;
   if (std::optional<PeerFailure> failure = PeerFailed()) {
     return RunEvent{decisions::Event::kPeerFailed, failure, "", failure->exit_status};
   }
@@ -453,26 +431,19 @@ std::optional<RunEvent> NodeRendezvous::LossBehindRankFailure(milliseconds grace
   while (Clock::now() < deadline) {
     if (MembershipChanged()) return MembershipEvent(false);
     if (PeerFailed() || !StoreLost().empty()) return std::nullopt;
-    SleepUnlessSignalled(kWaitStep);
+    SleepUnlessSignalled(kWaitStep, link_->read_fd);
   }
   if (MembershipChanged()) return MembershipEvent(false);
   return std::nullopt;
 }
 
-std::string NodeRendezvous::StoreDescription() const {
-  if (handler_) return handler_->Describe();
-  return "the launcher's store at 127.0.0.1:" + std::to_string(world_.store_port);
-}
-
 std::string NodeRendezvous::StoreLost() {
-  if (!link_) return "";
   std::lock_guard lock(link_->mutex);
   return link_->lost;
 }
 
 void NodeRendezvous::PublishFailure(int attempt, bool restart, int exit_status,
                                     const std::string& message) {
-  if (!link_) return;
   const int node = world_.node_rank;
   const bool elastic = options_.elastic();
   link_->Post([=](Store& store) {
@@ -490,7 +461,6 @@ void NodeRendezvous::PublishFailure(int attempt, bool restart, int exit_status,
 
 RunEvent NodeRendezvous::WaitForOtherNodes(int attempt) {
   using decisions::Event;
-  if (!link_) return {Event::kEveryNodeSucceeded, std::nullopt, "", 0};
   const std::string key = AttemptKey(attempt, "done/" + std::to_string(world_.node_rank));
   // Its owner: a replacement's done is not its lost predecessor's.
   link_->Post([key, identity = NodeIdentity()](Store& store) { store.Set(key, identity); });
@@ -525,11 +495,12 @@ RunEvent NodeRendezvous::WaitForOtherNodes(int attempt) {
     // Out of the lock: both read the link again.
     if (membership_changed) return MembershipEvent(false);
     if (store_lost) throw LaunchError(LostMessage("waiting for the other nodes to finish"));
-    SleepUnlessSignalled(kWaitStep);
+    SleepUnlessSignalled(kWaitStep, link_->read_fd);
   }
 }
 
 std::unique_ptr<NodeRendezvous> EstablishWhileWatchingSignals(const LaunchOptions& options) {
+  // A single node joins its own loopback store: nothing to wait for.
   if (!options.multi_node()) return NodeRendezvous::Establish(options);
   struct Outcome {
     std::mutex mutex;

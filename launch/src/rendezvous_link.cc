@@ -1,5 +1,7 @@
 #include "rendezvous_link.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -23,6 +25,15 @@ std::string SlotOwner(Store& store, int node) {
 }
 
 }  // namespace
+
+RendezvousLink::~RendezvousLink() { ::close(read_fd); }  // -1 (no eventfd): EBADF
+
+void RendezvousLink::TellReaders() {
+  const uint64_t one = 1;
+  if (::write(read_fd, &one, sizeof(one)) < 0) {
+    // No eventfd, or its count is full: the waits poll on.
+  }
+}
 
 void RendezvousLink::Start() {
   is_host = handler->hosts_store();
@@ -48,6 +59,7 @@ void RendezvousLink::Start() {
       link->finished = true;
     }
     link->wake.notify_all();
+    link->TellReaders();
   }).detach();
 }
 
@@ -82,6 +94,7 @@ void RendezvousLink::RunUntilStopped(std::chrono::milliseconds quiet_period) {
       }
       PublishLost(handler->Watch());
       ReadPeers(attempt);
+      TellReaders();
       std::unique_lock lock(mutex);
       wake.wait_for(lock, quiet_period, [&] {
         return stop || !writes.empty() || changes_seen != changes_read ||
@@ -188,6 +201,7 @@ std::optional<std::string> RendezvousLink::PublishNodeLoss(const LostNode& node,
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
+  slots.Update(store);  // a replacement that took the slot since the last read owns other ranks
   const loss_notice::LossNotice notice{slots.RanksOf(node.node_rank), now, how};
   ShrinkSettings settings = ranks_store;
   settings.key_namespace += "/" + std::to_string(attempt);

@@ -8,6 +8,8 @@
 // stalled store can be left behind safely.
 #pragma once
 
+#include <sys/eventfd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -44,6 +46,7 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
         nnodes(world.nnodes),
         node_rank(world.node_rank),
         slots(options.nnodes, options.processes_per_node) {}
+  ~RendezvousLink();
 
   // Starts the handler's watch and the (detached) thread.
   void Start();
@@ -107,6 +110,9 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
   std::vector<std::string> news;
   bool started = false;   // Start ran: a thread runs Run
   bool finished = false;  // Run returned
+  // Readable (an eventfd) after each snapshot and when the thread ends: the
+  // supervising thread's waits wake on it instead of their next poll step.
+  const int read_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 
  private:
   void RunUntilStopped(std::chrono::milliseconds quiet_period);
@@ -120,6 +126,7 @@ struct RendezvousLink : std::enable_shared_from_this<RendezvousLink> {
   // declared lost (it stalled) by throwing StoreError.
   void ReadSlots();
   void ReadPeers(int attempt);
+  void TellReaders();
 
   // The link thread's own.
   NodeSlots slots;

@@ -115,7 +115,8 @@ class TcpRendezvous final : public RendezvousHandler {
     // From here node 0 watches this node's heartbeat.
     store_->Add(NodeKeys(round_, "heartbeat", node_rank_), 1);
     world->store_addr = options_.rendezvous_host;
-    world->store_port = options_.rendezvous_port;
+    world->store_port =
+        server_ ? server_->port() : options_.rendezvous_port;  // port 0: the one bound
   }
 
   bool hosts_store() const override { return server_ != nullptr; }
@@ -182,6 +183,7 @@ class TcpRendezvous final : public RendezvousHandler {
       throw LaunchError("node 0 cannot host the rendezvous store at " + endpoint_ + " (" +
                         options_.rendezvous_flags + "): " + error.what());
     }
+    endpoint_ = options_.rendezvous_host + ":" + std::to_string(server_->port());
     store_ = TcpStoreClient::Connect(options_.rendezvous_host, server_->port(),
                                      options_.rendezvous_timeout, options_.run_token);
     store_->set_timeout(options_.heartbeat_timeout);
@@ -280,7 +282,7 @@ class TcpRendezvous final : public RendezvousHandler {
   }
 
   const LaunchOptions options_;
-  const std::string endpoint_;  // "host:port", for messages
+  std::string endpoint_;  // "host:port", for messages (the bound port once hosting)
   const milliseconds heartbeat_interval_;
   std::unique_ptr<TcpStoreServer> server_;  // node 0
   std::unique_ptr<Store> store_;

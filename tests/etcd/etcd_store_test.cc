@@ -87,6 +87,37 @@ TEST(EtcdStore, CountUpNumbersClientsArrivingAtOnceOneToN) {
   EXPECT_EQ(stores[0]->CountUp("joined"), kClients + 1);
 }
 
+// The run record's compare-and-set (launch/src/run_record_store.cc): a put
+// holds only while the key's revision is the one its writer read.
+TEST(EtcdStore, PutIfRevisionPutsOnlyOnTheRevisionItWasGiven) {
+  EtcdCluster cluster(1);
+  auto first = EtcdStore::Connect(OptionsFor(cluster, "revision/"));
+  auto second = EtcdStore::Connect(OptionsFor(cluster, "revision/"));
+  EXPECT_FALSE(first->GetRevisioned("record"));
+  const EtcdStore::RevisionedPut created = first->PutIfRevision("record", 0, "one");
+  ASSERT_TRUE(created.put);
+  ASSERT_TRUE(created.now);
+  const std::optional<EtcdStore::Revisioned> read = second->GetRevisioned("record");
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->value, "one");
+  EXPECT_EQ(read->mod_revision, created.now->mod_revision);
+  // Created already: a second create answers what is there.
+  const EtcdStore::RevisionedPut late = second->PutIfRevision("record", 0, "other");
+  EXPECT_FALSE(late.put);
+  ASSERT_TRUE(late.now);
+  EXPECT_EQ(late.now->value, "one");
+  const EtcdStore::RevisionedPut updated =
+      second->PutIfRevision("record", read->mod_revision, "two");
+  ASSERT_TRUE(updated.put);
+  EXPECT_GT(updated.now->mod_revision, read->mod_revision);
+  // `first` still holds the revision of "one": its put loses to "two".
+  const EtcdStore::RevisionedPut stale =
+      first->PutIfRevision("record", created.now->mod_revision, "three");
+  EXPECT_FALSE(stale.put);
+  EXPECT_EQ(stale.now->value, "two");
+  EXPECT_EQ(stale.now->mod_revision, updated.now->mod_revision);
+}
+
 TEST(EtcdStore, GetWaitsForAKeySetLater) {
   EtcdCluster cluster(1);
   auto reader = EtcdStore::Connect(OptionsFor(cluster, "wait/"));

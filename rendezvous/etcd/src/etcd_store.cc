@@ -307,6 +307,33 @@ std::string EtcdStore::CompareSet(const std::string& key, const std::string& exp
   return expected;  // missing, and a non-empty value expected: stays missing
 }
 
+std::optional<EtcdStore::Revisioned> EtcdStore::GetRevisioned(const std::string& key) {
+  const Json reply = state_->Call("/v3/kv/range", "{" + state_->KeyField(key) + "}");
+  const Json* kv = FirstKv(reply);
+  if (kv == nullptr) return std::nullopt;
+  return Revisioned{Base64Decode(Text(At(*kv, "/value"))), Int(At(*kv, "/mod_revision"))};
+}
+
+EtcdStore::RevisionedPut EtcdStore::PutIfRevision(const std::string& key, int64_t mod_revision,
+                                                  const std::string& value) {
+  const std::string compare =
+      mod_revision == 0
+          ? "{" + state_->KeyField(key) +
+                ",\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}"
+          : "{" + state_->KeyField(key) + ",\"target\":\"MOD\",\"result\":\"EQUAL\"," +
+                Field("mod_revision", std::to_string(mod_revision)) + "}";
+  const Json txn = state_->Call(
+      "/v3/kv/txn", "{\"compare\":[" + compare +
+                        "],\"success\":[{\"requestPut\":" + state_->PutBody(key, value) +
+                        "}],\"failure\":[{\"requestRange\":{" + state_->KeyField(key) + "}}]}");
+  // A put's revision is the transaction's.
+  if (Bool(At(txn, "/succeeded")))
+    return {true, Revisioned{value, Int(At(txn, "/header/revision"))}};
+  const Json* kv = FirstKv(At(txn, "/responses/0/response_range"));
+  if (kv == nullptr) return {false, std::nullopt};
+  return {false, Revisioned{Base64Decode(Text(At(*kv, "/value"))), Int(At(*kv, "/mod_revision"))}};
+}
+
 bool EtcdStore::DeleteKey(const std::string& key) {
   return Int(At(state_->Call("/v3/kv/deleterange", "{" + state_->KeyField(key) + "}"),
                 "/deleted")) > 0;

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,7 +47,8 @@ class NodeRendezvous {
  public:
   // Hosts or joins the store, agrees with the other nodes and picks the
   // MASTER_PORT. Throws LaunchError (unreachable endpoint, disagreement,
-  // duplicate node rank, timeout). Single node: hosts a store on loopback.
+  // duplicate node rank, timeout). A single node is node 0 of a run of one,
+  // on a TCP store it hosts on loopback.
   static std::unique_ptr<NodeRendezvous> Establish(const LaunchOptions& options);
   // Flushes queued writes and lets the other nodes read the outcome (bounded,
   // and cut short by a signal).
@@ -72,7 +74,7 @@ class NodeRendezvous {
   const std::string& master_addr() const { return world_.master_addr; }
   uint16_t master_port() const { return world_.master_port; }
 
-  // Multi-node: hands the store connection to the link thread.
+  // Hands the store connection to the link thread.
   void StartLink();
 
   // --on_failure=shrink: this node took the slot of a lost node while the
@@ -124,7 +126,7 @@ class NodeRendezvous {
   std::string StoreLost();
   // The store the launchers meet through, for messages: node 0's store, or
   // etcd's members.
-  std::string StoreDescription() const;
+  std::string StoreDescription() const { return handler_->Describe(); }
   // Elastic runs on node 0's TCP store: the line that says node 0's loss
   // ends the run; empty otherwise.
   std::string StoreLossNote() const;
@@ -148,6 +150,10 @@ class NodeRendezvous {
   // Node 0: removes the run's keys where the meeting point outlives it.
   void RemoveRun();
   std::string LostMessage(const std::string& while_doing);
+  // Waits up to `bound` until `done` holds (read under the link's mutex):
+  // true; false when the link lost the store or `bound` passed. Throws
+  // Interrupted on a signal.
+  bool WaitForLink(std::chrono::milliseconds bound, const std::function<bool()>& done);
   // Several nodes: (re)starts the relay for the ranks, forwarding to the
   // round's store. A restart (etcd: the round's store moved) leaves the
   // handler's connection alone: only TCP's goes through the relay, and TCP's
@@ -159,10 +165,9 @@ class NodeRendezvous {
 
   LaunchOptions options_;
   RendezvousWorld world_;
-  std::unique_ptr<rendezvous::TcpStoreServer> local_server_;  // single node
-  std::unique_ptr<rendezvous::TcpStoreServer> relay_;         // several nodes
-  int relay_log_fd_ = -1;                                     // --rdzv_conf=relay_log
-  // Multi-node: the backend, and the link thread's state.
+  std::unique_ptr<rendezvous::TcpStoreServer> relay_;  // several nodes
+  int relay_log_fd_ = -1;                              // --rdzv_conf=relay_log
+  // The backend, and the link thread's state.
   std::shared_ptr<RendezvousHandler> handler_;
   std::shared_ptr<RendezvousLink> link_;
 };

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,22 @@ class EtcdStore : public Store {
   // read-then-compare is retried by every client that lost a race (at N
   // clients arriving at once, O(N²) requests in all).
   int64_t CountUp(const std::string& key);
+
+  // A key's value and etcd's revision of its last put (mod_revision).
+  struct Revisioned {
+    std::string value;
+    int64_t mod_revision = 0;
+  };
+  // `key` as it is, nothing when it is missing (one request; never waits).
+  std::optional<Revisioned> GetRevisioned(const std::string& key);
+  // Puts `value` only while `key`'s mod_revision is `mod_revision` (0: only
+  // while it is missing), in one transaction that returns the key otherwise.
+  struct RevisionedPut {
+    bool put = false;
+    std::optional<Revisioned> now;  // after the transaction (nothing: missing)
+  };
+  RevisionedPut PutIfRevision(const std::string& key, int64_t mod_revision,
+                              const std::string& value);
 
   // Every key under the prefix, by key (one request): batched reads.
   std::vector<std::pair<std::string, std::string>> List(const std::string& sub_prefix);

@@ -1,0 +1,164 @@
+// The run's one state (torchrun's _RendezvousState): round, members and
+// their slots, attempt, outcome, lost and replaced slots and deadlines in one
+// record that launchers read and compare-and-set whole (run_record_store.h).
+// The transitions are pure: a record, an event and the caller's clock in, the
+// new record and the run's decision out. What each event means for a mode is
+// decisions::Decide's (run_decisions.h): the transitions apply its actions
+// and never decide on their own. docs/launcher.md, "Run states and
+// decisions", describes the record.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "infini/launch/run_decisions.h"
+
+namespace infini::launch {
+
+// Wall-clock times: launchers on different hosts compare each other's
+// keep-alives and deadlines (torchrun's last_heartbeats are wall times too).
+// Held to the millisecond.
+using WallTime = std::chrono::time_point<std::chrono::system_clock, std::chrono::milliseconds>;
+
+// A launcher in the record, named by its identity ("host:pid").
+struct RunMember {
+  std::string owner;
+  std::string host;
+  // Its node rank once the round closed; -1 while the round is open (or it
+  // waits for the next round).
+  int slot = -1;
+  // It hosts the ranks' store, so it is node 0 of the round it closes in.
+  bool hosts_store = false;
+  // It asked for this node rank (--node_rank; fixed runs only); -1: any.
+  int requested_slot = -1;
+  WallTime last_keep_alive{};
+  bool ready = false;  // ready to start the record's attempt
+  bool done = false;   // its ranks all succeeded in the record's attempt
+  bool operator==(const RunMember&) const = default;
+};
+
+// A slot whose owner was lost while the ranks ran on (--on_failure=shrink),
+// and a slot a replacement node took since.
+struct LostSlot {
+  int slot = 0;
+  std::string owner;
+  bool operator==(const LostSlot&) const = default;
+};
+struct ReplacedSlot {
+  int slot = 0;
+  std::string lost_owner;
+  std::string owner;
+  bool operator==(const ReplacedSlot&) const = default;
+};
+
+enum class RunOutcome { kRunning, kSucceeded, kFailed };
+const char* OutcomeName(RunOutcome outcome);
+
+struct RunRecord {
+  // One more at every stored change; 0: nothing stored yet.
+  int64_t version = 0;
+  // The membership's generation: an elastic run opens the next one when its
+  // members change.
+  int round = 0;
+  bool round_closed = false;
+  // The round's members: in arrival order while it is open, by slot once it
+  // closed. Lost shrink slots keep their member (its owner names the loss).
+  std::vector<RunMember> members;
+  // Arrived after the round closed (torchrun's wait list).
+  std::vector<RunMember> waiting;
+  int attempt = 0;
+  // Restarts that --max_restarts counts so far (a new round is none).
+  int failure_restarts = 0;
+  // Every member was ready: the attempt's ranks run.
+  bool attempt_started = false;
+  std::vector<LostSlot> lost;
+  std::vector<ReplacedSlot> replaced;
+  RunOutcome outcome = RunOutcome::kRunning;
+  int exit_status = 0;   // the run's, once it stopped
+  int failed_node = -1;  // the slot whose failure stopped it (-1: none)
+  std::string message;   // why it stopped, one line
+  // Deadlines of the open round, absolute (the caller's clock when set);
+  // unset: the epoch. join: fewer than the minimum arrived by then, the run
+  // fails; last_call: the minimum arrived, the round closes then.
+  WallTime join_deadline{};
+  WallTime last_call_deadline{};
+  bool operator==(const RunRecord&) const = default;
+};
+
+// What the transitions need of the run's options.
+struct RunRules {
+  decisions::Mode mode;
+  int min_nodes = 1;  // --nnodes N: N and N
+  int max_nodes = 1;
+  int max_restarts = 0;
+  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(15)};
+  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};
+};
+
+// A transition's result: the record to compare-and-set (equal to the input
+// when nothing changed) and what the run does (the table's decision; kWait
+// where the event leaves the run as it is).
+struct RecordStep {
+  RunRecord record;
+  decisions::Decision decision;
+};
+
+// A member's transition named one that the record does not hold (it was
+// lost, replaced, or never joined), or a join the run refuses: one line.
+class RunRecordError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace record {
+
+// A launcher arrives. In an open round it becomes a member (again: a no-op
+// but its keep-alive) and the round closes when it is full or, at the
+// minimum, the last call starts. Once the round closed: a fixed world lets a
+// replacement take a lost shrink slot in place and refuses any other; an
+// elastic run puts it on the wait list and, below the maximum, opens the
+// next round for it (kNodeArrived). Throws RunRecordError for a refused join.
+RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember& arrival,
+                WallTime now);
+// Closes the open round when its rule holds (full, or the last call passed
+// with the minimum; slots: requested ones kept, then the store's host, then
+// arrival order); fails the run when the join deadline passed below the
+// minimum. kGoOn when it closed, kWait while open, kStop at the deadline.
+RecordStep CloseRound(const RunRecord& record, const RunRules& rules, WallTime now);
+// A member is ready for the attempt; once every member is (kRoundClosed),
+// the attempt starts.
+RecordStep Ready(const RunRecord& record, const RunRules& rules, const std::string& owner);
+// A member (or a waiting launcher) is alive at `now`. One the record no
+// longer holds was given up (kOwnKeepAliveMissed).
+RecordStep KeepAlive(const RunRecord& record, const RunRules& rules, const std::string& owner,
+                     WallTime now);
+// The members and waiting launchers whose keep-alive ran out by `now`.
+std::vector<std::string> Overdue(const RunRecord& record, const RunRules& rules, WallTime now);
+// `owner` was lost: its keep-alive ran out, or (`connection_closed`) its
+// launcher's store connection closed. Which event that is comes from the
+// record (joining, running, every other node done).
+RecordStep NodeLost(const RunRecord& record, const RunRules& rules, const std::string& owner,
+                    bool connection_closed, WallTime now);
+// A rank of `owner`'s node failed with `exit_status`; `no_node_lost`: the
+// second look, after a loss had time to show (kRankFailedAlone).
+RecordStep RankFailed(const RunRecord& record, const RunRules& rules, const std::string& owner,
+                      int exit_status, bool no_node_lost);
+// `owner`'s ranks all succeeded; the run succeeds once every member's have.
+RecordStep Finish(const RunRecord& record, const RunRules& rules, const std::string& owner);
+// `owner`'s launcher got `signal`: the run stops with 128 + signal.
+RecordStep Signalled(const RunRecord& record, const RunRules& rules, const std::string& owner,
+                     int signal);
+
+}  // namespace record
+
+// The record as JSON, and back. Decoding refuses anything but what Encode
+// writes (a field missing or of another type, an unknown outcome) with
+// RunRecordError, one line naming the field.
+std::string EncodeRunRecord(const RunRecord& record);
+RunRecord DecodeRunRecord(const std::string& text);
+
+}  // namespace infini::launch
