@@ -100,6 +100,11 @@ const infiniCclPlugin_t* ReadV2Table(const void* symbol, const std::string& libr
                     Named("host_flag_destroy", table.host_flag_destroy),
                     Named("stream_wait_host_flag", table.stream_wait_host_flag)},
                    library_path);
+  if (table.stream_write_host_flag != nullptr && table.host_flag_create == nullptr) {
+    throw LoadError("backend plugin " + library_path +
+                    " has stream_write_host_flag without host_flag_create, host_flag_destroy and "
+                    "stream_wait_host_flag: expected those three with it");
+  }
   RequireDeclaredEntries(table, library_path);
   RequireAllOrNone(
       {Named("stream_begin_capture", table.stream_begin_capture),

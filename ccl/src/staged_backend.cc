@@ -204,6 +204,7 @@ void Fill(infiniCclPlugin_t& table, const infiniCclPlugin_t& transport,
   table.host_flag_create = device.host_flag_create;
   table.host_flag_destroy = device.host_flag_destroy;
   table.stream_wait_host_flag = device.stream_wait_host_flag;
+  table.stream_write_host_flag = device.stream_write_host_flag;
   table.unique_id_bytes = transport.unique_id_bytes;
   table.get_unique_id = transport.get_unique_id;
   table.comm_init_rank = &CommInitRank;
@@ -273,7 +274,7 @@ void RegisteredRange::Release() {
 
 void HostBuffer::Free::operator()(char* data) const { std::free(data); }
 
-char* HostBuffer::Reserve(size_t bytes, bool pin) {
+char* HostBuffer::Reserve(size_t bytes) {
   constexpr size_t kPage = 4096;
   if (bytes > bytes_) {
     registered_.Release();
@@ -283,104 +284,54 @@ char* HostBuffer::Reserve(size_t bytes, bool pin) {
     data_.reset(static_cast<char*>(std::aligned_alloc(kPage, rounded)));
     if (data_ == nullptr) return nullptr;
     bytes_ = bytes;
-    if (pin) registered_.Register(data_.get(), rounded);
+    registered_.Register(data_.get(), rounded);
   }
   return data_.get();
 }
 
-EventPool::~EventPool() {
-  for (infiniCclEvent_t event : free_) Device().event_destroy(event);
-}
-
-infiniCclResult_t EventPool::Take(infiniCclEvent_t* event) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!free_.empty()) {
-      *event = free_.back();
-      free_.pop_back();
-      return infiniCclSuccess;
-    }
-  }
-  return FromPlugin(Device(), Device().event_create(event), "event_create");
-}
-
-void EventPool::Give(infiniCclEvent_t event) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  free_.push_back(event);
-}
-
 namespace {
 
-// Host flags outlive their communicators: a caller's stream may reach its
-// wait on one after comm_destroy returned, so a flag is never freed, only
-// handed to the next communicator with the value it reached (every wait on
-// it is met by that value, and the new tickets count on from it).
-class HostFlags {
- public:
-  // A flag, or NULL where the device plugin has none or they do not work
-  // on this device (then no communicator asks again).
-  uint32_t* Take(infiniCclStream_t probe_stream) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!free_.empty()) {
-      uint32_t* flag = free_.back();
-      free_.pop_back();
-      return flag;
-    }
-    const infiniCclPlugin_t& device = Device();
-    if (unusable_ || device.host_flag_create == nullptr) return nullptr;
-    uint32_t* flag = nullptr;
-    if (device.host_flag_create(&flag) != infiniCclSuccess || flag == nullptr) {
-      unusable_ = true;
-      return nullptr;
-    }
-    // A wait that is met at once: whether the device can wait on the host.
-    if (device.stream_wait_host_flag(probe_stream, flag, 0) != infiniCclSuccess ||
-        device.stream_synchronize(probe_stream) != infiniCclSuccess) {
-      device.host_flag_destroy(flag);
-      unusable_ = true;
-      return nullptr;
-    }
-    return flag;
-  }
-  void Give(uint32_t* flag) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(flag);
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<uint32_t*> free_;
-  bool unusable_ = false;
-};
-
-HostFlags& Flags() {
-  static HostFlags& flags = *new HostFlags();  // never destroyed: see HostFlags
-  return flags;
-}
-
-// Makes the worker's thread run on `device` and deferred calls possible.
-// INFINI_CCL_STAGED_DEFER: 1 defers calls where the device has host flags;
-// unset, empty or 0 keeps every call on its caller's thread (the default
-// while the worker enqueues device copies after the caller's stream waits:
-// a device-wide implicit synchronization by another thread of the process,
-// cudaFree or cudaMalloc, can then wait for a stream that waits for a copy
-// it holds back; gpt2 on one H200 hangs so). Sets *why for another value.
-bool DeferRequested(std::string* why) {
+// INFINI_CCL_STAGED_DEFER: 1 (the default) proxies calls where the device
+// plugin writes and waits on host flags; 0 keeps every call's host part on
+// its caller's thread. Sets *why for another value.
+bool ProxyRequested(std::string* why) {
   const char* text = std::getenv("INFINI_CCL_STAGED_DEFER");
-  if (text == nullptr || *text == '\0' || std::string(text) == "0") return false;
-  if (std::string(text) == "1") return true;
+  if (text == nullptr || *text == '\0' || std::string(text) == "1") return true;
+  if (std::string(text) == "0") return false;
   *why = std::string("INFINI_CCL_STAGED_DEFER='") + text +
-         "': expected 1 (staged calls return once enqueued, where the device has host flags) "
-         "or 0 (they return after their host part; the default)";
+         "': expected 1 (staged calls return once enqueued, where the device has host flags; "
+         "the default) or 0 (they return after their host part)";
   return false;
 }
 
-void StartDeferring(StagedComm& comm) {
-  comm.flag = Flags().Take(comm.stream);
-  if (comm.flag == nullptr) return;
-  comm.issued = __atomic_load_n(comm.flag, __ATOMIC_ACQUIRE);
-  const int device = comm.device;
-  comm.worker = std::make_unique<StagedWorker>([device] { Device().set_device(device); });
+void FreeWords(StagedComm& comm) {
+  for (uint32_t*& word : comm.words) {
+    if (word != nullptr) Device().host_flag_destroy(word);
+    word = nullptr;
+  }
+}
+
+// The words and the worker of proxied calls, where the device can write and
+// wait on host flags (a write and a wait that is met at once, on the
+// communicator's stream, show it); else every call stays inline.
+void StartProxy(StagedComm& comm) {
+  const infiniCclPlugin_t& device = Device();
+  if (device.host_flag_create == nullptr || device.stream_write_host_flag == nullptr) return;
+  for (uint32_t*& word : comm.words) {
+    if (device.host_flag_create(&word) != infiniCclSuccess || word == nullptr) {
+      word = nullptr;
+      FreeWords(comm);
+      return;
+    }
+  }
+  uint32_t* probe = comm.words[0];
+  if (device.stream_write_host_flag(comm.stream, probe, 0) != infiniCclSuccess ||
+      device.stream_wait_host_flag(comm.stream, probe, 0) != infiniCclSuccess ||
+      device.stream_synchronize(comm.stream) != infiniCclSuccess) {
+    FreeWords(comm);
+    return;
+  }
+  comm.worker = std::make_unique<StagedWorker>();
 }
 
 }  // namespace
@@ -399,9 +350,9 @@ infiniCclResult_t OpenSharedSlots(StagedComm& comm, const char* call) {
 }
 
 infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
-                                 StagedComm** made, bool deferred) {
+                                 StagedComm** made, bool proxied) {
   std::string bad_setting;
-  const bool defer = deferred && DeferRequested(&bad_setting);
+  const bool proxy = proxied && ProxyRequested(&bad_setting);
   if (!bad_setting.empty()) return Fail(infiniCclInvalidUsage, bad_setting);
   auto comm = std::make_unique<StagedComm>();
   comm->transport = transport;
@@ -414,20 +365,20 @@ infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfi
   infiniCclResult_t result = device.get_device(&comm->device);
   if (result == infiniCclSuccess) result = device.stream_create(&comm->stream);
   for (infiniCclEvent_t* event :
-       {&comm->ready, &comm->done, &comm->chunk_copied[0], &comm->chunk_copied[1]}) {
+       {&comm->ready, &comm->done, &comm->signal_events[0][0], &comm->signal_events[0][1],
+        &comm->signal_events[1][0], &comm->signal_events[1][1]}) {
     if (result == infiniCclSuccess) result = device.event_create(event);
   }
   if (result != infiniCclSuccess) {
     const infiniCclResult_t failed = FromPlugin(device, result, "staging setup");
     const std::string why = t_last_error;
-    for (infiniCclEvent_t event :
-         {comm->ready, comm->done, comm->chunk_copied[0], comm->chunk_copied[1]}) {
+    for (infiniCclEvent_t event : comm->Events()) {
       if (event != nullptr) device.event_destroy(event);
     }
     if (comm->stream != nullptr) device.stream_destroy(comm->stream);
     return Fail(failed, why);
   }
-  if (defer) StartDeferring(*comm);
+  if (proxy) StartProxy(*comm);
   *made = comm.release();
   return infiniCclSuccess;
 }
@@ -445,21 +396,19 @@ infiniCclResult_t FreeStagedComm(StagedComm* comm, bool abort) {
     }
     UnblockIslands(*comm);
   }
-  // Deferred calls run first (after an abort they fail at once), each
-  // releasing its caller's stream.
+  // Proxied calls' host steps run first (after an abort they fail at
+  // once), each releasing the stream.
   comm->worker.reset();
-  if (comm->flag != nullptr) Flags().Give(comm->flag);
   {
     std::lock_guard<std::mutex> lock(comm->calls);
     FreeIslands(*comm, abort);
     // The last copies back may still read the host buffers.
     const infiniCclResult_t synced = device.stream_synchronize(comm->stream);
     if (!abort && synced != infiniCclSuccess) result = FromPlugin(device, synced, "comm_destroy");
-    for (infiniCclEvent_t event :
-         {comm->ready, comm->done, comm->chunk_copied[0], comm->chunk_copied[1]}) {
-      device.event_destroy(event);
-    }
+    for (infiniCclEvent_t event : comm->Events()) device.event_destroy(event);
     device.stream_destroy(comm->stream);
+    // No stream waits on the words now.
+    FreeWords(*comm);
   }
   if (!abort) {
     const infiniCclResult_t destroyed = Transport().comm_destroy(comm->transport);

@@ -1,7 +1,11 @@
 #include "staged_call.h"
 
+#include <sched.h>
+
 #include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace infini::ccl::internal::staged {
@@ -10,46 +14,28 @@ namespace {
 thread_local int t_group_depth = 0;
 thread_local std::vector<GroupedCall> t_grouped;
 
-// A deferred call: the caller's part (see staged_collectives.cc).
-infiniCclResult_t Defer(StagedComm& comm, infiniCclStream_t caller, const char* call, Body body) {
-  if (comm.aborting.load(std::memory_order_acquire)) {
-    return Fail(infiniCclAborted, std::string(call) + ": the communicator was aborted");
-  }
-  {
-    std::lock_guard<std::mutex> lock(comm.error_mutex);
-    if (comm.async_error != infiniCclSuccess) {
-      return Fail(comm.async_error,
-                  std::string(call) +
-                      ": an earlier call on this communicator failed: " + comm.async_message);
+bool Reached(const uint32_t* word, uint32_t value) {
+  return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0;
+}
+
+// Until the stream wrote `value` or more (cyclically) into `word`: spins a
+// little (a chunk's copy is often done by now), then yields, then sleeps
+// 20 us at a time so that ranks sharing cores leave them to the others.
+// Without a deadline: the device is this process's, and a stream that
+// never gets there is ended by comm_abort.
+infiniCclResult_t AwaitWord(const uint32_t* word, uint32_t value, const std::atomic<bool>& aborting,
+                            const char* call) {
+  for (int round = 0; !Reached(word, value); ++round) {
+    if (aborting.load(std::memory_order_acquire)) {
+      return Fail(infiniCclAborted, std::string(call) + ": the communicator was aborted");
     }
-  }
-  infiniCclEvent_t ready = nullptr;
-  infiniCclResult_t result = comm.ready_events.Take(&ready);
-  if (result != infiniCclSuccess) return result;
-  result = FromPlugin(Device(), Device().event_record(ready, caller), call);
-  const uint32_t ticket = comm.issued + 1;
-  if (result == infiniCclSuccess) {
-    result = FromPlugin(Device(), Device().stream_wait_host_flag(caller, comm.flag, ticket), call);
-  }
-  if (result != infiniCclSuccess) {
-    comm.ready_events.Give(ready);
-    return result;
-  }
-  comm.issued = ticket;
-  comm.worker->Submit([&comm, ready, ticket, call, body = std::move(body)] {
-    infiniCclResult_t ran = infiniCclAborted;
-    if (comm.aborting.load(std::memory_order_acquire)) {
-      Fail(ran, std::string(call) + ": the communicator was aborted");
+    if (round < 256) continue;
+    if (round < 2048) {
+      sched_yield();
     } else {
-      Stage stage(comm, ready, call);
-      ran = body(stage);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
-    if (ran != infiniCclSuccess) comm.RecordAsyncError(ran, LastError());
-    comm.ready_events.Give(ready);
-    // Releases the caller's stream, also after a failure: its work goes on
-    // with what the buffers hold, as after a failed device collective.
-    __atomic_store_n(comm.flag, ticket, __ATOMIC_RELEASE);
-  });
+  }
   return infiniCclSuccess;
 }
 
@@ -58,14 +44,55 @@ infiniCclResult_t Defer(StagedComm& comm, infiniCclStream_t caller, const char* 
 int& GroupDepth() { return t_group_depth; }
 std::vector<GroupedCall>& GroupedCalls() { return t_grouped; }
 
+void RunHostJob(StagedComm& comm, HostJob& job) {
+  bool failed = job.failed;
+  if (!failed && comm.aborting.load(std::memory_order_acquire)) {
+    comm.RecordAsyncError(infiniCclAborted,
+                          std::string(job.call) + ": the communicator was aborted");
+    failed = true;
+  }
+  for (HostStep& step : job.steps) {
+    infiniCclResult_t result = infiniCclSuccess;
+    switch (step.kind) {
+      case HostStep::Kind::kSignal:
+        // Written after a failure too: the stream must not wait forever.
+        __atomic_store_n(comm.Word(step.word), step.value, __ATOMIC_RELEASE);
+        continue;
+      case HostStep::Kind::kAwait:
+        if (!failed) result = AwaitWord(comm.Word(step.word), step.value, comm.aborting, job.call);
+        break;
+      case HostStep::Kind::kRun:
+        if (!failed) result = step.run();
+        break;
+    }
+    if (result != infiniCclSuccess) {
+      comm.RecordAsyncError(result, LastError());
+      failed = true;
+    }
+  }
+  if (failed && job.on_failure) job.on_failure();
+}
+
 infiniCclResult_t Run(infiniCclComm_t handle, infiniCclStream_t caller, const char* call,
                       Body body) {
   StagedComm& comm = *Of(handle);
-  if (comm.flag != nullptr && t_group_depth == 0) {
-    return Defer(comm, caller, call, std::move(body));
+  const bool proxied = comm.proxied() && t_group_depth == 0;
+  if (proxied) {
+    // A proxied call's failure shows later: the calls after it are refused.
+    if (comm.aborting.load(std::memory_order_acquire)) {
+      return Fail(infiniCclAborted, std::string(call) + ": the communicator was aborted");
+    }
+    std::lock_guard<std::mutex> lock(comm.error_mutex);
+    if (comm.async_error != infiniCclSuccess) {
+      return Fail(comm.async_error,
+                  std::string(call) +
+                      ": an earlier call on this communicator failed: " + comm.async_message);
+    }
+  } else {
+    DrainHostSteps(comm);
   }
-  DrainDeferred(comm);
-  Stage stage(handle, caller, call);
+  Stage stage(handle, caller, call, proxied);
   return body(stage);
 }
+
 }  // namespace infini::ccl::internal::staged

@@ -48,14 +48,13 @@ class RegisteredRange {
 };
 
 // Host memory that grows and is never shrunk: a communicator's staging area,
-// page-aligned and, where `pin` asks for it, registered for the device's
-// copies. A deferred call's worker never pins: registering page-locks
+// page-aligned and registered for the device's copies. Grown on the
+// caller's thread only, with nothing in flight: registering page-locks
 // memory, which waits for every stream of the device (CUDA's implicit
-// synchronization), the caller's included, and that stream waits for the
-// worker's flag.
+// synchronization).
 class HostBuffer {
  public:
-  char* Reserve(size_t bytes, bool pin = true);  // contents are not kept
+  char* Reserve(size_t bytes);  // contents are not kept
   size_t capacity() const { return bytes_; }
 
  private:
@@ -67,18 +66,12 @@ class HostBuffer {
   size_t bytes_ = 0;
 };
 
-// Events for calls in flight: each deferred call's caller records one that
-// the worker's copies wait for, so a call's event cannot be the next one's.
-class EventPool {
- public:
-  ~EventPool();
-  infiniCclResult_t Take(infiniCclEvent_t* event);
-  void Give(infiniCclEvent_t event);
-
- private:
-  std::mutex mutex_;
-  std::vector<infiniCclEvent_t> free_;
-};
+// The points a staged call's device steps and host steps wait for
+// (staged_call.h): the stream signals kInputCopied and kResultCopied, the
+// host kSlotFree and kResultReady. Each carries a number that grows by one
+// per signal point of the communicator (StagedComm::signals).
+enum class Signal { kInputCopied, kResultCopied, kSlotFree, kResultReady };
+constexpr int kSignals = 4;
 
 struct StagedComm {
   infiniCclComm_t transport = nullptr;
@@ -88,19 +81,31 @@ struct StagedComm {
   infiniCclStream_t stream = nullptr;
   infiniCclEvent_t ready = nullptr;
   infiniCclEvent_t done = nullptr;
-  infiniCclEvent_t chunk_copied[2] = {nullptr, nullptr};
   HostBuffer send, recv;
-  // One call at a time uses the staging area.
+  // One call at a time enqueues (and, inline, uses the staging area).
   std::mutex calls;
 
-  // Deferred calls (the device plugin's host flags): the caller's stream
-  // waits until `flag` reaches the call's ticket, which `worker` writes
-  // once it has run the call's host part and its copies back are done; the
-  // call returns once that is enqueued. NULL flag: no worker, and each call
-  // returns after its host part (staged_collectives.cc).
-  uint32_t* flag = nullptr;
-  uint32_t issued = 0;  // the last ticket given (by the caller's thread)
-  EventPool ready_events;
+  // Signal points given so far (under `calls`); a call's points wait for
+  // no earlier than the last two, so two events per stream signal serve an
+  // inline call.
+  uint32_t signals = 0;
+  infiniCclEvent_t signal_events[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+  infiniCclEvent_t SignalEvent(Signal word, uint32_t value) {
+    return signal_events[word == Signal::kResultCopied ? 1 : 0][value % 2];
+  }
+  // Proxied calls (staged_call.h): a host flag per Signal, and the worker
+  // that runs the host steps. NULL words: every call is inline.
+  uint32_t* words[kSignals] = {nullptr, nullptr, nullptr, nullptr};
+  uint32_t* Word(Signal word) { return words[static_cast<int>(word)]; }
+  bool proxied() const { return words[0] != nullptr; }
+  std::vector<infiniCclEvent_t> Events() const {
+    return {ready,
+            done,
+            signal_events[0][0],
+            signal_events[0][1],
+            signal_events[1][0],
+            signal_events[1][1]};
+  }
 
   // Ranks of one host meet in a shared segment instead of the transport
   // (all_reduce of the types the host reduces): whether they do is settled
@@ -119,7 +124,7 @@ struct StagedComm {
   IslandUse islands_use = IslandUse::kOff;
   std::shared_ptr<Islands> islands;
 
-  // The first failure of a deferred call or in the slots (the transport
+  // The first failure of a proxied call or in the slots (the transport
   // keeps its own), for comm_get_async_error.
   void RecordAsyncError(infiniCclResult_t result, const std::string& message) {
     std::lock_guard<std::mutex> lock(error_mutex);
@@ -140,14 +145,14 @@ struct StagedComm {
 infiniCclResult_t OpenSharedSlots(StagedComm& comm, const char* call);
 
 // A communicator of `transport` staged on the calling thread's current
-// device of Device(), its calls deferred to a worker where the device
-// plugin has host flags and `deferred` asks for it; on failure destroys
+// device of Device(), its calls proxied where the device plugin writes and
+// waits on host flags and `proxied` asks for it; on failure destroys
 // nothing it did not make.
 infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
-                                 StagedComm** made, bool deferred = true);
-// Returns once every call deferred on `comm` has run (a call that runs on
-// the caller's thread comes after them).
-inline void DrainDeferred(StagedComm& comm) {
+                                 StagedComm** made, bool proxied = true);
+// Returns once the host steps of every call proxied on `comm` have run (a
+// call that runs on the caller's thread comes after them).
+inline void DrainHostSteps(StagedComm& comm) {
   if (comm.worker) comm.worker->Drain();
 }
 // Waits for the copies in flight, then frees the device objects and the

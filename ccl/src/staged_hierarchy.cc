@@ -243,7 +243,7 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
                       "comm_init (the islands' leaders)");
   if (result != infiniCclSuccess) return result;
   if (child != nullptr) {
-    if (MakeStagedComm(child, nullptr, &islands->leaders, /*deferred=*/false) != infiniCclSuccess) {
+    if (MakeStagedComm(child, nullptr, &islands->leaders) != infiniCclSuccess) {
       why = LastError();
       transport.comm_destroy(child);
     } else {

@@ -4,8 +4,7 @@
 
 namespace infini::ccl::internal::staged {
 
-StagedWorker::StagedWorker(std::function<void()> start)
-    : thread_([this, start = std::move(start)] { Loop(start); }) {}
+StagedWorker::StagedWorker() : thread_([this] { Loop(); }) {}
 
 StagedWorker::~StagedWorker() {
   {
@@ -29,8 +28,7 @@ void StagedWorker::Drain() {
   changed_.wait(lock, [this] { return jobs_.empty() && !running_job_; });
 }
 
-void StagedWorker::Loop(const std::function<void()>& start) {
-  if (start) start();
+void StagedWorker::Loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     changed_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });

@@ -1,8 +1,9 @@
-// The thread that runs a staged communicator's host work (issue 33): a
-// collective's caller enqueues it and returns, as with a device
-// collective, while this thread copies to the host, runs the transport's
-// collective and copies back, one call after another in the order they
-// were made (the order every rank makes them in).
+// The thread that runs a staged communicator's host steps (issue 33): a
+// collective's caller enqueues its copies and returns, as with a device
+// collective, while this thread waits for the input in host memory, runs
+// the transport's collective and releases the copies back, one call after
+// another in the order they were made (the order every rank makes them
+// in). It never calls the device runtime (staged_call.h says why).
 #pragma once
 
 #include <condition_variable>
@@ -15,9 +16,7 @@ namespace infini::ccl::internal::staged {
 
 class StagedWorker {
  public:
-  // `start` runs first on the new thread (it makes the caller's device
-  // current there).
-  explicit StagedWorker(std::function<void()> start);
+  StagedWorker();
   ~StagedWorker();  // runs what is queued, then ends the thread
   StagedWorker(const StagedWorker&) = delete;
   StagedWorker& operator=(const StagedWorker&) = delete;
@@ -28,7 +27,7 @@ class StagedWorker {
   void Drain();
 
  private:
-  void Loop(const std::function<void()>& start);
+  void Loop();
 
   std::mutex mutex_;
   std::condition_variable changed_;

@@ -97,7 +97,7 @@ int64_t MillisecondsToDrain(const std::shared_ptr<ccl::Stream>& stream) {
 
 }  // namespace
 
-// Host flags, which a staged communicator's deferred calls stand on: work
+// Host flags, which a staged communicator's proxied calls stand on: work
 // behind stream_wait_host_flag runs only once the host has written the
 // value (or one after it, counting cyclically past 2^32), and a value
 // already reached holds nothing.
@@ -156,6 +156,80 @@ Outcome HostFlags(RankContext& context) {
   if (wrong.empty()) wrong = not_held(9, 3);
   if (!wrong.empty()) return Fail(wrong);  // the flag stays: a stream may still wait on it
   context.backend->Check(plugin.host_flag_destroy(flag), "host_flag_destroy");
+  return Pass();
+}
+
+// The stream's own signal to the host, which a staged communicator's
+// worker polls instead of calling the device runtime: stream_write_host_flag
+// stores its value only after the work ahead of it (held behind a host flag
+// for kHeld), by itself (nothing synchronizes the stream meanwhile), and the
+// bytes that work copied to host memory are there once the flag is.
+Outcome HostFlagWrites(RankContext& context) {
+  const infiniCclPlugin_t& plugin = ccl::PluginTable(*context.backend);
+  if (plugin.stream_write_host_flag == nullptr) {
+    return Unsupported(
+        "no stream_write_host_flag (optional: staged calls then return after their host part)");
+  }
+  context.ActivateDevice();
+  const auto stream = std::make_shared<ccl::Stream>(context.backend);
+  uint32_t* gate = nullptr;
+  uint32_t* signal = nullptr;
+  context.backend->Check(plugin.host_flag_create(&gate), "host_flag_create");
+  context.backend->Check(plugin.host_flag_create(&signal), "host_flag_create");
+  if (gate == nullptr || signal == nullptr)
+    return Fail("host_flag_create succeeded and gave no flag");
+  const DLDataType dtype = ccl::dtype::kInt32;
+  constexpr size_t kCount = size_t{1} << 20;  // 4 MiB: a copy that takes a moment
+  const std::vector<double> values = InputValues(dtype, std::nullopt, context.rank, 1, 0, kCount);
+  ccl::DeviceBuffer buffer = Upload(context, dtype, values);
+  // Left behind on a failure, with the flags: the stream may still write them.
+  auto owned = std::make_unique<std::vector<int32_t>>(kCount, -1);
+  std::vector<int32_t>& host = *owned;
+  const size_t bytes = kCount * sizeof(int32_t);
+  // Staging buffers are registered where the plugin can: so is this one.
+  const bool registered = plugin.host_register != nullptr &&
+                          plugin.host_register(host.data(), bytes) == infiniCclSuccess;
+  constexpr uint32_t kValue = 7;
+  int64_t ms = -1;
+  {
+    LateWrite open(gate, 1, kHeld);
+    const auto start = std::chrono::steady_clock::now();
+    context.backend->Check(plugin.stream_wait_host_flag(stream->handle(), gate, 1),
+                           "stream_wait_host_flag");
+    context.backend->MemcpyAsync(host.data(), buffer.data(), bytes, infiniCclMemcpyDeviceToHost,
+                                 *stream);
+    context.backend->Check(plugin.stream_write_host_flag(stream->handle(), signal, kValue),
+                           "stream_write_host_flag");
+    while (std::chrono::steady_clock::now() - start < kReleaseBound) {
+      if (__atomic_load_n(signal, __ATOMIC_ACQUIRE) == kValue) {
+        ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - start)
+                 .count();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  std::string wrong;
+  if (ms < 0) {
+    wrong = "the flag did not reach " + std::to_string(kValue) +
+            " within 10 s while nothing synchronized the stream";
+  } else if (ms < kHeld.count() * 2 / 3) {
+    wrong = "the flag was written after " + std::to_string(ms) + " ms, before the work ahead of " +
+            "it (held " + std::to_string(kHeld.count()) + " ms) ran";
+  } else {
+    const std::string copied = Judge({Collective::kBroadcast, dtype, std::nullopt, kCount, false},
+                                     1, values, std::vector<double>(host.begin(), host.end()));
+    if (!copied.empty()) wrong = "the bytes copied to the host before the flag: " + copied;
+  }
+  if (!wrong.empty()) {
+    owned.release();
+    return Fail(wrong);
+  }
+  stream->Synchronize();
+  if (registered) plugin.host_unregister(host.data());
+  context.backend->Check(plugin.host_flag_destroy(gate), "host_flag_destroy");
+  context.backend->Check(plugin.host_flag_destroy(signal), "host_flag_destroy");
   return Pass();
 }
 

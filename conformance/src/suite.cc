@@ -67,6 +67,7 @@ std::vector<Item> BuildItems(const ccl::Capabilities& capabilities, int world_si
   add("runtime/memory", false, internal::Memory);
   add("runtime/streams_and_events", false, internal::StreamsAndEvents);
   add("runtime/host_flags", false, internal::HostFlags);
+  add("runtime/host_flag_writes", false, internal::HostFlagWrites);
   add("init/unique_id_through_store", false, internal::UniqueIdThroughStore);
   add("init/world", false, internal::WorldInit);
   items.back().makes_world = true;

@@ -121,6 +121,7 @@ Outcome DeviceCount(RankContext& context);
 Outcome Memory(RankContext& context);
 Outcome StreamsAndEvents(RankContext& context);
 Outcome HostFlags(RankContext& context);
+Outcome HostFlagWrites(RankContext& context);
 Outcome UniqueIdThroughStore(RankContext& context);
 Outcome WorldInit(RankContext& context);
 Outcome RankAndCount(RankContext& context);

@@ -169,6 +169,14 @@ TEST(PluginLoader, HostFlagsWithoutHostFlagDestroyAreRefused) {
       << text;
 }
 
+TEST(PluginLoader, AHostFlagWriteWithoutHostFlagsIsRefused) {
+  const std::string text = LoadErrorText(PluginPath("mock_lone_host_flag_write"));
+  EXPECT_NE(text.find("has stream_write_host_flag without host_flag_create, host_flag_destroy and "
+                      "stream_wait_host_flag: expected those three with it"),
+            std::string::npos)
+      << text;
+}
+
 TEST(PluginLoader, WindowRegisterWithoutWindowDeregisterIsRefused) {
   const std::string text = LoadErrorText(PluginPath("mock_half_window"));
   EXPECT_NE(text.find("has comm_window_register without comm_window_deregister: expected both or "

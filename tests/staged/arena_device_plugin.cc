@@ -6,7 +6,14 @@
 // something waits on them (stream_synchronize, event_synchronize,
 // event_query, or a stream waiting on an event), so a copy that was
 // enqueued but not waited for has not happened: a caller that reads a host
-// buffer without ordering sees the old bytes. It is a --device_backend,
+// buffer without ordering sees the old bytes. The one exception is a
+// stream_write_host_flag: a stream runs by itself up to its last one, as a
+// device would, so that a host thread polling the flag sees it written.
+// ARENA_FREE_SYNCS=1 makes mem_free wait for every stream while no other
+// thread may call the arena (cudaFree's implicit synchronization);
+// ARENA_HOST_FLAGS_IGNORED=1 and ARENA_HOST_FLAG_WRITES_AHEAD=1 make it a
+// broken device whose host flag waits hold nothing or whose writes do not
+// wait for the work ahead of them. It is a --device_backend,
 // never a --ccl_backend, but it has a small CCL of its own, as a vendor's
 // device has (arena_island_ccl.h): all_reduce, reduce and broadcast among
 // processes of one build on this machine, which a staged communicator uses
@@ -28,6 +35,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +47,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "arena_island_ccl.h"
 #include "infini/ccl/plugin_abi.h"
@@ -97,12 +106,24 @@ struct CopyCounter {
 
 thread_local std::string t_error;
 thread_local int t_device = 0;
-std::recursive_mutex g_mutex;       // one lock for the arena, streams and events
+// One lock for the arena, streams and events; never destroyed: engine threads
+// (StartEngine) may hold it while the process exits.
+std::recursive_mutex& g_mutex = *new std::recursive_mutex();
 thread_local int t_lock_depth = 0;  // how often this thread holds g_mutex
+
+// The thread synchronizing the device (SynchronizeDevice), if one is.
+std::atomic<std::thread::id> g_synchronizing{std::thread::id()};
 
 struct ArenaLock {
   ArenaLock() {
     g_mutex.lock();
+    // A runtime call waits while another thread synchronizes the device.
+    while (t_lock_depth == 0 && g_synchronizing.load() != std::thread::id() &&
+           g_synchronizing.load() != std::this_thread::get_id()) {
+      g_mutex.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      g_mutex.lock();
+    }
     ++t_lock_depth;
   }
   ~ArenaLock() {
@@ -178,12 +199,23 @@ struct Stream {
   // A thread runs this stream's wait for a host flag, having let go of the
   // lock: no other thread runs the work behind it meanwhile.
   bool parked = false;
+  // Up to the last stream_write_host_flag: work that runs by itself, on the
+  // stream's engine thread (started at its first write), as a device's
+  // would. The rest still runs only when waited for.
+  uint64_t signalled = 0;
+  bool engine = false;
 };
 
 Stream g_default_stream;
 
 Stream* Of(infiniCclStream_t stream) {
   return stream == nullptr ? &g_default_stream : reinterpret_cast<Stream*>(stream);
+}
+
+// Every stream made (streams are never deleted), the default one first.
+std::vector<Stream*>& Streams() {
+  static auto* streams = new std::vector<Stream*>{&g_default_stream};
+  return *streams;
 }
 
 // Runs `stream`'s work up to its `upto`-th call.
@@ -203,6 +235,15 @@ void Drain(Stream* stream, uint64_t upto) {
 void Enqueue(Stream* stream, std::function<void()> work) {
   stream->pending.push_back(std::move(work));
   ++stream->enqueued;
+}
+
+// Runs every stream's work, no other thread making a runtime call
+// meanwhile (the streams' own waits for host flags still let go of the lock).
+void SynchronizeDevice() {
+  ArenaLock lock;
+  g_synchronizing = std::this_thread::get_id();
+  for (Stream* stream : Streams()) Drain(stream, stream->enqueued);
+  g_synchronizing = std::thread::id();
 }
 
 struct Event {
@@ -273,7 +314,20 @@ infiniCclResult_t MemAlloc(void** pointer, size_t bytes) {
   return infiniCclSuccess;
 }
 
+// ARENA_FREE_SYNCS=1: mem_free waits for every stream of the device while
+// no other thread may use the runtime, as cudaFree may (an implicit
+// synchronization): work that only another runtime call could let a
+// stream finish then never finishes.
+bool FreeSyncs() {
+  static const bool syncs = [] {
+    const char* text = std::getenv("ARENA_FREE_SYNCS");
+    return text != nullptr && std::string(text) == "1";
+  }();
+  return syncs;
+}
+
 infiniCclResult_t MemFree(void* pointer) {
+  if (FreeSyncs()) SynchronizeDevice();
   ArenaLock lock;
   if (pointer == nullptr) return infiniCclSuccess;
   if (!IsDevice(pointer) ||
@@ -360,7 +414,9 @@ infiniCclResult_t MemsetAsync(void* pointer, int value, size_t bytes, infiniCclS
 }
 
 infiniCclResult_t StreamCreate(infiniCclStream_t* stream) {
-  *stream = reinterpret_cast<infiniCclStream_t>(new Stream);
+  ArenaLock lock;
+  Streams().push_back(new Stream);
+  *stream = reinterpret_cast<infiniCclStream_t>(Streams().back());
   return infiniCclSuccess;
 }
 infiniCclResult_t StreamSynchronize(infiniCclStream_t stream) {
@@ -456,6 +512,50 @@ infiniCclResult_t StreamWaitHostFlag(infiniCclStream_t handle, const uint32_t* f
     }
     stream->parked = false;
   });
+  return infiniCclSuccess;
+}
+
+// Wakes the engines (stream_write_host_flag); waited on with g_mutex held once.
+std::condition_variable_any& EngineWake() {
+  static auto* wake =
+      new std::condition_variable_any();  // never destroyed: engines outlive statics
+  return *wake;
+}
+
+// Runs `stream` up to its last host flag write whenever there is one:
+// detached, as a device's engine is not the host's to stop.
+void StartEngine(Stream* stream) {
+  stream->engine = true;
+  std::thread([stream] {
+    ArenaLock lock;
+    while (true) {
+      EngineWake().wait(g_mutex, [stream] { return stream->executed < stream->signalled; });
+      Drain(stream, stream->signalled);
+    }
+  }).detach();
+}
+
+// The flag is stored when the stream's work before it has run, by the
+// stream's engine: nobody need wait on the stream for it.
+infiniCclResult_t StreamWriteHostFlag(infiniCclStream_t handle, uint32_t* flag, uint32_t value) {
+  if (flag == nullptr)
+    return Fail(infiniCclInvalidArgument, "stream_write_host_flag: flag is NULL");
+  // ARENA_HOST_FLAG_WRITES_AHEAD=1: a broken plugin that stores at once,
+  // which the conformance suite must fail.
+  static const bool ahead = [] {
+    const char* text = std::getenv("ARENA_HOST_FLAG_WRITES_AHEAD");
+    return text != nullptr && std::string(text) == "1";
+  }();
+  if (ahead) {
+    __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+    return infiniCclSuccess;
+  }
+  ArenaLock lock;
+  Stream* stream = Of(handle);
+  Enqueue(stream, [flag, value] { __atomic_store_n(flag, value, __ATOMIC_RELEASE); });
+  stream->signalled = stream->enqueued;
+  if (!stream->engine) StartEngine(stream);
+  EngineWake().notify_all();
   return infiniCclSuccess;
 }
 
@@ -649,4 +749,5 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .host_flag_create = HostFlagCreate,
     .host_flag_destroy = HostFlagDestroy,
     .stream_wait_host_flag = StreamWaitHostFlag,
+    .stream_write_host_flag = StreamWriteHostFlag,
 };

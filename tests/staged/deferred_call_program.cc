@@ -25,8 +25,6 @@ namespace ccl = infini::ccl;
 namespace parallel = infini::parallel;
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kCount = 4099;
-
 int FlagValue(int argc, char** argv, const char* name, int fallback) {
   const size_t length = std::strlen(name);
   for (int i = 1; i < argc; ++i) {
@@ -50,6 +48,8 @@ int main(int argc, char** argv) {
   const int calls = FlagValue(argc, argv, "--calls", 1);
   const int late_rank = FlagValue(argc, argv, "--late_rank", -1);
   const int late_ms = FlagValue(argc, argv, "--late_ms", 0);
+  const bool free_after_issue = FlagValue(argc, argv, "--free_after_issue", 0) == 1;
+  const int64_t kCount = FlagValue(argc, argv, "--count", 4099);
   try {
     auto context = parallel::Context::Create();
     auto world = context->NewWorldGroup();
@@ -71,6 +71,10 @@ int main(int argc, char** argv) {
       works.push_back(world->AllReduceAsync(tensor, tensor, ccl::ReduceOp::kSum));
     }
     const int64_t issued_ms = MillisecondsSince(start);
+    if (free_after_issue) {
+      // Made and freed while the calls are in flight.
+      ccl::DeviceBuffer spare(backend, 4096);
+    }
     for (const auto& work : works) work->Wait();
     bool right = true;
     for (int call = 0; call < calls; ++call) {

@@ -133,6 +133,19 @@ TEST(StagedRun, ADeviceWhoseHostFlagsHoldNothingFails) {
   EXPECT_NE(run.output.find("before the flag was written"), std::string::npos) << run.output;
 }
 
+// A device whose stream_write_host_flag stores at once, not after the work
+// ahead of it: a proxied call's worker would reduce host buffers the input
+// has not reached. The runtime item says so every time.
+TEST(StagedRun, ADeviceWhoseHostFlagWritesRunAheadFails) {
+  const RunResult run = RunCommand(
+      std::string("env ARENA_HOST_FLAG_WRITES_AHEAD=1 ") + INFINI_RUN_PATH +
+      " --ccl_backend=gloo --device_backend=" + ARENA_PLUGIN_PATH + " --nproc_per_node=2 -- " +
+      CCL_CONFORMANCE_PATH + " --filter=runtime/host_flag_writes");
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(VerdictOf(Rows(run.output), "runtime/host_flag_writes"), "FAIL") << run.output;
+  EXPECT_NE(run.output.find("before the work ahead of it"), std::string::npos) << run.output;
+}
+
 // Issue 33 item 3, flat staging: local ranks 0 and 1 on one arena device,
 // 2 on another plugin's device (arenab: other addresses, other alignment),
 // 3 on host buffers, in one gloo communicator. Also the four-rank case of

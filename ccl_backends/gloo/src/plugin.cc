@@ -168,4 +168,5 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v2_t infiniCclPlugin_v2 = {
     .host_flag_create = nullptr,
     .host_flag_destroy = nullptr,
     .stream_wait_host_flag = nullptr,
+    .stream_write_host_flag = nullptr,
 };

@@ -203,27 +203,46 @@ infiniCclResult_t HostFlagDestroy(uint32_t* flag) {
 
 namespace {
 
-// cuStreamWaitValue32 is a driver entry the runtime does not wrap: found
-// once through the runtime, so the plugin does not link libcuda itself.
+// cuStreamWaitValue32 and cuStreamWriteValue32 are driver entries the
+// runtime does not wrap: found once through the runtime, so the plugin does
+// not link libcuda itself.
 using StreamWaitValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using StreamWriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
-StreamWaitValue32 FindStreamWaitValue32(std::string* why) {
+void* FindDriverEntry(const char* symbol, std::string* why) {
   void* entry = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
-  const cudaError_t error = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &entry, 12000,
-                                                             cudaEnableDefault, &found);
-#else
   const cudaError_t error =
-      cudaGetDriverEntryPoint("cuStreamWaitValue32", &entry, cudaEnableDefault, &found);
+      cudaGetDriverEntryPointByVersion(symbol, &entry, 12000, cudaEnableDefault, &found);
+#else
+  const cudaError_t error = cudaGetDriverEntryPoint(symbol, &entry, cudaEnableDefault, &found);
 #endif
   if (error != cudaSuccess || found != cudaDriverEntryPointSuccess || entry == nullptr) {
     cudaGetLastError();
-    *why = "the driver has no cuStreamWaitValue32 (" +
+    *why = "the driver has no " + std::string(symbol) + " (" +
            std::string(error != cudaSuccess ? cudaGetErrorName(error) : "symbol not found") + ")";
     return nullptr;
   }
-  return reinterpret_cast<StreamWaitValue32>(entry);
+  return entry;
+}
+
+// The flag's address for the device (it is mapped pinned memory).
+infiniCclResult_t MappedFlag(const uint32_t* flag, const char* call, CUdeviceptr* mapped) {
+  if (flag == nullptr) return Fail(infiniCclInvalidArgument, std::string(call) + ": flag is NULL");
+  CCLCHECK(RequireDevice(call));
+  void* device = nullptr;
+  CCLCHECK(CheckCuda(cudaHostGetDevicePointer(&device, const_cast<uint32_t*>(flag), 0),
+                     std::string(call) + ": cudaHostGetDevicePointer (not a host flag?)"));
+  *mapped = reinterpret_cast<CUdeviceptr>(device);
+  return infiniCclSuccess;
+}
+
+infiniCclResult_t FromDriver(CUresult result, const char* call, const char* entry) {
+  if (result == CUDA_SUCCESS) return infiniCclSuccess;
+  return Fail(infiniCclUnhandledDeviceError, std::string(call) + ": " + entry +
+                                                 " failed with CUresult " +
+                                                 std::to_string(static_cast<int>(result)));
 }
 
 }  // namespace
@@ -231,22 +250,27 @@ StreamWaitValue32 FindStreamWaitValue32(std::string* why) {
 infiniCclResult_t StreamWaitHostFlag(infiniCclStream_t stream, const uint32_t* flag,
                                      uint32_t value) {
   static std::string why_missing;
-  static const StreamWaitValue32 wait = FindStreamWaitValue32(&why_missing);
+  static const auto wait =
+      reinterpret_cast<StreamWaitValue32>(FindDriverEntry("cuStreamWaitValue32", &why_missing));
   if (wait == nullptr) return Fail(infiniCclSystemError, "stream_wait_host_flag: " + why_missing);
-  if (flag == nullptr) return Fail(infiniCclInvalidArgument, "stream_wait_host_flag: flag is NULL");
-  CCLCHECK(RequireDevice("stream_wait_host_flag"));
-  void* mapped = nullptr;
-  CCLCHECK(CheckCuda(cudaHostGetDevicePointer(&mapped, const_cast<uint32_t*>(flag), 0),
-                     "stream_wait_host_flag: cudaHostGetDevicePointer (not a host flag?)"));
-  const CUresult result =
-      wait(reinterpret_cast<CUstream>(ToCuda(stream)), reinterpret_cast<CUdeviceptr>(mapped), value,
-           CU_STREAM_WAIT_VALUE_GEQ);
-  if (result != CUDA_SUCCESS) {
-    return Fail(infiniCclUnhandledDeviceError,
-                "stream_wait_host_flag: cuStreamWaitValue32 failed with CUresult " +
-                    std::to_string(static_cast<int>(result)));
-  }
-  return infiniCclSuccess;
+  CUdeviceptr mapped = 0;
+  CCLCHECK(MappedFlag(flag, "stream_wait_host_flag", &mapped));
+  return FromDriver(
+      wait(reinterpret_cast<CUstream>(ToCuda(stream)), mapped, value, CU_STREAM_WAIT_VALUE_GEQ),
+      "stream_wait_host_flag", "cuStreamWaitValue32");
+}
+
+// Flags 0: the write is preceded by a memory barrier, so the bytes the
+// stream's earlier copies wrote are visible before the flag is.
+infiniCclResult_t StreamWriteHostFlag(infiniCclStream_t stream, uint32_t* flag, uint32_t value) {
+  static std::string why_missing;
+  static const auto write =
+      reinterpret_cast<StreamWriteValue32>(FindDriverEntry("cuStreamWriteValue32", &why_missing));
+  if (write == nullptr) return Fail(infiniCclSystemError, "stream_write_host_flag: " + why_missing);
+  CUdeviceptr mapped = 0;
+  CCLCHECK(MappedFlag(flag, "stream_write_host_flag", &mapped));
+  return FromDriver(write(reinterpret_cast<CUstream>(ToCuda(stream)), mapped, value, 0),
+                    "stream_write_host_flag", "cuStreamWriteValue32");
 }
 
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,

@@ -45,6 +45,7 @@ infiniCclResult_t HostFlagCreate(uint32_t** flag);
 infiniCclResult_t HostFlagDestroy(uint32_t* flag);
 infiniCclResult_t StreamWaitHostFlag(infiniCclStream_t stream, const uint32_t* flag,
                                      uint32_t value);
+infiniCclResult_t StreamWriteHostFlag(infiniCclStream_t stream, uint32_t* flag, uint32_t value);
 infiniCclResult_t MemcpyAsync(void* dst, const void* src, size_t bytes, infiniCclMemcpyKind_t kind,
                               infiniCclStream_t stream);
 infiniCclResult_t MemsetAsync(void* ptr, int value, size_t bytes, infiniCclStream_t stream);

@@ -175,6 +175,7 @@ __attribute__((visibility("default"))) infiniCclPlugin_v2_t infiniCclPlugin_v2 =
     .host_flag_create = &nccl::Exported<&nccl::HostFlagCreate>::Call,
     .host_flag_destroy = &nccl::Exported<&nccl::HostFlagDestroy>::Call,
     .stream_wait_host_flag = &nccl::Exported<&nccl::StreamWaitHostFlag>::Call,
+    .stream_write_host_flag = &nccl::Exported<&nccl::StreamWriteHostFlag>::Call,
 };
 }  // extern "C"
 

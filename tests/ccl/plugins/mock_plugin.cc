@@ -406,7 +406,8 @@ INFINI_CCL_PLUGIN_EXPORT const infiniCclPlugin_v1_t MOCK_TABLE_NAME = {MOCK_STRU
     .comm_window_register = MOCK_WINDOW_REGISTER, .comm_window_deregister = nullptr,              \
     .get_link_bandwidth = nullptr, .host_register = MOCK_HOST_REGISTER,                           \
     .host_unregister = nullptr, .host_flag_create = MOCK_HOST_FLAG_CREATE,                        \
-    .host_flag_destroy = nullptr, .stream_wait_host_flag = MOCK_STREAM_WAIT_HOST_FLAG             \
+    .host_flag_destroy = nullptr, .stream_wait_host_flag = MOCK_STREAM_WAIT_HOST_FLAG,            \
+    .stream_write_host_flag = MOCK_STREAM_WRITE_HOST_FLAG                                         \
   }
 #ifdef MOCK_HALF_REGISTER
 infiniCclResult_t HalfRegister(infiniCclComm_t, void*, size_t, void**) { return infiniCclSuccess; }
@@ -438,6 +439,12 @@ infiniCclResult_t HalfWaitFlag(infiniCclStream_t, const uint32_t*, uint32_t) {
 #else
 #define MOCK_HOST_FLAG_CREATE nullptr
 #define MOCK_STREAM_WAIT_HOST_FLAG nullptr
+#endif
+#ifdef MOCK_LONE_HOST_FLAG_WRITE
+infiniCclResult_t LoneWriteFlag(infiniCclStream_t, uint32_t*, uint32_t) { return infiniCclSuccess; }
+#define MOCK_STREAM_WRITE_HOST_FLAG LoneWriteFlag
+#else
+#define MOCK_STREAM_WRITE_HOST_FLAG nullptr
 #endif
 #ifndef MOCK_FEATURES
 #define MOCK_FEATURES INFINI_CCL_FEATURE_NONBLOCKING

@@ -575,6 +575,23 @@ typedef struct {
   infiniCclResult_t (*host_flag_destroy)(uint32_t* flag);
   infiniCclResult_t (*stream_wait_host_flag)(infiniCclStream_t stream, const uint32_t* flag,
                                              uint32_t value);
+
+  /* ---- Streams that signal the host (appended after stream_wait_host_flag)
+   * Model: cuStreamWriteValue32 on host memory mapped for the device, with
+   * its default memory barrier (hipStreamWriteValue32 on ROCm).
+   * Once the work enqueued on `stream` before this call is done, the device
+   * stores `value` into *flag (a flag from host_flag_create), and every byte
+   * that work wrote to host memory is visible to a host thread that reads
+   * the flag with an acquire load and sees `value`. The device runs to that
+   * point by itself: no host call on the stream, its events or its device is
+   * needed for the store to happen.
+   * The host uses it so that a staged collective's thread never calls the
+   * device runtime: it polls words the stream writes when the collective's
+   * input has reached host memory, and releases the stream with
+   * stream_wait_host_flag. Set only with the three entries above.
+   * Optional: without it a staged call returns after its host part. */
+  infiniCclResult_t (*stream_write_host_flag)(infiniCclStream_t stream, uint32_t* flag,
+                                              uint32_t value);
 } infiniCclPlugin_v2_t;
 
 /* comm_shrink's flags. */
@@ -608,6 +625,11 @@ typedef struct {
 /* Likewise host_flag_create, host_flag_destroy and stream_wait_host_flag. */
 #define INFINI_CCL_PLUGIN_V2_HOST_FLAG_SIZE \
   INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, stream_wait_host_flag)
+
+/* A table has stream_write_host_flag only when its struct_size reaches it;
+ * the host refuses it without the three host flag entries. */
+#define INFINI_CCL_PLUGIN_V2_HOST_FLAG_WRITE_SIZE \
+  INFINI_CCL_STRUCT_SIZE(infiniCclPlugin_v2_t, stream_write_host_flag)
 
 /* The smallest v2 table the host accepts: up to the last required entry.
  * Entries after it that an older v2 plugin's table lacks count as NULL. */
