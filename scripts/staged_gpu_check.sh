@@ -2,8 +2,9 @@
 # Host-staged communicators on one GPU, in one go (~3 min): the launcher's
 # one-line refusal of nccl with more ranks than GPUs, ccl_conformance
 # --quick on gloo staged through nccl with 4 ranks on cuda:0, the same on a
-# mixed job (3 ranks on cuda:0, 1 on the host), deferred calls (a rank's
-# calls return while its peer is late), framework_adapter and
+# mixed job (3 ranks on cuda:0, 1 on the host), proxied calls (a rank's
+# calls return while its peer is late; also with a cudaFree while they are
+# in flight), framework_adapter and
 # device_groups_program with a backend per device type, and ccl_bench
 # all_reduce busbw from 1 MiB to 1 GiB with 2, 4 and 8 ranks on cuda:0.
 #
@@ -44,21 +45,29 @@ status=$?
 grep -E "\[rank0\]:.*(FAIL|missing)|summary:" "$logs/conformance.log"
 grep -q "summary:.* 0 FAIL" "$logs/conformance.log" && [[ $status -eq 0 ]] || failed=1
 
-echo "== deferred calls: 2 ranks on cuda:0, rank 1 starts its 20 all_reduces 3 s late"
+# Proxied calls (INFINI_CCL_STAGED_DEFER=1: ranks sharing one GPU are
+# inline by default): rank 0 issues at once and its stream is done after
+# its peer woke; then the same with a device buffer freed while the calls
+# are in flight (cudaFree synchronizes the device), in 4 KiB chunks through
+# the shared segment.
+echo "== proxied calls: 2 ranks on cuda:0, rank 1 starts its 20 all_reduces 3 s late"
 if [[ -x "$build/bin/deferred_call_program" ]]; then
-  INFINI_CCL_STAGED_DEFER=1 timeout 120 "$run" --ccl_backend=gloo --device_backend=nccl \
-    --nproc_per_node=2 -- "$build/bin/deferred_call_program" --calls=20 --late_rank=1 --late_ms=3000 \
-    >"$logs/deferred.log" 2>&1 || failed=1
-  grep "deferred_call:" "$logs/deferred.log"
-  issued=$(sed -n 's/.*rank 0 issued 20 calls in \([0-9]*\) ms, done after \([0-9]*\) ms, sums right.*/\1 \2/p' \
-    "$logs/deferred.log")
-  read -r issued_ms done_ms <<<"${issued:-x x}"
-  if [[ "$issued_ms" == x || "$issued_ms" -ge 1500 || "$done_ms" -lt 2000 ]]; then
-    echo "deferred: FAIL (rank 0 should issue at once and finish after its peer)"
-    failed=1
-  else
-    echo "deferred: pass (rank 0 issued 20 calls in $issued_ms ms, its stream done after $done_ms ms)"
-  fi
+  for variant in "plain" "free INFINI_CCL_STAGED_CHUNK_BYTES=4096 --free_after_issue=1"; do
+    read -r name chunk flag <<<"$variant"
+    env INFINI_CCL_STAGED_DEFER=1 ${chunk:-} timeout 120 "$run" --ccl_backend=gloo --device_backend=nccl \
+      --nproc_per_node=2 -- "$build/bin/deferred_call_program" --calls=20 --late_rank=1 \
+      --late_ms=3000 ${flag:-} >"$logs/deferred_$name.log" 2>&1 || failed=1
+    grep "deferred_call:" "$logs/deferred_$name.log"
+    issued=$(sed -n 's/.*rank 0 issued 20 calls in \([0-9]*\) ms, done after \([0-9]*\) ms, sums right.*/\1 \2/p' \
+      "$logs/deferred_$name.log")
+    read -r issued_ms done_ms <<<"${issued:-x x}"
+    if [[ "$issued_ms" == x || "$issued_ms" -ge 1500 || "$done_ms" -lt 2000 ]]; then
+      echo "proxied ($name): FAIL (rank 0 should issue at once and finish after its peer)"
+      failed=1
+    else
+      echo "proxied ($name): pass (rank 0 issued 20 calls in $issued_ms ms, its stream done after $done_ms ms)"
+    fi
+  done
 fi
 
 echo "== a mixed job: ranks 0-2 staged through nccl on cuda:0, rank 3 on the host"

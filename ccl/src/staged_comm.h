@@ -98,6 +98,9 @@ struct StagedComm {
   uint32_t* words[kSignals] = {nullptr, nullptr, nullptr, nullptr};
   uint32_t* Word(Signal word) { return words[static_cast<int>(word)]; }
   bool proxied() const { return words[0] != nullptr; }
+  // Whether another rank of the communicator uses this rank's device (same
+  // host, device plugin and index): settled with the islands.
+  bool device_shared = false;
   std::vector<infiniCclEvent_t> Events() const {
     return {ready,
             done,
@@ -145,11 +148,15 @@ struct StagedComm {
 infiniCclResult_t OpenSharedSlots(StagedComm& comm, const char* call);
 
 // A communicator of `transport` staged on the calling thread's current
-// device of Device(), its calls proxied where the device plugin writes and
-// waits on host flags and `proxied` asks for it; on failure destroys
-// nothing it did not make.
+// device of Device(), its calls inline until StartProxy; on failure
+// destroys nothing it did not make.
 infiniCclResult_t MakeStagedComm(infiniCclComm_t transport, const infiniCclConfig_t* config,
-                                 StagedComm** made, bool proxied = true);
+                                 StagedComm** made);
+// Proxies the communicator's calls where INFINI_CCL_STAGED_DEFER asks for
+// it (1: always; unset or empty: unless its device is shared; 0: never) and
+// the device plugin writes and waits on host flags. Fails only for a bad
+// setting.
+infiniCclResult_t StartProxy(StagedComm& comm);
 // Returns once the host steps of every call proxied on `comm` have run (a
 // call that runs on the caller's thread comes after them).
 inline void DrainHostSteps(StagedComm& comm) {

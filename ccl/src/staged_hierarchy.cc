@@ -48,6 +48,7 @@ int BitOf(DLDataType dtype, infiniCclRedOp_t op) {
 struct Record {
   char host[160];
   char device[64];  // the device plugin; "" where it has no CCL to island with
+  char runtime[64];  // the device plugin, always
   int32_t device_index;
   int32_t flags;
   int64_t threshold;
@@ -112,6 +113,7 @@ Record MyRecord(const StagedComm& comm) {
     }
     if ((device.features & INFINI_CCL_FEATURE_DEVICE_SHARING) != 0) mine.flags |= kShares;
   }
+  std::snprintf(mine.runtime, sizeof(mine.runtime), "%s", device.name);
   mine.device_index = comm.device;
   if (!ReadThreshold(&mine.threshold)) mine.flags |= kBadThreshold;
   if (Transport().comm_split == nullptr) mine.flags |= kCannotSplit;
@@ -183,6 +185,16 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
                                            " is not a size in bytes or 'never' (its own line "
                                            "says the value)");
   }
+  comm.device_shared = false;
+  const Record& me = all[static_cast<size_t>(rank)];
+  for (int r = 0; r < nranks; ++r) {
+    const Record& other = all[static_cast<size_t>(r)];
+    if (r != rank && other.device_index == me.device_index &&
+        std::strncmp(other.host, me.host, sizeof(me.host)) == 0 &&
+        std::strncmp(other.runtime, me.runtime, sizeof(me.runtime)) == 0) {
+      comm.device_shared = true;
+    }
+  }
   const std::vector<int> leader = LeadersOf(all);
   std::vector<int> members;  // of this rank's island, in rank order
   int island_count = 0;
@@ -248,6 +260,8 @@ infiniCclResult_t FindIslands(StagedComm& comm, std::shared_ptr<Islands>* found)
       transport.comm_destroy(child);
     } else {
       islands->leaders->timeout_ms = comm.timeout_ms;  // flat among the leaders
+      // Proxied when its parent is (StageTransport), its device being the parent's.
+      islands->leaders->device_shared = comm.device_shared;
     }
   }
 

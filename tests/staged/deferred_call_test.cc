@@ -1,13 +1,15 @@
 // A staged collective returns once enqueued, as a device collective does
 // (issue 33 item 1), where the device writes and waits on host flags (the
-// arena's): with a peer 3 s late, the punctual rank's calls return at once
+// arena's) and no other rank uses the rank's device (each rank on its own
+// arena device here, unless a test says otherwise): with a peer 3 s late, the punctual rank's calls return at once
 // and its stream waits; twenty calls in flight at once each get their own
 // sum, through the shared segment and through gloo, in one chunk and in
 // many. A device-wide synchronization while they are in flight (a free,
 // ARENA_FREE_SYNCS=1) waits for them and hangs nothing: the worker never
-// needs the device runtime. With INFINI_CCL_STAGED_DEFER=0, and without
-// host flags (ARENA_NO_HOST_FLAGS=1), each call returns after its host
-// part, and the sums are the same; a bad value is one line.
+// needs the device runtime. With INFINI_CCL_STAGED_DEFER=0, without host
+// flags (ARENA_NO_HOST_FLAGS=1), and by default for ranks sharing a device,
+// each call returns after its host part, and the sums are the same; a bad
+// value is one line.
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -43,7 +45,7 @@ Timing TimingOf(const std::string& output, int rank) {
 }
 
 RunResult RunLate(const std::string& environment, int calls, const std::string& flags = "") {
-  return RunCommand("env " + environment + " " + std::string(INFINI_RUN_PATH) +
+  return RunCommand("env ARENA_DEVICE_COUNT=2 " + environment + " " + std::string(INFINI_RUN_PATH) +
                     " --nproc_per_node=2 --ccl_backend=gloo --device_backend=" + ARENA_PLUGIN_PATH +
                     " -- " + DEFERRED_CALL_PROGRAM_PATH + " --calls=" + std::to_string(calls) +
                     " --late_rank=1 --late_ms=" + std::to_string(kLateMs) + " " + flags);
@@ -89,6 +91,15 @@ TEST(StagedCalls, WithDeferOffOrWithoutHostFlagsEachCallReturnsAfterItsHostPart)
     EXPECT_TRUE(TimingOf(run.output, 1).right) << run.output;
     EXPECT_GE(punctual.issued_ms, kLateMs * 2 / 3) << environment << "\n" << run.output;
   }
+}
+
+TEST(StagedCalls, RanksSharingADeviceStayInlineUnlessDeferIsOne) {
+  const RunResult shared = RunLate("ARENA_DEVICE_COUNT=1", 3);
+  ASSERT_EQ(shared.exit_code, 0) << shared.output;
+  EXPECT_TRUE(TimingOf(shared.output, 0).right) << shared.output;
+  EXPECT_GE(TimingOf(shared.output, 0).issued_ms, kLateMs * 2 / 3) << shared.output;
+  ExpectReturnedAtOnce(RunLate("ARENA_DEVICE_COUNT=1 INFINI_CCL_STAGED_DEFER=1", 20),
+                       "ARENA_DEVICE_COUNT=1 INFINI_CCL_STAGED_DEFER=1");
 }
 
 TEST(StagedCalls, ABadDeferSettingIsOneLine) {
