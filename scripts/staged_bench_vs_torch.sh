@@ -16,6 +16,7 @@ export LD_LIBRARY_PATH="$build/lib:$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY
 export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 run=$build/bin/infini_run
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/busbw_of.sh"
 for ranks in 2 4 8; do
   timeout 200 "$run" --ccl_backend=gloo --device_backend=nccl --nproc_per_node=$ranks -- \
     "$build/bin/ccl_bench" --collectives=all_reduce --min_bytes=1M --max_bytes=1G \
@@ -42,11 +43,9 @@ printf "%12s %14s %14s %14s\n" size 2 4 8
 for bytes in 1048576 4194304 16777216 67108864 268435456 1073741824; do
   row=$(printf "%12s" "$bytes")
   for ranks in 2 4 8; do
-    ours=$(awk -v b="$bytes" '/^\[rank0\]:/ { sub(/^\[rank0\]:/, ""); if ($1 == b) v = $8 }
-                             END { print (v == "" ? "-" : v) }' "$logs/ours_$ranks.log")
-    torch=$(awk -v b="$bytes" '$1 == b { v = $4 } END { print (v == "" ? "-" : v) }' \
-      "$logs/torch_$ranks.log" 2>/dev/null)
-    row+=$(printf " %14s" "$ours / ${torch:--}")
+    ours=$(ccl_busbw "$logs/ours_$ranks.log" "$bytes")
+    torch=$(torch_busbw "$logs/torch_$ranks.log" "$bytes")
+    row+=$(printf " %14s" "$ours / $torch")
   done
   echo "$row"
 done

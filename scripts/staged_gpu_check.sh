@@ -25,6 +25,7 @@ export LD_LIBRARY_PATH="$build/lib:$build/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY
 export NCCL_NVLS_ENABLE=0  # NVLink multicast can take a shared host's GPUs down
 export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 run=$build/bin/infini_run
+. "$(dirname "$0")/busbw_of.sh"
 failed=0
 
 echo "== nccl with 4 ranks on 1 GPU: one line from the launcher"
@@ -159,9 +160,7 @@ printf "%12s %8s %8s %8s\n" size 2 4 8
 for bytes in 1048576 4194304 16777216 67108864 268435456 1073741824; do
   row=$(printf "%12s" "$bytes")
   for ranks in 2 4 8; do
-    busbw=$(awk -v b="$bytes" '/^\[rank0\]:/ { sub(/^\[rank0\]:/, ""); if ($1 == b) v = $8 }
-                               END { print (v == "" ? "-" : v) }' "$logs/bench_$ranks.log")
-    row+=$(printf " %8s" "$busbw")
+    row+=$(printf " %8s" "$(ccl_busbw "$logs/bench_$ranks.log" "$bytes")")
   done
   echo "$row"
 done
