@@ -42,8 +42,9 @@ foreach(target IN LISTS infini_ccl_all_targets)
     get_target_property(links ${target} LINK_LIBRARIES)
     if(links MATCHES "GTest::")
       if(NOT INFINI_CCL_OPTIMIZE_TESTS)
-        # After the build type's -O2 on the command line, so it wins.
-        target_compile_options(${target} PRIVATE -O0)
+        # After the build type's -O2 on the command line, so it wins (C++ only:
+        # CUDA sources keep their flags).
+        target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-O0>)
       endif()
       continue()
     endif()
