@@ -47,7 +47,7 @@ int BitOf(DLDataType dtype, infiniCclRedOp_t op) {
 // What a rank tells the others at its communicator's first all_reduce.
 struct Record {
   char host[160];
-  char device[64];  // the device plugin; "" where it has no CCL to island with
+  char device[64];   // the device plugin; "" where it has no CCL to island with
   char runtime[64];  // the device plugin, always
   int32_t device_index;
   int32_t flags;

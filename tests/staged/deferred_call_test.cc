@@ -1,12 +1,11 @@
 // A staged collective returns once enqueued, as a device collective does
 // (issue 33 item 1), where the device writes and waits on host flags (the
 // arena's) and no other rank uses the rank's device (each rank on its own
-// arena device here, unless a test says otherwise): with a peer 3 s late, the punctual rank's calls return at once
-// and its stream waits; twenty calls in flight at once each get their own
-// sum, through the shared segment and through gloo, in one chunk and in
-// many. A device-wide synchronization while they are in flight (a free,
-// ARENA_FREE_SYNCS=1) waits for them and hangs nothing: the worker never
-// needs the device runtime. With INFINI_CCL_STAGED_DEFER=0, without host
+// arena device here, unless a test says otherwise): with a peer 3 s late, the punctual rank's calls
+// return at once and its stream waits; twenty calls in flight at once each get their own sum,
+// through the shared segment and through gloo, in one chunk and in many. A device-wide
+// synchronization while they are in flight (a free, ARENA_FREE_SYNCS=1) waits for them and hangs
+// nothing: the worker never needs the device runtime. With INFINI_CCL_STAGED_DEFER=0, without host
 // flags (ARENA_NO_HOST_FLAGS=1), and by default for ranks sharing a device,
 // each call returns after its host part, and the sums are the same; a bad
 // value is one line.
