@@ -65,7 +65,7 @@ infiniCclResult_t StageTransport(infiniCclComm_t transport, const infiniCclConfi
     settled = StartProxy(*made->islands->leaders);
   }
   // The segment is opened and pinned now, on every rank alike (a mixed
-  // job's ranks differ in whether their calls are deferred), while no call
+  // job's ranks differ in whether their calls are proxied), while no call
   // of it can be waiting (see HostBuffer).
   if (settled == infiniCclSuccess) settled = OpenSharedSlots(*made, "comm_init (shared memory)");
   if (settled != infiniCclSuccess) {
@@ -176,7 +176,7 @@ void Fill(infiniCclPlugin_t& table, const infiniCclPlugin_t& transport,
   table.get_error_string = &GetErrorString;
   table.get_last_error = &GetLastError;
   // Ranks may share a device: staging never makes a device communicator.
-  // Calls are deferred or done when they return, never in progress.
+  // Calls are proxied or done when they return, never in progress.
   table.features = (transport.features &
                     (INFINI_CCL_FEATURE_CONCURRENT_INIT | INFINI_CCL_FEATURE_ABORT_UNBLOCKS |
                      INFINI_CCL_FEATURE_ONE_RANK_PER_PROCESS)) |
