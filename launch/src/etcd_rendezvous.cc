@@ -52,6 +52,7 @@ class EtcdRendezvous final : public RendezvousHandler {
     etcd_options.password = password ? password : "";
     try {
       etcd_ = EtcdStore::Connect(etcd_options);
+      records_ = MakeEtcdRunRecordStore(etcd_options);
     } catch (const StoreError& error) {
       const std::string what = error.what();
       // etcd's own authentication: name the variables that carry the login.
@@ -91,16 +92,17 @@ class EtcdRendezvous final : public RendezvousHandler {
     return {etcd_->CompareSet(Key("config"), "", mine), "the run", "the first node"};
   }
 
-  // Nobody hosts the meeting: the first to join is node 0.
-  // One request per node however many arrive at once (EtcdStore::CountUp).
-  int JoinOrderRank() override { return static_cast<int>(etcd_->CountUp(Key("joined"))) - 1; }
+  RunRecordStore& records() override { return *records_; }
 
   void Announce(RendezvousWorld* world) override {
     if (world->node_rank == 0) HostRanksStore();
-    etcd_->Set(AliveKey(round_, world->node_rank), NodeIdentity());
+    etcd_->Set(AliveKey(round_, world->node_rank), identity());
     world->store_addr = etcd_->Get(RoundKey(round_, "store_addr"));
     world->store_port =
         static_cast<uint16_t>(std::stoi(etcd_->Get(RoundKey(round_, "store_port"))));
+    world->master_addr = etcd_->Get(RoundKey(round_, "master_addr"));
+    world->master_port =
+        static_cast<uint16_t>(std::stoi(etcd_->Get(RoundKey(round_, "master_port"))));
   }
 
   bool hosts_store() const override { return ranks_server_ != nullptr; }
@@ -130,7 +132,8 @@ class EtcdRendezvous final : public RendezvousHandler {
 
   // This node's own lease first (it stalled longer than the lease lives),
   // then the nodes whose lease expired before they said goodbye.
-  MembershipChange Watch() override {
+  // The owners come from the alive keys' values (each on its owner's lease).
+  MembershipChange Watch(const std::vector<std::string>&) override {
     if (!etcd_->lease_alive()) {
       throw StoreError(
           "this node's etcd lease expired (its infini_run stalled for "
@@ -185,6 +188,7 @@ class EtcdRendezvous final : public RendezvousHandler {
   void Shutdown(const std::function<void(milliseconds)>& wait_for_link) override {
     if (etcd_) {
       wait_for_link(kLinkStopBound);
+      records_->StopBackground();
       etcd_->StopBackground();
     }
     ranks_server_.reset();
@@ -243,9 +247,7 @@ class EtcdRendezvous final : public RendezvousHandler {
     {
       std::lock_guard lock(mutex_);
       if (removing_) return;  // node 0's own removal of every key
-      if (event.key.rfind(Key("left/"), 0) == 0 && !event.deleted) {
-        left_owners_.insert(event.key.substr(Key("left/").size()));
-      } else if (event.key.rfind("alive/", 0) == 0) {
+      if (event.key.rfind("alive/", 0) == 0) {
         // Owners of every round (a round's members may announce before this
         // node enters it); losses of this round only.
         const std::pair<int, int> round_node = AliveNode(event.key);
@@ -256,9 +258,10 @@ class EtcdRendezvous final : public RendezvousHandler {
             reported_.erase(node);
           }
           alive_owner_[round_node] = event.value;
-        } else if (round_node.first == round_ && !left_owners_.count(alive_owner_[round_node]) &&
-                   !reported_.count(node)) {
-          expired_.insert(node);  // its lease ran out before it said goodbye
+        } else if (round_node.first == round_ && !reported_.count(node)) {
+          // Its lease ran out, or it left once the run's outcome was read:
+          // the record's transitions ignore a loss after the outcome.
+          expired_.insert(node);
         }
       }
     }
@@ -268,6 +271,9 @@ class EtcdRendezvous final : public RendezvousHandler {
   const LaunchOptions options_;
   std::string endpoints_text_;  // "host:port,host:port", for messages
   std::unique_ptr<EtcdStore> etcd_;
+  // The record, on a connection of its own without a lease: it outlives
+  // whichever launcher wrote it last.
+  std::unique_ptr<RunRecordStore> records_;
   std::unique_ptr<TcpStoreServer> ranks_server_;  // node 0
   std::string ranks_store_addr_;                  // its published address
   std::function<void()> on_change_;               // set before the watch starts
@@ -275,7 +281,6 @@ class EtcdRendezvous final : public RendezvousHandler {
   std::mutex mutex_;
   // Guarded by mutex_: what the watch saw.
   std::map<std::pair<int, int>, std::string> alive_owner_;  // (round, node) -> host:pid
-  std::set<std::string> left_owners_;
   std::set<int> expired_;   // leases expired, not yet reported
   std::set<int> reported_;  // reported lost
   bool removing_ = false;   // node 0 is removing the run's keys

@@ -117,8 +117,7 @@ class Launcher {
     failure_restarts_ = node_->failure_restarts();
     if (options_.elastic()) SayRound();
     // A replacement node joins the attempt the others run (they are long
-    // past its start).
-    if (node_->replaces_lost_node()) node_->JoinRunningAttempt(attempt_);
+    // past its start): the record admitted it ready (Meet).
     Occurrence occurrence = Meet();
     int status = 0;
     while (state_ != decisions::RunState::kSucceeded && state_ != decisions::RunState::kFailed) {
@@ -245,7 +244,7 @@ class Launcher {
     Say((change.peer ? change.peer->message : std::string("the membership changed")) +
         "; meeting the other nodes again in round " + std::to_string(node_->round() + 1) +
         " (a membership change, not counted against --max_restarts)");
-    attempt_ = node_->NextRound(attempt_ + 1);
+    attempt_ = node_->NextRound();
     SayRound();
   }
 
@@ -393,7 +392,9 @@ class Launcher {
              Lines(FormatFailureSummary(*occurrence.result, occurrence.context))) {
           Console::Get().WriteLine(Console::kStderr, line + "\n");
         }
-        if (FailureWaitsForItsCause()) {
+        // Published at the first failure where several nodes must hear it at
+        // once; else here (a single node's record restarts or stops too).
+        if (FailureWaitsForItsCause() || !options_.multi_node()) {
           node_->PublishFailure(attempt_, CanRestart(), occurrence.exit_status,
                                 FailureMessage(occurrence.result->first_failure));
         }

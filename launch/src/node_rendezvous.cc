@@ -85,6 +85,7 @@ std::unique_ptr<NodeRendezvous> NodeRendezvous::Establish(const LaunchOptions& g
   }
   node->StartRelay();
   node->link_ = std::make_shared<RendezvousLink>(node->handler_, node->world_, options);
+  node->link_->record = node->handler_->records().Get();
   node->link_->ranks_store = {
       node->world_.store_addr,       node->world_.store_port, options.run_token, options.run_id,
       options.layout().world_size(), options.min_ranks,       HostName()};
@@ -145,21 +146,9 @@ rendezvous::RelayCounts NodeRendezvous::relay_counts() const {
 
 void NodeRendezvous::StartLink() { link_->Start(); }
 
-void NodeRendezvous::JoinRunningAttempt(int attempt) {
-  {
-    std::lock_guard lock(link_->mutex);
-    link_->watched_attempt = attempt;
-    link_->all_ready = true;  // the others' ranks run already
-    link_->all_done = false;
-  }
-  // In place of its lost predecessor's (on etcd gone with its lease).
-  const std::string key = AttemptKey(attempt, "ready/" + std::to_string(world_.node_rank));
-  link_->Post([key](Store& store) { store.Set(key, "1"); });
-}
-
 void NodeRendezvous::PublishJoin(const loss_notice::LossNotice& join) {
-  const NodeJoinEntry entry{world_.node_rank, NodeIdentity(), HostName(), join};
-  link_->Post([entry](Store& store) { AppendNodeJoin(store, entry); });
+  const NodeJoinEntry entry{world_.node_rank, handler_->identity(), HostName(), join};
+  link_->Post([entry](RendezvousLink& link) { AppendNodeJoin(link.handler->store(), entry); });
   // Written before the ranks start: a loss of this node from then on is
   // published with these ranks.
   if (WaitForLink(kWriteFlushBound, [this] { return link_->Flushed(); })) return;
@@ -212,10 +201,11 @@ NodeRendezvous::~NodeRendezvous() {
 void NodeRendezvous::Leave() {
   const bool hosts = handler_->hosts_store();
   if (!hosts) {
-    const std::string identity = NodeIdentity();
-    link_->Post([identity, handler = handler_](Store& store) {
-      store.Set(Key("left/" + identity), "1");
-      handler->LeaveCleanly();
+    link_->Post([identity = handler_->identity()](RendezvousLink& link) {
+      link.ApplyNow([&](const RunRecord& record) {
+        return RecordStep{record::Leave(record, identity), {}};
+      });
+      link.handler->LeaveCleanly();
     });
     std::lock_guard lock(link_->mutex);
     link_->stop = true;  // after the queued writes
@@ -224,7 +214,7 @@ void NodeRendezvous::Leave() {
   // keeps its store up until every node has read the outcome and left.
   try {
     WaitForLink(hosts ? kHostLinger : kWriteFlushBound,
-                [&] { return link_->Flushed() && (!hosts || link_->all_left); });
+                [&] { return link_->Flushed() && (!hosts || EveryOtherNodeLeft()); });
   } catch (const Interrupted&) {
   }
   if (hosts) RemoveRun();
@@ -236,10 +226,22 @@ void NodeRendezvous::Leave() {
   handler_->Shutdown([link = link_](milliseconds bound) { link->WaitUntilFinished(bound); });
 }
 
+bool NodeRendezvous::EveryOtherNodeLeft() const {
+  const RunRecord& record = link_->record;
+  const std::string me = handler_->identity();
+  for (const RunMember& member : record.members) {
+    if (member.owner == me || member.left || link_->lost_owners.count(member.owner)) continue;
+    bool lost = false;
+    for (const LostSlot& slot : record.lost) lost = lost || slot.owner == member.owner;
+    if (!lost) return false;
+  }
+  return true;
+}
+
 // Node 0, last: the others have left, or their keys expire with their
 // leases. Through the link thread, which owns the connection.
 void NodeRendezvous::RemoveRun() {
-  link_->Post([handler = handler_](Store&) { handler->RemoveRun(); });
+  link_->Post([](RendezvousLink& link) { link.handler->RemoveRun(); });
   try {
     WaitForLink(kWriteFlushBound, [this] { return link_->Flushed(); });
   } catch (const Interrupted&) {
@@ -261,18 +263,12 @@ std::string NodeRendezvous::StoreLossNote() const {
 std::optional<PeerFailure> NodeRendezvous::MembershipChanged() {
   if (!options_.elastic()) return std::nullopt;
   std::lock_guard lock(link_->mutex);
-  if (link_->reopen) return link_->reopen;
-  // A count would include members already gone ahead to the next round.
-  if (link_->nodes_waiting > 0) {
-    return PeerFailure{-1, 0,
-                       "a node arrived and waits to join round " +
-                           std::to_string(world_.round + 1) +
-                           " (--nnodes=" + options_.NnodesText() + ")"};
-  }
-  return std::nullopt;
+  const RunRecord& record = link_->record;
+  if (record.round <= world_.round || record.outcome != RunOutcome::kRunning) return std::nullopt;
+  return PeerFailure{record.reopened_for, 1, record.reopen_reason};
 }
 
-int NodeRendezvous::NextRound(int next_attempt) {
+int NodeRendezvous::NextRound() {
   struct Job {
     std::mutex mutex;
     bool done = false;
@@ -280,21 +276,17 @@ int NodeRendezvous::NextRound(int next_attempt) {
     RendezvousWorld world;
   };
   auto job = std::make_shared<Job>();
-  const int round = world_.round + 1;
   // On the link thread, which owns the connection; a StoreError ends the
   // link as any other (StoreLost).
-  link_->Post([job, link = link_, options = options_, round, next_attempt](Store& store) {
+  link_->Post([job, options = options_](RendezvousLink& link) {
     RendezvousWorld world;
     std::exception_ptr error;
     try {
-      // Before arriving: whoever reads it after the round closed (a node
-      // arriving late) starts with this attempt.
-      RaiseRunCounter(store, "next_attempt", next_attempt);
-      world = JoinElasticRound(*link->handler, options, round, [link] {
-        std::lock_guard lock(link->mutex);
-        return link->stop;
+      world = JoinThroughRecord(*link.handler, options, [&link] {
+        std::lock_guard lock(link.mutex);
+        return link.stop;
       });
-      link->EnterRound(world);
+      link.EnterRound(world);
     } catch (const LaunchError&) {
       error = std::current_exception();
     }
@@ -312,7 +304,7 @@ int NodeRendezvous::NextRound(int next_attempt) {
                                  job->world.store_port != world_.store_port;
         world_ = job->world;
         if (store_moved) StartRelay();
-        return std::max(next_attempt, world_.first_attempt);
+        return world_.first_attempt;
       }
     }
     {
@@ -325,77 +317,102 @@ int NodeRendezvous::NextRound(int next_attempt) {
 }
 
 bool NodeRendezvous::WaitAllNodesReady(int attempt) {
-  {
-    std::lock_guard lock(link_->mutex);
-    link_->watched_attempt = attempt;
-    link_->all_ready = false;
-    link_->all_done = false;
-    link_->missing_ready.clear();
-  }
-  const std::string key = AttemptKey(attempt, "ready/" + std::to_string(world_.node_rank));
-  link_->Post([key](Store& store) { store.Set(key, "1"); });
+  const int round = world_.round;
+  link_->Apply([rules = link_->rules, round, attempt, me = handler_->identity()](const RunRecord& record) {
+    if (record.round != round || record.attempt != attempt) return RecordStep{record, {}};
+    return record::Ready(record, rules, me);
+  });
   const std::string doing = "waiting for every node to start attempt " + std::to_string(attempt);
   const auto started = Clock::now();
   const auto deadline = started + options_.rendezvous_timeout;
   bool reported_missing = false;
-  int missing_node = -1;  // found lost while joining: to publish
   // Whom it waits for, after 5 s and every 30 s, as a joining node does.
   auto next_report = started + options_.FirstWaitingNote();
   while (true) {
     if (MembershipChanged()) return false;
     std::string waiting_line;
+    std::string missing_owner;  // elastic: found lost while joining, to record
+    int missing_node = -1;
     {
       std::lock_guard lock(link_->mutex);
-      if (link_->failure) {
-        const PeerFailure& failure = *link_->failure;
-        throw LaunchError((failure.node_rank >= 0 ? "node " + std::to_string(failure.node_rank)
-                                                  : std::string("a joining node")) +
-                          " stopped the run while " + doing + ": " + failure.message);
+      const RunRecord& record = link_->record;
+      if (std::optional<PeerFailure> failure = FailureIn(record)) {
+        throw LaunchError((failure->node_rank >= 0 ? "node " + std::to_string(failure->node_rank)
+                                                   : std::string("a joining node")) +
+                          " stopped the run while " + doing + ": " + failure->message);
       }
       if (!link_->lost.empty()) break;
-      if (link_->all_ready && link_->watched_attempt == attempt) return true;
+      // Started, or already restarted past it (EventSeen says so).
+      if (record.round == round &&
+          (record.attempt > attempt || (record.attempt == attempt && record.attempt_started))) {
+        return true;
+      }
+      const std::vector<int> missing = MissingReady(record);
+      std::string missing_text;
+      for (size_t i = 0; i < missing.size() && i < 64; ++i) {
+        missing_text += (i ? ", " : "") + std::to_string(missing[i]);
+      }
       // Elastic: every member left the round's meeting together, so one not
       // ready by now died while joining; the others meet again without it.
-      if (options_.elastic() && !reported_missing && !link_->missing_ready.empty() &&
+      if (options_.elastic() && !reported_missing && !missing.empty() &&
           Clock::now() - started >= options_.heartbeat_timeout) {
         reported_missing = true;
-        missing_node = std::atoi(link_->missing_ready.c_str());
+        missing_node = missing.front();
+        for (const RunMember& member : record.members) {
+          if (member.slot == missing_node) missing_owner = member.owner;
+        }
       }
       if (Clock::now() >= deadline) {
         throw LaunchError("timed out after " + Seconds(options_.rendezvous_timeout) + " " + doing +
-                          " (--rdzv_timeout); missing node(s) " + link_->missing_ready);
+                          " (--rdzv_timeout); missing node(s) " + missing_text);
       }
-      if (Clock::now() >= next_report && !link_->missing_ready.empty()) {
+      if (Clock::now() >= next_report && !missing.empty()) {
         const auto seconds = [](Clock::duration d) {
           return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count());
         };
         waiting_line = doing + " for " + seconds(Clock::now() - started) + " s: missing node(s) " +
-                       link_->missing_ready + "; gives up in " + seconds(deadline - Clock::now()) +
+                       missing_text + "; gives up in " + seconds(deadline - Clock::now()) +
                        " s (--rdzv_timeout " + Seconds(options_.rendezvous_timeout) + ")";
         next_report = Clock::now() + options_.waiting_note_interval;
       }
     }
     if (!waiting_line.empty()) Say(waiting_line);
-    if (missing_node >= 0) {
-      const std::string reopen_key = RoundKey(world_.round, "reopen");
+    if (!missing_owner.empty()) {
       const std::string message =
           "node " + std::to_string(missing_node) + " lost while joining round " +
-          std::to_string(world_.round) + ": not ready to start attempt " + std::to_string(attempt) +
+          std::to_string(round) + ": not ready to start attempt " + std::to_string(attempt) +
           " within " + Seconds(options_.heartbeat_timeout) + " of node " +
           std::to_string(world_.node_rank) + " (--rdzv_conf=heartbeat_timeout)";
-      link_->Post([reopen_key, node = missing_node, message](Store& store) {
-        store.CompareSet(reopen_key, "", EncodeFailure(1, node, message));
+      link_->Apply([rules = link_->rules, missing_owner, message](const RunRecord& record) {
+        return record::NodeLost(record, rules, missing_owner, false, message, WallNow());
       });
-      missing_node = -1;
     }
     SleepUnlessSignalled(kWaitStep, link_->read_fd);
   }
   throw LaunchError(LostMessage(doing));
 }
 
+std::optional<PeerFailure> NodeRendezvous::FailureIn(const RunRecord& record) {
+  if (record.outcome != RunOutcome::kFailed) return std::nullopt;
+  return PeerFailure{record.failed_node, record.exit_status, record.message};
+}
+
+std::vector<int> NodeRendezvous::MissingReady(const RunRecord& record) const {
+  std::set<int> ready;
+  for (const RunMember& member : record.members) {
+    if (member.ready) ready.insert(member.slot);
+  }
+  for (const LostSlot& lost : record.lost) ready.insert(lost.slot);
+  std::vector<int> missing;
+  for (int node = 0; node < world_.nnodes; ++node) {
+    if (!ready.count(node)) missing.push_back(node);
+  }
+  return missing;
+}
+
 std::optional<PeerFailure> NodeRendezvous::PeerFailed() {
   std::lock_guard lock(link_->mutex);
-  return link_->failure;
+  return FailureIn(link_->record);
 }
 
 std::optional<RunEvent> NodeRendezvous::EventSeen(int attempt) {
@@ -405,12 +422,8 @@ std::optional<RunEvent> NodeRendezvous::EventSeen(int attempt) {
   if (std::string loss = StoreLost(); !loss.empty()) {
     return RunEvent{decisions::Event::kStoreLost, std::nullopt, loss, 1};
   }
-  {
-    std::lock_guard lock(link_->mutex);
-    auto found = link_->restart_by_attempt.find(attempt);
-    if (found != link_->restart_by_attempt.end() && found->second) {
-      return RunEvent{decisions::Event::kRestartRequested, std::nullopt, "", 1};
-    }
+  if (RestartRequested(attempt)) {
+    return RunEvent{decisions::Event::kRestartRequested, std::nullopt, "", 1};
   }
   if (MembershipChanged()) return MembershipEvent(false);
   return std::nullopt;
@@ -445,55 +458,49 @@ std::string NodeRendezvous::StoreLost() {
 void NodeRendezvous::PublishFailure(int attempt, bool restart, int exit_status,
                                     const std::string& message) {
   const int node = world_.node_rank;
-  const bool elastic = options_.elastic();
-  link_->Post([=](Store& store) {
-    if (restart) {
-      const std::string value = std::to_string(node) + "\n" + message;
-      // Elastic: a node arriving late learns how many restarts were spent.
-      if (store.CompareSet(AttemptKey(attempt, "restart"), "", value) == value && elastic) {
-        store.Add(Key("failure_restarts"), 1);
-      }
-    } else {
-      PublishRunFailure(store, node, exit_status, message);
-    }
+  link_->Apply([=, rules = link_->rules](const RunRecord& record) {
+    return restart ? record::Restart(record, rules, attempt, true)
+                   : record::Fail(record, rules, node, exit_status, message);
   });
+}
+
+bool NodeRendezvous::RestartRequested(int attempt) {
+  std::lock_guard lock(link_->mutex);
+  const RunRecord& record = link_->record;
+  return record.round == world_.round && record.attempt > attempt;
 }
 
 RunEvent NodeRendezvous::WaitForOtherNodes(int attempt) {
   using decisions::Event;
-  const std::string key = AttemptKey(attempt, "done/" + std::to_string(world_.node_rank));
-  // Its owner: a replacement's done is not its lost predecessor's.
-  link_->Post([key, identity = NodeIdentity()](Store& store) { store.Set(key, identity); });
+  const int round = world_.round;
+  link_->Apply([rules = link_->rules, round, attempt, me = handler_->identity()](const RunRecord& record) {
+    if (record.round != round || record.attempt != attempt) return RecordStep{record, {}};
+    return record::Finish(record, rules, me);
+  });
   // No deadline: the other nodes' ranks may legitimately run for days; their
-  // heartbeats say whether they are still there.
+  // keep-alives say whether they are still there.
   while (true) {
     SayNews();
-    bool membership_changed = false;
+    if (std::optional<PeerFailure> failure = PeerFailed()) {
+      return {Event::kPeerFailed, failure, "", failure->exit_status};
+    }
+    if (RestartRequested(attempt)) return {Event::kRestartRequested, {}, "", 1};
+    if (MembershipChanged()) return MembershipEvent(false);
     bool store_lost = false;
     {
       std::lock_guard lock(link_->mutex);
-      if (link_->failure) {
-        return {Event::kPeerFailed, link_->failure, "", link_->failure->exit_status};
-      }
-      if (link_->restart_by_attempt[attempt]) return {Event::kRestartRequested, {}, "", 1};
-      if (link_->reopen || link_->nodes_waiting > 0) {
-        // Every node but the lost one done: the run is over (torchrun's
+      const RunRecord& record = link_->record;
+      if (record.outcome == RunOutcome::kSucceeded && link_->Flushed()) {
+        // Every node but a lost one done: the run is over (torchrun's
         // finished agents leave too).
-        bool others_done = link_->watched_attempt == attempt && link_->reopen.has_value();
-        for (int node = 0; node < link_->nnodes && others_done; ++node) {
-          others_done = node == link_->reopen->node_rank || link_->done_nodes.count(node) > 0;
+        if (record.failed_node >= 0) {
+          return {Event::kNodeLostOthersDone,
+                  PeerFailure{record.failed_node, 0, record.message}, "", 0};
         }
-        if (others_done) return {Event::kNodeLostOthersDone, link_->reopen, "", 0};
-        membership_changed = !(link_->all_done && link_->watched_attempt == attempt);
-      }
-      if (!membership_changed && link_->all_done && link_->watched_attempt == attempt &&
-          link_->Flushed()) {
         return {Event::kEveryNodeSucceeded, std::nullopt, "", 0};
       }
       store_lost = !link_->lost.empty();
     }
-    // Out of the lock: both read the link again.
-    if (membership_changed) return MembershipEvent(false);
     if (store_lost) throw LaunchError(LostMessage("waiting for the other nodes to finish"));
     SleepUnlessSignalled(kWaitStep, link_->read_fd);
   }

@@ -58,27 +58,6 @@ void NodeSlots::Update(Store& store) {
   }
 }
 
-std::optional<std::string> NodeSlots::LostOwner(int node_rank) const {
-  const NodeJoinEntry* latest = nullptr;
-  for (const NodeJoinEntry& join : joins_) {
-    if (join.node_rank == node_rank) latest = &join;
-  }
-  for (const NodeLossEntry& loss : losses_) {
-    if (loss.node_rank == node_rank && (latest == nullptr || loss.owner == latest->owner)) {
-      return loss.owner;
-    }
-  }
-  return std::nullopt;
-}
-
-std::set<int> NodeSlots::LostSlots() const {
-  std::set<int> lost;
-  for (int node = 0; node < nnodes_; ++node) {
-    if (LostOwner(node)) lost.insert(node);
-  }
-  return lost;
-}
-
 std::vector<int> NodeSlots::RanksOf(int node_rank) const {
   for (auto join = joins_.rbegin(); join != joins_.rend(); ++join) {
     if (join->node_rank == node_rank) return join->notice.global_ranks;
@@ -97,13 +76,6 @@ void AppendNodeJoin(Store& store, const NodeJoinEntry& entry) {
   const int64_t number = store.Add(Key(kJoinCount), 1);
   store.Set(JoinKey(number), std::to_string(entry.node_rank) + "\n" + entry.owner + "\n" +
                                  entry.host + "\n" + loss_notice::Format(entry.notice));
-}
-
-bool ClaimNodeLoss(Store& store, int attempt, int node_rank, const std::string& owner,
-                   const std::string& me) {
-  const std::string key =
-      AttemptKey(attempt, "node_lost/" + std::to_string(node_rank) + "/" + owner);
-  return store.CompareSet(key, "", me) == me;
 }
 
 std::string RanksText(const std::vector<int>& ranks) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,10 +69,6 @@ RunMember& RequireMember(RunRecord& record, const std::string& owner, const char
   return *member;
 }
 
-std::string NodeName(const RunMember& member) {
-  return "node " + std::to_string(member.slot) + " (" + member.owner + ")";
-}
-
 bool EveryLiveMember(const RunRecord& record, bool RunMember::*flag) {
   return std::all_of(record.members.begin(), record.members.end(), [&](const RunMember& member) {
     return IsLost(record, member.owner) || member.*flag;
@@ -123,15 +120,16 @@ void StartAttemptAgain(RunRecord& record) {
   for (RunMember& member : record.members) member.ready = member.done = false;
 }
 
-// Slots: the requested ones, then the store's host, then arrival order.
+// Slots: those given at arrival (a fixed world) and the requested ones,
+// then the store's host, then arrival order.
 void Close(RunRecord& record) {
   std::set<int> taken;
-  for (const RunMember& member : record.members) {
-    if (member.requested_slot >= 0) taken.insert(member.requested_slot);
+  for (RunMember& member : record.members) {
+    if (member.slot < 0) member.slot = member.requested_slot;
+    if (member.slot >= 0) taken.insert(member.slot);
   }
   std::vector<RunMember*> unplaced;
   for (RunMember& member : record.members) {
-    member.slot = member.requested_slot;
     if (member.slot < 0) unplaced.push_back(&member);
   }
   std::stable_sort(unplaced.begin(), unplaced.end(), [](const RunMember* a, const RunMember* b) {
@@ -164,7 +162,7 @@ void CloseWhenFull(RunRecord& record, const RunRules& rules, WallTime now) {
 // An elastic run meets again: the round's members but `gone`, and those
 // waiting, arrive in the next round (which starts the next attempt).
 void OpenNextRound(RunRecord& record, const RunRules& rules, const std::string& gone,
-                   WallTime now) {
+                   int gone_slot, const std::string& why, WallTime now) {
   std::vector<RunMember> arrivals;
   for (RunMember& member : record.members) {
     if (member.owner != gone && !IsLost(record, member.owner)) arrivals.push_back(member);
@@ -178,6 +176,8 @@ void OpenNextRound(RunRecord& record, const RunRules& rules, const std::string& 
   record.waiting.clear();
   record.lost.clear();
   record.replaced.clear();
+  record.reopened_for = gone_slot;
+  record.reopen_reason = why;
   ++record.round;
   record.round_closed = false;
   StartAttemptAgain(record);
@@ -205,6 +205,32 @@ bool TakeLostSlot(RunRecord& record, const RunMember& arrival) {
   return true;
 }
 
+// A fixed world's slot for an arrival in its open round: the asked one,
+// else the lowest free (the store's host arrives first: node 0).
+int FixedSlot(const RunRecord& record, const RunRules& rules, const RunMember& arrival) {
+  std::set<int> taken;
+  for (const RunMember& member : record.members) taken.insert(member.slot);
+  if (arrival.requested_slot >= 0) {
+    for (const RunMember& member : record.members) {
+      if (member.slot == arrival.requested_slot) {
+        throw JoinRefused("two nodes claim --node_rank=" + std::to_string(arrival.requested_slot) +
+                              ": " + member.owner + " and " + arrival.owner,
+                          true);
+      }
+    }
+    return arrival.requested_slot;
+  }
+  int slot = 0;
+  while (taken.count(slot) != 0) ++slot;
+  if (slot >= rules.max_nodes) {
+    throw JoinRefused("the node " + arrival.owner + " joined as node " +
+                          std::to_string(record.members.size() + 1) + " of --nnodes=" +
+                          std::to_string(rules.max_nodes) + ": too many nodes",
+                      true);
+  }
+  return slot;
+}
+
 }  // namespace
 
 RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember& arrival,
@@ -218,41 +244,51 @@ RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember&
   RunRecord& next = step.record;
   RunMember member = arrival;
   member.slot = -1;
-  member.ready = member.done = false;
+  member.ready = member.done = member.left = false;
   member.last_keep_alive = now;
   const bool fixed = rules.mode.membership == decisions::Membership::kFixed;
+  const bool shrink = rules.mode.on_failure == decisions::OnFailure::kShrink;
   if (!fixed) member.requested_slot = -1;  // elastic ranks by arrival (torchrun ignores it too)
   if (fixed && member.requested_slot >= rules.max_nodes) {
-    throw RunRecordError("--node_rank=" + std::to_string(member.requested_slot) +
-                         ": expected below --nnodes=" + std::to_string(rules.max_nodes));
+    throw JoinRefused("--node_rank=" + std::to_string(member.requested_slot) +
+                          ": expected below --nnodes=" + std::to_string(rules.max_nodes),
+                      true);
   }
   if (!next.round_closed) {
-    for (const RunMember& other : next.members) {
-      if (member.requested_slot >= 0 && other.requested_slot == member.requested_slot) {
-        throw RunRecordError("--node_rank=" + std::to_string(member.requested_slot) +
-                             ": node rank already claimed by " + other.owner);
-      }
+    if (fixed) {
+      member.slot = FixedSlot(next, rules, member);
+    } else if (next.join_deadline == WallTime{}) {
+      next.join_deadline = now + rules.join_timeout;
     }
     next.members.push_back(member);
-    if (next.join_deadline == WallTime{}) next.join_deadline = now + rules.join_timeout;
     CloseWhenFull(next, rules, now);
     step.decision = next.round_closed ? kGoOnDecision : kWaitDecision;
     return step;
   }
   step.decision = Decide(next, rules, Event::kNodeArrived);
   if (fixed) {
-    const bool shrink = rules.mode.on_failure == decisions::OnFailure::kShrink;
-    if (!(shrink && TakeLostSlot(next, member))) {
-      throw RunRecordError(
-          "node " + member.owner + " arrived past --nnodes=" + std::to_string(rules.max_nodes) +
-          ": round " + std::to_string(next.round) + " closed with every slot held");
+    if (shrink && TakeLostSlot(next, member)) return step;
+    if (shrink) {
+      throw JoinRefused("no node slot is free for the node " + member.owner +
+                            ": every one of --nnodes=" + std::to_string(rules.max_nodes) +
+                            " is taken and none was lost (under --on_failure=shrink a node that "
+                            "arrives late replaces a lost one)",
+                        false);
     }
-    return step;
+    if (member.requested_slot >= 0) FixedSlot(next, rules, member);  // names the claim
+    throw JoinRefused("the node " + member.owner + " joined as node " +
+                          std::to_string(next.members.size() + 1) + " of --nnodes=" +
+                          std::to_string(rules.max_nodes) + ": too many nodes",
+                      true);
   }
   next.waiting.push_back(member);
   if (step.decision.action == Action::kNewRound &&
       static_cast<int>(next.members.size()) < rules.max_nodes) {
-    OpenNextRound(next, rules, "", now);
+    OpenNextRound(next, rules, "", -1,
+                  "a node arrived and waits to join round " + std::to_string(next.round + 1) +
+                      " (--nnodes=" + std::to_string(rules.min_nodes) + ":" +
+                      std::to_string(rules.max_nodes) + ")",
+                  now);
   } else {
     step.decision = kGoOnDecision;  // full: it waits for a round with room
   }
@@ -273,10 +309,14 @@ RecordStep CloseRound(const RunRecord& record, const RunRules& rules, WallTime n
     return {next, kGoOnDecision};
   }
   if (next.join_deadline != WallTime{} && now >= next.join_deadline) {
+    std::ostringstream seconds;
+    seconds << static_cast<double>(rules.join_timeout.count()) / 1000;
     Stop(next, RunOutcome::kFailed, 1, -1,
-         "round " + std::to_string(next.round) + ": " + std::to_string(arrived) +
-             " node(s) arrived by the join timeout, expected at least --nnodes minimum " +
-             std::to_string(rules.min_nodes));
+         "timed out after " + seconds.str() + " s waiting for at least " +
+             std::to_string(rules.min_nodes) + " nodes (--nnodes=" +
+             std::to_string(rules.min_nodes) + ":" + std::to_string(rules.max_nodes) +
+             ") in round " + std::to_string(next.round) + ": " + std::to_string(arrived) +
+             " arrived (--rdzv_conf=join_timeout)");
     return {next, {Action::kStop, Status::kLauncher, false}};
   }
   return {next, kWaitDecision};
@@ -287,12 +327,15 @@ RecordStep Ready(const RunRecord& record, const RunRules& rules, const std::stri
   if (Ended(record, rules, &step)) return step;
   step.record = record;
   RunRecord& next = step.record;
-  if (!next.round_closed) {
+  // A fixed world's members know their slots before the round is full.
+  if (!next.round_closed && rules.mode.membership == decisions::Membership::kElastic) {
     throw RunRecordError("ready: round " + std::to_string(next.round) + " is still open");
   }
   RequireMember(next, owner, "ready").ready = true;
   if (next.attempt_started) return {next, kGoOnDecision};
-  if (!EveryLiveMember(next, &RunMember::ready)) return {next, kWaitDecision};
+  if (!next.round_closed || !EveryLiveMember(next, &RunMember::ready)) {
+    return {next, kWaitDecision};
+  }
   next.attempt_started = true;
   step.decision = Decide(next, rules, Event::kRoundClosed);
   return step;
@@ -324,7 +367,7 @@ std::vector<std::string> Overdue(const RunRecord& record, const RunRules& rules,
 }
 
 RecordStep NodeLost(const RunRecord& record, const RunRules& rules, const std::string& owner,
-                    bool connection_closed, WallTime now) {
+                    bool connection_closed, const std::string& how, WallTime now) {
   RecordStep step;
   if (Ended(record, rules, &step)) return step;
   step.record = record;
@@ -350,10 +393,6 @@ RecordStep NodeLost(const RunRecord& record, const RunRules& rules, const std::s
     event = Event::kConnectionClosed;
   }
   step.decision = Decide(next, rules, event);
-  const std::string how =
-      connection_closed
-          ? "its launcher's store connection closed"
-          : "no keep-alive for " + std::to_string(rules.keep_alive_timeout.count()) + " ms";
   switch (step.decision.action) {
     case Action::kGoOn:
     case Action::kWait:
@@ -361,7 +400,7 @@ RecordStep NodeLost(const RunRecord& record, const RunRules& rules, const std::s
       break;
     case Action::kNewRound:
       if (next.round_closed) {
-        OpenNextRound(next, rules, owner, now);
+        OpenNextRound(next, rules, owner, lost.slot, how, now);
       } else {  // the open round goes on without it
         next.members.erase(next.members.begin() + (member - next.members.data()));
         CloseWhenFull(next, rules, now);
@@ -370,36 +409,34 @@ RecordStep NodeLost(const RunRecord& record, const RunRules& rules, const std::s
     case Action::kShrinkInPlace:
       next.lost.push_back({lost.slot, lost.owner});
       if (EveryLiveMember(next, &RunMember::done)) {
-        Stop(next, RunOutcome::kSucceeded, 0, -1,
-             NodeName(lost) + " was lost once every other node had succeeded");
+        Stop(next, RunOutcome::kSucceeded, 0, -1, how + "; every other node had succeeded");
       }
       break;
     case Action::kStop:
       Stop(next,
            step.decision.status == Status::kSuccess ? RunOutcome::kSucceeded : RunOutcome::kFailed,
-           ExitStatus(next, step.decision.status, 1, 0), lost.slot,
-           NodeName(lost) + " was lost: " + how);
+           ExitStatus(next, step.decision.status, 1, 0), lost.slot, how);
       break;
   }
   return step;
 }
 
-RecordStep RankFailed(const RunRecord& record, const RunRules& rules, const std::string& owner,
-                      int exit_status, bool no_node_lost) {
+RecordStep Restart(const RunRecord& record, const RunRules& rules, int attempt, bool counts) {
   RecordStep step;
   if (Ended(record, rules, &step)) return step;
-  step.record = record;
-  RunRecord& next = step.record;
-  const RunMember member = RequireMember(next, owner, "rank failed");
-  step.decision = Decide(next, rules, no_node_lost ? Event::kRankFailedAlone : Event::kRankFailed);
-  if (step.decision.action == Action::kRestartAll) {
-    if (step.decision.counts_as_restart) ++next.failure_restarts;
-    StartAttemptAgain(next);
-  } else if (step.decision.action == Action::kStop) {
-    Stop(next, RunOutcome::kFailed, ExitStatus(next, step.decision.status, exit_status, 0),
-         member.slot,
-         "a rank of " + NodeName(member) + " exited with status " + std::to_string(exit_status));
-  }
+  step = {record, {Action::kRestartAll, Status::kNone, counts}};
+  if (record.attempt != attempt) return step;  // another node asked first
+  if (counts) ++step.record.failure_restarts;
+  StartAttemptAgain(step.record);
+  return step;
+}
+
+RecordStep Fail(const RunRecord& record, const RunRules& rules, int node, int exit_status,
+                const std::string& message) {
+  RecordStep step;
+  if (Ended(record, rules, &step)) return step;
+  step = {record, {Action::kStop, Status::kRankExit, false}};
+  Stop(step.record, RunOutcome::kFailed, exit_status, node, message);
   return step;
 }
 
@@ -419,18 +456,10 @@ RecordStep Finish(const RunRecord& record, const RunRules& rules, const std::str
   return step;
 }
 
-RecordStep Signalled(const RunRecord& record, const RunRules& rules, const std::string& owner,
-                     int signal) {
-  RecordStep step;
-  if (Ended(record, rules, &step)) return step;
-  step.record = record;
-  RunRecord& next = step.record;
-  step.decision = Decide(next, rules, Event::kSignalled);
-  const RunMember* member = LiveMember(next, owner);
-  Stop(next, RunOutcome::kFailed, ExitStatus(next, step.decision.status, 0, signal),
-       member == nullptr ? -1 : member->slot,
-       "the launcher " + owner + " got signal " + std::to_string(signal));
-  return step;
+RunRecord Leave(const RunRecord& record, const std::string& owner) {
+  RunRecord next = record;
+  if (RunMember* member = FindIn(next.members, owner)) member->left = true;
+  return next;
 }
 
 }  // namespace record

@@ -24,7 +24,8 @@ Json EncodeMember(const RunMember& member) {
           {"requested_slot", member.requested_slot},
           {"last_keep_alive_ms", Millis(member.last_keep_alive)},
           {"ready", member.ready},
-          {"done", member.done}};
+          {"done", member.done},
+          {"left", member.left}};
 }
 
 [[noreturn]] void Refuse(const std::string& where, const char* expected) {
@@ -96,6 +97,7 @@ std::vector<RunMember> DecodeMembers(const Json& object, const char* name) {
         WallTime(std::chrono::milliseconds(Count(array[i], where, "last_keep_alive_ms")));
     member.ready = Boolean(array[i], where, "ready");
     member.done = Boolean(array[i], where, "done");
+    member.left = Boolean(array[i], where, "left");
     members.push_back(std::move(member));
   }
   return members;
@@ -128,6 +130,8 @@ std::string EncodeRunRecord(const RunRecord& record) {
                      {"round_closed", record.round_closed},
                      {"members", members},
                      {"waiting", waiting},
+                     {"reopened_for", record.reopened_for},
+                     {"reopen_reason", record.reopen_reason},
                      {"attempt", record.attempt},
                      {"failure_restarts", record.failure_restarts},
                      {"attempt_started", record.attempt_started},
@@ -157,6 +161,8 @@ RunRecord DecodeRunRecord(const std::string& text) {
   record.round_closed = Boolean(json, top, "round_closed");
   record.members = DecodeMembers(json, "members");
   record.waiting = DecodeMembers(json, "waiting");
+  record.reopened_for = static_cast<int>(Integer(json, top, "reopened_for", -1));
+  record.reopen_reason = Text(json, top, "reopen_reason");
   record.attempt = static_cast<int>(Integer(json, top, "attempt", 0));
   record.failure_restarts = static_cast<int>(Integer(json, top, "failure_restarts", 0));
   record.attempt_started = Boolean(json, top, "attempt_started");

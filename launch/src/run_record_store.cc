@@ -167,6 +167,7 @@ class EtcdRunRecordStore : public RunRecordStore {
   }
   // The watch's thread calls Remember: it ends before the members go.
   ~EtcdRunRecordStore() override { etcd_->StopBackground(); }
+  void StopBackground() override { etcd_->StopBackground(); }
 
   RunRecord Get() override { return Read().first; }
 

@@ -99,24 +99,18 @@ class TcpRendezvous final : public RendezvousHandler {
     }
   }
 
-  // The host is node 0 (MASTER_ADDR is the endpoint host); the others count
-  // from 1.
-  int JoinOrderRank() override {
-    return server_ ? 0 : static_cast<int>(store_->Add(Key("joined"), 1));
-  }
+  RunRecordStore& records() override { return *records_; }
 
   void Announce(RendezvousWorld* world) override {
     node_rank_ = world->node_rank;
-    // A later round's MASTER_ADDR/MASTER_PORT: the same node 0, the same port.
-    if (server_ && round_ > 0) {
-      store_->Set(RoundKey(round_, "master_addr"), store_->Get(Key("master_addr")));
-      store_->Set(RoundKey(round_, "master_port"), store_->Get(Key("master_port")));
-    }
     // From here node 0 watches this node's heartbeat.
     store_->Add(NodeKeys(round_, "heartbeat", node_rank_), 1);
     world->store_addr = options_.rendezvous_host;
     world->store_port =
         server_ ? server_->port() : options_.rendezvous_port;  // port 0: the one bound
+    // Node 0 and its MASTER_PORT are the same in every round.
+    world->master_addr = store_->Get(Key("master_addr"));
+    world->master_port = static_cast<uint16_t>(std::stoi(store_->Get(Key("master_port"))));
   }
 
   bool hosts_store() const override { return server_ != nullptr; }
@@ -132,7 +126,7 @@ class TcpRendezvous final : public RendezvousHandler {
 
   milliseconds StartWatch(std::function<void()>) override { return options_.monitor_interval; }
 
-  MembershipChange Watch() override {
+  MembershipChange Watch(const std::vector<std::string>& owners) override {
     MembershipChange change;
     // From the link thread's first step: the connection is this
     // launcher's for good by then. It is its own, never its relay's: the
@@ -140,12 +134,12 @@ class TcpRendezvous final : public RendezvousHandler {
     // values on the relay's upstream connection (a 60 MiB SET takes 0.5 s
     // on a 1 Gb/s link, and the relay sends one frame at a time).
     if (!server_ && !left_ && registered_round_ != round_) RegisterOnClose();
-    if (server_) change.lost = CheckClosedConnections();
+    if (server_) change.lost = CheckClosedConnections(owners);
     const Clock::time_point now = Clock::now();
     if (now < next_heartbeat_) return change;
     store_->Add(NodeKeys(round_, "heartbeat", node_rank_), 1);
     if (server_) {
-      for (LostNode& node : CheckHeartbeats(now)) change.lost.push_back(std::move(node));
+      for (LostNode& node : CheckHeartbeats(owners, now)) change.lost.push_back(std::move(node));
     }
     next_heartbeat_ = now + heartbeat_interval_;
     return change;
@@ -169,6 +163,8 @@ class TcpRendezvous final : public RendezvousHandler {
     store_->CancelOnClose(RoundKey(registered_round_, "launcher_gone"));
   }
 
+  // The record's handle stays with the handler: a link thread left behind
+  // may still read through it.
   void Shutdown(const std::function<void(milliseconds)>&) override { server_.reset(); }
 
  private:
@@ -187,6 +183,7 @@ class TcpRendezvous final : public RendezvousHandler {
     store_ = TcpStoreClient::Connect(options_.rendezvous_host, server_->port(),
                                      options_.rendezvous_timeout, options_.run_token);
     store_->set_timeout(options_.heartbeat_timeout);
+    records_ = MakeKeyRunRecordStore(*store_);
     store_->Set(Key("master_addr"),
                 options_.local_addr.empty() ? options_.rendezvous_host : options_.local_addr);
     store_->Set(Key("master_port"), std::to_string(PickFreePort(options_.rendezvous_host)));
@@ -209,6 +206,7 @@ class TcpRendezvous final : public RendezvousHandler {
     // Node 0 answers at once when alive: a stalled node 0 is noticed within
     // the heartbeat timeout.
     store_->set_timeout(options_.heartbeat_timeout);
+    records_ = MakeKeyRunRecordStore(*store_);
   }
 
   // A launcher that dies is lost when its store connection closes, not a
@@ -217,16 +215,16 @@ class TcpRendezvous final : public RendezvousHandler {
   // is not its predecessor's); the round's shared key changes with every
   // close, so node 0 reads one key per step.
   void RegisterOnClose() {
-    const std::string identity = NodeIdentity();
+    const std::string& identity = this->identity();
     store_->SetOnClose(NodeKeys(round_, "launcher_gone", node_rank_), identity);
     store_->SetOnClose(RoundKey(round_, "launcher_gone"),
                        std::to_string(node_rank_) + " " + identity);
     registered_round_ = round_;
   }
 
-  // Node 0 only: nodes whose launcher's connection closed without leaving
-  // (a clean exit sets its left key first, on the same connection).
-  std::vector<LostNode> CheckClosedConnections() {
+  // Node 0 only: nodes whose launcher's connection closed (a clean exit
+  // cancels its on-close keys first, on the same connection).
+  std::vector<LostNode> CheckClosedConnections(const std::vector<std::string>& owners) {
     std::vector<LostNode> lost;
     const std::string any_key = RoundKey(round_, "launcher_gone");
     if (!store_->Check({any_key})) return lost;
@@ -237,9 +235,7 @@ class TcpRendezvous final : public RendezvousHandler {
       const std::string closed_key = NodeKeys(round_, "launcher_gone", node);
       if (node == node_rank_ || reported_.count(node) || !store_->Check({closed_key})) continue;
       const std::string launcher = store_->Get(closed_key);
-      const std::string owner_key = NodeKeys(round_, "node", node) + "/owner";
-      if (store_->Check({owner_key}) && store_->Get(owner_key) != launcher) continue;
-      if (store_->Check({Key("left/" + launcher)})) continue;
+      if (OwnerOf(owners, node) != launcher) continue;  // a lost predecessor's
       reported_[node] = launcher;
       lost.push_back({node,
                       "node " + std::to_string(node) + " lost: its infini_run (" + launcher +
@@ -251,14 +247,15 @@ class TcpRendezvous final : public RendezvousHandler {
 
   // Node 0 only: a node whose counter did not move for heartbeat_timeout is
   // lost (it stalled, or its link was cut).
-  std::vector<LostNode> CheckHeartbeats(Clock::time_point now) {
+  std::vector<LostNode> CheckHeartbeats(const std::vector<std::string>& owners,
+                                        Clock::time_point now) {
     std::vector<LostNode> lost;
     for (int node = 0; node < nnodes_; ++node) {
       const std::string heartbeat_key = NodeKeys(round_, "heartbeat", node);
-      const std::string owner_key = NodeKeys(round_, "node", node) + "/owner";
+      const std::string owner = OwnerOf(owners, node);
       if (reported_.count(node)) {
         // A replacement took the slot (--on_failure=shrink): watch it afresh.
-        if (store_->Get(owner_key) == reported_[node]) continue;
+        if (owner == reported_[node]) continue;
         reported_.erase(node);
         heartbeats_.erase(node);
       }
@@ -270,7 +267,6 @@ class TcpRendezvous final : public RendezvousHandler {
         continue;
       }
       if (now - entry->second.second < options_.heartbeat_timeout) continue;
-      const std::string owner = store_->Check({owner_key}) ? store_->Get(owner_key) : "?";
       reported_[node] = owner;
       lost.push_back({node,
                       "node " + std::to_string(node) + " lost: its infini_run (" + owner +
@@ -281,11 +277,16 @@ class TcpRendezvous final : public RendezvousHandler {
     return lost;
   }
 
+  static std::string OwnerOf(const std::vector<std::string>& owners, int node) {
+    return node < static_cast<int>(owners.size()) ? owners[static_cast<size_t>(node)] : "?";
+  }
+
   const LaunchOptions options_;
   std::string endpoint_;  // "host:port", for messages (the bound port once hosting)
   const milliseconds heartbeat_interval_;
   std::unique_ptr<TcpStoreServer> server_;  // node 0
   std::unique_ptr<Store> store_;
+  std::unique_ptr<RunRecordStore> records_;  // on store_
   int node_rank_ = 0;
   // The round whose keys this node uses (EnterRound), and its size.
   int round_ = 0;

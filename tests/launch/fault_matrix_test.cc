@@ -457,7 +457,7 @@ TEST(FaultMatrix, NodeLostAfterOurRanksFinishedStopsUs) {
   LauncherProcess node0(Concat(NodeFlags(port, "after", 0), child));
   LauncherProcess node1(Concat(NodeFlags(port, "after", 1), child));
   ASSERT_TRUE(WaitForPidFiles(dir.path(), 4));
-  ASSERT_TRUE(WaitForStoreKey(port, "infini_run/attempt/0/done/0", seconds(20)));
+  ASSERT_TRUE(WaitForRecord(port, NodeDone(0), seconds(20)));
   auto fault = Clock::now();
   kill(node1.pid(), SIGKILL);
   LauncherResult result = WaitFrom(node0, fault, seconds(15));

@@ -114,6 +114,15 @@ class RendezvousHandlerContract : public ::testing::Test {
     if (first_.world->node_rank != 0) std::swap(first_, second_);
   }
 
+  // Who holds each node rank, as the link gives the watch.
+  std::vector<std::string> Owners() {
+    std::vector<std::string> owners(2);
+    for (const RunMember& member : first_.handler->records().Get().members) {
+      if (member.slot >= 0 && member.slot < 2) owners[static_cast<size_t>(member.slot)] = member.owner;
+    }
+    return owners;
+  }
+
   std::unique_ptr<Backend> backend_;
   Node first_, second_, third_;
 };
@@ -153,7 +162,8 @@ TYPED_TEST(RendezvousHandlerContract, ANodeThatFindsTheRoundFullIsRefused) {
   this->Join(&this->third_, this->Options());
   EXPECT_FALSE(this->third_.world);
   EXPECT_THAT(this->third_.error, HasSubstr("joined as node 3 of --nnodes=2: too many nodes"));
-  EXPECT_TRUE(this->first_.handler->store().Check({"infini_run/failure"})) << "the run stops";
+  EXPECT_EQ(this->first_.handler->records().Get().outcome, RunOutcome::kFailed)
+      << "the run stops";
 }
 
 TYPED_TEST(RendezvousHandlerContract, ANodeThatDisagreesIsRefusedNamingTheFlag) {
@@ -164,7 +174,8 @@ TYPED_TEST(RendezvousHandlerContract, ANodeThatDisagreesIsRefusedNamingTheFlag) 
   EXPECT_THAT(this->second_.error, HasSubstr(" on --nproc_per_node: "));
   EXPECT_THAT(this->second_.error, HasSubstr(" has '2', "));
   EXPECT_THAT(this->second_.error, EndsWith(" has '3'"));
-  EXPECT_TRUE(this->first_.handler->store().Check({"infini_run/failure"})) << "the run stops";
+  EXPECT_EQ(this->first_.handler->records().Get().outcome, RunOutcome::kFailed)
+      << "the run stops";
 }
 
 TYPED_TEST(RendezvousHandlerContract, TheWatchReportsANodeThatStoppedOnce) {
@@ -172,15 +183,14 @@ TYPED_TEST(RendezvousHandlerContract, TheWatchReportsANodeThatStoppedOnce) {
   std::atomic<int> changes{0};
   this->first_.handler->StartWatch([&changes] { ++changes; });
   this->second_.handler->StartWatch([] {});
-  this->second_.handler->Watch();
+  const std::vector<std::string> owners = this->Owners();
+  this->second_.handler->Watch(owners);
   // Node 1 stops: no more heartbeats, its lease's keep-alive ends.
   this->second_.handler->Shutdown([](milliseconds) {});
   std::vector<LostNode> lost;
   const auto deadline = Clock::now() + seconds(30);
   while (lost.empty() && Clock::now() < deadline) {
-    MembershipChange change = this->first_.handler->Watch();
-    lost = change.lost;
-    EXPECT_EQ(change.nodes_waiting, 0);
+    lost = this->first_.handler->Watch(owners).lost;
     std::this_thread::sleep_for(milliseconds(20));
   }
   ASSERT_EQ(lost.size(), 1u) << "node 1 not reported lost within 30 s";
@@ -188,7 +198,7 @@ TYPED_TEST(RendezvousHandlerContract, TheWatchReportsANodeThatStoppedOnce) {
   EXPECT_THAT(lost[0].message, HasSubstr("node 1 lost: its infini_run ("));
   EXPECT_THAT(lost[0].message, HasSubstr("--rdzv_conf=heartbeat_timeout"));
   for (int step = 0; step < 10; ++step) {
-    EXPECT_TRUE(this->first_.handler->Watch().lost.empty()) << "reported once";
+    EXPECT_TRUE(this->first_.handler->Watch(owners).lost.empty()) << "reported once";
     std::this_thread::sleep_for(milliseconds(100));
   }
 }
@@ -218,18 +228,19 @@ TYPED_TEST(RendezvousHandlerContract, ElasticRoundsCloseAndALaterRoundTakesALate
   }
   EXPECT_NE(this->first_.world->node_rank, this->second_.world->node_rank);
 
-  // The two members move on to round 1; a third arrives meanwhile.
+  // A third arrives: round 1 opens with every node, full at once; the two
+  // members move on to it.
+  this->Join(&this->third_, elastic());
+  ASSERT_TRUE(this->third_.world) << this->third_.error;
   std::optional<RendezvousWorld> next[2];
   std::thread members[2];
   for (int member = 0; member < 2; ++member) {
     Node* node = member == 0 ? &this->first_ : &this->second_;
     members[member] = std::thread([&, node, member] {
-      next[member] = JoinElasticRound(*node->handler, elastic(), 1, [] { return false; });
+      next[member] = JoinThroughRecord(*node->handler, elastic(), [] { return false; });
     });
   }
-  this->Join(&this->third_, elastic());
   for (std::thread& member : members) member.join();
-  ASSERT_TRUE(this->third_.world) << this->third_.error;
   std::set<int> ranks;
   for (const RendezvousWorld* world : {&*next[0], &*next[1], &*this->third_.world}) {
     EXPECT_EQ(world->round, 1);
@@ -250,10 +261,11 @@ class TcpRendezvousHandler : public RendezvousHandlerContract<TcpBackend> {};
 
 TEST_F(TcpRendezvousHandler, ANodeThatLeftCleanlyLeavesNoOnCloseKeyBehind) {
   JoinBoth();
+  const std::vector<std::string> owners = Owners();
   second_.handler->StartWatch([] {});
-  second_.handler->Watch();  // its first step registers its on-close keys
+  second_.handler->Watch(owners);  // its first step registers its on-close keys
   second_.handler->LeaveCleanly();
-  second_.handler->Watch();  // the link's last step registers nothing again
+  second_.handler->Watch(owners);  // the link's last step registers nothing again
   // A marker on the same connection: the store sets every on-close key of a
   // connection in one step, so once it shows, any key left shows too.
   second_.handler->store().SetOnClose("test/closed", "1");
@@ -263,7 +275,7 @@ TEST_F(TcpRendezvousHandler, ANodeThatLeftCleanlyLeavesNoOnCloseKeyBehind) {
   zero.Wait({"test/closed"}, seconds(30));
   EXPECT_FALSE(zero.Check({"infini_run/launcher_gone/1"}));
   EXPECT_FALSE(zero.Check({"infini_run/launcher_gone"}));
-  EXPECT_TRUE(first_.handler->Watch().lost.empty()) << "not reported lost";
+  EXPECT_TRUE(first_.handler->Watch(owners).lost.empty()) << "not reported lost";
 }
 
 }  // namespace

@@ -50,6 +50,9 @@ RunMember Node(const std::string& owner, bool hosts_store = false, int requested
   return member;
 }
 
+// The line a watch says a loss with.
+std::string How(const std::string& owner) { return "the launcher " + owner + " went"; }
+
 std::vector<std::string> Owners(const std::vector<RunMember>& members) {
   std::vector<std::string> owners;
   for (const RunMember& member : members) owners.push_back(member.owner);
@@ -75,20 +78,24 @@ RunRecord Running(const RunRules& rules, const std::vector<std::string>& owners)
   return record;
 }
 
-TEST(RunRecordJoin, AFixedRoundClosesWhenFullWithTheStoreHostAsNodeZero) {
+// A fixed world numbers its nodes as they arrive (the TCP store's host
+// arrives first: node 0), so each knows its node rank before the round is
+// full; it closes when full, with no deadline of its own (--rdzv_timeout
+// bounds the wait for the others' readiness).
+TEST(RunRecordJoin, AFixedWorldNumbersNodesAsTheyArriveAndClosesWhenFull) {
   const RunRules rules = Fixed(3);
   RunRecord record;
-  record = record::Join(record, rules, Node("b:1"), kStart).record;
-  const RecordStep second = record::Join(record, rules, Node("a:1", true), kStart + seconds(1));
+  record = record::Join(record, rules, Node("a:1", true), kStart).record;
+  const RecordStep second = record::Join(record, rules, Node("b:1"), kStart + seconds(1));
   EXPECT_EQ(second.decision.action, Action::kWait);
   EXPECT_FALSE(second.record.round_closed);
-  EXPECT_EQ(second.record.join_deadline, kStart + rules.join_timeout);
+  EXPECT_EQ(second.record.members[1].slot, 1);
+  EXPECT_EQ(second.record.join_deadline, WallTime{});
   const RecordStep third = record::Join(second.record, rules, Node("c:1"), kStart + seconds(2));
   EXPECT_EQ(third.decision.action, Action::kGoOn);
   ASSERT_TRUE(third.record.round_closed);
   EXPECT_EQ(Owners(third.record.members), (std::vector<std::string>{"a:1", "b:1", "c:1"}));
   for (int slot = 0; slot < 3; ++slot) EXPECT_EQ(third.record.members[slot].slot, slot);
-  EXPECT_EQ(third.record.join_deadline, WallTime{});
 }
 
 TEST(RunRecordJoin, AnAskedNodeRankIsKeptAndAClaimedOrTooLargeOneRefused) {
@@ -131,7 +138,7 @@ TEST(RunRecordJoin, AFixedWorldRefusesANodePastNnodes) {
 TEST(RunRecordJoin, UnderShrinkAReplacementTakesTheLostSlotInPlace) {
   const RunRules rules = Fixed(3, OnFailure::kShrink);
   RunRecord record = Running(rules, {"a:1", "b:1", "c:1"});
-  record = record::NodeLost(record, rules, "b:1", false, kStart + seconds(20)).record;
+  record = record::NodeLost(record, rules, "b:1", false, How("b:1"), kStart + seconds(20)).record;
   ASSERT_EQ(record.lost, (std::vector<LostSlot>{{1, "b:1"}}));
   const RecordStep step = record::Join(record, rules, Node("d:1"), kStart + seconds(30));
   EXPECT_EQ(step.decision.action, Action::kGoOn);
@@ -166,7 +173,7 @@ TEST(RunRecordJoin, AnElasticArrivalAtMaxWaitsForARoundWithRoom) {
   EXPECT_EQ(step.record.round, running.round);
   EXPECT_EQ(Owners(step.record.waiting), std::vector<std::string>{"c:1"});
   // A member lost: the next round takes the waiting node in.
-  const RecordStep lost = record::NodeLost(step.record, rules, "b:1", true, kStart + seconds(1));
+  const RecordStep lost = record::NodeLost(step.record, rules, "b:1", true, How("b:1"), kStart + seconds(1));
   EXPECT_EQ(lost.decision.action, Action::kNewRound);
   EXPECT_EQ(Owners(lost.record.members), (std::vector<std::string>{"a:1", "c:1"}));
   EXPECT_TRUE(lost.record.round_closed);
@@ -194,14 +201,21 @@ TEST(RunRecordCloseRound, BelowTheMinimumAtTheJoinDeadlineTheRunFails) {
   EXPECT_EQ(step.decision.action, Action::kStop);
   EXPECT_EQ(step.record.outcome, RunOutcome::kFailed);
   EXPECT_EQ(step.record.exit_status, 1);
-  EXPECT_NE(step.record.message.find("1 node(s) arrived"), std::string::npos)
+  EXPECT_NE(step.record.message.find("in round 0: 1 arrived (--rdzv_conf=join_timeout)"),
+            std::string::npos)
       << step.record.message;
 }
 
 TEST(RunRecordReady, TheAttemptStartsWhenEveryMemberIsReady) {
   const RunRules rules = Fixed(2);
   RunRecord record = Joined(rules, {"a:1"});
-  EXPECT_THROW(record::Ready(record, rules, "a:1"), RunRecordError);  // round open
+  // A fixed world's member is ready before the round is full; the attempt
+  // waits for the rest. An elastic member has no node rank before the close.
+  const RecordStep early = record::Ready(record, rules, "a:1");
+  EXPECT_EQ(early.decision.action, Action::kWait);
+  EXPECT_FALSE(early.record.attempt_started);
+  EXPECT_THROW(record::Ready(Joined(Elastic(2, 3), {"a:1", "b:1"}), Elastic(2, 3), "a:1"),
+               RunRecordError);
   record = Joined(rules, {"a:1", "b:1"});
   const RecordStep first = record::Ready(record, rules, "b:1");
   EXPECT_EQ(first.decision.action, Action::kWait);
@@ -219,7 +233,7 @@ TEST(RunRecordKeepAlive, AMemberIsKeptAndAGivenUpNodeStops) {
   EXPECT_EQ(record.members[0].last_keep_alive, kStart + seconds(10));
   EXPECT_EQ(record::Overdue(record, rules, kStart + seconds(16)), std::vector<std::string>{"b:1"});
   EXPECT_TRUE(record::Overdue(record, rules, kStart + seconds(15)).empty());
-  record = record::NodeLost(record, rules, "b:1", false, kStart + seconds(16)).record;
+  record = record::NodeLost(record, rules, "b:1", false, How("b:1"), kStart + seconds(16)).record;
   const RecordStep given_up = record::KeepAlive(record, rules, "b:1", kStart + seconds(17));
   EXPECT_EQ(given_up.decision.action, Action::kStop);
   EXPECT_EQ(given_up.decision.status, Status::kLauncher);
@@ -231,14 +245,14 @@ TEST(RunRecordKeepAlive, AMemberIsKeptAndAGivenUpNodeStops) {
 TEST(RunRecordNodeLost, AFixedRestartRunFailsNamingTheNode) {
   const RunRules rules = Fixed(2);
   const RunRecord record = Running(rules, {"a:1", "b:1"});
-  const RecordStep step = record::NodeLost(record, rules, "b:1", false, kStart);
+  const RecordStep step = record::NodeLost(record, rules, "b:1", false, How("b:1"), kStart);
   EXPECT_EQ(step.decision.action, Action::kStop);
   EXPECT_EQ(step.record.outcome, RunOutcome::kFailed);
   EXPECT_EQ(step.record.exit_status, 1);
   EXPECT_EQ(step.record.failed_node, 1);
-  EXPECT_EQ(step.record.message, "node 1 (b:1) was lost: no keep-alive for 15000 ms");
+  EXPECT_EQ(step.record.message, How("b:1"));
   // Another node's look at the same loss reads the stop.
-  const RecordStep again = record::NodeLost(step.record, rules, "b:1", true, kStart);
+  const RecordStep again = record::NodeLost(step.record, rules, "b:1", true, How("b:1"), kStart);
   EXPECT_EQ(again.record, step.record);
   EXPECT_EQ(again.decision.status, Status::kPeerExit);
 }
@@ -246,19 +260,19 @@ TEST(RunRecordNodeLost, AFixedRestartRunFailsNamingTheNode) {
 TEST(RunRecordNodeLost, ShrinkMarksTheSlotLostAndTheOthersGoOn) {
   const RunRules rules = Fixed(3, OnFailure::kShrink);
   const RunRecord record = Running(rules, {"a:1", "b:1", "c:1"});
-  const RecordStep step = record::NodeLost(record, rules, "c:1", true, kStart);
+  const RecordStep step = record::NodeLost(record, rules, "c:1", true, How("c:1"), kStart);
   EXPECT_EQ(step.decision.action, Action::kShrinkInPlace);
   EXPECT_EQ(step.record.outcome, RunOutcome::kRunning);
   EXPECT_EQ(step.record.lost, (std::vector<LostSlot>{{2, "c:1"}}));
   EXPECT_EQ(step.record.attempt, record.attempt);
   // Seen a second time (another node's look): nothing more changes.
-  EXPECT_EQ(record::NodeLost(step.record, rules, "c:1", false, kStart).record, step.record);
+  EXPECT_EQ(record::NodeLost(step.record, rules, "c:1", false, How("c:1"), kStart).record, step.record);
 }
 
 TEST(RunRecordNodeLost, ElasticMeetsAgainWithoutItUncounted) {
   const RunRules rules = Elastic(1, 3);
   const RunRecord record = Running(rules, {"a:1", "b:1", "c:1"});
-  const RecordStep step = record::NodeLost(record, rules, "a:1", false, kStart + seconds(20));
+  const RecordStep step = record::NodeLost(record, rules, "a:1", false, How("a:1"), kStart + seconds(20));
   EXPECT_EQ(step.decision.action, Action::kNewRound);
   EXPECT_EQ(step.record.round, 1);
   EXPECT_EQ(step.record.attempt, 1);
@@ -273,12 +287,12 @@ TEST(RunRecordNodeLost, ElasticMeetsAgainWithoutItUncounted) {
 TEST(RunRecordNodeLost, BeforeTheAttemptStartsAFixedWorldStopsAndElasticLeavesTheRound) {
   const RunRules fixed = Fixed(2, OnFailure::kShrink);
   const RecordStep stopped =
-      record::NodeLost(Joined(fixed, {"a:1", "b:1"}), fixed, "b:1", false, kStart);
+      record::NodeLost(Joined(fixed, {"a:1", "b:1"}), fixed, "b:1", false, How("b:1"), kStart);
   EXPECT_EQ(stopped.decision.action, Action::kStop);
   EXPECT_EQ(stopped.record.outcome, RunOutcome::kFailed);
   const RunRules elastic = Elastic(2, 3);
   const RunRecord open = Joined(elastic, {"a:1", "b:1"});
-  const RecordStep left = record::NodeLost(open, elastic, "b:1", false, kStart);
+  const RecordStep left = record::NodeLost(open, elastic, "b:1", false, How("b:1"), kStart);
   EXPECT_EQ(left.decision.action, Action::kNewRound);
   EXPECT_EQ(left.record.round, open.round);  // the open round goes on without it
   EXPECT_EQ(Owners(left.record.members), std::vector<std::string>{"a:1"});
@@ -288,24 +302,24 @@ TEST(RunRecordNodeLost, BeforeTheAttemptStartsAFixedWorldStopsAndElasticLeavesTh
 TEST(RunRecordNodeLost, AClosedConnectionIsNoLossOnEtcdAndAtOnceOnTcp) {
   const RunRules etcd = Rules(Membership::kFixed, OnFailure::kRestart, 2, 2, Meeting::kEtcd);
   const RunRecord on_etcd = Running(etcd, {"a:1", "b:1"});
-  const RecordStep ignored = record::NodeLost(on_etcd, etcd, "b:1", true, kStart);
+  const RecordStep ignored = record::NodeLost(on_etcd, etcd, "b:1", true, How("b:1"), kStart);
   EXPECT_EQ(ignored.decision.action, Action::kGoOn);
   EXPECT_EQ(ignored.record, on_etcd);
   const RunRules tcp = Fixed(2);
-  const RecordStep lost = record::NodeLost(Running(tcp, {"a:1", "b:1"}), tcp, "b:1", true, kStart);
+  const RecordStep lost = record::NodeLost(Running(tcp, {"a:1", "b:1"}), tcp, "b:1", true, How("b:1"), kStart);
   EXPECT_EQ(lost.record.outcome, RunOutcome::kFailed);
-  EXPECT_EQ(lost.record.message, "node 1 (b:1) was lost: its launcher's store connection closed");
+  EXPECT_EQ(lost.record.message, How("b:1"));
 }
 
 TEST(RunRecordNodeLost, OnceEveryOtherNodeSucceededEachModeEndsItsWay) {
   const auto lost_last = [](const RunRules& rules) {
     RunRecord record = Running(rules, {"a:1", "b:1"});
     record = record::Finish(record, rules, "a:1").record;
-    return record::NodeLost(record, rules, "b:1", false, kStart).record;
+    return record::NodeLost(record, rules, "b:1", false, How("b:1"), kStart).record;
   };
   const RunRecord elastic = lost_last(Elastic(1, 2));
   EXPECT_EQ(elastic.outcome, RunOutcome::kSucceeded);
-  EXPECT_NE(elastic.message.find("node 1 (b:1)"), std::string::npos);
+  EXPECT_NE(elastic.message.find(How("b:1")), std::string::npos);
   const RunRecord shrink = lost_last(Fixed(2, OnFailure::kShrink));
   EXPECT_EQ(shrink.outcome, RunOutcome::kSucceeded);
   EXPECT_EQ(shrink.lost, (std::vector<LostSlot>{{1, "b:1"}}));
@@ -314,48 +328,53 @@ TEST(RunRecordNodeLost, OnceEveryOtherNodeSucceededEachModeEndsItsWay) {
   EXPECT_EQ(restart.exit_status, 1);
 }
 
-TEST(RunRecordRankFailed, AFixedRunRestartsCountedThenStopsWithTheRanksStatus) {
-  const RunRules rules = Fixed(2);  // --max_restarts=1
+TEST(RunRecordRestart, EveryNodeRestartsTheAttemptOnceHoweverManyAsk) {
+  const RunRules rules = Fixed(2);
   const RunRecord record = Running(rules, {"a:1", "b:1"});
-  const RecordStep restarted = record::RankFailed(record, rules, "b:1", 3, false);
+  const RecordStep restarted = record::Restart(record, rules, 0, true);
   EXPECT_EQ(restarted.decision.action, Action::kRestartAll);
   EXPECT_EQ(restarted.record.attempt, 1);
   EXPECT_EQ(restarted.record.failure_restarts, 1);
   EXPECT_FALSE(restarted.record.attempt_started);
   EXPECT_FALSE(restarted.record.members[0].ready);
-  const RunRecord again = Running(rules, {"a:1", "b:1"});
-  RunRecord spent = restarted.record;
-  for (const RunMember& member : again.members)
-    spent = record::Ready(spent, rules, member.owner).record;
-  const RecordStep stopped = record::RankFailed(spent, rules, "a:1", 7, false);
-  EXPECT_EQ(stopped.decision.action, Action::kStop);
-  EXPECT_EQ(stopped.record.exit_status, 7);
-  EXPECT_EQ(stopped.record.failed_node, 0);
-  EXPECT_EQ(stopped.record.message, "a rank of node 0 (a:1) exited with status 7");
+  // The other node's request for attempt 0 comes second: nothing more.
+  EXPECT_EQ(record::Restart(restarted.record, rules, 0, true).record, restarted.record);
+  const RecordStep uncounted = record::Restart(record, rules, 0, false);
+  EXPECT_EQ(uncounted.record.failure_restarts, 0);
+  EXPECT_EQ(uncounted.record.attempt, 1);
 }
 
-TEST(RunRecordRankFailed, ShrinkGoesOnAndElasticLooksAgainBeforeRestarting) {
-  const RunRules shrink = Fixed(2, OnFailure::kShrink);
-  const RunRecord shrinking = Running(shrink, {"a:1", "b:1"});
-  const RecordStep in_place = record::RankFailed(shrinking, shrink, "a:1", 1, false);
-  EXPECT_EQ(in_place.decision.action, Action::kShrinkInPlace);
-  EXPECT_EQ(in_place.record, shrinking);
-  const RunRules elastic = Elastic(1, 2);
-  const RunRecord running = Running(elastic, {"a:1", "b:1"});
-  const RecordStep first_look = record::RankFailed(running, elastic, "a:1", 1, false);
-  EXPECT_EQ(first_look.decision.action, Action::kWait);
-  EXPECT_EQ(first_look.record, running);
-  const RecordStep alone = record::RankFailed(running, elastic, "a:1", 1, true);
-  EXPECT_EQ(alone.decision.action, Action::kRestartAll);
-  EXPECT_EQ(alone.record.failure_restarts, 1);
-  EXPECT_EQ(alone.record.round, running.round);
-  EXPECT_THROW(record::RankFailed(running, elastic, "z:9", 1, false), RunRecordError);
+TEST(RunRecordFail, TheFirstStopIsTheRunsAndEveryTransitionReadsIt) {
+  const RunRules rules = Elastic(1, 2);
+  const RunRecord record = Running(rules, {"a:1", "b:1"});
+  const RecordStep step = record::Fail(record, rules, 1, 143, "node 1 got SIGTERM");
+  EXPECT_EQ(step.record.outcome, RunOutcome::kFailed);
+  EXPECT_EQ(step.record.exit_status, 143);
+  EXPECT_EQ(step.record.failed_node, 1);
+  EXPECT_EQ(step.record.message, "node 1 got SIGTERM");
+  EXPECT_EQ(record::Fail(step.record, rules, 0, 7, "later").record, step.record);
+  const RecordStep other = record::KeepAlive(step.record, rules, "a:1", kStart);
+  EXPECT_EQ(other.decision.action, Action::kStop);
+  EXPECT_EQ(other.decision.status, Status::kPeerExit);
+  EXPECT_EQ(record::Restart(step.record, rules, 0, true).record, step.record);
+}
+
+TEST(RunRecordLeave, AMemberLeavesAfterTheOutcomeAndOnlyItIsMarked) {
+  const RunRules rules = Fixed(2);
+  RunRecord record = Running(rules, {"a:1", "b:1"});
+  record = record::Finish(record, rules, "a:1").record;
+  record = record::Finish(record, rules, "b:1").record;
+  ASSERT_EQ(record.outcome, RunOutcome::kSucceeded);
+  const RunRecord left = record::Leave(record, "b:1");
+  EXPECT_FALSE(left.members[0].left);
+  EXPECT_TRUE(left.members[1].left);
+  EXPECT_EQ(record::Leave(record, "z:9"), record);
 }
 
 TEST(RunRecordFinish, TheRunSucceedsWhenEveryLiveMemberIsDone) {
   const RunRules rules = Fixed(3, OnFailure::kShrink);
   RunRecord record = Running(rules, {"a:1", "b:1", "c:1"});
-  record = record::NodeLost(record, rules, "c:1", false, kStart).record;
+  record = record::NodeLost(record, rules, "c:1", false, How("c:1"), kStart).record;
   const RecordStep first = record::Finish(record, rules, "a:1");
   EXPECT_EQ(first.decision.action, Action::kWait);
   EXPECT_EQ(first.record.outcome, RunOutcome::kRunning);
@@ -367,18 +386,6 @@ TEST(RunRecordFinish, TheRunSucceedsWhenEveryLiveMemberIsDone) {
   EXPECT_THROW(record::Finish(first.record, rules, "c:1"), RunRecordError);  // it was lost
 }
 
-TEST(RunRecordSignalled, TheRunStopsWith128PlusTheSignalAndTheOthersReadIt) {
-  const RunRules rules = Elastic(1, 2);
-  const RunRecord record = Running(rules, {"a:1", "b:1"});
-  const RecordStep step = record::Signalled(record, rules, "b:1", 15);
-  EXPECT_EQ(step.record.outcome, RunOutcome::kFailed);
-  EXPECT_EQ(step.record.exit_status, 143);
-  EXPECT_EQ(step.record.failed_node, 1);
-  const RecordStep other = record::KeepAlive(step.record, rules, "a:1", kStart);
-  EXPECT_EQ(other.decision.action, Action::kStop);
-  EXPECT_EQ(other.decision.status, Status::kPeerExit);
-}
-
 RunRecord EveryFieldSet() {
   RunRecord record;
   record.version = 9'000'000'000;
@@ -387,10 +394,12 @@ RunRecord EveryFieldSet() {
   RunMember member = Node("a:1", true, 0);
   member.slot = 0;
   member.last_keep_alive = kStart + seconds(3);
-  member.ready = member.done = true;
+  member.ready = member.done = member.left = true;
   record.members = {member, Node("b:2")};
   record.members[1].slot = 1;
   record.waiting = {Node("c:3")};
+  record.reopened_for = 1;
+  record.reopen_reason = "node 1 lost";
   record.attempt = 4;
   record.failure_restarts = 1;
   record.attempt_started = true;

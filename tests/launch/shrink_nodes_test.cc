@@ -162,10 +162,10 @@ TEST(ShrinkNodesTest, ANodeLostAfterTheOthersFinishedEndsTheRunAsASuccessNamingI
   running.erase(std::find(running.begin(), running.end(), "--") + 1, running.end());
   running.insert(running.end(), {ChildPath(), "--sleep_ms=60000"});
   LauncherProcess node2(running);
-  ASSERT_TRUE(WaitForStoreKey(PortOf(run), "infini_run/attempt/0/done/1", seconds(20)));
+  ASSERT_TRUE(WaitForRecord(PortOf(run), NodeDone(1), seconds(20)));
   // Node 2 started the attempt (its loss is seen at once now: killed before
   // it is ready, it would stop an attempt that never started).
-  ASSERT_TRUE(WaitForStoreKey(PortOf(run), "infini_run/attempt/0/ready/2", seconds(20)));
+  ASSERT_TRUE(WaitForRecord(PortOf(run), NodeReady(2), seconds(20)));
   ASSERT_EQ(kill(node2.pid(), SIGKILL), 0);
   const LauncherResult first = node0.Wait(seconds(15));
   const LauncherResult second = node1.Wait(seconds(15));

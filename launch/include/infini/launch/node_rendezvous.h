@@ -24,6 +24,7 @@
 #include "infini/launch/peer_failure.h"
 #include "infini/launch/rendezvous_handler.h"
 #include "infini/launch/run_decisions.h"
+#include "infini/launch/run_record.h"
 #include "infini/rendezvous/tcp_store.h"
 
 namespace infini::rendezvous {
@@ -81,8 +82,6 @@ class NodeRendezvous {
   // run goes on (a replacement): it joins the running attempt instead of
   // waiting for every node to be ready.
   bool replaces_lost_node() const { return world_.replaces_lost_node; }
-  // A replacement: watches `attempt` (the one the others run) from here on.
-  void JoinRunningAttempt(int attempt);
   // A replacement: writes the entry that tells the other launchers which
   // ranks this node took (`join`: the notice the ranks got), waiting until
   // it is written (bounded). Throws LaunchError (store lost) or Interrupted.
@@ -105,10 +104,9 @@ class NodeRendezvous {
   std::optional<PeerFailure> MembershipChanged();
   // Elastic runs: leaves this round for the next (torchrun's next_rendezvous):
   // waits with whoever arrives there, takes the new node rank and world;
-  // returns the attempt to run next (`next_attempt`, or later when the
-  // others are further). Throws LaunchError (fewer than MIN nodes within
-  // the join timeout, store lost) or Interrupted.
-  int NextRound(int next_attempt);
+  // returns the attempt the record starts it with. Throws LaunchError (fewer
+  // than MIN nodes within the join timeout, store lost) or Interrupted.
+  int NextRound();
 
   // Snapshots for the monitor loop; never touch the network. EventSeen: the
   // first of another node's failure, the store's loss, a restart requested,
@@ -154,6 +152,14 @@ class NodeRendezvous {
   // true; false when the link lost the store or `bound` passed. Throws
   // Interrupted on a signal.
   bool WaitForLink(std::chrono::milliseconds bound, const std::function<bool()>& done);
+  // Read from the link's snapshot of the record (its mutex held where the
+  // caller holds it): the run's failure, the node ranks not ready for the
+  // record's attempt, whether the record restarted past `attempt`, whether
+  // every other member left (the host's linger).
+  static std::optional<PeerFailure> FailureIn(const RunRecord& record);
+  std::vector<int> MissingReady(const RunRecord& record) const;
+  bool RestartRequested(int attempt);
+  bool EveryOtherNodeLeft() const;
   // Several nodes: (re)starts the relay for the ranks, forwarding to the
   // round's store. A restart (etcd: the round's store moved) leaves the
   // handler's connection alone: only TCP's goes through the relay, and TCP's

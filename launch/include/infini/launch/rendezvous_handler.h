@@ -1,11 +1,12 @@
 // Where the launchers of one run meet, behind one interface (torchrun's
 // RendezvousHandler: its agent calls next_rendezvous() and never asks which
 // backend answers). Two backends: node 0's TCP store (tcp_rendezvous.cc,
-// --rdzv_backend=c10d/static) and etcd (etcd_rendezvous.cc). What both share
-// is written once on top: JoinRound (agreeing on the configuration, claiming
-// node ranks), the link thread (rendezvous_link.cc) and the run's protocol
-// of attempts and outcomes (node_rendezvous.cc), all through the keys of
-// rendezvous_protocol.h.
+// --rdzv_backend=c10d/static) and etcd (etcd_rendezvous.cc). A backend gives
+// the run record's home (run_record_store.h), keeps its node alive and says
+// which nodes it found lost; nothing else. What both share is written once
+// on top, through the run record: JoinRound (agreeing on the configuration,
+// node ranks, rounds), the link thread (rendezvous_link.cc) and the run's
+// protocol of attempts and outcomes (node_rendezvous.cc).
 //
 // Threads: the join steps run on the thread that establishes the run; from
 // StartWatch on, every call that touches the network (store(), Watch,
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "infini/launch/options.h"
+#include "infini/launch/run_record_store.h"
 
 namespace infini::rendezvous {
 class Store;
@@ -71,15 +73,16 @@ struct LostNode {
 // What the watch saw since its last look.
 struct MembershipChange {
   std::vector<LostNode> lost;
-  // Nodes that arrived after the round closed (torchrun's num_nodes_waiting):
-  // filled by the link from the next round's keys, the same for every
-  // backend (rendezvous_link.cc); Watch leaves it 0.
-  int nodes_waiting = 0;
 };
 
 class RendezvousHandler {
  public:
+  RendezvousHandler();
   virtual ~RendezvousHandler() = default;
+
+  // This launcher in the record, owner keys and messages: "host:pid" (a
+  // second handler in one process, as tests make, adds "/2", ...).
+  const std::string& identity() const { return identity_; }
 
   // Join: reaches the meeting point, hosting it where this node does (TCP:
   // node 0 binds the endpoint). Throws LaunchError naming the flag.
@@ -91,12 +94,13 @@ class RendezvousHandler {
   // configuration (TCP: node 0; etcd: the first to arrive) and returns the
   // one the run holds. JoinRound compares the fields.
   virtual AgreedConfig AgreeOnConfig(const std::string& mine) = 0;
-  // Claim a node rank: this node's rank in join order when --node_rank is
-  // not given. JoinRound refuses one past --nnodes and guards every rank
-  // against a second owner.
-  virtual int JoinOrderRank() = 0;
+  // The run record's home (run_record_store.h), valid after Connect, for
+  // the thread that owns the connection: every membership, attempt and
+  // outcome goes through it.
+  virtual RunRecordStore& records() = 0;
   // Once `world->node_rank` is claimed: starts this node's heartbeat or
-  // lease, hosts what node 0 hosts, and fills in the ranks' store address.
+  // lease, hosts what node 0 hosts, and fills in the ranks' store address
+  // and MASTER_ADDR/MASTER_PORT.
   virtual void Announce(RendezvousWorld* world) = 0;
   // Whether this node hosts a store, and so at the end waits until every
   // other node has read the outcome and left. An elastic round makes such a
@@ -115,7 +119,9 @@ class RendezvousHandler {
   // One step of the link thread: keeps this node alive (heartbeat, or checks
   // that its lease still is; throws StoreError when this node itself is
   // lost) and returns the nodes found lost since the last step, each once.
-  virtual MembershipChange Watch() = 0;
+  // `owners`: the launcher ("host:pid") holding each node rank of the round
+  // now, from the record (a shrink replacement's slot changes owner).
+  virtual MembershipChange Watch(const std::vector<std::string>& owners) = 0;
 
   // Describe: the meeting point, for messages ("etcd at a:1,b:2
   // (--rdzv_endpoint)").
@@ -135,26 +141,32 @@ class RendezvousHandler {
   // on-close keys; elsewhere nothing (etcd's lease says it left).
   virtual void LeaveCleanly() {}
   virtual void Shutdown(const std::function<void(std::chrono::milliseconds)>& wait_for_link) = 0;
+
+ private:
+  const std::string identity_;
 };
 
 // The backend --rdzv_backend chose (multi-node runs only).
 std::shared_ptr<RendezvousHandler> MakeRendezvousHandler(const LaunchOptions& options);
 
-// Joins this node into the run's round through `handler`: connect, agree on
-// the configuration (a node that disagrees stops the run, naming the flag),
-// claim the node rank, announce. Elastic runs join the newest round that is
-// still open (JoinElasticRound). Throws LaunchError.
+// What the record's transitions need of the options.
+RunRules RulesOf(const LaunchOptions& options);
+// The wall clock the record's deadlines are kept in.
+WallTime WallNow();
+
+// Joins this node into the run through `handler`: connect, agree on the
+// configuration (a node that disagrees stops the run, naming the flag), then
+// JoinThroughRecord. Throws LaunchError.
 RendezvousWorld JoinRound(RendezvousHandler& handler, const LaunchOptions& options);
 
-// Elastic runs (torchrun's dynamic rendezvous): arrives in round `round`
-// (or, when that one closed without this node, the next), waits until the
-// round closes (--nnodes MAX arrived, or MIN arrived and
-// --rdzv_conf=last_call_timeout passed since; join_timeout bounds the wait
-// for MIN), takes its node rank (the node that hosts a store first, then in
-// arrival order), enters the round and announces. `stopped` is polled while
-// waiting (true: give up, throwing LaunchError). Throws LaunchError,
-// StoreError.
-RendezvousWorld JoinElasticRound(RendezvousHandler& handler, const LaunchOptions& options,
-                                 int round, const std::function<bool()>& stopped);
+// Arrives in the record (record::Join) unless it holds this node already,
+// waits until its round closed with this node in it (a fixed world: at
+// once; elastic, torchrun's dynamic rendezvous: --nnodes MAX arrived, or MIN
+// and --rdzv_conf=last_call_timeout passed; join_timeout bounds the wait for
+// MIN; a node that arrives at a full round waits for one with room), then
+// enters the round and announces. `stopped` is polled while waiting (true:
+// give up, throwing LaunchError). Throws LaunchError, StoreError.
+RendezvousWorld JoinThroughRecord(RendezvousHandler& handler, const LaunchOptions& options,
+                                  const std::function<bool()>& stopped);
 
 }  // namespace infini::launch

@@ -37,6 +37,9 @@ struct RunMember {
   WallTime last_keep_alive{};
   bool ready = false;  // ready to start the record's attempt
   bool done = false;   // its ranks all succeeded in the record's attempt
+  // Its launcher exits, the run's outcome read: node 0, which hosts the
+  // store, waits for every member to leave before it ends.
+  bool left = false;
   bool operator==(const RunMember&) const = default;
 };
 
@@ -69,6 +72,10 @@ struct RunRecord {
   std::vector<RunMember> members;
   // Arrived after the round closed (torchrun's wait list).
   std::vector<RunMember> waiting;
+  // Why this round opened (elastic): the slot in the previous round of the
+  // node whose loss opened it (-1: nodes arrived) and the line that says so.
+  int reopened_for = -1;
+  std::string reopen_reason;
   int attempt = 0;
   // Restarts that --max_restarts counts so far (a new round is none).
   int failure_restarts = 0;
@@ -113,15 +120,25 @@ class RunRecordError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+// A join the run refuses; `stops_the_run`: the run cannot go on as asked
+// (too many nodes, a node rank claimed twice), so the refusal is its
+// failure too. A late node under shrink with no slot to take stops nothing.
+class JoinRefused : public RunRecordError {
+ public:
+  JoinRefused(const std::string& message, bool stops) : RunRecordError(message), stops_the_run(stops) {}
+  bool stops_the_run;
+};
 
 namespace record {
 
 // A launcher arrives. In an open round it becomes a member (again: a no-op
-// but its keep-alive) and the round closes when it is full or, at the
-// minimum, the last call starts. Once the round closed: a fixed world lets a
-// replacement take a lost shrink slot in place and refuses any other; an
-// elastic run puts it on the wait list and, below the maximum, opens the
-// next round for it (kNodeArrived). Throws RunRecordError for a refused join.
+// but its keep-alive). A fixed world gives it its node rank at once (the
+// one it asked for, else the lowest free) and closes when full; an elastic
+// round closes when full or, at the minimum, once the last call ends
+// (CloseRound). Once the round closed: a fixed world lets a replacement take
+// a lost shrink slot in place and refuses any other; an elastic run puts it
+// on the wait list and, below the maximum, opens the next round for it
+// (kNodeArrived). Throws JoinRefused.
 RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember& arrival,
                 WallTime now);
 // Closes the open round when its rule holds (full, or the last call passed
@@ -129,8 +146,8 @@ RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember&
 // arrival order); fails the run when the join deadline passed below the
 // minimum. kGoOn when it closed, kWait while open, kStop at the deadline.
 RecordStep CloseRound(const RunRecord& record, const RunRules& rules, WallTime now);
-// A member is ready for the attempt; once every member is (kRoundClosed),
-// the attempt starts.
+// A member is ready for the attempt; once the round closed and every member
+// is (kRoundClosed), the attempt starts.
 RecordStep Ready(const RunRecord& record, const RunRules& rules, const std::string& owner);
 // A member (or a waiting launcher) is alive at `now`. One the record no
 // longer holds was given up (kOwnKeepAliveMissed).
@@ -139,19 +156,24 @@ RecordStep KeepAlive(const RunRecord& record, const RunRules& rules, const std::
 // The members and waiting launchers whose keep-alive ran out by `now`.
 std::vector<std::string> Overdue(const RunRecord& record, const RunRules& rules, WallTime now);
 // `owner` was lost: its keep-alive ran out, or (`connection_closed`) its
-// launcher's store connection closed. Which event that is comes from the
-// record (joining, running, every other node done).
+// launcher's store connection closed; `how` is the line that says so (the
+// run's message when it stops, the next round's reason). Which event that
+// is comes from the record (joining, running, every other node done).
 RecordStep NodeLost(const RunRecord& record, const RunRules& rules, const std::string& owner,
-                    bool connection_closed, WallTime now);
-// A rank of `owner`'s node failed with `exit_status`; `no_node_lost`: the
-// second look, after a loss had time to show (kRankFailedAlone).
-RecordStep RankFailed(const RunRecord& record, const RunRules& rules, const std::string& owner,
-                      int exit_status, bool no_node_lost);
+                    bool connection_closed, const std::string& how, WallTime now);
+// Every node restarts `attempt` as the next one (a rank failed and the
+// table said restart; `counts`: one of --max_restarts). Another node's
+// request for the same attempt already did: nothing changes.
+RecordStep Restart(const RunRecord& record, const RunRules& rules, int attempt, bool counts);
+// The run stops with `exit_status`, as `node` (its slot; -1: none) says in
+// `message`: a rank's failure the table stops on, a signal, a refused join.
+// The first stop is the run's.
+RecordStep Fail(const RunRecord& record, const RunRules& rules, int node, int exit_status,
+                const std::string& message);
 // `owner`'s ranks all succeeded; the run succeeds once every member's have.
 RecordStep Finish(const RunRecord& record, const RunRules& rules, const std::string& owner);
-// `owner`'s launcher got `signal`: the run stops with 128 + signal.
-RecordStep Signalled(const RunRecord& record, const RunRules& rules, const std::string& owner,
-                     int signal);
+// `owner`'s launcher exits, the run's outcome read (whatever it was).
+RunRecord Leave(const RunRecord& record, const std::string& owner);
 
 }  // namespace record
 

@@ -42,6 +42,9 @@ class RunRecordStore {
   // reads the version). Waits without polling.
   virtual RunRecord Watch(int64_t after_version,
                           std::chrono::steady_clock::time_point deadline) = 0;
+  // Ends the threads the home runs for its watch (etcd's); reads and writes
+  // still work, Watch waits out its deadline. For a process about to exit.
+  virtual void StopBackground() {}
 };
 
 // In this process: a single-node run's record.
