@@ -70,11 +70,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Apply([&] { record::Join(decoded, rules, arrival, now); });
   Apply([&] { record::CloseRound(decoded, rules, now); });
   Apply([&] { record::Ready(decoded, rules, member); });
-  Apply([&] { record::KeepAlive(decoded, rules, member, now); });
-  Apply([&] { record::Overdue(decoded, rules, now); });
-  Apply([&] { record::NodeLost(decoded, rules, member, data[0] & 8, now); });
-  Apply([&] { record::RankFailed(decoded, rules, member, 3, data[0] & 16); });
+  Apply([&] { record::NodeLost(decoded, rules, member, data[0] & 8, "lost", now); });
+  Apply([&] { record::Restart(decoded, rules, decoded.attempt, data[0] & 16); });
   Apply([&] { record::Finish(decoded, rules, member); });
-  Apply([&] { record::Signalled(decoded, rules, member, 15); });
+  Apply([&] { record::Fail(decoded, rules, 1, 143, "signalled"); });
+  Apply([&] { record::Settle(decoded, rules); });
+  Apply([&] { record::Leave(decoded, member); });
   return 0;
 }

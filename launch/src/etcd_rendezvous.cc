@@ -281,10 +281,10 @@ class EtcdRendezvous final : public RendezvousHandler {
   std::mutex mutex_;
   // Guarded by mutex_: what the watch saw.
   std::map<std::pair<int, int>, std::string> alive_owner_;  // (round, node) -> host:pid
-  std::set<int> expired_;   // leases expired, not yet reported
-  std::set<int> reported_;  // reported lost
-  bool removing_ = false;   // node 0 is removing the run's keys
-  int round_ = 0;           // the round whose keys this node uses
+  std::set<int> expired_;                                   // leases expired, not yet reported
+  std::set<int> reported_;                                  // reported lost
+  bool removing_ = false;                                   // node 0 is removing the run's keys
+  int round_ = 0;                                           // the round whose keys this node uses
 };
 
 }  // namespace

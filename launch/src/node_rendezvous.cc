@@ -318,10 +318,11 @@ int NodeRendezvous::NextRound() {
 
 bool NodeRendezvous::WaitAllNodesReady(int attempt) {
   const int round = world_.round;
-  link_->Apply([rules = link_->rules, round, attempt, me = handler_->identity()](const RunRecord& record) {
-    if (record.round != round || record.attempt != attempt) return RecordStep{record, {}};
-    return record::Ready(record, rules, me);
-  });
+  link_->Apply(
+      [rules = link_->rules, round, attempt, me = handler_->identity()](const RunRecord& record) {
+        if (record.round != round || record.attempt != attempt) return RecordStep{record, {}};
+        return record::Ready(record, rules, me);
+      });
   const std::string doing = "waiting for every node to start attempt " + std::to_string(attempt);
   const auto started = Clock::now();
   const auto deadline = started + options_.rendezvous_timeout;
@@ -473,10 +474,11 @@ bool NodeRendezvous::RestartRequested(int attempt) {
 RunEvent NodeRendezvous::WaitForOtherNodes(int attempt) {
   using decisions::Event;
   const int round = world_.round;
-  link_->Apply([rules = link_->rules, round, attempt, me = handler_->identity()](const RunRecord& record) {
-    if (record.round != round || record.attempt != attempt) return RecordStep{record, {}};
-    return record::Finish(record, rules, me);
-  });
+  link_->Apply(
+      [rules = link_->rules, round, attempt, me = handler_->identity()](const RunRecord& record) {
+        if (record.round != round || record.attempt != attempt) return RecordStep{record, {}};
+        return record::Finish(record, rules, me);
+      });
   // No deadline: the other nodes' ranks may legitimately run for days; their
   // keep-alives say whether they are still there.
   while (true) {
@@ -494,8 +496,8 @@ RunEvent NodeRendezvous::WaitForOtherNodes(int attempt) {
         // Every node but a lost one done: the run is over (torchrun's
         // finished agents leave too).
         if (record.failed_node >= 0) {
-          return {Event::kNodeLostOthersDone,
-                  PeerFailure{record.failed_node, 0, record.message}, "", 0};
+          return {Event::kNodeLostOthersDone, PeerFailure{record.failed_node, 0, record.message},
+                  "", 0};
         }
         return {Event::kEveryNodeSucceeded, std::nullopt, "", 0};
       }

@@ -136,10 +136,6 @@ std::string NodeKeys(int round, const std::string& kind, int node) {
   return RoundKey(round, kind + "/" + std::to_string(node));
 }
 
-std::string NodeKeys(const std::string& kind, int node) {
-  return Key(kind + "/" + std::to_string(node));
-}
-
 std::string NodeIdentity() { return HostName() + ":" + std::to_string(getpid()); }
 
 namespace {
@@ -168,7 +164,6 @@ RunRules RulesOf(const LaunchOptions& options) {
   rules.min_nodes = options.elastic() ? options.min_nnodes : options.nnodes;
   rules.max_nodes = options.nnodes;
   rules.max_restarts = options.max_restarts;
-  rules.keep_alive_timeout = options.heartbeat_timeout;
   rules.last_call_timeout = options.last_call_timeout;
   rules.join_timeout = options.rendezvous_timeout;
   return rules;
@@ -245,7 +240,8 @@ RendezvousWorld JoinThroughRecord(RendezvousHandler& handler, const LaunchOption
       handler.Announce(&world);
       return world;
     }
-    if (stopped()) throw LaunchError("stopped while waiting for round " + std::to_string(record.round));
+    if (stopped())
+      throw LaunchError("stopped while waiting for round " + std::to_string(record.round));
     const auto now = Clock::now();
     if (now >= next_report && !record.round_closed) {
       SayWhomTheRoundWaitsFor(record, options, now - started);

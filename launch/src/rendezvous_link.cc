@@ -93,9 +93,12 @@ void RendezvousLink::RunUntilStopped(std::chrono::milliseconds quiet_period) {
         std::lock_guard lock(mutex);
         changes_read = changes_seen;
       }
-      Remember(handler->records().Get());
-      RecordLosses(handler->Watch(Owners()));
+      // The notice logs are read before the snapshot shows the record: a
+      // shrink run's outcome is written after the losses it ended on.
+      const RunRecord fresh = handler->records().Get();
       if (rules.mode.on_failure == decisions::OnFailure::kShrink) ReadSlots();
+      Remember(fresh);
+      RecordLosses(handler->Watch(Owners()));
       TellReaders();
       std::unique_lock lock(mutex);
       wake.wait_for(lock, quiet_period,
@@ -140,8 +143,8 @@ std::vector<std::string> RendezvousLink::Owners() {
   std::lock_guard lock(mutex);
   // An elastic record that moved to the next round has no slots for this
   // round: the last owners stand until this node enters it.
-  if (record.round != round || (!record.round_closed && rules.mode.membership ==
-                                                            decisions::Membership::kElastic)) {
+  if (record.round != round ||
+      (!record.round_closed && rules.mode.membership == decisions::Membership::kElastic)) {
     return owners_;
   }
   owners_.assign(static_cast<size_t>(nnodes), "");
@@ -171,10 +174,14 @@ void RendezvousLink::RecordLosses(const MembershipChange& change) {
     // Only the launcher whose write recorded the loss gets kShrinkInPlace:
     // on a record where it is lost already the transition changes nothing.
     std::optional<std::string> run_failure = PublishNodeLoss(node, step.record.attempt);
-    if (!run_failure) continue;
-    ApplyNow([&](const RunRecord& current) {
-      return record::Fail(current, rules, node.node_rank, 1, *run_failure);
-    });
+    if (run_failure) {
+      ApplyNow([&](const RunRecord& current) {
+        return record::Fail(current, rules, node.node_rank, 1, *run_failure);
+      });
+      continue;
+    }
+    ReadSlots();  // the loss it appended, before its own snapshot can show the end
+    ApplyNow([&](const RunRecord& current) { return record::Settle(current, rules); });
   }
 }
 

@@ -33,8 +33,7 @@ namespace infini::launch {
 std::string Key(const std::string& name);
 // Key(name) in round 0, else "infini_run/round/<round>/<name>".
 std::string RoundKey(int round, const std::string& name);
-// "infini_run/<kind>/<node>"; with a round, under RoundKey.
-std::string NodeKeys(const std::string& kind, int node);
+// "<kind>/<node>" under RoundKey(round, ...).
 std::string NodeKeys(int round, const std::string& kind, int node);
 
 // "host:pid": this launcher, in owner keys and messages.

@@ -302,11 +302,6 @@ Decision Decide(const Mode& mode, Event event, bool restarts_left) {
   throw std::logic_error(std::string("Decide: no row for ") + EventName(event));
 }
 
-Event LostNodeEvent(const LossSeen& seen) {
-  if (!seen.started_before && !seen.ready_after_loss) return E::kNodeLostWhileJoining;
-  return seen.connection_closed ? E::kConnectionClosed : E::kNodeLost;
-}
-
 const char* StateName(RunState state) {
   // In the enum's order.
   static constexpr const char* kNames[] = {"initial", "healthy",   "unhealthy",

@@ -161,8 +161,8 @@ void CloseWhenFull(RunRecord& record, const RunRules& rules, WallTime now) {
 
 // An elastic run meets again: the round's members but `gone`, and those
 // waiting, arrive in the next round (which starts the next attempt).
-void OpenNextRound(RunRecord& record, const RunRules& rules, const std::string& gone,
-                   int gone_slot, const std::string& why, WallTime now) {
+void OpenNextRound(RunRecord& record, const RunRules& rules, const std::string& gone, int gone_slot,
+                   const std::string& why, WallTime now) {
   std::vector<RunMember> arrivals;
   for (RunMember& member : record.members) {
     if (member.owner != gone && !IsLost(record, member.owner)) arrivals.push_back(member);
@@ -224,8 +224,8 @@ int FixedSlot(const RunRecord& record, const RunRules& rules, const RunMember& a
   while (taken.count(slot) != 0) ++slot;
   if (slot >= rules.max_nodes) {
     throw JoinRefused("the node " + arrival.owner + " joined as node " +
-                          std::to_string(record.members.size() + 1) + " of --nnodes=" +
-                          std::to_string(rules.max_nodes) + ": too many nodes",
+                          std::to_string(record.members.size() + 1) +
+                          " of --nnodes=" + std::to_string(rules.max_nodes) + ": too many nodes",
                       true);
   }
   return slot;
@@ -238,14 +238,13 @@ RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember&
   RecordStep step;
   if (Ended(record, rules, &step)) return step;
   if (Holds(record.members, arrival.owner) || Holds(record.waiting, arrival.owner)) {
-    return KeepAlive(record, rules, arrival.owner, now);  // joined before
+    return {record, record.round_closed ? kGoOnDecision : kWaitDecision};  // joined before
   }
   step.record = record;
   RunRecord& next = step.record;
   RunMember member = arrival;
   member.slot = -1;
   member.ready = member.done = member.left = false;
-  member.last_keep_alive = now;
   const bool fixed = rules.mode.membership == decisions::Membership::kFixed;
   const bool shrink = rules.mode.on_failure == decisions::OnFailure::kShrink;
   if (!fixed) member.requested_slot = -1;  // elastic ranks by arrival (torchrun ignores it too)
@@ -277,8 +276,8 @@ RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember&
     }
     if (member.requested_slot >= 0) FixedSlot(next, rules, member);  // names the claim
     throw JoinRefused("the node " + member.owner + " joined as node " +
-                          std::to_string(next.members.size() + 1) + " of --nnodes=" +
-                          std::to_string(rules.max_nodes) + ": too many nodes",
+                          std::to_string(next.members.size() + 1) +
+                          " of --nnodes=" + std::to_string(rules.max_nodes) + ": too many nodes",
                       true);
   }
   next.waiting.push_back(member);
@@ -313,10 +312,10 @@ RecordStep CloseRound(const RunRecord& record, const RunRules& rules, WallTime n
     seconds << static_cast<double>(rules.join_timeout.count()) / 1000;
     Stop(next, RunOutcome::kFailed, 1, -1,
          "timed out after " + seconds.str() + " s waiting for at least " +
-             std::to_string(rules.min_nodes) + " nodes (--nnodes=" +
-             std::to_string(rules.min_nodes) + ":" + std::to_string(rules.max_nodes) +
-             ") in round " + std::to_string(next.round) + ": " + std::to_string(arrived) +
-             " arrived (--rdzv_conf=join_timeout)");
+             std::to_string(rules.min_nodes) +
+             " nodes (--nnodes=" + std::to_string(rules.min_nodes) + ":" +
+             std::to_string(rules.max_nodes) + ") in round " + std::to_string(next.round) + ": " +
+             std::to_string(arrived) + " arrived (--rdzv_conf=join_timeout)");
     return {next, {Action::kStop, Status::kLauncher, false}};
   }
   return {next, kWaitDecision};
@@ -339,31 +338,6 @@ RecordStep Ready(const RunRecord& record, const RunRules& rules, const std::stri
   next.attempt_started = true;
   step.decision = Decide(next, rules, Event::kRoundClosed);
   return step;
-}
-
-RecordStep KeepAlive(const RunRecord& record, const RunRules& rules, const std::string& owner,
-                     WallTime now) {
-  RecordStep step;
-  if (Ended(record, rules, &step)) return step;
-  step.record = record;
-  RunMember* member = LiveMember(step.record, owner);
-  if (member == nullptr) member = FindIn(step.record.waiting, owner);
-  if (member == nullptr) return {record, Decide(record, rules, Event::kOwnKeepAliveMissed)};
-  member->last_keep_alive = now;
-  step.decision = kGoOnDecision;
-  return step;
-}
-
-std::vector<std::string> Overdue(const RunRecord& record, const RunRules& rules, WallTime now) {
-  std::vector<std::string> overdue;
-  const auto check = [&](const RunMember& member) {
-    if (!IsLost(record, member.owner) && member.last_keep_alive + rules.keep_alive_timeout < now) {
-      overdue.push_back(member.owner);
-    }
-  };
-  for (const RunMember& member : record.members) check(member);
-  for (const RunMember& member : record.waiting) check(member);
-  return overdue;
 }
 
 RecordStep NodeLost(const RunRecord& record, const RunRules& rules, const std::string& owner,
@@ -406,11 +380,8 @@ RecordStep NodeLost(const RunRecord& record, const RunRules& rules, const std::s
         CloseWhenFull(next, rules, now);
       }
       break;
-    case Action::kShrinkInPlace:
+    case Action::kShrinkInPlace:  // once published, Settle ends a run the others finished
       next.lost.push_back({lost.slot, lost.owner});
-      if (EveryLiveMember(next, &RunMember::done)) {
-        Stop(next, RunOutcome::kSucceeded, 0, -1, how + "; every other node had succeeded");
-      }
       break;
     case Action::kStop:
       Stop(next,
@@ -437,6 +408,17 @@ RecordStep Fail(const RunRecord& record, const RunRules& rules, int node, int ex
   if (Ended(record, rules, &step)) return step;
   step = {record, {Action::kStop, Status::kRankExit, false}};
   Stop(step.record, RunOutcome::kFailed, exit_status, node, message);
+  return step;
+}
+
+RecordStep Settle(const RunRecord& record, const RunRules& rules) {
+  RecordStep step;
+  if (Ended(record, rules, &step)) return step;
+  step.record = record;
+  if (!EveryLiveMember(record, &RunMember::done)) return {record, kGoOnDecision};
+  step.decision = Decide(record, rules, Event::kEveryNodeSucceeded);
+  Stop(step.record, RunOutcome::kSucceeded, 0, -1,
+       "every node's ranks succeeded but those of the nodes lost");
   return step;
 }
 

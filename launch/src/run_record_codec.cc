@@ -22,7 +22,6 @@ Json EncodeMember(const RunMember& member) {
           {"slot", member.slot},
           {"hosts_store", member.hosts_store},
           {"requested_slot", member.requested_slot},
-          {"last_keep_alive_ms", Millis(member.last_keep_alive)},
           {"ready", member.ready},
           {"done", member.done},
           {"left", member.left}};
@@ -93,8 +92,6 @@ std::vector<RunMember> DecodeMembers(const Json& object, const char* name) {
     member.slot = static_cast<int>(Integer(array[i], where, "slot", -1));
     member.hosts_store = Boolean(array[i], where, "hosts_store");
     member.requested_slot = static_cast<int>(Integer(array[i], where, "requested_slot", -1));
-    member.last_keep_alive =
-        WallTime(std::chrono::milliseconds(Count(array[i], where, "last_keep_alive_ms")));
     member.ready = Boolean(array[i], where, "ready");
     member.done = Boolean(array[i], where, "done");
     member.left = Boolean(array[i], where, "left");

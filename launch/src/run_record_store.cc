@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "infini/rendezvous/etcd_store.h"
@@ -51,6 +52,11 @@ class LocalRunRecordStore : public RunRecordStore {
 };
 
 const char* const kRecordKey = "infini_run/record";
+
+// UpdateRunRecord's wait after a lost compare-and-set: below 0.5 ms first,
+// doubling to 50 ms.
+constexpr std::chrono::microseconds kFirstBackoffBound{500};
+constexpr std::chrono::microseconds kLastBackoffBound{50000};
 
 // The newest version keys stay; older ones go, so the keys do not grow
 // with the run. A watcher that read a version this many writes old waits
@@ -247,6 +253,11 @@ std::unique_ptr<RunRecordStore> MakeEtcdRunRecordStore(rendezvous::EtcdStoreOpti
 
 RecordStep UpdateRunRecord(RunRecordStore& store,
                            const std::function<RecordStep(const RunRecord&)>& transition) {
+  // N launchers writing at once would each lose to every other in turn
+  // (N²/2 tries): a loser waits a random time below a bound that doubles
+  // with each loss ("full jitter"), so the writes spread out.
+  thread_local std::minstd_rand random(std::random_device{}());
+  std::chrono::microseconds bound = kFirstBackoffBound;
   RunRecord current = store.Get();
   while (true) {
     RecordStep step = transition(current);
@@ -257,6 +268,10 @@ RecordStep UpdateRunRecord(RunRecordStore& store,
       return step;
     }
     current = std::move(write.record);
+    std::this_thread::sleep_for(std::chrono::microseconds(
+        std::uniform_int_distribution<int64_t>(0, bound.count())(random)));
+    bound = std::min(bound * 2, kLastBackoffBound);
+    current = store.Get();  // what landed while this one waited
   }
 }
 

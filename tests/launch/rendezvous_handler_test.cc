@@ -118,7 +118,8 @@ class RendezvousHandlerContract : public ::testing::Test {
   std::vector<std::string> Owners() {
     std::vector<std::string> owners(2);
     for (const RunMember& member : first_.handler->records().Get().members) {
-      if (member.slot >= 0 && member.slot < 2) owners[static_cast<size_t>(member.slot)] = member.owner;
+      if (member.slot >= 0 && member.slot < 2)
+        owners[static_cast<size_t>(member.slot)] = member.owner;
     }
     return owners;
   }
@@ -162,8 +163,7 @@ TYPED_TEST(RendezvousHandlerContract, ANodeThatFindsTheRoundFullIsRefused) {
   this->Join(&this->third_, this->Options());
   EXPECT_FALSE(this->third_.world);
   EXPECT_THAT(this->third_.error, HasSubstr("joined as node 3 of --nnodes=2: too many nodes"));
-  EXPECT_EQ(this->first_.handler->records().Get().outcome, RunOutcome::kFailed)
-      << "the run stops";
+  EXPECT_EQ(this->first_.handler->records().Get().outcome, RunOutcome::kFailed) << "the run stops";
 }
 
 TYPED_TEST(RendezvousHandlerContract, ANodeThatDisagreesIsRefusedNamingTheFlag) {
@@ -174,8 +174,7 @@ TYPED_TEST(RendezvousHandlerContract, ANodeThatDisagreesIsRefusedNamingTheFlag) 
   EXPECT_THAT(this->second_.error, HasSubstr(" on --nproc_per_node: "));
   EXPECT_THAT(this->second_.error, HasSubstr(" has '2', "));
   EXPECT_THAT(this->second_.error, EndsWith(" has '3'"));
-  EXPECT_EQ(this->first_.handler->records().Get().outcome, RunOutcome::kFailed)
-      << "the run stops";
+  EXPECT_EQ(this->first_.handler->records().Get().outcome, RunOutcome::kFailed) << "the run stops";
 }
 
 TYPED_TEST(RendezvousHandlerContract, TheWatchReportsANodeThatStoppedOnce) {
@@ -229,9 +228,12 @@ TYPED_TEST(RendezvousHandlerContract, ElasticRoundsCloseAndALaterRoundTakesALate
   EXPECT_NE(this->first_.world->node_rank, this->second_.world->node_rank);
 
   // A third arrives: round 1 opens with every node, full at once; the two
-  // members move on to it.
-  this->Join(&this->third_, elastic());
-  ASSERT_TRUE(this->third_.world) << this->third_.error;
+  // members, seeing it open, move on to it (as their links would tell them).
+  std::thread third([&] { this->Join(&this->third_, elastic()); });
+  const auto deadline = Clock::now() + seconds(20);
+  while (this->first_.handler->records().Get().round == 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
   std::optional<RendezvousWorld> next[2];
   std::thread members[2];
   for (int member = 0; member < 2; ++member) {
@@ -241,6 +243,8 @@ TYPED_TEST(RendezvousHandlerContract, ElasticRoundsCloseAndALaterRoundTakesALate
     });
   }
   for (std::thread& member : members) member.join();
+  third.join();
+  ASSERT_TRUE(this->third_.world) << this->third_.error;
   std::set<int> ranks;
   for (const RendezvousWorld* world : {&*next[0], &*next[1], &*this->third_.world}) {
     EXPECT_EQ(world->round, 1);

@@ -176,23 +176,6 @@ TEST(DecisionTable, PrintsOneMarkdownLinePerRow) {
   EXPECT_EQ(lines, Table().size() + 2);
 }
 
-// Issue 34: a node killed right after its ready key was written, seen lost
-// before the link read that key, stopped an attempt that had started.
-TEST(LostNodeEvent, IsWhileJoiningOnlyWhenTheReadyKeysReadAfterTheLossAreIncomplete) {
-  EXPECT_EQ(LostNodeEvent({false, true, true}), Event::kConnectionClosed);
-  EXPECT_EQ(LostNodeEvent({false, true, false}), Event::kNodeLost);
-  EXPECT_EQ(LostNodeEvent({false, false, true}), Event::kNodeLostWhileJoining);
-  EXPECT_EQ(LostNodeEvent({false, false, false}), Event::kNodeLostWhileJoining);
-  // Seen started before (on etcd the lost node's ready key may be gone).
-  EXPECT_EQ(LostNodeEvent({true, false, true}), Event::kConnectionClosed);
-  EXPECT_EQ(LostNodeEvent({true, false, false}), Event::kNodeLost);
-  // So a shrink run goes on without the node, not stops as if it never
-  // started.
-  const Mode shrink{Membership::kFixed, OnFailure::kShrink, Meeting::kTcp};
-  EXPECT_EQ(Decide(shrink, LostNodeEvent({false, true, true}), false).action,
-            Action::kShrinkInPlace);
-}
-
 TEST(RunStates, FollowTorchrunsWorkerStates) {
   const Mode fixed{Membership::kFixed, OnFailure::kRestart, Meeting::kTcp};
   const Mode elastic{Membership::kElastic, OnFailure::kRestart, Meeting::kTcp};

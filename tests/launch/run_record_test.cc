@@ -29,7 +29,6 @@ RunRules Rules(Membership membership, OnFailure on_failure, int min_nodes, int m
   rules.min_nodes = min_nodes;
   rules.max_nodes = max_nodes;
   rules.max_restarts = 1;
-  rules.keep_alive_timeout = seconds(15);
   rules.last_call_timeout = seconds(30);
   rules.join_timeout = seconds(600);
   return rules;
@@ -121,12 +120,12 @@ TEST(RunRecordJoin, AnElasticRunRanksByArrivalWhateverNodeRankWasAsked) {
   EXPECT_EQ(Owners(record.members), (std::vector<std::string>{"a:1", "b:1"}));
 }
 
-TEST(RunRecordJoin, JoiningAgainIsAKeepAliveNotASecondMember) {
+TEST(RunRecordJoin, JoiningAgainChangesNothing) {
   const RunRules rules = Fixed(2);
-  RunRecord record = record::Join({}, rules, Node("a:1"), kStart).record;
-  record = record::Join(record, rules, Node("a:1"), kStart + seconds(5)).record;
-  ASSERT_EQ(record.members.size(), 1u);
-  EXPECT_EQ(record.members[0].last_keep_alive, kStart + seconds(5));
+  const RunRecord record = record::Join({}, rules, Node("a:1"), kStart).record;
+  const RecordStep again = record::Join(record, rules, Node("a:1"), kStart + seconds(5));
+  EXPECT_EQ(again.record, record);
+  EXPECT_EQ(again.decision.action, Action::kWait);
 }
 
 TEST(RunRecordJoin, AFixedWorldRefusesANodePastNnodes) {
@@ -173,7 +172,8 @@ TEST(RunRecordJoin, AnElasticArrivalAtMaxWaitsForARoundWithRoom) {
   EXPECT_EQ(step.record.round, running.round);
   EXPECT_EQ(Owners(step.record.waiting), std::vector<std::string>{"c:1"});
   // A member lost: the next round takes the waiting node in.
-  const RecordStep lost = record::NodeLost(step.record, rules, "b:1", true, How("b:1"), kStart + seconds(1));
+  const RecordStep lost =
+      record::NodeLost(step.record, rules, "b:1", true, How("b:1"), kStart + seconds(1));
   EXPECT_EQ(lost.decision.action, Action::kNewRound);
   EXPECT_EQ(Owners(lost.record.members), (std::vector<std::string>{"a:1", "c:1"}));
   EXPECT_TRUE(lost.record.round_closed);
@@ -226,22 +226,6 @@ TEST(RunRecordReady, TheAttemptStartsWhenEveryMemberIsReady) {
   EXPECT_THROW(record::Ready(record, rules, "z:1"), RunRecordError);
 }
 
-TEST(RunRecordKeepAlive, AMemberIsKeptAndAGivenUpNodeStops) {
-  const RunRules rules = Fixed(2, OnFailure::kShrink);
-  RunRecord record = Running(rules, {"a:1", "b:1"});
-  record = record::KeepAlive(record, rules, "a:1", kStart + seconds(10)).record;
-  EXPECT_EQ(record.members[0].last_keep_alive, kStart + seconds(10));
-  EXPECT_EQ(record::Overdue(record, rules, kStart + seconds(16)), std::vector<std::string>{"b:1"});
-  EXPECT_TRUE(record::Overdue(record, rules, kStart + seconds(15)).empty());
-  record = record::NodeLost(record, rules, "b:1", false, How("b:1"), kStart + seconds(16)).record;
-  const RecordStep given_up = record::KeepAlive(record, rules, "b:1", kStart + seconds(17));
-  EXPECT_EQ(given_up.decision.action, Action::kStop);
-  EXPECT_EQ(given_up.decision.status, Status::kLauncher);
-  EXPECT_EQ(given_up.record, record);
-  EXPECT_TRUE(record::Overdue(record, rules, kStart + seconds(40)) ==
-              std::vector<std::string>{"a:1"});  // the lost one is not overdue again
-}
-
 TEST(RunRecordNodeLost, AFixedRestartRunFailsNamingTheNode) {
   const RunRules rules = Fixed(2);
   const RunRecord record = Running(rules, {"a:1", "b:1"});
@@ -266,13 +250,15 @@ TEST(RunRecordNodeLost, ShrinkMarksTheSlotLostAndTheOthersGoOn) {
   EXPECT_EQ(step.record.lost, (std::vector<LostSlot>{{2, "c:1"}}));
   EXPECT_EQ(step.record.attempt, record.attempt);
   // Seen a second time (another node's look): nothing more changes.
-  EXPECT_EQ(record::NodeLost(step.record, rules, "c:1", false, How("c:1"), kStart).record, step.record);
+  EXPECT_EQ(record::NodeLost(step.record, rules, "c:1", false, How("c:1"), kStart).record,
+            step.record);
 }
 
 TEST(RunRecordNodeLost, ElasticMeetsAgainWithoutItUncounted) {
   const RunRules rules = Elastic(1, 3);
   const RunRecord record = Running(rules, {"a:1", "b:1", "c:1"});
-  const RecordStep step = record::NodeLost(record, rules, "a:1", false, How("a:1"), kStart + seconds(20));
+  const RecordStep step =
+      record::NodeLost(record, rules, "a:1", false, How("a:1"), kStart + seconds(20));
   EXPECT_EQ(step.decision.action, Action::kNewRound);
   EXPECT_EQ(step.record.round, 1);
   EXPECT_EQ(step.record.attempt, 1);
@@ -306,7 +292,8 @@ TEST(RunRecordNodeLost, AClosedConnectionIsNoLossOnEtcdAndAtOnceOnTcp) {
   EXPECT_EQ(ignored.decision.action, Action::kGoOn);
   EXPECT_EQ(ignored.record, on_etcd);
   const RunRules tcp = Fixed(2);
-  const RecordStep lost = record::NodeLost(Running(tcp, {"a:1", "b:1"}), tcp, "b:1", true, How("b:1"), kStart);
+  const RecordStep lost =
+      record::NodeLost(Running(tcp, {"a:1", "b:1"}), tcp, "b:1", true, How("b:1"), kStart);
   EXPECT_EQ(lost.record.outcome, RunOutcome::kFailed);
   EXPECT_EQ(lost.record.message, How("b:1"));
 }
@@ -320,9 +307,14 @@ TEST(RunRecordNodeLost, OnceEveryOtherNodeSucceededEachModeEndsItsWay) {
   const RunRecord elastic = lost_last(Elastic(1, 2));
   EXPECT_EQ(elastic.outcome, RunOutcome::kSucceeded);
   EXPECT_NE(elastic.message.find(How("b:1")), std::string::npos);
+  // Shrink: the loss is published first; then Settle ends the run.
   const RunRecord shrink = lost_last(Fixed(2, OnFailure::kShrink));
-  EXPECT_EQ(shrink.outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(shrink.outcome, RunOutcome::kRunning);
   EXPECT_EQ(shrink.lost, (std::vector<LostSlot>{{1, "b:1"}}));
+  const RecordStep settled = record::Settle(shrink, Fixed(2, OnFailure::kShrink));
+  EXPECT_EQ(settled.record.outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(settled.decision.action, Action::kStop);
+  EXPECT_EQ(settled.decision.status, Status::kSuccess);
   const RunRecord restart = lost_last(Fixed(2));
   EXPECT_EQ(restart.outcome, RunOutcome::kFailed);
   EXPECT_EQ(restart.exit_status, 1);
@@ -353,7 +345,7 @@ TEST(RunRecordFail, TheFirstStopIsTheRunsAndEveryTransitionReadsIt) {
   EXPECT_EQ(step.record.failed_node, 1);
   EXPECT_EQ(step.record.message, "node 1 got SIGTERM");
   EXPECT_EQ(record::Fail(step.record, rules, 0, 7, "later").record, step.record);
-  const RecordStep other = record::KeepAlive(step.record, rules, "a:1", kStart);
+  const RecordStep other = record::Finish(step.record, rules, "a:1");
   EXPECT_EQ(other.decision.action, Action::kStop);
   EXPECT_EQ(other.decision.status, Status::kPeerExit);
   EXPECT_EQ(record::Restart(step.record, rules, 0, true).record, step.record);
@@ -378,6 +370,7 @@ TEST(RunRecordFinish, TheRunSucceedsWhenEveryLiveMemberIsDone) {
   const RecordStep first = record::Finish(record, rules, "a:1");
   EXPECT_EQ(first.decision.action, Action::kWait);
   EXPECT_EQ(first.record.outcome, RunOutcome::kRunning);
+  EXPECT_EQ(record::Settle(first.record, rules).record, first.record) << "b:1 still runs";
   const RecordStep last = record::Finish(first.record, rules, "b:1");
   EXPECT_EQ(last.decision.action, Action::kStop);
   EXPECT_EQ(last.decision.status, Status::kSuccess);
@@ -393,7 +386,6 @@ RunRecord EveryFieldSet() {
   record.round_closed = true;
   RunMember member = Node("a:1", true, 0);
   member.slot = 0;
-  member.last_keep_alive = kStart + seconds(3);
   member.ready = member.done = member.left = true;
   record.members = {member, Node("b:2")};
   record.members[1].slot = 1;

@@ -48,7 +48,9 @@ std::function<bool(const RunRecord&)> MemberHas(int slot, bool RunMember::*flag)
 }
 }  // namespace
 
-std::function<bool(const RunRecord&)> NodeDone(int slot) { return MemberHas(slot, &RunMember::done); }
+std::function<bool(const RunRecord&)> NodeDone(int slot) {
+  return MemberHas(slot, &RunMember::done);
+}
 std::function<bool(const RunRecord&)> NodeReady(int slot) {
   return MemberHas(slot, &RunMember::ready);
 }

@@ -1,6 +1,6 @@
 // What a launcher does about each thing that happens to a run, as pure
 // functions of the run's mode: one table (run_decisions.cc) whose rows are
-// the whole truth, read by the Launcher (main.cc) and the link thread
+// the whole truth, read by the Launcher (main.cc) and the run record's
 // (rendezvous_link.cc) instead of rules written inline, and unit-tested
 // without sockets or processes (tests/launch/run_decisions_test.cc).
 // docs/launcher.md, "Run states and decisions", prints the table.
@@ -100,20 +100,6 @@ const std::vector<Row>& Table();
 // --max_restarts allows one more). A refused mode or a combination without
 // its row throws std::logic_error: the table's tests keep that from happening.
 Decision Decide(const Mode& mode, Event event, bool restarts_left);
-
-// What the link read when it saw another node lost during the watched
-// attempt, in the order it read them.
-struct LossSeen {
-  bool started_before = false;     // every member was ready by an earlier read
-  bool ready_after_loss = false;   // every member's ready key, read after the loss
-  bool connection_closed = false;  // its launcher's store connection closed
-};
-// Which event that loss is: lost while joining only if the attempt had not
-// started. A launcher's writes reach the store before its loss shows, so the
-// ready keys read after the loss tell; a loss seen before the link's last
-// read of them is not one while joining (issue 34). An earlier read counts
-// too: on etcd a lost node's ready key goes with its lease.
-Event LostNodeEvent(const LossSeen& seen);
 
 // The launcher's state (torchrun's WorkerState).
 enum class RunState { kInitial, kHealthy, kUnhealthy, kStopped, kSucceeded, kFailed };

@@ -34,7 +34,6 @@ struct RunMember {
   bool hosts_store = false;
   // It asked for this node rank (--node_rank; fixed runs only); -1: any.
   int requested_slot = -1;
-  WallTime last_keep_alive{};
   bool ready = false;  // ready to start the record's attempt
   bool done = false;   // its ranks all succeeded in the record's attempt
   // Its launcher exits, the run's outcome read: node 0, which hosts the
@@ -101,7 +100,6 @@ struct RunRules {
   int min_nodes = 1;  // --nnodes N: N and N
   int max_nodes = 1;
   int max_restarts = 0;
-  std::chrono::milliseconds keep_alive_timeout{std::chrono::seconds(15)};
   std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};
 };
@@ -125,14 +123,15 @@ class RunRecordError : public std::runtime_error {
 // failure too. A late node under shrink with no slot to take stops nothing.
 class JoinRefused : public RunRecordError {
  public:
-  JoinRefused(const std::string& message, bool stops) : RunRecordError(message), stops_the_run(stops) {}
+  JoinRefused(const std::string& message, bool stops)
+      : RunRecordError(message), stops_the_run(stops) {}
   bool stops_the_run;
 };
 
 namespace record {
 
-// A launcher arrives. In an open round it becomes a member (again: a no-op
-// but its keep-alive). A fixed world gives it its node rank at once (the
+// A launcher arrives. In an open round it becomes a member (again: nothing
+// changes). A fixed world gives it its node rank at once (the
 // one it asked for, else the lowest free) and closes when full; an elastic
 // round closes when full or, at the minimum, once the last call ends
 // (CloseRound). Once the round closed: a fixed world lets a replacement take
@@ -149,12 +148,6 @@ RecordStep CloseRound(const RunRecord& record, const RunRules& rules, WallTime n
 // A member is ready for the attempt; once the round closed and every member
 // is (kRoundClosed), the attempt starts.
 RecordStep Ready(const RunRecord& record, const RunRules& rules, const std::string& owner);
-// A member (or a waiting launcher) is alive at `now`. One the record no
-// longer holds was given up (kOwnKeepAliveMissed).
-RecordStep KeepAlive(const RunRecord& record, const RunRules& rules, const std::string& owner,
-                     WallTime now);
-// The members and waiting launchers whose keep-alive ran out by `now`.
-std::vector<std::string> Overdue(const RunRecord& record, const RunRules& rules, WallTime now);
 // `owner` was lost: its keep-alive ran out, or (`connection_closed`) its
 // launcher's store connection closed; `how` is the line that says so (the
 // run's message when it stops, the next round's reason). Which event that
@@ -172,6 +165,10 @@ RecordStep Fail(const RunRecord& record, const RunRules& rules, int node, int ex
                 const std::string& message);
 // `owner`'s ranks all succeeded; the run succeeds once every member's have.
 RecordStep Finish(const RunRecord& record, const RunRules& rules, const std::string& owner);
+// Shrink, once a loss was published to the ranks (the notice first, so that
+// every launcher reads it before the outcome): the run succeeds if every
+// member not lost is done.
+RecordStep Settle(const RunRecord& record, const RunRules& rules);
 // `owner`'s launcher exits, the run's outcome read (whatever it was).
 RunRecord Leave(const RunRecord& record, const std::string& owner);
 
