@@ -77,6 +77,23 @@ class EtcdRendezvous final : public RendezvousHandler {
     // Waits for node 0 are bounded by the join timeout; the link's by the
     // heartbeat timeout (StartWatch).
     etcd_->set_timeout(options_.rendezvous_timeout);
+    // Before it can be in the record: a record whose launchers all lack this
+    // key (their leases ran out) is abandoned.
+    try {
+      etcd_->Set(PresenceKey(identity()), "1");
+    } catch (const StoreError& error) {
+      throw LaunchError("lost etcd at " + endpoints_text_ +
+                        " (--rdzv_endpoint) while joining the run: " + error.what());
+    }
+  }
+
+  bool Abandoned(const RunRecord& record) override {
+    for (const std::vector<RunMember>* list : {&record.members, &record.waiting}) {
+      for (const RunMember& member : *list) {
+        if (etcd_->Check({PresenceKey(member.owner)})) return false;
+      }
+    }
+    return true;
   }
 
   // Shutdown already did this; a watch must never call into a handler gone.
@@ -195,6 +212,8 @@ class EtcdRendezvous final : public RendezvousHandler {
   }
 
  private:
+  static std::string PresenceKey(const std::string& owner) { return Key("present/" + owner); }
+
   // "alive/<node>" in round 0, "alive/<round>/<node>" after (no
   // "infini_run/": the lease's keys).
   static std::string AliveKey(int round, int node) {

@@ -203,6 +203,14 @@ RendezvousWorld JoinThroughRecord(RendezvousHandler& handler, const LaunchOption
   const auto started = Clock::now();
   auto next_report = started + options.FirstWaitingNote();
   RunRecord record = records.Get();
+  if (record.version > 0 && !Find(record.members, arrival.owner) &&
+      !Find(record.waiting, arrival.owner) && handler.Abandoned(record)) {
+    // A dead run's record (every launcher of it gone): this run starts afresh.
+    const int64_t dead = record.version;
+    record = UpdateRunRecord(records, [dead](const RunRecord& current) {
+               return RecordStep{current.version == dead ? RunRecord{} : current, {}};
+             }).record;
+  }
   while (true) {
     // Arrives where the record does not hold it (first, or dropped from an
     // open round it was lost in); else lets the open round close on time.

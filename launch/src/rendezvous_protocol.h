@@ -14,8 +14,11 @@
 //   etcd (under the run's prefix, EtcdRunPrefix: run id and a hash of the
 //     run's secret; each key on its writer's lease): alive/<r> (no
 //     "infini_run/"), "host:pid" of node r, whose deletion (lease expired)
-//     tells the others that node r died or stalled; store_addr, store_port:
-//     the ranks' store, still hosted by node 0.
+//     tells the others that node r died or stalled; present/<host:pid>, set
+//     by each launcher as it connects, so that a record none of whose
+//     launchers is present any more (a dead run's: the record has no lease)
+//     is started afresh; store_addr, store_port: the ranks' store, still
+//     hosted by node 0.
 #pragma once
 
 #include <chrono>

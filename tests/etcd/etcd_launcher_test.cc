@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <set>
 #include <thread>
 
@@ -183,6 +184,50 @@ TEST(EtcdLauncher, KilledNodeIsNamedLostWhenItsLeaseExpires) {
 
 TEST(EtcdLauncher, StalledNodeIsNamedLostWhenItsLeaseExpires) {
   ExpectOthersNameTheLostNode(SIGSTOP);
+}
+
+// Every launcher of a run SIGKILLed: the run record, which outlives its
+// writers on etcd, is abandoned once their leases ran out, and a rerun with
+// the same --rdzv_id (and secret) starts afresh instead of finding the dead
+// run's closed round full.
+TEST(EtcdLauncher, ARerunWithTheSameIdAfterEveryLauncherWasKilledStartsAfresh) {
+  EtcdCluster cluster(1);
+  TempDir dir;
+  {
+    LauncherProcess node0(NodeFlags(cluster.endpoints(), "rerun", dir, {"--sleep_ms=60000"}));
+    LauncherProcess node1(NodeFlags(cluster.endpoints(), "rerun", dir, {"--sleep_ms=60000"}));
+    ASSERT_TRUE(WaitForPidFiles(dir.path(), 4));
+    kill(node0.pid(), SIGKILL);
+    kill(node1.pid(), SIGKILL);
+    node0.Wait(seconds(30));
+    node1.Wait(seconds(30));
+  }
+  // Their leases (heartbeat_timeout=2) run out; the record stays.
+  const auto is_presence = [](const std::string& key) {
+    return key.find("/present/") != std::string::npos;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const auto keys = cluster.AllKeys();
+    if (std::none_of(keys.begin(), keys.end(), is_presence)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const auto left = cluster.AllKeys();
+  ASSERT_TRUE(std::any_of(left.begin(), left.end(), [](const std::string& key) {
+    return key.find("infini_run/record") != std::string::npos;
+  })) << "the dead run's record is there for the rerun to find";
+  TempDir again;
+  LauncherProcess node0(NodeFlags(cluster.endpoints(), "rerun", again));
+  LauncherProcess node1(NodeFlags(cluster.endpoints(), "rerun", again));
+  const LauncherResult first = node0.Wait(seconds(60));
+  const LauncherResult second = node1.Wait(seconds(60));
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  std::set<std::string> ranks;
+  for (int rank = 0; rank < 4; ++rank)
+    ranks.insert(RecordedEnvironment(again.path(), rank)["RANK"]);
+  EXPECT_EQ(ranks.size(), 4u) << "each rank of the rerun once";
+  EXPECT_TRUE(NoProcessLeft());
 }
 
 // --nnodes=MIN:MAX on etcd: any node may go, node 0 (which hosts the ranks'

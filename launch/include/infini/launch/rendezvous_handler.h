@@ -102,6 +102,11 @@ class RendezvousHandler {
   // lease, hosts what node 0 hosts, and fills in the ranks' store address
   // and MASTER_ADDR/MASTER_PORT.
   virtual void Announce(RendezvousWorld* world) = 0;
+  // Whether no launcher that `record` holds is there any more, so a new run
+  // with the same id may start afresh: etcd, where the record outlives its
+  // writers (each launcher keeps a presence key on its lease from Connect
+  // on). TCP's record ends with node 0's store: never.
+  virtual bool Abandoned(const RunRecord&) { return false; }
   // Whether this node hosts a store, and so at the end waits until every
   // other node has read the outcome and left. An elastic round makes such a
   // node its node 0.
