@@ -89,12 +89,21 @@ void AgreeOnConfig(RendezvousHandler& handler, const LaunchOptions& options) {
 }
 
 // An open round says whom it has and whom it waits for after 5 s and every
-// 30 s, as a joining node does (a round may wait up to join_timeout).
+// 30 s, as a joining node does (a round may wait up to join_timeout); a node
+// on the wait list of a full round says that.
 void SayWhomTheRoundWaitsFor(const RunRecord& record, const LaunchOptions& options,
                              Clock::duration waited) {
   std::string who;
   for (const RunMember& member : record.members) who += (who.empty() ? "" : ", ") + member.owner;
   const int arrived = static_cast<int>(record.members.size());
+  const long long seconds = std::chrono::duration_cast<std::chrono::seconds>(waited).count();
+  if (record.round_closed) {  // this node is on the wait list of a full round
+    fprintf(stderr,
+            "infini_run: round %d is full with %d of --nnodes=%s (%s), for %lld s: waiting for "
+            "the next round, which opens when a member is lost\n",
+            record.round, arrived, options.NnodesText().c_str(), OneLine(who).c_str(), seconds);
+    return;
+  }
   const std::string waits =
       arrived >= options.min_nnodes
           ? "for more nodes up to " + std::to_string(options.nnodes) +
@@ -105,9 +114,8 @@ void SayWhomTheRoundWaitsFor(const RunRecord& record, const LaunchOptions& optio
                 Seconds(options.rendezvous_timeout) + ")";
   fprintf(stderr,
           "infini_run: round %d is open for %lld s: %d of --nnodes=%s arrived (%s); waiting %s\n",
-          record.round,
-          static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(waited).count()),
-          arrived, options.NnodesText().c_str(), OneLine(who).c_str(), waits.c_str());
+          record.round, seconds, arrived, options.NnodesText().c_str(), OneLine(who).c_str(),
+          waits.c_str());
 }
 
 const RunMember* Find(const std::vector<RunMember>& members, const std::string& owner) {
@@ -251,7 +259,7 @@ RendezvousWorld JoinThroughRecord(RendezvousHandler& handler, const LaunchOption
     if (stopped())
       throw LaunchError("stopped while waiting for round " + std::to_string(record.round));
     const auto now = Clock::now();
-    if (now >= next_report && !record.round_closed) {
+    if (now >= next_report) {
       SayWhomTheRoundWaitsFor(record, options, now - started);
       next_report = now + options.waiting_note_interval;
     }

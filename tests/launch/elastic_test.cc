@@ -350,6 +350,37 @@ TEST(ElasticLauncher, AnOpenRoundSaysWhomItWaitsForEveryPeriod) {
   EXPECT_GE(CountOccurrences(result.err, "is open for"), 3u) << result.err;
 }
 
+// A node that arrives at a round already full (MAX members) waits on the
+// record's wait list, saying so every period, and is taken into the next
+// round when a member is lost.
+TEST(ElasticLauncher, ALateNodeAtAFullRoundSaysItWaitsAndJoinsWhenAMemberIsLost) {
+  TempDir dir;
+  const int port = FreePort();
+  auto nodes = StartNodes(2, [&] {
+    return ElasticNode(port, "full-round", "1:2", dir, {"--sleep_ms=60000", "--sleep_attempts=1"});
+  });
+  ASSERT_TRUE(WaitForPidFiles(dir.path(), 2));
+  LaunchSetup setup;
+  setup.extra_environment = {"INFINI_RUN_WAITING_NOTE_S=1"};
+  LauncherProcess late(
+      ElasticNode(port, "full-round", "1:2", dir, {"--sleep_ms=60000", "--sleep_attempts=1"}),
+      setup);
+  std::this_thread::sleep_for(milliseconds(2500));
+  EXPECT_THAT(late.OutputSoFar(),
+              HasSubstr("infini_run: round 0 is full with 2 of --nnodes=1:2 ("));
+  EXPECT_THAT(late.OutputSoFar(), HasSubstr(": waiting for the next round, which opens when a "
+                                            "member is lost"));
+  kill(nodes[1]->pid(), SIGKILL);  // not node 0: it hosts the store
+  const LauncherResult survivor = nodes[0]->Wait(seconds(30));
+  const LauncherResult admitted = late.Wait(seconds(30));
+  nodes[1]->Wait();
+  EXPECT_EQ(survivor.exit_code, 0) << survivor.err;
+  EXPECT_EQ(admitted.exit_code, 0) << admitted.err;
+  EXPECT_THAT(admitted.err, HasSubstr("round 1: node 1 of 2 (--nnodes=1:2)")) << admitted.err;
+  ExpectWorld(dir, 1, 1, 2);
+  EXPECT_TRUE(NoProcessLeft());
+}
+
 // A launcher that dies is lost when its store connection closes (on-close
 // keys), not a heartbeat timeout later: with heartbeat_timeout=30 the
 // survivor runs its rank in the world of one well within it (issue 34).
