@@ -67,26 +67,6 @@ TEST(EtcdStore, AddIsAtomicAcrossClients) {
   EXPECT_EQ(EtcdStore::Connect(OptionsFor(cluster, "add/"))->Add("n", 0), kClients * kAdds);
 }
 
-// Node ranks by join order: every one of N clients arriving at once gets its
-// own number of 1..N, in one request each (no race to lose).
-TEST(EtcdStore, CountUpNumbersClientsArrivingAtOnceOneToN) {
-  EtcdCluster cluster(1);
-  constexpr int kClients = 32;
-  std::vector<std::unique_ptr<EtcdStore>> stores;
-  for (int client = 0; client < kClients; ++client) {
-    stores.push_back(EtcdStore::Connect(OptionsFor(cluster, "count/")));
-  }
-  std::vector<int64_t> numbers(kClients);
-  std::vector<std::thread> clients;
-  for (int client = 0; client < kClients; ++client) {
-    clients.emplace_back([&, client] { numbers[client] = stores[client]->CountUp("joined"); });
-  }
-  for (auto& client : clients) client.join();
-  std::sort(numbers.begin(), numbers.end());
-  for (int client = 0; client < kClients; ++client) EXPECT_EQ(numbers[client], client + 1);
-  EXPECT_EQ(stores[0]->CountUp("joined"), kClients + 1);
-}
-
 // The run record's compare-and-set (launch/src/run_record_store.cc): a put
 // holds only while the key's revision is the one its writer read.
 TEST(EtcdStore, PutIfRevisionPutsOnlyOnTheRevisionItWasGiven) {

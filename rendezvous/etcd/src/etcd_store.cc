@@ -280,14 +280,6 @@ int64_t EtcdStore::Add(const std::string& key, int64_t delta) {
                    " races to update it");
 }
 
-int64_t EtcdStore::CountUp(const std::string& key) {
-  std::string body = state_->PutBody(key, "");
-  body.insert(body.size() - 1, ",\"prev_kv\":true");
-  const Json reply = state_->Call("/v3/kv/put", body);
-  // No prev_kv (or no version in it): the key was created by this put.
-  return Int(At(reply, "/prev_kv/version"), 0) + 1;
-}
-
 std::string EtcdStore::CompareSet(const std::string& key, const std::string& expected,
                                   const std::string& desired) {
   const std::string compare =

@@ -75,13 +75,6 @@ class EtcdStore : public Store {
   void Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   using Store::Wait;
 
-  // Puts `key` and returns how many puts it has had since it was created
-  // (etcd's version of the key): 1 for the first caller, 2 for the next, an
-  // arrival counter in one request that is never retried, where Add's
-  // read-then-compare is retried by every client that lost a race (at N
-  // clients arriving at once, O(N²) requests in all).
-  int64_t CountUp(const std::string& key);
-
   // A key's value and etcd's revision of its last put (mod_revision).
   struct Revisioned {
     std::string value;
