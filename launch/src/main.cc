@@ -392,12 +392,12 @@ class Launcher {
              Lines(FormatFailureSummary(*occurrence.result, occurrence.context))) {
           Console::Get().WriteLine(Console::kStderr, line + "\n");
         }
-        // Published at the first failure where several nodes must hear it at
-        // once; else here (a single node's record restarts or stops too).
-        if (FailureWaitsForItsCause() || !options_.multi_node()) {
-          node_->PublishFailure(attempt_, CanRestart(), occurrence.exit_status,
-                                FailureMessage(occurrence.result->first_failure));
-        }
+        // The record holds what was decided (a fixed run of several nodes
+        // published it at the first failure already: then this changes
+        // nothing, a restart of the same attempt and a later stop being
+        // no-ops).
+        node_->PublishFailure(attempt_, restart, occurrence.exit_status,
+                              FailureMessage(occurrence.result->first_failure));
         if (restart) {
           Say("restarting every rank" + std::string(options_.multi_node() ? " of every node" : "") +
               " (" + RestartOrdinal() + ")");

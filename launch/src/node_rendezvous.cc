@@ -231,9 +231,7 @@ bool NodeRendezvous::EveryOtherNodeLeft() const {
   const std::string me = handler_->identity();
   for (const RunMember& member : record.members) {
     if (member.owner == me || member.left || link_->lost_owners.count(member.owner)) continue;
-    bool lost = false;
-    for (const LostSlot& slot : record.lost) lost = lost || slot.owner == member.owner;
-    if (!lost) return false;
+    if (!record::IsLost(record, member.owner)) return false;
   }
   return true;
 }

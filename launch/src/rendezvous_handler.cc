@@ -118,20 +118,6 @@ void SayWhomTheRoundWaitsFor(const RunRecord& record, const LaunchOptions& optio
           waits.c_str());
 }
 
-const RunMember* Find(const std::vector<RunMember>& members, const std::string& owner) {
-  for (const RunMember& member : members) {
-    if (member.owner == owner) return &member;
-  }
-  return nullptr;
-}
-
-bool Lost(const RunRecord& record, const std::string& owner) {
-  for (const LostSlot& lost : record.lost) {
-    if (lost.owner == owner) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::string Key(const std::string& name) { return kPrefix + name; }
@@ -211,8 +197,7 @@ RendezvousWorld JoinThroughRecord(RendezvousHandler& handler, const LaunchOption
   const auto started = Clock::now();
   auto next_report = started + options.FirstWaitingNote();
   RunRecord record = records.Get();
-  if (record.version > 0 && !Find(record.members, arrival.owner) &&
-      !Find(record.waiting, arrival.owner) && handler.Abandoned(record)) {
+  if (record.version > 0 && !record::Holds(record, arrival.owner) && handler.Abandoned(record)) {
     // A dead run's record (every launcher of it gone): this run starts afresh.
     const int64_t dead = record.version;
     record = UpdateRunRecord(records, [dead](const RunRecord& current) {
@@ -222,7 +207,7 @@ RendezvousWorld JoinThroughRecord(RendezvousHandler& handler, const LaunchOption
   while (true) {
     // Arrives where the record does not hold it (first, or dropped from an
     // open round it was lost in); else lets the open round close on time.
-    const bool held = Find(record.members, arrival.owner) || Find(record.waiting, arrival.owner);
+    const bool held = record::Holds(record, arrival.owner);
     try {
       record = UpdateRunRecord(records, [&](const RunRecord& current) {
                  if (held) return record::CloseRound(current, rules, WallNow());
@@ -239,10 +224,10 @@ RendezvousWorld JoinThroughRecord(RendezvousHandler& handler, const LaunchOption
                             ? record.message
                             : "the run finished before the node " + arrival.owner + " joined");
     }
-    const RunMember* me = Find(record.members, arrival.owner);
+    const RunMember* me = record::FindMember(record, arrival.owner);
     const bool fixed = !options.elastic();
     if (me != nullptr && me->slot >= 0 && (record.round_closed || fixed) &&
-        !Lost(record, arrival.owner)) {
+        !record::IsLost(record, arrival.owner)) {
       RendezvousWorld world;
       world.round = record.round;
       world.node_rank = me->slot;

@@ -25,6 +25,24 @@ const char* OutcomeName(RunOutcome outcome) {
 }
 
 namespace record {
+
+bool IsLost(const RunRecord& record, const std::string& owner) {
+  return std::any_of(record.lost.begin(), record.lost.end(),
+                     [&](const LostSlot& lost) { return lost.owner == owner; });
+}
+
+const RunMember* FindMember(const RunRecord& record, const std::string& owner) {
+  const auto found = std::find_if(record.members.begin(), record.members.end(),
+                                  [&](const RunMember& member) { return member.owner == owner; });
+  return found == record.members.end() ? nullptr : &*found;
+}
+
+bool Holds(const RunRecord& record, const std::string& owner) {
+  const auto named = [&](const RunMember& member) { return member.owner == owner; };
+  return FindMember(record, owner) != nullptr ||
+         std::any_of(record.waiting.begin(), record.waiting.end(), named);
+}
+
 namespace {
 
 using decisions::Action;
@@ -39,20 +57,10 @@ Decision Decide(const RunRecord& record, const RunRules& rules, Event event) {
 const Decision kWaitDecision{Action::kWait, Status::kNone, false};
 const Decision kGoOnDecision{Action::kGoOn, Status::kNone, false};
 
-bool IsLost(const RunRecord& record, const std::string& owner) {
-  return std::any_of(record.lost.begin(), record.lost.end(),
-                     [&](const LostSlot& lost) { return lost.owner == owner; });
-}
-
 RunMember* FindIn(std::vector<RunMember>& members, const std::string& owner) {
   const auto found = std::find_if(members.begin(), members.end(),
                                   [&](const RunMember& member) { return member.owner == owner; });
   return found == members.end() ? nullptr : &*found;
-}
-
-bool Holds(const std::vector<RunMember>& members, const std::string& owner) {
-  return std::any_of(members.begin(), members.end(),
-                     [&](const RunMember& member) { return member.owner == owner; });
 }
 
 // A member of the round that was not lost; nullptr otherwise.
@@ -237,7 +245,7 @@ RecordStep Join(const RunRecord& record, const RunRules& rules, const RunMember&
                 WallTime now) {
   RecordStep step;
   if (Ended(record, rules, &step)) return step;
-  if (Holds(record.members, arrival.owner) || Holds(record.waiting, arrival.owner)) {
+  if (Holds(record, arrival.owner)) {
     return {record, record.round_closed ? kGoOnDecision : kWaitDecision};  // joined before
   }
   step.record = record;

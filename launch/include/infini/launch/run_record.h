@@ -130,6 +130,13 @@ class JoinRefused : public RunRecordError {
 
 namespace record {
 
+// What a launcher reads of the record: whether `owner` arrived (a member of
+// the round, or waiting for the next), its entry among the round's members
+// (nullptr: none), whether its slot was lost.
+bool Holds(const RunRecord& record, const std::string& owner);
+const RunMember* FindMember(const RunRecord& record, const std::string& owner);
+bool IsLost(const RunRecord& record, const std::string& owner);
+
 // A launcher arrives. In an open round it becomes a member (again: nothing
 // changes). A fixed world gives it its node rank at once (the
 // one it asked for, else the lowest free) and closes when full; an elastic
